@@ -1,0 +1,34 @@
+//! # statekit-core
+//!
+//! The vocabulary an engine links against: key groups and ranges (Flink's formulas),
+//! operator ids derived from uids (Flink's murmur3_128), keyed state kinds and operator state
+//! modes, descriptors with self-describing [`TypeSchema`]s, TTL, the
+//! [`KeyedStateBackend`] trait, the canonical [`Entry`] stream every snapshot can be read
+//! as ([`KeyedStateView`]), operator state with Flink's redistribution, and the
+//! [`Storage`](storage::Storage) trait checkpoint files go through.
+//!
+//! Crates above this one: `statekit-format` (on-disk format), `statekit-hashmap` (heap
+//! backend), `statekit-checkpoint` (checkpoint/savepoint lifecycle).
+
+pub mod backend;
+pub mod error;
+pub mod hash;
+pub mod keygroup;
+pub mod operator;
+pub mod operator_state;
+pub mod schema;
+pub mod state;
+pub mod storage;
+pub mod stream;
+
+pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
+pub use error::StateError;
+pub use keygroup::{key_group_for_key, KeyGroupRange, DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM};
+pub use operator::{uid_looks_auto_generated, OperatorId};
+pub use operator_state::{redistribute, OperatorStateData, OperatorStateHandle, OperatorStateSnapshot, OperatorStateStore};
+pub use schema::{decode_value, encode_value, Codec, TypeSchema, Value};
+pub use state::{
+    AggregateFn, KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, ReduceFn, StateDescriptor, StateFunctions,
+    TtlConfig, TtlUpdateType,
+};
+pub use stream::{Entry, EntryVisitor, KeyedStateView};

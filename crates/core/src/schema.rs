@@ -1,0 +1,642 @@
+//! Self-describing type information: a small schema stored with every state, so a tool can
+//! decode keys, namespaces and values without the program that wrote them.
+//!
+//! The byte encoding each schema implies (the *statekit value encoding*) is specified in
+//! `docs/format.md` §"Value encoding". In short: fixed-width numbers are big-endian (as Java's
+//! `DataOutputStream` writes them), a top-level string or byte string is its raw bytes, and
+//! inside a composite every variable-length part carries a LEB128 length or count.
+//! [`TypeSchema::Bytes`] keeps state opaque when a program wants that.
+
+use std::fmt;
+
+/// Upper bound on nesting depth accepted when decoding schemas and values (guards the stack).
+pub const MAX_SCHEMA_DEPTH: usize = 32;
+
+/// The type of a key, namespace, value or map user key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TypeSchema {
+    /// Opaque bytes; shown as hex.
+    Bytes,
+    /// No bytes at all (e.g. the "void" namespace of non-windowed state).
+    Unit,
+    /// One byte, 0 or 1.
+    Bool,
+    /// 4-byte big-endian two's complement.
+    I32,
+    /// 8-byte big-endian two's complement.
+    I64,
+    /// 8-byte big-endian unsigned.
+    U64,
+    /// 4-byte big-endian IEEE-754.
+    F32,
+    /// 8-byte big-endian IEEE-754.
+    F64,
+    /// UTF-8 text.
+    Utf8,
+    /// A sequence: LEB128 count, then the elements (nested encoding).
+    List(Box<TypeSchema>),
+    /// Fields in order, each in nested encoding.
+    Tuple(Vec<TypeSchema>),
+    /// Named fields in order, each in nested encoding.
+    Struct(Vec<(String, TypeSchema)>),
+    /// One byte 0 (absent) or 1 followed by the value (nested encoding).
+    Option(Box<TypeSchema>),
+}
+
+impl TypeSchema {
+    /// Fixed encoded width, if the type has one.
+    pub fn fixed_width(&self) -> Option<usize> {
+        match self {
+            TypeSchema::Unit => Some(0),
+            TypeSchema::Bool => Some(1),
+            TypeSchema::I32 | TypeSchema::F32 => Some(4),
+            TypeSchema::I64 | TypeSchema::U64 | TypeSchema::F64 => Some(8),
+            TypeSchema::Tuple(items) => items.iter().map(|t| t.fixed_width()).sum(),
+            TypeSchema::Struct(items) => items.iter().map(|(_, t)| t.fixed_width()).sum(),
+            _ => None,
+        }
+    }
+
+    /// Nesting depth (a scalar is 1).
+    pub fn depth(&self) -> usize {
+        match self {
+            TypeSchema::List(t) | TypeSchema::Option(t) => 1 + t.depth(),
+            TypeSchema::Tuple(items) => 1 + items.iter().map(|t| t.depth()).max().unwrap_or(0),
+            TypeSchema::Struct(items) => {
+                1 + items.iter().map(|(_, t)| t.depth()).max().unwrap_or(0)
+            }
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for TypeSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TypeSchema::Bytes => write!(f, "bytes"),
+            TypeSchema::Unit => write!(f, "unit"),
+            TypeSchema::Bool => write!(f, "bool"),
+            TypeSchema::I32 => write!(f, "i32"),
+            TypeSchema::I64 => write!(f, "i64"),
+            TypeSchema::U64 => write!(f, "u64"),
+            TypeSchema::F32 => write!(f, "f32"),
+            TypeSchema::F64 => write!(f, "f64"),
+            TypeSchema::Utf8 => write!(f, "string"),
+            TypeSchema::List(t) => write!(f, "list<{t}>"),
+            TypeSchema::Option(t) => write!(f, "option<{t}>"),
+            TypeSchema::Tuple(items) => {
+                write!(f, "(")?;
+                for (i, t) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{t}")?;
+                }
+                write!(f, ")")
+            }
+            TypeSchema::Struct(items) => {
+                write!(f, "{{")?;
+                for (i, (n, t)) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{n}: {t}")?;
+                }
+                write!(f, "}}")
+            }
+        }
+    }
+}
+
+/// A decoded value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// Opaque bytes.
+    Bytes(Vec<u8>),
+    /// The unit value.
+    Unit,
+    /// A boolean.
+    Bool(bool),
+    /// A 32-bit integer.
+    I32(i32),
+    /// A 64-bit integer.
+    I64(i64),
+    /// An unsigned 64-bit integer.
+    U64(u64),
+    /// A 32-bit float.
+    F32(f32),
+    /// A 64-bit float.
+    F64(f64),
+    /// Text.
+    Str(String),
+    /// A list.
+    List(Vec<Value>),
+    /// A tuple.
+    Tuple(Vec<Value>),
+    /// A struct: field names and values.
+    Struct(Vec<(String, Value)>),
+    /// An optional value.
+    Option(Option<Box<Value>>),
+}
+
+impl fmt::Display for Value {
+    /// A compact JSON-like rendering; bytes print as `0x…` hex.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Bytes(b) => {
+                write!(f, "0x")?;
+                for x in b {
+                    write!(f, "{x:02x}")?;
+                }
+                Ok(())
+            }
+            Value::Unit => write!(f, "()"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::I32(v) => write!(f, "{v}"),
+            Value::I64(v) => write!(f, "{v}"),
+            Value::U64(v) => write!(f, "{v}"),
+            Value::F32(v) => write!(f, "{v}"),
+            Value::F64(v) => write!(f, "{v}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+            Value::List(items) => {
+                write!(f, "[")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, "]")
+            }
+            Value::Tuple(items) => {
+                write!(f, "(")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                write!(f, ")")
+            }
+            Value::Struct(items) => {
+                write!(f, "{{")?;
+                for (i, (n, v)) in items.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{n}: {v}")?;
+                }
+                write!(f, "}}")
+            }
+            Value::Option(None) => write!(f, "null"),
+            Value::Option(Some(v)) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// A value's bytes do not match its schema.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot decode {schema} at byte {offset}: {reason}")]
+pub struct ValueDecodeError {
+    /// The schema (or part of it) being decoded.
+    pub schema: String,
+    /// Offset within the value's bytes.
+    pub offset: usize,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// A value does not have the shape its schema asks for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("value does not match schema {schema}")]
+pub struct ValueEncodeError {
+    /// The schema that was expected.
+    pub schema: String,
+}
+
+/// Appends `v` as LEB128 (7 bits per byte, low group first, high bit = more).
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a LEB128 value at `*pos`; `None` when truncated or longer than 10 bytes.
+pub fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut result: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        result |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(result);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// Encodes `value` with `schema` at top level.
+pub fn encode_value(schema: &TypeSchema, value: &Value) -> Result<Vec<u8>, ValueEncodeError> {
+    let mut out = Vec::new();
+    encode_into(schema, value, true, &mut out)?;
+    Ok(out)
+}
+
+fn encode_into(
+    schema: &TypeSchema,
+    value: &Value,
+    top: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), ValueEncodeError> {
+    let mismatch = || ValueEncodeError {
+        schema: schema.to_string(),
+    };
+    match (schema, value) {
+        (TypeSchema::Bytes, Value::Bytes(b)) => {
+            if !top {
+                put_varint(out, b.len() as u64);
+            }
+            out.extend_from_slice(b);
+        }
+        (TypeSchema::Utf8, Value::Str(s)) => {
+            if !top {
+                put_varint(out, s.len() as u64);
+            }
+            out.extend_from_slice(s.as_bytes());
+        }
+        (TypeSchema::Unit, Value::Unit) => {}
+        (TypeSchema::Bool, Value::Bool(b)) => out.push(u8::from(*b)),
+        (TypeSchema::I32, Value::I32(v)) => out.extend_from_slice(&v.to_be_bytes()),
+        (TypeSchema::I64, Value::I64(v)) => out.extend_from_slice(&v.to_be_bytes()),
+        (TypeSchema::U64, Value::U64(v)) => out.extend_from_slice(&v.to_be_bytes()),
+        (TypeSchema::F32, Value::F32(v)) => out.extend_from_slice(&v.to_be_bytes()),
+        (TypeSchema::F64, Value::F64(v)) => out.extend_from_slice(&v.to_be_bytes()),
+        (TypeSchema::List(t), Value::List(items)) => {
+            put_varint(out, items.len() as u64);
+            for item in items {
+                encode_into(t, item, false, out)?;
+            }
+        }
+        (TypeSchema::Tuple(ts), Value::Tuple(items)) if ts.len() == items.len() => {
+            for (t, item) in ts.iter().zip(items) {
+                encode_into(t, item, false, out)?;
+            }
+        }
+        (TypeSchema::Struct(ts), Value::Struct(items)) if ts.len() == items.len() => {
+            for ((name, t), (vname, item)) in ts.iter().zip(items) {
+                if name != vname {
+                    return Err(mismatch());
+                }
+                encode_into(t, item, false, out)?;
+            }
+        }
+        (TypeSchema::Option(t), Value::Option(v)) => match v {
+            None => out.push(0),
+            Some(v) => {
+                out.push(1);
+                encode_into(t, v, false, out)?;
+            }
+        },
+        _ => return Err(mismatch()),
+    }
+    Ok(())
+}
+
+/// Decodes the bytes of one top-level value; every byte must be consumed.
+pub fn decode_value(schema: &TypeSchema, bytes: &[u8]) -> Result<Value, ValueDecodeError> {
+    let mut pos = 0;
+    let v = decode_at(schema, bytes, &mut pos, true, 0)?;
+    if pos != bytes.len() {
+        return Err(ValueDecodeError {
+            schema: schema.to_string(),
+            offset: pos,
+            reason: format!("{} trailing bytes", bytes.len() - pos),
+        });
+    }
+    Ok(v)
+}
+
+fn decode_at(
+    schema: &TypeSchema,
+    buf: &[u8],
+    pos: &mut usize,
+    top: bool,
+    depth: usize,
+) -> Result<Value, ValueDecodeError> {
+    let err = |offset: usize, reason: &str| ValueDecodeError {
+        schema: schema.to_string(),
+        offset,
+        reason: reason.to_string(),
+    };
+    if depth > MAX_SCHEMA_DEPTH {
+        return Err(err(*pos, "schema nested too deeply"));
+    }
+    let take = |pos: &mut usize, n: usize| -> Result<&[u8], ValueDecodeError> {
+        let start = *pos;
+        let end = start
+            .checked_add(n)
+            .filter(|e| *e <= buf.len())
+            .ok_or_else(|| err(start, &format!("needs {n} bytes, {} left", buf.len() - start)))?;
+        *pos = end;
+        Ok(&buf[start..end])
+    };
+    let var_len = |pos: &mut usize| -> Result<usize, ValueDecodeError> {
+        let at = *pos;
+        let n = get_varint(buf, pos).ok_or_else(|| err(at, "bad length varint"))?;
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= buf.len() - *pos)
+            .ok_or_else(|| err(at, &format!("length {n} exceeds the {} bytes left", buf.len() - *pos)))
+    };
+    Ok(match schema {
+        TypeSchema::Bytes | TypeSchema::Utf8 => {
+            let n = if top { buf.len() - *pos } else { var_len(pos)? };
+            let at = *pos;
+            let raw = take(pos, n)?;
+            if matches!(schema, TypeSchema::Utf8) {
+                Value::Str(
+                    std::str::from_utf8(raw)
+                        .map_err(|e| err(at + e.valid_up_to(), "invalid UTF-8"))?
+                        .to_string(),
+                )
+            } else {
+                Value::Bytes(raw.to_vec())
+            }
+        }
+        TypeSchema::Unit => Value::Unit,
+        TypeSchema::Bool => {
+            let at = *pos;
+            match take(pos, 1)?[0] {
+                0 => Value::Bool(false),
+                1 => Value::Bool(true),
+                _ => return Err(err(at, "bool byte is neither 0 nor 1")),
+            }
+        }
+        TypeSchema::I32 => Value::I32(i32::from_be_bytes(arr4(take(pos, 4)?))),
+        TypeSchema::F32 => Value::F32(f32::from_be_bytes(arr4(take(pos, 4)?))),
+        TypeSchema::I64 => Value::I64(i64::from_be_bytes(arr8(take(pos, 8)?))),
+        TypeSchema::U64 => Value::U64(u64::from_be_bytes(arr8(take(pos, 8)?))),
+        TypeSchema::F64 => Value::F64(f64::from_be_bytes(arr8(take(pos, 8)?))),
+        TypeSchema::List(t) => {
+            let at = *pos;
+            let n = get_varint(buf, pos).ok_or_else(|| err(at, "bad count varint"))?;
+            // Every element takes at least one byte unless it is zero-width; cap the
+            // preallocation so a corrupted count cannot exhaust memory.
+            let cap = (n as usize).min(buf.len() - *pos);
+            let mut items = Vec::with_capacity(cap);
+            if t.fixed_width() == Some(0) && n > (1 << 20) {
+                return Err(err(at, "implausible element count for a zero-width type"));
+            }
+            for _ in 0..n {
+                items.push(decode_at(t, buf, pos, false, depth + 1)?);
+            }
+            Value::List(items)
+        }
+        TypeSchema::Tuple(ts) => {
+            let mut items = Vec::with_capacity(ts.len());
+            for t in ts {
+                items.push(decode_at(t, buf, pos, false, depth + 1)?);
+            }
+            Value::Tuple(items)
+        }
+        TypeSchema::Struct(ts) => {
+            let mut items = Vec::with_capacity(ts.len());
+            for (name, t) in ts {
+                items.push((name.clone(), decode_at(t, buf, pos, false, depth + 1)?));
+            }
+            Value::Struct(items)
+        }
+        TypeSchema::Option(t) => {
+            let at = *pos;
+            match take(pos, 1)?[0] {
+                0 => Value::Option(None),
+                1 => Value::Option(Some(Box::new(decode_at(t, buf, pos, false, depth + 1)?))),
+                _ => return Err(err(at, "option tag is neither 0 nor 1")),
+            }
+        }
+    })
+}
+
+fn arr4(b: &[u8]) -> [u8; 4] {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(b);
+    a
+}
+
+fn arr8(b: &[u8]) -> [u8; 8] {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    a
+}
+
+/// A Rust type with a [`TypeSchema`] and the matching top-level encoding. Engines use it to
+/// read and write state without hand-written byte handling.
+pub trait Codec: Sized {
+    /// The schema recorded for this type.
+    fn schema() -> TypeSchema;
+    /// Appends the top-level encoding of `self`.
+    fn encode_to(&self, out: &mut Vec<u8>);
+    /// Decodes a whole top-level value.
+    fn decode(bytes: &[u8]) -> Result<Self, ValueDecodeError>;
+    /// The top-level encoding as a new vector.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode_to(&mut v);
+        v
+    }
+}
+
+fn fixed<const N: usize>(schema: &TypeSchema, bytes: &[u8]) -> Result<[u8; N], ValueDecodeError> {
+    bytes.try_into().map_err(|_| ValueDecodeError {
+        schema: schema.to_string(),
+        offset: 0,
+        reason: format!("expected {N} bytes, got {}", bytes.len()),
+    })
+}
+
+macro_rules! codec_num {
+    ($t:ty, $s:expr) => {
+        impl Codec for $t {
+            fn schema() -> TypeSchema {
+                $s
+            }
+            fn encode_to(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_be_bytes());
+            }
+            fn decode(bytes: &[u8]) -> Result<Self, ValueDecodeError> {
+                Ok(<$t>::from_be_bytes(fixed(&$s, bytes)?))
+            }
+        }
+    };
+}
+codec_num!(i32, TypeSchema::I32);
+codec_num!(i64, TypeSchema::I64);
+codec_num!(u64, TypeSchema::U64);
+codec_num!(f32, TypeSchema::F32);
+codec_num!(f64, TypeSchema::F64);
+
+impl Codec for bool {
+    fn schema() -> TypeSchema {
+        TypeSchema::Bool
+    }
+    fn encode_to(&self, out: &mut Vec<u8>) {
+        out.push(u8::from(*self));
+    }
+    fn decode(bytes: &[u8]) -> Result<Self, ValueDecodeError> {
+        match decode_value(&TypeSchema::Bool, bytes)? {
+            Value::Bool(b) => Ok(b),
+            _ => unreachable!("bool schema decodes to a bool"),
+        }
+    }
+}
+
+impl Codec for () {
+    fn schema() -> TypeSchema {
+        TypeSchema::Unit
+    }
+    fn encode_to(&self, _out: &mut Vec<u8>) {}
+    fn decode(bytes: &[u8]) -> Result<Self, ValueDecodeError> {
+        decode_value(&TypeSchema::Unit, bytes).map(|_| ())
+    }
+}
+
+impl Codec for String {
+    fn schema() -> TypeSchema {
+        TypeSchema::Utf8
+    }
+    fn encode_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.as_bytes());
+    }
+    fn decode(bytes: &[u8]) -> Result<Self, ValueDecodeError> {
+        std::str::from_utf8(bytes)
+            .map(str::to_string)
+            .map_err(|e| ValueDecodeError {
+                schema: "string".into(),
+                offset: e.valid_up_to(),
+                reason: "invalid UTF-8".into(),
+            })
+    }
+}
+
+impl Codec for Vec<u8> {
+    fn schema() -> TypeSchema {
+        TypeSchema::Bytes
+    }
+    fn encode_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+    fn decode(bytes: &[u8]) -> Result<Self, ValueDecodeError> {
+        Ok(bytes.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_schema() -> impl Strategy<Value = TypeSchema> {
+        let leaf = prop_oneof![
+            Just(TypeSchema::Bytes),
+            Just(TypeSchema::Unit),
+            Just(TypeSchema::Bool),
+            Just(TypeSchema::I32),
+            Just(TypeSchema::I64),
+            Just(TypeSchema::U64),
+            Just(TypeSchema::F64),
+            Just(TypeSchema::Utf8),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|t| TypeSchema::List(Box::new(t))),
+                inner.clone().prop_map(|t| TypeSchema::Option(Box::new(t))),
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(TypeSchema::Tuple),
+                proptest::collection::vec(inner, 0..3).prop_map(|ts| TypeSchema::Struct(
+                    ts.into_iter().enumerate().map(|(i, t)| (format!("f{i}"), t)).collect()
+                )),
+            ]
+        })
+    }
+
+    fn arb_value(schema: &TypeSchema) -> BoxedStrategy<Value> {
+        match schema {
+            TypeSchema::Bytes => proptest::collection::vec(any::<u8>(), 0..8)
+                .prop_map(Value::Bytes)
+                .boxed(),
+            TypeSchema::Unit => Just(Value::Unit).boxed(),
+            TypeSchema::Bool => any::<bool>().prop_map(Value::Bool).boxed(),
+            TypeSchema::I32 => any::<i32>().prop_map(Value::I32).boxed(),
+            TypeSchema::I64 => any::<i64>().prop_map(Value::I64).boxed(),
+            TypeSchema::U64 => any::<u64>().prop_map(Value::U64).boxed(),
+            TypeSchema::F32 => any::<i16>().prop_map(|v| Value::F32(f32::from(v))).boxed(),
+            TypeSchema::F64 => any::<i32>().prop_map(|v| Value::F64(f64::from(v))).boxed(),
+            TypeSchema::Utf8 => "[a-zé]{0,6}".prop_map(Value::Str).boxed(),
+            TypeSchema::List(t) => proptest::collection::vec(arb_value(t), 0..3)
+                .prop_map(Value::List)
+                .boxed(),
+            TypeSchema::Option(t) => proptest::option::of(arb_value(t))
+                .prop_map(|v| Value::Option(v.map(Box::new)))
+                .boxed(),
+            TypeSchema::Tuple(ts) => ts
+                .iter()
+                .map(arb_value)
+                .collect::<Vec<_>>()
+                .prop_map(Value::Tuple)
+                .boxed(),
+            TypeSchema::Struct(ts) => {
+                let names: Vec<String> = ts.iter().map(|(n, _)| n.clone()).collect();
+                ts.iter()
+                    .map(|(_, t)| arb_value(t))
+                    .collect::<Vec<_>>()
+                    .prop_map(move |vs| Value::Struct(names.iter().cloned().zip(vs).collect()))
+                    .boxed()
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn encode_decode_round_trip((schema, value) in arb_schema().prop_flat_map(|s| {
+            let v = arb_value(&s);
+            (Just(s), v)
+        })) {
+            let bytes = encode_value(&schema, &value).expect("encode");
+            prop_assert_eq!(decode_value(&schema, &bytes).expect("decode"), value);
+        }
+
+        #[test]
+        fn decode_never_panics(schema in arb_schema(), bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_value(&schema, &bytes);
+        }
+    }
+
+    #[test]
+    fn codec_matches_schema_encoding() {
+        assert_eq!(
+            decode_value(&i64::schema(), &42i64.to_bytes()).expect("decode"),
+            Value::I64(42)
+        );
+        assert_eq!(String::decode(b"word").expect("decode"), "word");
+        assert!(i64::decode(b"short").is_err());
+        assert!(String::decode(&[0xff]).is_err());
+    }
+
+    #[test]
+    fn huge_count_is_rejected_without_allocating() {
+        let mut bytes = Vec::new();
+        put_varint(&mut bytes, u64::MAX >> 1);
+        let s = TypeSchema::List(Box::new(TypeSchema::I64));
+        assert!(decode_value(&s, &bytes).is_err());
+        let s = TypeSchema::List(Box::new(TypeSchema::Unit));
+        assert!(decode_value(&s, &bytes).is_err());
+    }
+}

@@ -1,0 +1,482 @@
+//! A small storage abstraction for checkpoint and savepoint files: the local filesystem
+//! today, object stores later. Paths are relative, `/`-separated, and never contain `..`.
+//!
+//! Writers are crash-safe: [`Storage::create`] writes to a hidden temporary name, and
+//! [`StorageWriter::commit`] fsyncs the data, renames it into place and fsyncs the
+//! directory, so a reader sees either nothing or the whole file.
+
+use memmap2::Mmap;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Errors from a [`Storage`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The path does not exist.
+    #[error("{0}: not found")]
+    NotFound(String),
+    /// The path is not acceptable (absolute, `..`, empty component).
+    #[error("{0}: invalid storage path")]
+    InvalidPath(String),
+    /// An I/O error on a path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The full path, as the user would type it.
+        path: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The bytes of a stored file (memory-mapped for local files).
+pub trait Blob: Send + Sync {
+    /// The whole file.
+    fn bytes(&self) -> &[u8];
+}
+
+impl Blob for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Blob for Mmap {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's name (no `/`).
+    pub name: String,
+    /// True for directories.
+    pub is_dir: bool,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// Last modification, milliseconds since the epoch (0 when unknown).
+    pub modified_ms: i64,
+}
+
+/// A file being written; nothing is visible under its final name until `commit`.
+pub trait StorageWriter: Write + Send {
+    /// Makes the file durable and visible under its final name; returns its size.
+    fn commit(self: Box<Self>) -> Result<u64, StorageError>;
+}
+
+/// Where checkpoint and savepoint files live.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// The full location of `path`, for messages (e.g. `/data/chk/job/chk-3/_metadata`).
+    fn describe(&self, path: &str) -> String;
+    /// Starts writing `path` (parents are created). Replaces an existing file on commit.
+    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError>;
+    /// Reads a whole file.
+    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError>;
+    /// True when a file or directory exists at `path`.
+    fn exists(&self, path: &str) -> Result<bool, StorageError>;
+    /// The entries of a directory (`""` is the root), sorted by name. A missing directory
+    /// lists as empty.
+    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError>;
+    /// Deletes one file; a missing file is not an error.
+    fn delete_file(&self, path: &str) -> Result<(), StorageError>;
+    /// Deletes a directory and everything below it; a missing directory is not an error.
+    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError>;
+
+    /// Writes a whole file atomically.
+    fn put_atomic(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
+        let mut w = self.create(path)?;
+        w.write_all(bytes).map_err(|e| StorageError::Io {
+            path: self.describe(path),
+            source: e,
+        })?;
+        w.commit()
+    }
+}
+
+/// Checks a relative storage path.
+pub fn check_path(path: &str) -> Result<(), StorageError> {
+    let bad = path.starts_with('/')
+        || path.contains('\\')
+        || path.split('/').any(|c| c == ".." || c == ".")
+        || (!path.is_empty() && path.split('/').any(str::is_empty));
+    if bad {
+        Err(StorageError::InvalidPath(path.to_string()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Joins two relative paths with `/`.
+pub fn join(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.to_string(),
+        (_, true) => a.to_string(),
+        _ => format!("{a}/{b}"),
+    }
+}
+
+/// Files under a directory on the local filesystem.
+#[derive(Clone, Debug)]
+pub struct LocalStorage {
+    root: PathBuf,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl LocalStorage {
+    /// Storage rooted at `root` (which need not exist yet).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        LocalStorage { root: root.into() }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, rel: &str) -> Result<PathBuf, StorageError> {
+        check_path(rel)?;
+        Ok(if rel.is_empty() {
+            self.root.clone()
+        } else {
+            self.root.join(rel)
+        })
+    }
+
+    fn io(&self, rel: &str, e: io::Error) -> StorageError {
+        if e.kind() == io::ErrorKind::NotFound {
+            StorageError::NotFound(self.describe(rel))
+        } else {
+            StorageError::Io {
+                path: self.describe(rel),
+                source: e,
+            }
+        }
+    }
+}
+
+/// Fsyncs a directory so a rename or create inside it is durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+struct LocalWriter {
+    file: io::BufWriter<File>,
+    tmp: PathBuf,
+    dest: PathBuf,
+    display: String,
+    committed: bool,
+}
+
+impl Write for LocalWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.file.write_all(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl StorageWriter for LocalWriter {
+    fn commit(mut self: Box<Self>) -> Result<u64, StorageError> {
+        let display = self.display.clone();
+        let err = |e| StorageError::Io {
+            path: display.clone(),
+            source: e,
+        };
+        self.file.flush().map_err(err)?;
+        let file = self.file.get_ref();
+        file.sync_all().map_err(err)?;
+        let size = file.metadata().map_err(err)?.len();
+        fs::rename(&self.tmp, &self.dest).map_err(err)?;
+        if let Some(parent) = self.dest.parent() {
+            sync_dir(parent).map_err(err)?;
+        }
+        self.committed = true;
+        Ok(size)
+    }
+}
+
+impl Drop for LocalWriter {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl Storage for LocalStorage {
+    fn describe(&self, path: &str) -> String {
+        if path.is_empty() {
+            self.root.display().to_string()
+        } else {
+            self.root.join(path).display().to_string()
+        }
+    }
+
+    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        let dest = self.path(path)?;
+        let name = dest
+            .file_name()
+            .ok_or_else(|| StorageError::InvalidPath(path.to_string()))?
+            .to_string_lossy()
+            .to_string();
+        let parent = dest.parent().unwrap_or(&self.root).to_path_buf();
+        fs::create_dir_all(&parent).map_err(|e| self.io(path, e))?;
+        let tmp = parent.join(format!(
+            ".{name}.{}.{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| self.io(path, e))?;
+        Ok(Box::new(LocalWriter {
+            file: io::BufWriter::with_capacity(1 << 20, file),
+            tmp,
+            dest,
+            display: self.describe(path),
+            committed: false,
+        }))
+    }
+
+    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        let p = self.path(path)?;
+        let file = File::open(&p).map_err(|e| self.io(path, e))?;
+        let len = file.metadata().map_err(|e| self.io(path, e))?.len();
+        if len == 0 {
+            return Ok(Arc::new(Vec::new()));
+        }
+        // SAFETY: the file is opened read-only. statekit never modifies a committed file in
+        // place (writers go through a temporary name and rename), so the mapping is not
+        // changed underneath us by statekit itself.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| self.io(path, e))?;
+        Ok(Arc::new(map))
+    }
+
+    fn exists(&self, path: &str) -> Result<bool, StorageError> {
+        Ok(self.path(path)?.exists())
+    }
+
+    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        let p = self.path(dir)?;
+        let rd = match fs::read_dir(&p) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io(dir, e)),
+        };
+        let mut out = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(|e| self.io(dir, e))?;
+            let md = match entry.metadata() {
+                Ok(md) => md,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io(dir, e)),
+            };
+            let modified_ms = md
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            out.push(DirEntry {
+                name: entry.file_name().to_string_lossy().to_string(),
+                is_dir: md.is_dir(),
+                size: if md.is_dir() { 0 } else { md.len() },
+                modified_ms,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
+        match fs::remove_file(self.path(path)?) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(self.io(path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        match fs::remove_dir_all(self.path(dir)?) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(self.io(dir, e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        fs::create_dir_all(self.path(dir)?).map_err(|e| self.io(dir, e))
+    }
+}
+
+/// Files held in memory (tests, and engines that keep small checkpoints in RAM).
+#[derive(Debug, Default, Clone)]
+pub struct MemoryStorage {
+    files: Arc<Mutex<BTreeMap<String, Arc<Vec<u8>>>>>,
+}
+
+impl MemoryStorage {
+    /// Empty storage.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Vec<u8>>>> {
+        self.files.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct MemoryWriter {
+    storage: MemoryStorage,
+    path: String,
+    buf: Vec<u8>,
+}
+
+impl Write for MemoryWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl StorageWriter for MemoryWriter {
+    fn commit(self: Box<Self>) -> Result<u64, StorageError> {
+        let len = self.buf.len() as u64;
+        self.storage.lock().insert(self.path, Arc::new(self.buf));
+        Ok(len)
+    }
+}
+
+struct SharedBlob(Arc<Vec<u8>>);
+
+impl Blob for SharedBlob {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn describe(&self, path: &str) -> String {
+        format!("memory:/{path}")
+    }
+
+    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        check_path(path)?;
+        Ok(Box::new(MemoryWriter {
+            storage: self.clone(),
+            path: path.to_string(),
+            buf: Vec::new(),
+        }))
+    }
+
+    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        check_path(path)?;
+        self.lock()
+            .get(path)
+            .map(|b| Arc::new(SharedBlob(b.clone())) as Arc<dyn Blob>)
+            .ok_or_else(|| StorageError::NotFound(self.describe(path)))
+    }
+
+    fn exists(&self, path: &str) -> Result<bool, StorageError> {
+        check_path(path)?;
+        let prefix = format!("{path}/");
+        Ok(path.is_empty() || self.lock().keys().any(|k| k == path || k.starts_with(&prefix)))
+    }
+
+    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        check_path(dir)?;
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let mut out: BTreeMap<String, DirEntry> = BTreeMap::new();
+        for (k, v) in self.lock().iter() {
+            if let Some(rest) = k.strip_prefix(&prefix) {
+                let (name, is_dir) = match rest.split_once('/') {
+                    Some((first, _)) => (first, true),
+                    None => (rest, false),
+                };
+                out.entry(name.to_string()).or_insert(DirEntry {
+                    name: name.to_string(),
+                    is_dir,
+                    size: if is_dir { 0 } else { v.len() as u64 },
+                    modified_ms: 0,
+                });
+            }
+        }
+        Ok(out.into_values().collect())
+    }
+
+    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
+        check_path(path)?;
+        self.lock().remove(path);
+        Ok(())
+    }
+
+    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        check_path(dir)?;
+        let prefix = format!("{dir}/");
+        self.lock().retain(|k, _| !k.starts_with(&prefix));
+        Ok(())
+    }
+
+    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        check_path(dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise(s: &dyn Storage) {
+        s.put_atomic("a/b/file", b"hello").expect("put");
+        assert_eq!(s.open("a/b/file").expect("open").bytes(), b"hello");
+        assert!(s.exists("a/b/file").expect("exists"));
+        assert!(s.exists("a").expect("exists"));
+        let names: Vec<String> = s.list("a").expect("list").into_iter().map(|e| e.name).collect();
+        assert_eq!(names, vec!["b".to_string()]);
+        let w = s.create("a/b/pending").expect("create");
+        drop(w); // never committed
+        assert!(!s.exists("a/b/pending").expect("exists"));
+        assert_eq!(s.list("a/b").expect("list").len(), 1, "no temp files left behind");
+        s.delete_dir_all("a").expect("delete");
+        assert!(matches!(s.open("a/b/file"), Err(StorageError::NotFound(_))));
+        assert!(s.open("../x").is_err());
+        assert!(s.open("/abs").is_err());
+    }
+
+    #[test]
+    fn local_storage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        exercise(&LocalStorage::new(dir.path()));
+    }
+
+    #[test]
+    fn memory_storage() {
+        exercise(&MemoryStorage::new());
+    }
+
+    #[test]
+    fn empty_file_opens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = LocalStorage::new(dir.path());
+        s.put_atomic("empty", b"").expect("put");
+        assert!(s.open("empty").expect("open").bytes().is_empty());
+    }
+}

@@ -1,0 +1,96 @@
+//! The narrow waist: a keyed snapshot read as one stream of entries in key-group order.
+//!
+//! Backends produce it ([`crate::KeyedStateBackend::snapshot`]) and consume it
+//! ([`crate::KeyedStateBackend::restore`]); the savepoint format stores it; tools read it.
+//! Rescaling is a filter on key-group ranges.
+
+use crate::error::StateError;
+use crate::keygroup::KeyGroupRange;
+use crate::state::{KeyedStateKind, StateDescriptor};
+use std::cmp::Ordering;
+
+/// One entry of a keyed snapshot.
+///
+/// * value, reducing and aggregating states: one entry per (key, namespace);
+/// * list states: one entry per element, in list order;
+/// * map states: one entry per user key, with `user_key` set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// Index of the state in [`KeyedStateView::states`].
+    pub state: u32,
+    /// Serialized key.
+    pub key: &'a [u8],
+    /// Serialized namespace.
+    pub namespace: &'a [u8],
+    /// Map user key (map states only).
+    pub user_key: Option<&'a [u8]>,
+    /// Serialized value, list element, map value or accumulator.
+    pub value: &'a [u8],
+    /// Last-update timestamp (ms) for states with TTL; `None` otherwise.
+    pub timestamp: Option<i64>,
+}
+
+impl Entry<'_> {
+    /// The canonical order of entries within a key group: by state index, then key, then
+    /// namespace, then user key, each compared as unsigned bytes. List elements of one
+    /// (key, namespace) compare equal and keep their list order.
+    pub fn canonical_cmp(&self, other: &Entry<'_>) -> Ordering {
+        self.state
+            .cmp(&other.state)
+            .then_with(|| self.key.cmp(other.key))
+            .then_with(|| self.namespace.cmp(other.namespace))
+            .then_with(|| self.user_key.cmp(&other.user_key))
+    }
+}
+
+/// A visitor over entries; returning an error stops the walk.
+pub type EntryVisitor<'v> = dyn FnMut(&Entry<'_>) -> Result<(), StateError> + 'v;
+
+/// A frozen, readable keyed snapshot: produced by a backend's snapshot, or read from files.
+///
+/// Implementations must yield, for each key group, the entries in the canonical order of
+/// [`Entry::canonical_cmp`], and must be safe to read from another thread while the
+/// backend that produced them keeps processing.
+pub trait KeyedStateView: Send + Sync {
+    /// Max parallelism (number of key groups) of the job that produced the state.
+    fn max_parallelism(&self) -> u32;
+    /// The key groups this view covers.
+    fn key_group_range(&self) -> KeyGroupRange;
+    /// The states, indexed by [`Entry::state`].
+    fn states(&self) -> &[StateDescriptor];
+    /// Calls `visitor` for every entry of `key_group` in canonical order. A key group
+    /// outside [`KeyedStateView::key_group_range`] has no entries.
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError>;
+
+    /// Visits every key group of `range ∩ key_group_range()` in ascending order.
+    fn visit_range(&self, range: KeyGroupRange, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+        for kg in self.key_group_range().intersection(&range) {
+            self.visit_key_group(kg, visitor)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks that an entry is consistent with the kind of its state (user key present exactly
+/// for maps, timestamp present exactly for TTL'd state).
+pub fn check_entry_shape(states: &[StateDescriptor], e: &Entry<'_>) -> Result<(), String> {
+    let desc = states
+        .get(e.state as usize)
+        .ok_or_else(|| format!("entry names state index {} but there are {}", e.state, states.len()))?;
+    if (desc.kind == KeyedStateKind::Map) != e.user_key.is_some() {
+        return Err(format!(
+            "state {:?} ({}) entry {} a user key",
+            desc.name,
+            desc.kind,
+            if e.user_key.is_some() { "has" } else { "lacks" }
+        ));
+    }
+    if desc.ttl.is_some() != e.timestamp.is_some() {
+        return Err(format!(
+            "state {:?} entry {} a TTL timestamp",
+            desc.name,
+            if e.timestamp.is_some() { "has" } else { "lacks" }
+        ));
+    }
+    Ok(())
+}
