@@ -31,4 +31,4 @@ pub use state::{
     AggregateFn, KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, ReduceFn, StateDescriptor, StateFunctions,
     TtlConfig, TtlUpdateType,
 };
-pub use stream::{Entry, EntryVisitor, KeyedStateView};
+pub use stream::{Entry, EntryVisitor, KeyedStateView, MemoryView, OwnedEntry};

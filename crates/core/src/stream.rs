@@ -94,3 +94,115 @@ pub fn check_entry_shape(states: &[StateDescriptor], e: &Entry<'_>) -> Result<()
     }
     Ok(())
 }
+
+/// An owned entry, for building views by hand (tests, generators, tools).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OwnedEntry {
+    /// Key group of the key.
+    pub key_group: u32,
+    /// Index of the state.
+    pub state: u32,
+    /// Serialized key.
+    pub key: Vec<u8>,
+    /// Serialized namespace.
+    pub namespace: Vec<u8>,
+    /// Map user key.
+    pub user_key: Option<Vec<u8>>,
+    /// Value, element or accumulator.
+    pub value: Vec<u8>,
+    /// TTL timestamp.
+    pub timestamp: Option<i64>,
+}
+
+impl OwnedEntry {
+    /// Borrows it as an [`Entry`].
+    pub fn as_entry(&self) -> Entry<'_> {
+        Entry {
+            state: self.state,
+            key: &self.key,
+            namespace: &self.namespace,
+            user_key: self.user_key.as_deref(),
+            value: &self.value,
+            timestamp: self.timestamp,
+        }
+    }
+
+    /// Copies an [`Entry`] of `key_group`.
+    pub fn from_entry(key_group: u32, e: &Entry<'_>) -> Self {
+        OwnedEntry {
+            key_group,
+            state: e.state,
+            key: e.key.to_vec(),
+            namespace: e.namespace.to_vec(),
+            user_key: e.user_key.map(<[u8]>::to_vec),
+            value: e.value.to_vec(),
+            timestamp: e.timestamp,
+        }
+    }
+}
+
+/// A [`KeyedStateView`] over owned entries held in memory. Entries are put in canonical
+/// order on construction (a stable sort, so list elements keep their order).
+#[derive(Clone, Debug)]
+pub struct MemoryView {
+    max_parallelism: u32,
+    range: KeyGroupRange,
+    states: Vec<StateDescriptor>,
+    entries: Vec<OwnedEntry>,
+}
+
+impl MemoryView {
+    /// A view of `entries` (any order; entries outside `range` are dropped).
+    pub fn new(max_parallelism: u32, range: KeyGroupRange, states: Vec<StateDescriptor>, mut entries: Vec<OwnedEntry>) -> Self {
+        entries.retain(|e| range.contains(e.key_group));
+        entries.sort_by(|a, b| a.key_group.cmp(&b.key_group).then_with(|| a.as_entry().canonical_cmp(&b.as_entry())));
+        MemoryView {
+            max_parallelism,
+            range,
+            states,
+            entries,
+        }
+    }
+
+    /// Copies every entry of `view` in `range`.
+    pub fn collect(view: &dyn KeyedStateView, range: KeyGroupRange) -> Result<Self, StateError> {
+        let mut entries = Vec::new();
+        let range = range.intersection(&view.key_group_range());
+        for kg in range {
+            view.visit_key_group(kg, &mut |e| {
+                entries.push(OwnedEntry::from_entry(kg, e));
+                Ok(())
+            })?;
+        }
+        Ok(MemoryView {
+            max_parallelism: view.max_parallelism(),
+            range,
+            states: view.states().to_vec(),
+            entries,
+        })
+    }
+
+    /// The entries, in key-group then canonical order.
+    pub fn entries(&self) -> &[OwnedEntry] {
+        &self.entries
+    }
+}
+
+impl KeyedStateView for MemoryView {
+    fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+    fn states(&self) -> &[StateDescriptor] {
+        &self.states
+    }
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+        let start = self.entries.partition_point(|e| e.key_group < key_group);
+        for e in self.entries[start..].iter().take_while(|e| e.key_group == key_group) {
+            visitor(&e.as_entry())?;
+        }
+        Ok(())
+    }
+}
