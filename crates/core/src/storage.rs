@@ -440,6 +440,57 @@ impl Storage for MemoryStorage {
     }
 }
 
+/// A view of another storage below a directory: every path is prefixed with `prefix/`.
+/// Lets code written for "storage rooted at the snapshot directory" run on any storage.
+#[derive(Debug, Clone)]
+pub struct SubdirStorage {
+    inner: Arc<dyn Storage>,
+    prefix: String,
+}
+
+impl SubdirStorage {
+    /// `inner` seen from `prefix` (a relative directory; `""` means the root itself).
+    pub fn new(inner: Arc<dyn Storage>, prefix: &str) -> Result<Self, StorageError> {
+        check_path(prefix)?;
+        Ok(SubdirStorage {
+            inner,
+            prefix: prefix.to_string(),
+        })
+    }
+
+    fn full(&self, path: &str) -> Result<String, StorageError> {
+        check_path(path)?;
+        Ok(join(&self.prefix, path))
+    }
+}
+
+impl Storage for SubdirStorage {
+    fn describe(&self, path: &str) -> String {
+        self.inner.describe(&join(&self.prefix, path))
+    }
+    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        self.inner.create(&self.full(path)?)
+    }
+    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        self.inner.open(&self.full(path)?)
+    }
+    fn exists(&self, path: &str) -> Result<bool, StorageError> {
+        self.inner.exists(&self.full(path)?)
+    }
+    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        self.inner.list(&self.full(dir)?)
+    }
+    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
+        self.inner.delete_file(&self.full(path)?)
+    }
+    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        self.inner.delete_dir_all(&self.full(dir)?)
+    }
+    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        self.inner.create_dir_all(&self.full(dir)?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +521,16 @@ mod tests {
     #[test]
     fn memory_storage() {
         exercise(&MemoryStorage::new());
+    }
+
+    #[test]
+    fn subdir_storage() {
+        let mem: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        let sub = SubdirStorage::new(mem.clone(), "x/y").expect("subdir");
+        exercise(&sub);
+        sub.put_atomic("f", b"1").expect("put");
+        assert!(mem.exists("x/y/f").expect("exists"));
+        assert_eq!(sub.describe("f"), "memory:/x/y/f");
     }
 
     #[test]
