@@ -1,1 +1,28 @@
-//! placeholder
+//! # statekit-checkpoint
+//!
+//! What an engine drives to take and restore checkpoints and savepoints:
+//!
+//! * the directory layout (Flink's): `<dir>/<job-id>/chk-<N>/_metadata`, `<dir>/<job-id>/shared/`,
+//!   `<dir>/<job-id>/taskowned/`, and savepoints in `savepoint-<job6>-<12 hex>/` directories;
+//! * [`SnapshotWriter`]: subtasks write their state files (possibly from several threads at
+//!   once), then [`SnapshotWriter::finish`] commits `_metadata` atomically (temp file, fsync,
+//!   rename, directory fsync) — a directory without `_metadata` is never a complete snapshot;
+//! * [`CheckpointStore`]: checkpoint ids, completion, retention of the newest N, listing;
+//! * [`SnapshotReader`]: opens a checkpoint or savepoint by path and hands each new subtask
+//!   the state it owns at any parallelism (keyed state by key-group range, operator state
+//!   redistributed as in Flink).
+
+mod error;
+mod layout;
+mod reader;
+mod store;
+mod writer;
+
+pub use error::CheckpointError;
+pub use layout::{
+    checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, JOB_ID_HEX_LEN, SHARED_DIR,
+    TASK_OWNED_DIR,
+};
+pub use reader::{resolve_snapshot_path, SnapshotReader};
+pub use store::{CheckpointListing, CheckpointStore, CompletedCheckpoint};
+pub use writer::SnapshotWriter;

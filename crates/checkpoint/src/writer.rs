@@ -1,0 +1,328 @@
+//! Writing one snapshot (checkpoint or savepoint).
+
+use crate::error::CheckpointError;
+use crate::layout::new_savepoint_dir_name;
+use statekit_core::storage::{join, Storage};
+use statekit_core::{
+    keygroup, KeyGroupRange, KeyedStateView, OperatorId, OperatorStateDescriptor, OperatorStateSnapshot,
+    StateDescriptor,
+};
+use statekit_format::{
+    encode_metadata, write_keyed_file, write_operator_file, FileRef, FileScope, OperatorMetadata, SnapshotFormat,
+    SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
+};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug)]
+struct SubtaskResult {
+    meta: SubtaskMetadata,
+    keyed_states: Vec<StateDescriptor>,
+    operator_states: Vec<OperatorStateDescriptor>,
+}
+
+#[derive(Debug)]
+struct OperatorBuilder {
+    uid: String,
+    id: OperatorId,
+    parallelism: u32,
+    max_parallelism: u32,
+    subtasks: Vec<Option<SubtaskResult>>,
+}
+
+/// Writes one checkpoint or savepoint directory.
+///
+/// Register every operator, let each subtask write its state with
+/// [`SnapshotWriter::write_subtask`] (callable from several threads at once; this is the
+/// asynchronous part of a checkpoint), then [`SnapshotWriter::finish`] commits `_metadata`.
+/// Until then the directory holds no `_metadata` and is not a complete snapshot.
+#[derive(Debug)]
+pub struct SnapshotWriter {
+    storage: Arc<dyn Storage>,
+    dir: String,
+    kind: SnapshotKind,
+    checkpoint_id: u64,
+    job_id: String,
+    timestamp_ms: i64,
+    options: WriteOptions,
+    properties: BTreeMap<String, String>,
+    operators: Mutex<Vec<OperatorBuilder>>,
+}
+
+impl SnapshotWriter {
+    /// A writer for the snapshot directory `dir` (relative to `storage`), which is created.
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        dir: &str,
+        kind: SnapshotKind,
+        checkpoint_id: u64,
+        job_id: &str,
+    ) -> Result<Self, CheckpointError> {
+        storage.create_dir_all(dir)?;
+        let timestamp_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let mut properties = BTreeMap::new();
+        properties.insert("writer".to_string(), format!("statekit {}", env!("CARGO_PKG_VERSION")));
+        Ok(SnapshotWriter {
+            storage,
+            dir: dir.to_string(),
+            kind,
+            checkpoint_id,
+            job_id: job_id.to_string(),
+            timestamp_ms,
+            options: WriteOptions::default(),
+            properties,
+            operators: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A writer for a new savepoint directory `savepoint-<job6>-<random>` under `parent`.
+    pub fn new_savepoint(
+        storage: Arc<dyn Storage>,
+        parent: &str,
+        job_id: &str,
+        checkpoint_id: u64,
+    ) -> Result<Self, CheckpointError> {
+        let mut name = join(parent, &new_savepoint_dir_name(job_id));
+        while storage.exists(&name)? {
+            name = join(parent, &new_savepoint_dir_name(job_id));
+        }
+        Self::new(storage, &name, SnapshotKind::Savepoint, checkpoint_id, job_id)
+    }
+
+    /// Sets how data files are written (compression, block size).
+    pub fn with_options(mut self, options: WriteOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Records a free-form property in `_metadata`.
+    pub fn set_property(&mut self, key: &str, value: &str) {
+        self.properties.insert(key.to_string(), value.to_string());
+    }
+
+    /// The snapshot directory, relative to the storage.
+    pub fn dir(&self) -> &str {
+        &self.dir
+    }
+
+    /// The storage written to.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The checkpoint id.
+    pub fn checkpoint_id(&self) -> u64 {
+        self.checkpoint_id
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<OperatorBuilder>> {
+        self.operators.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Declares an operator by uid with its parallelism and max parallelism.
+    pub fn register_operator(&self, uid: &str, parallelism: u32, max_parallelism: u32) -> Result<(), CheckpointError> {
+        keygroup::check_parallelism(parallelism, max_parallelism)?;
+        let mut ops = self.lock();
+        if ops.iter().any(|o| o.uid == uid) {
+            return Err(CheckpointError::Invalid(format!("operator uid {uid:?} registered twice")));
+        }
+        let id = OperatorId::from_uid(uid);
+        if let Some(other) = ops.iter().find(|o| o.id == id) {
+            return Err(CheckpointError::Invalid(format!(
+                "uids {uid:?} and {:?} hash to the same operator id {id}",
+                other.uid
+            )));
+        }
+        ops.push(OperatorBuilder {
+            uid: uid.to_string(),
+            id,
+            parallelism,
+            max_parallelism,
+            subtasks: (0..parallelism).map(|_| None).collect(),
+        });
+        Ok(())
+    }
+
+    /// Declares an operator all of whose subtasks have finished and hold no state.
+    pub fn register_finished_operator(
+        &self,
+        uid: &str,
+        parallelism: u32,
+        max_parallelism: u32,
+    ) -> Result<(), CheckpointError> {
+        self.register_operator(uid, parallelism, max_parallelism)?;
+        for i in 0..parallelism {
+            self.write_subtask(uid, i, None, None, true)?;
+        }
+        Ok(())
+    }
+
+    fn operator_shape(&self, uid: &str) -> Result<(OperatorId, u32, u32), CheckpointError> {
+        self.lock()
+            .iter()
+            .find(|o| o.uid == uid)
+            .map(|o| (o.id, o.parallelism, o.max_parallelism))
+            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))
+    }
+
+    /// Writes the state of subtask `index` of operator `uid`: its keyed state (the
+    /// frozen view of its backend) and its operator state. `finished` records that the
+    /// subtask's input had ended. Safe to call from several threads at once.
+    pub fn write_subtask(
+        &self,
+        uid: &str,
+        index: u32,
+        keyed: Option<&dyn KeyedStateView>,
+        operator: Option<&OperatorStateSnapshot>,
+        finished: bool,
+    ) -> Result<SubtaskMetadata, CheckpointError> {
+        let (id, parallelism, max_parallelism) = self.operator_shape(uid)?;
+        if index >= parallelism {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}: subtask {index} is not below its parallelism {parallelism}"
+            )));
+        }
+        let range = KeyGroupRange::for_subtask(max_parallelism, parallelism, index);
+        let mut keyed_states = Vec::new();
+        let keyed_ref = match keyed {
+            Some(view) if !view.states().is_empty() => {
+                if view.max_parallelism() != max_parallelism {
+                    return Err(CheckpointError::Invalid(format!(
+                        "operator {uid:?}: subtask {index}'s backend has max parallelism {} but the operator has {max_parallelism}",
+                        view.max_parallelism()
+                    )));
+                }
+                let name = format!("{id}-{index}-keyed.skd");
+                let info = write_keyed_file(
+                    view,
+                    range,
+                    self.storage.as_ref(),
+                    &join(&self.dir, &name),
+                    &self.options,
+                )?;
+                keyed_states = view.states().to_vec();
+                Some(FileRef {
+                    scope: FileScope::Exclusive,
+                    path: name,
+                    size: info.file.size,
+                })
+            }
+            _ => None,
+        };
+        let mut operator_states = Vec::new();
+        let operator_ref = match operator {
+            Some(snap) if !snap.is_empty() => {
+                let name = format!("{id}-{index}-operator.sko");
+                let file = write_operator_file(snap, self.storage.as_ref(), &join(&self.dir, &name), &self.options)?;
+                operator_states = snap.states.iter().map(|(d, _)| d.clone()).collect();
+                Some(FileRef {
+                    scope: FileScope::Exclusive,
+                    path: name,
+                    size: file.size,
+                })
+            }
+            _ => None,
+        };
+        let meta = SubtaskMetadata {
+            index,
+            key_groups: range,
+            finished,
+            keyed: keyed_ref,
+            operator: operator_ref,
+        };
+        let mut ops = self.lock();
+        let op = ops
+            .iter_mut()
+            .find(|o| o.uid == uid)
+            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))?;
+        let slot = &mut op.subtasks[index as usize];
+        if slot.is_some() {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}: subtask {index} written twice"
+            )));
+        }
+        *slot = Some(SubtaskResult {
+            meta: meta.clone(),
+            keyed_states,
+            operator_states,
+        });
+        Ok(meta)
+    }
+
+    /// Builds the metadata (every registered subtask must have been written) without
+    /// committing it.
+    pub fn metadata(&self) -> Result<SnapshotMetadata, CheckpointError> {
+        let ops = self.lock();
+        let mut operators = Vec::with_capacity(ops.len());
+        for op in ops.iter() {
+            let mut keyed_states: Vec<StateDescriptor> = Vec::new();
+            let mut operator_states: Vec<OperatorStateDescriptor> = Vec::new();
+            let mut subtasks = Vec::with_capacity(op.subtasks.len());
+            for (i, s) in op.subtasks.iter().enumerate() {
+                let s = s.as_ref().ok_or_else(|| {
+                    CheckpointError::Invalid(format!("operator {:?}: subtask {i} did not report its state", op.uid))
+                })?;
+                for d in &s.keyed_states {
+                    match keyed_states.iter().find(|x| x.name == d.name) {
+                        Some(x) => x.check_compatible(d).map_err(|e| {
+                            CheckpointError::Invalid(format!("operator {:?}, subtask {i}: {e}", op.uid))
+                        })?,
+                        None => keyed_states.push(d.clone()),
+                    }
+                }
+                for d in &s.operator_states {
+                    match operator_states.iter().find(|x| x.name == d.name) {
+                        Some(x) if x.mode != d.mode => {
+                            return Err(CheckpointError::Invalid(format!(
+                                "operator {:?}: operator state {:?} is {} in one subtask and {} in subtask {i}",
+                                op.uid, d.name, x.mode, d.mode
+                            )))
+                        }
+                        Some(_) => {}
+                        None => operator_states.push(d.clone()),
+                    }
+                }
+                subtasks.push(s.meta.clone());
+            }
+            operators.push(OperatorMetadata {
+                uid: op.uid.clone(),
+                operator_id: op.id,
+                parallelism: op.parallelism,
+                max_parallelism: op.max_parallelism,
+                finished: subtasks.iter().all(|s| s.finished),
+                keyed_states,
+                operator_states,
+                subtasks,
+            });
+        }
+        Ok(SnapshotMetadata {
+            kind: self.kind,
+            format: SnapshotFormat::Canonical,
+            checkpoint_id: self.checkpoint_id,
+            job_id: self.job_id.clone(),
+            timestamp_ms: self.timestamp_ms,
+            properties: self.properties.clone(),
+            operators,
+        })
+    }
+
+    /// Commits `_metadata` atomically (temp file, fsync, rename, directory fsync). From this
+    /// moment the snapshot is complete.
+    pub fn finish(self) -> Result<SnapshotMetadata, CheckpointError> {
+        let meta = self.metadata()?;
+        let bytes = encode_metadata(&meta);
+        self.storage
+            .put_atomic(&join(&self.dir, METADATA_FILE_NAME), &bytes)?;
+        tracing::debug!(dir = %self.storage.describe(&self.dir), "snapshot committed");
+        Ok(meta)
+    }
+
+    /// Gives up: deletes the directory and everything written so far.
+    pub fn abort(self) -> Result<(), CheckpointError> {
+        self.storage.delete_dir_all(&self.dir)?;
+        Ok(())
+    }
+}
