@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI). Works on a fresh Debian machine with cargo:
+# it installs what the build needs, then runs formatting, lints and every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Builds are cached outside the clone so CI and repeated runs build once.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/statekit-target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+need_apt=()
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if [ ${#need_apt[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "==> installing ${need_apt[*]}"
+  apt-get update -qq >/dev/null 2>&1 || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null 2>&1 || echo "warning: could not install ${need_apt[*]}"
+fi
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "==> cargo clippy (all targets, -D warnings)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "==> cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
+echo "==> cargo test"
+cargo test --workspace --locked "$@"
