@@ -1,0 +1,259 @@
+//! `ls`, `show`, `verify`.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::json;
+use statekit_checkpoint::{parse_checkpoint_dir_name, SnapshotReader};
+use statekit_core::uid_looks_auto_generated;
+use statekit_format::{SnapshotKind, SnapshotMetadata, METADATA_FILE_NAME};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Arguments of `statekit ls`.
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    /// Directory to search (a checkpoint base directory, a savepoint directory, …).
+    pub dir: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `statekit show`.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// A snapshot directory or its `_metadata` file.
+    pub path: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `statekit verify`.
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// A snapshot directory or its `_metadata` file.
+    pub path: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Found {
+    path: PathBuf,
+    complete: bool,
+    problem: Option<String>,
+    meta: Option<SnapshotMetadata>,
+    bytes: u64,
+}
+
+fn dir_size(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
+    let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let md = dir.join(METADATA_FILE_NAME);
+    let is_chk = parse_checkpoint_dir_name(&name).is_some();
+    if md.is_file() || is_chk {
+        let (complete, problem, meta) = if md.is_file() {
+            match SnapshotReader::open(dir) {
+                Ok(r) => (true, None, Some(r.metadata().clone())),
+                Err(e) => (false, Some(e.to_string()), None),
+            }
+        } else {
+            (false, Some("no _metadata: incomplete".to_string()), None)
+        };
+        out.push(Found {
+            path: dir.to_path_buf(),
+            complete,
+            problem,
+            meta,
+            bytes: dir_size(dir),
+        });
+        return;
+    }
+    if depth == 0 {
+        return;
+    }
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        dirs.sort();
+        for d in dirs {
+            scan(&d, depth - 1, out);
+        }
+    }
+}
+
+/// `statekit ls`.
+pub fn ls(args: LsArgs) -> Result<ExitCode> {
+    if !args.dir.is_dir() {
+        anyhow::bail!("{}: not a directory", args.dir.display());
+    }
+    let mut found = Vec::new();
+    scan(&args.dir, 4, &mut found);
+    if args.json {
+        let items: Vec<_> = found
+            .iter()
+            .map(|f| {
+                json!({
+                    "path": f.path.display().to_string(),
+                    "kind": f.meta.as_ref().map(|m| kind_name(m.kind)),
+                    "id": f.meta.as_ref().map(|m| m.checkpoint_id),
+                    "format": f.meta.as_ref().map(|_| "canonical-v1"),
+                    "timestamp_ms": f.meta.as_ref().map(|m| m.timestamp_ms),
+                    "bytes": f.bytes,
+                    "complete": f.complete,
+                    "problem": f.problem,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+    } else {
+        println!("{:<11} {:>6} {:>12} {:<9} PATH", "KIND", "ID", "BYTES", "STATUS");
+        for f in &found {
+            let (kind, id) = match &f.meta {
+                Some(m) => (kind_name(m.kind), m.checkpoint_id.to_string()),
+                None => ("checkpoint", "-".to_string()),
+            };
+            let status = if f.complete { "complete" } else { "INCOMPLETE" };
+            println!("{kind:<11} {id:>6} {:>12} {status:<9} {}", f.bytes, f.path.display());
+        }
+        if found.is_empty() {
+            println!("(no checkpoints or savepoints under {})", args.dir.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kind_name(k: SnapshotKind) -> &'static str {
+    match k {
+        SnapshotKind::Checkpoint => "checkpoint",
+        SnapshotKind::Savepoint => "savepoint",
+    }
+}
+
+/// `statekit show`.
+pub fn show(args: ShowArgs) -> Result<ExitCode> {
+    let reader = SnapshotReader::open(&args.path).with_context(|| format!("cannot open {}", args.path.display()))?;
+    let m = reader.metadata();
+    if args.json {
+        let ops: Vec<_> = m
+            .operators
+            .iter()
+            .map(|o| {
+                json!({
+                    "uid": o.uid,
+                    "operator_id": o.operator_id.to_string(),
+                    "parallelism": o.parallelism,
+                    "max_parallelism": o.max_parallelism,
+                    "finished": o.finished,
+                    "uid_looks_generated": uid_looks_auto_generated(&o.uid),
+                    "keyed_states": o.keyed_states.iter().map(|s| json!({
+                        "name": s.name, "kind": s.kind.to_string(), "key": s.key_schema.to_string(),
+                        "namespace": s.namespace_schema.to_string(), "value": s.value_schema.to_string(),
+                        "user_key": s.user_key_schema.as_ref().map(|t| t.to_string()),
+                        "ttl_ms": s.ttl.map(|t| t.ttl_ms),
+                    })).collect::<Vec<_>>(),
+                    "operator_states": o.operator_states.iter().map(|s| json!({
+                        "name": s.name, "mode": s.mode.to_string(), "value": s.value_schema.to_string(),
+                    })).collect::<Vec<_>>(),
+                    "subtasks": o.subtasks.iter().map(|s| json!({
+                        "index": s.index, "key_groups": s.key_groups.to_string(), "finished": s.finished,
+                        "keyed_file": s.keyed.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
+                        "operator_file": s.operator.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "kind": kind_name(m.kind), "checkpoint_id": m.checkpoint_id, "job_id": m.job_id,
+            "timestamp_ms": m.timestamp_ms, "format": "canonical-v1", "properties": m.properties, "operators": ops,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} {} of job {} (format canonical v1, {} operators)",
+        kind_name(m.kind),
+        m.checkpoint_id,
+        m.job_id,
+        m.operators.len()
+    );
+    for o in &m.operators {
+        println!(
+            "\noperator {:?}  id {}  parallelism {}/{}{}",
+            o.uid,
+            o.operator_id,
+            o.parallelism,
+            o.max_parallelism,
+            if o.finished { "  FINISHED" } else { "" }
+        );
+        if uid_looks_auto_generated(&o.uid) {
+            println!("  warning: uid {:?} looks auto-generated; set an explicit uid so state survives program changes", o.uid);
+        }
+        for s in &o.keyed_states {
+            let uk = s.user_key_schema.as_ref().map(|t| format!(" user-key {t}")).unwrap_or_default();
+            let ttl = s.ttl.map(|t| format!(" ttl {}ms", t.ttl_ms)).unwrap_or_default();
+            println!(
+                "  keyed {:<12} {:<11} key {} ns {}{uk} value {}{ttl}",
+                s.name, s.kind, s.key_schema, s.namespace_schema, s.value_schema
+            );
+        }
+        for s in &o.operator_states {
+            println!("  operator-state {:<12} {:<9} value {}", s.name, s.mode, s.value_schema);
+        }
+        for s in &o.subtasks {
+            let kb = s.keyed.as_ref().map_or(0, |f| f.size);
+            let ob = s.operator.as_ref().map_or(0, |f| f.size);
+            println!(
+                "  subtask {:>3} key groups {:<12} keyed {kb:>10} B  operator {ob:>8} B{}",
+                s.index,
+                s.key_groups.to_string(),
+                if s.finished { "  finished" } else { "" }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `statekit verify`.
+pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
+    let reader = SnapshotReader::open(&args.path).with_context(|| format!("cannot open {}", args.path.display()))?;
+    let report = reader.verify().with_context(|| format!("cannot verify {}", args.path.display()))?;
+    let ok = report.problems.is_empty();
+    if args.json {
+        let doc = json!({
+            "path": args.path.display().to_string(),
+            "ok": ok,
+            "files": report.files,
+            "bytes": report.bytes,
+            "entries": report.entries,
+            "problems": report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        for p in &report.problems {
+            println!("problem: {p}");
+        }
+        println!(
+            "{}: {} files, {} bytes, {} entries checked; {}",
+            args.path.display(),
+            report.files,
+            report.bytes,
+            report.entries,
+            if ok { "OK".to_string() } else { format!("{} problems", report.problems.len()) }
+        );
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
