@@ -120,8 +120,8 @@ impl CheckpointStore {
         Ok((completed, subsumed))
     }
 
-    /// Every `chk-<N>` directory, ascending by id, complete or not.
-    pub fn list(&self) -> Result<Vec<CheckpointListing>, CheckpointError> {
+    /// Every `chk-<N>` directory with its decoded metadata when complete, ascending by id.
+    fn scan(&self) -> Result<Vec<(CheckpointListing, Option<SnapshotMetadata>)>, CheckpointError> {
         let mut out = Vec::new();
         for e in self.storage.list(&self.job_id)? {
             let Some(id) = parse_checkpoint_dir_name(&e.name).filter(|_| e.is_dir) else {
@@ -129,37 +129,44 @@ impl CheckpointStore {
             };
             let dir = join(&self.job_id, &e.name);
             let md = join(&dir, METADATA_FILE_NAME);
-            let (complete, problem) = if !self.storage.exists(&md)? {
-                (false, Some(format!("no {METADATA_FILE_NAME}: incomplete")))
+            let (metadata, problem) = if !self.storage.exists(&md)? {
+                (None, Some(format!("no {METADATA_FILE_NAME}: incomplete")))
             } else {
                 match read_metadata(self.storage.as_ref(), &md) {
-                    Ok(_) => (true, None),
-                    Err(err) => (false, Some(err.to_string())),
+                    Ok(m) => (Some(m), None),
+                    Err(err) => (None, Some(err.to_string())),
                 }
             };
-            out.push(CheckpointListing {
+            let listing = CheckpointListing {
                 id,
                 dir,
-                complete,
+                complete: metadata.is_some(),
                 problem,
-            });
+            };
+            out.push((listing, metadata));
         }
-        out.sort_by_key(|l| l.id);
+        out.sort_by_key(|(l, _)| l.id);
         Ok(out)
+    }
+
+    /// Every `chk-<N>` directory, ascending by id, complete or not.
+    pub fn list(&self) -> Result<Vec<CheckpointListing>, CheckpointError> {
+        Ok(self.scan()?.into_iter().map(|(l, _)| l).collect())
     }
 
     /// The completed checkpoints, ascending by id.
     pub fn completed(&self) -> Result<Vec<CompletedCheckpoint>, CheckpointError> {
-        let mut out = Vec::new();
-        for l in self.list()?.into_iter().filter(|l| l.complete) {
-            let metadata = read_metadata(self.storage.as_ref(), &join(&l.dir, METADATA_FILE_NAME))?;
-            out.push(CompletedCheckpoint {
-                id: l.id,
-                dir: l.dir,
-                metadata,
-            });
-        }
-        Ok(out)
+        Ok(self
+            .scan()?
+            .into_iter()
+            .filter_map(|(l, m)| {
+                m.map(|metadata| CompletedCheckpoint {
+                    id: l.id,
+                    dir: l.dir,
+                    metadata,
+                })
+            })
+            .collect())
     }
 
     /// The newest completed checkpoint.
