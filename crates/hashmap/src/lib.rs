@@ -1,1 +1,55 @@
-//! placeholder
+//! # statekit-hashmap
+//!
+//! The heap keyed-state backend: [`HashMapBackend`] keeps all keyed state in memory, in
+//! hash tables split by key group, and takes snapshots without stopping processing.
+//!
+//! ## Layout
+//!
+//! For every registered state the backend holds one table per key group of its
+//! [`KeyGroupRange`](statekit_core::KeyGroupRange). A table maps the composite
+//! `(key, namespace)` to
+//!
+//! * a value with its last-update timestamp (value, reducing and aggregating states; for
+//!   aggregating state the value is the accumulator),
+//! * a `Vec` of timestamped elements (list states), or
+//! * a `BTreeMap` of user key → timestamped value (map states), so that
+//!   [`map_for_each`](statekit_core::KeyedStateBackend::map_for_each) walks user keys in
+//!   ascending order without sorting.
+//!
+//! Lookups hash the borrowed `(key, namespace)` pair with foldhash and compare it against
+//! the stored key bytes in place (hashbrown's `HashTable`), so reads and overwrites of an
+//! existing entry allocate nothing; an overwrite reuses the value's buffer.
+//!
+//! ## Copy-on-write snapshots
+//!
+//! Each per-key-group table is itself an *extendible hash table*: a small directory over
+//! *shards* of at most ~1024 entries, every shard behind an [`Arc`](std::sync::Arc), and the
+//! per-key-group table behind another `Arc`.
+//!
+//! * [`snapshot`](statekit_core::KeyedStateBackend::snapshot) clones the per-key-group
+//!   `Arc`s: O(#states × #key groups) pointer copies, no entry is touched.
+//! * A later write calls [`Arc::make_mut`](std::sync::Arc::make_mut) on the key-group table
+//!   (copying its directory and shard pointers, once per snapshot) and on the one shard it
+//!   touches (copying ≤ ~1024 entries, once per snapshot). Untouched shards stay shared.
+//! * Once the snapshot view is dropped, the counts fall back to one and writes copy nothing.
+//! * Growth splits one full shard at a time, so no write ever rehashes a whole key group.
+//! * The view ([`HashMapSnapshot`]) sorts each key group's entries into the canonical order
+//!   when it is visited, on the reading thread, and drops entries whose TTL had expired at
+//!   the snapshot call.
+//!
+//! The design and the alternatives considered are in `docs/design/0002-heap-backend.md`.
+//!
+//! ## TTL
+//!
+//! States with a [`TtlConfig`](statekit_core::TtlConfig) stamp every value, list element
+//! and map entry with `clock.now_ms()` when written (and when read, for
+//! [`TtlUpdateType::OnReadAndWrite`](statekit_core::TtlUpdateType)). Expired data is
+//! invisible to reads, dropped by snapshots and restores, and purged lazily when touched
+//! (or all at once with [`HashMapBackend::purge_expired`]).
+
+mod backend;
+mod snapshot;
+mod table;
+
+pub use backend::HashMapBackend;
+pub use snapshot::HashMapSnapshot;

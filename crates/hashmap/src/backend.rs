@@ -1,0 +1,935 @@
+//! [`HashMapBackend`]: the keyed state backend over per-key-group copy-on-write tables.
+
+use crate::snapshot::HashMapSnapshot;
+use crate::table::{hash_key_ns, KgTable};
+use statekit_core::keygroup::check_max_parallelism;
+use statekit_core::state::{KeyedStateKind, TtlConfig, TtlUpdateType};
+use statekit_core::stream::check_entry_shape;
+use statekit_core::{
+    key_group_for_key, BackendConfig, Clock, Entry, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
+    StateError, StateFunctions, StateHandle,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+/// A stored value, list element or map value with its last-update timestamp (0 and unused
+/// for states without TTL).
+#[derive(Clone, Debug)]
+pub(crate) struct Cell {
+    pub(crate) ts: i64,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Cell {
+    #[inline]
+    fn new(ts: i64, bytes: &[u8]) -> Self {
+        Cell {
+            ts,
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    /// Overwrites the bytes, reusing the buffer.
+    #[inline]
+    fn set(&mut self, ts: i64, bytes: &[u8]) {
+        self.ts = ts;
+        self.bytes.clear();
+        self.bytes.extend_from_slice(bytes);
+    }
+}
+
+/// A reduce or accumulator-merge function.
+type MergeFn = dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync;
+
+/// The elements of one list.
+pub(crate) type ListValue = Vec<Cell>;
+/// The entries of one map, ordered by user key.
+pub(crate) type MapValue = BTreeMap<Box<[u8]>, Cell>;
+
+/// The per-key-group tables of one state (index = key group − range start).
+#[derive(Clone, Debug)]
+pub(crate) enum Tables {
+    /// Value, reducing and aggregating states.
+    Single(Vec<Arc<KgTable<Cell>>>),
+    /// List states.
+    List(Vec<Arc<KgTable<ListValue>>>),
+    /// Map states.
+    Map(Vec<Arc<KgTable<MapValue>>>),
+}
+
+impl Tables {
+    fn new(kind: KeyedStateKind, key_groups: usize) -> Self {
+        fn tables<V>(n: usize) -> Vec<Arc<KgTable<V>>> {
+            (0..n).map(|_| Arc::new(KgTable::default())).collect()
+        }
+        match kind {
+            KeyedStateKind::List => Tables::List(tables(key_groups)),
+            KeyedStateKind::Map => Tables::Map(tables(key_groups)),
+            _ => Tables::Single(tables(key_groups)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        fn sum<V>(t: &[Arc<KgTable<V>>]) -> usize {
+            t.iter().map(|t| t.len()).sum()
+        }
+        match self {
+            Tables::Single(t) => sum(t),
+            Tables::List(t) => sum(t),
+            Tables::Map(t) => sum(t),
+        }
+    }
+
+    /// Applies `f` to every cell (value, list element, map value); drops cells for which it
+    /// returns false, and (key, namespace) entries left empty.
+    fn retain_cells(&mut self, mut f: impl FnMut(&mut Cell) -> bool) {
+        fn each<V: Clone>(t: &mut [Arc<KgTable<V>>], mut keep: impl FnMut(&mut V) -> bool) {
+            for t in t.iter_mut().filter(|t| t.len() > 0) {
+                Arc::make_mut(t).retain_mut(&mut keep);
+            }
+        }
+        match self {
+            Tables::Single(t) => each(t, |c| f(c)),
+            Tables::List(t) => each(t, |l| {
+                l.retain_mut(&mut f);
+                !l.is_empty()
+            }),
+            Tables::Map(t) => each(t, |m| {
+                m.retain(|_, c| f(c));
+                !m.is_empty()
+            }),
+        }
+    }
+}
+
+/// One registered state.
+struct Registered {
+    desc: StateDescriptor,
+    functions: StateFunctions,
+    tables: Tables,
+}
+
+/// TTL context of one operation: the state's TTL and, when it has one, the time now.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ttl {
+    pub(crate) cfg: Option<TtlConfig>,
+    pub(crate) now: i64,
+}
+
+impl Ttl {
+    /// True when a cell stamped `ts` is visible.
+    #[inline]
+    pub(crate) fn live(&self, ts: i64) -> bool {
+        match &self.cfg {
+            None => true,
+            Some(cfg) => !cfg.is_expired(ts, self.now),
+        }
+    }
+
+    #[inline]
+    fn refresh_on_read(&self) -> bool {
+        matches!(&self.cfg, Some(c) if c.update_type == TtlUpdateType::OnReadAndWrite)
+    }
+
+    /// The timestamp a write records.
+    #[inline]
+    fn stamp(&self) -> i64 {
+        self.now
+    }
+}
+
+fn wrong_kind(desc: &StateDescriptor, expected: &'static str) -> StateError {
+    StateError::WrongKind {
+        state: desc.name.clone(),
+        expected,
+        actual: desc.kind,
+    }
+}
+
+const SINGLE: &str = "a value, reducing or aggregating state";
+const LIST: &str = "a list state";
+const MAP: &str = "a map state";
+const ADDABLE: &str = "a list, reducing or aggregating state";
+const MERGEABLE: &str = "a list, reducing or aggregating state";
+
+/// Removes `(key, namespace)` from the table without copying anything when it is absent.
+#[inline]
+fn remove_entry<V: Clone>(t: &mut Arc<KgTable<V>>, hash: u64, key: &[u8], ns: &[u8]) -> Option<V> {
+    t.get(hash, key, ns)?;
+    Arc::make_mut(t).remove(hash, key, ns)
+}
+
+/// Mutable access to an existing entry, copying (shared) structure only when it exists.
+#[inline]
+fn existing_mut<'t, V: Clone>(t: &'t mut Arc<KgTable<V>>, hash: u64, key: &[u8], ns: &[u8]) -> Option<&'t mut V> {
+    t.get(hash, key, ns)?;
+    Arc::make_mut(t).get_mut(hash, key, ns)
+}
+
+/// The heap keyed state backend. See the [crate docs](crate) for the design.
+///
+/// ```
+/// use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, TypeSchema};
+/// use statekit_hashmap::HashMapBackend;
+///
+/// let mut backend = HashMapBackend::new(BackendConfig::for_subtask(128, 1, 0)?)?;
+/// let count = backend.register(
+///     StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64),
+///     StateFunctions::None,
+/// )?;
+/// backend.put(count, b"alice", b"", &7i64.to_be_bytes())?;
+/// let mut out = Vec::new();
+/// assert!(backend.get(count, b"alice", b"", &mut out)?);
+/// assert_eq!(out, 7i64.to_be_bytes());
+///
+/// // A frozen view; the backend may keep changing while another thread reads it.
+/// let view = backend.snapshot(1)?;
+/// backend.put(count, b"alice", b"", &8i64.to_be_bytes())?;
+/// let copy = statekit_core::MemoryView::collect(view.as_ref(), view.key_group_range())?;
+/// assert_eq!(copy.entries()[0].value, 7i64.to_be_bytes());
+/// # Ok::<(), statekit_core::StateError>(())
+/// ```
+pub struct HashMapBackend {
+    max_parallelism: u32,
+    range: KeyGroupRange,
+    clock: Arc<dyn Clock>,
+    states: Vec<Registered>,
+    names: HashMap<String, StateHandle>,
+}
+
+impl fmt::Debug for HashMapBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HashMapBackend")
+            .field("max_parallelism", &self.max_parallelism)
+            .field("key_group_range", &self.range)
+            .field("states", &self.states.iter().map(|s| &s.desc.name).collect::<Vec<_>>())
+            .field("entries", &self.entry_count())
+            .finish()
+    }
+}
+
+/// Checks that `functions` fit the kind of `desc` (`None` always fits).
+fn check_functions(desc: &StateDescriptor, functions: &StateFunctions) -> Result<(), StateError> {
+    let fits = match functions {
+        StateFunctions::None => true,
+        StateFunctions::Reduce(_) => desc.kind == KeyedStateKind::Reducing,
+        StateFunctions::Aggregate(_) => desc.kind == KeyedStateKind::Aggregating,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(StateError::Incompatible(format!(
+            "state {:?} is a {} state and cannot take {:?} functions",
+            desc.name, desc.kind, functions
+        )))
+    }
+}
+
+impl HashMapBackend {
+    /// A backend for `config`: checks the max parallelism and that the key-group range lies
+    /// within it.
+    pub fn new(config: BackendConfig) -> Result<Self, StateError> {
+        check_max_parallelism(config.max_parallelism)?;
+        let range = config.key_group_range;
+        if !range.is_empty() && range.end_exclusive() > config.max_parallelism {
+            return Err(StateError::InvalidParallelism(format!(
+                "key-group range {range} exceeds max parallelism {}",
+                config.max_parallelism
+            )));
+        }
+        tracing::debug!(max_parallelism = config.max_parallelism, %range, "new heap keyed state backend");
+        Ok(HashMapBackend {
+            max_parallelism: config.max_parallelism,
+            range,
+            clock: config.clock,
+            states: Vec::new(),
+            names: HashMap::new(),
+        })
+    }
+
+    /// The clock used for TTL.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Number of stored (state, key, namespace) entries, over all states and key groups,
+    /// including TTL-expired ones not purged yet. O(#states × #key groups).
+    pub fn entry_count(&self) -> usize {
+        self.states.iter().map(|s| s.tables.len()).sum()
+    }
+
+    /// A rough estimate of the heap bytes held by keys, namespaces, values and their
+    /// per-entry overhead. Walks every entry: O(#entries).
+    pub fn approx_bytes(&self) -> usize {
+        const SLOT: usize = 48;
+        const CELL: usize = std::mem::size_of::<Cell>();
+        let mut total = 0;
+        for st in &self.states {
+            match &st.tables {
+                Tables::Single(t) => {
+                    for s in t.iter().flat_map(|t| t.iter()) {
+                        total += SLOT + s.key_bytes() + s.value.bytes.capacity();
+                    }
+                }
+                Tables::List(t) => {
+                    for s in t.iter().flat_map(|t| t.iter()) {
+                        total += SLOT + s.key_bytes() + s.value.capacity() * CELL;
+                        total += s.value.iter().map(|c| c.bytes.capacity()).sum::<usize>();
+                    }
+                }
+                Tables::Map(t) => {
+                    for s in t.iter().flat_map(|t| t.iter()) {
+                        total += SLOT + s.key_bytes();
+                        total += s
+                            .value
+                            .iter()
+                            .map(|(k, c)| 32 + CELL + k.len() + c.bytes.capacity())
+                            .sum::<usize>();
+                    }
+                }
+            }
+        }
+        total
+    }
+
+    /// True when (key, namespace) holds a visible value, list element or map entry. Does not
+    /// refresh TTL timestamps.
+    pub fn contains(&self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<bool, StateError> {
+        let st = self.state(state)?;
+        let idx = self.key_group_index(key)?;
+        let ttl = self.ttl_of(&st.desc);
+        let hash = hash_key_ns(key, namespace);
+        Ok(match &st.tables {
+            Tables::Single(t) => t[idx].get(hash, key, namespace).is_some_and(|c| ttl.live(c.ts)),
+            Tables::List(t) => t[idx]
+                .get(hash, key, namespace)
+                .is_some_and(|l| l.iter().any(|c| ttl.live(c.ts))),
+            Tables::Map(t) => t[idx]
+                .get(hash, key, namespace)
+                .is_some_and(|m| m.values().any(|c| ttl.live(c.ts))),
+        })
+    }
+
+    /// Drops every TTL-expired value, list element and map entry now. Touches (and so,
+    /// while a snapshot is alive, copies) every non-empty shard of every TTL state. Returns
+    /// the number of (state, key, namespace) entries removed entirely.
+    pub fn purge_expired(&mut self) -> usize {
+        let now = self.clock.now_ms();
+        let mut removed = 0;
+        for st in &mut self.states {
+            if st.desc.ttl.is_none() {
+                continue;
+            }
+            let ttl = Ttl { cfg: st.desc.ttl, now };
+            let before = st.tables.len();
+            st.tables.retain_cells(|c| ttl.live(c.ts));
+            removed += before - st.tables.len();
+        }
+        removed
+    }
+
+    /// The frozen view [`KeyedStateBackend::snapshot`] returns, as its concrete type.
+    pub fn snapshot_view(&self, checkpoint_id: u64) -> HashMapSnapshot {
+        let now = if self.states.iter().any(|s| s.desc.ttl.is_some()) {
+            self.clock.now_ms()
+        } else {
+            0
+        };
+        HashMapSnapshot::new(
+            checkpoint_id,
+            self.max_parallelism,
+            self.range,
+            now,
+            self.states.iter().map(|s| s.desc.clone()).collect(),
+            self.states.iter().map(|s| s.tables.clone()).collect(),
+        )
+    }
+
+    #[inline]
+    fn state(&self, h: StateHandle) -> Result<&Registered, StateError> {
+        self.states
+            .get(h.0 as usize)
+            .ok_or_else(|| StateError::UnknownState(format!("handle {}", h.0)))
+    }
+
+    /// The index of the key's key group in this backend's tables.
+    #[inline]
+    fn key_group_index(&self, key: &[u8]) -> Result<usize, StateError> {
+        let kg = key_group_for_key(key, self.max_parallelism);
+        if !self.range.contains(kg) {
+            return Err(StateError::KeyGroupOutOfRange {
+                key_group: kg,
+                range: self.range,
+            });
+        }
+        Ok((kg - self.range.start()) as usize)
+    }
+
+    #[inline]
+    fn ttl_of(&self, desc: &StateDescriptor) -> Ttl {
+        Ttl {
+            cfg: desc.ttl,
+            now: if desc.ttl.is_some() { self.clock.now_ms() } else { 0 },
+        }
+    }
+
+    /// Resolves the handle and the key's key group, and reads the clock for TTL states.
+    #[inline]
+    fn parts(&mut self, h: StateHandle, key: &[u8]) -> Result<(&mut Registered, usize, Ttl), StateError> {
+        let i = h.0 as usize;
+        if i >= self.states.len() {
+            return Err(StateError::UnknownState(format!("handle {i}")));
+        }
+        let idx = self.key_group_index(key)?;
+        let ttl = self.ttl_of(&self.states[i].desc);
+        Ok((&mut self.states[i], idx, ttl))
+    }
+
+    /// Registers a state found in a restored view: existing states are only checked for
+    /// compatibility (their TTL and functions are kept).
+    fn register_for_restore(&mut self, desc: &StateDescriptor) -> Result<StateHandle, StateError> {
+        if let Some(&h) = self.names.get(&desc.name) {
+            self.states[h.0 as usize]
+                .desc
+                .check_compatible(desc)
+                .map_err(StateError::Incompatible)?;
+            return Ok(h);
+        }
+        self.register(desc.clone(), StateFunctions::None)
+    }
+}
+
+/// Adds one restored entry to a state.
+fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<(), StateError> {
+    let ts = match st.desc.ttl {
+        None => 0,
+        Some(cfg) => {
+            let ts = e.timestamp.unwrap_or(now);
+            if cfg.is_expired(ts, now) {
+                return Ok(());
+            }
+            ts
+        }
+    };
+    let hash = hash_key_ns(e.key, e.namespace);
+    match &mut st.tables {
+        Tables::Single(t) => {
+            let (cell, created) =
+                Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, e.key, e.namespace, || Cell::new(ts, e.value));
+            if !created {
+                cell.set(ts, e.value);
+            }
+        }
+        Tables::List(t) => {
+            let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, e.key, e.namespace, Vec::new);
+            list.push(Cell::new(ts, e.value));
+        }
+        Tables::Map(t) => {
+            let user_key = e
+                .user_key
+                .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
+            let (map, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, e.key, e.namespace, BTreeMap::new);
+            map.insert(user_key.into(), Cell::new(ts, e.value));
+        }
+    }
+    Ok(())
+}
+
+impl KeyedStateBackend for HashMapBackend {
+    fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
+        check_functions(&descriptor, &functions)?;
+        if let Some(&h) = self.names.get(&descriptor.name) {
+            let now = self.clock.now_ms();
+            let st = &mut self.states[h.0 as usize];
+            st.desc
+                .check_compatible(&descriptor)
+                .map_err(StateError::Incompatible)?;
+            if st.desc.ttl.is_none() && descriptor.ttl.is_some() {
+                // Entries written without TTL carry no timestamp yet: they start living now.
+                st.tables.retain_cells(|c| {
+                    c.ts = now;
+                    true
+                });
+            }
+            st.desc.ttl = descriptor.ttl;
+            if !matches!(functions, StateFunctions::None) {
+                st.functions = functions;
+            }
+            return Ok(h);
+        }
+        let h = StateHandle(
+            u32::try_from(self.states.len()).map_err(|_| StateError::Incompatible("too many states".into()))?,
+        );
+        tracing::debug!(name = %descriptor.name, kind = %descriptor.kind, handle = h.0, "register state");
+        self.names.insert(descriptor.name.clone(), h);
+        self.states.push(Registered {
+            tables: Tables::new(descriptor.kind, self.range.len() as usize),
+            desc: descriptor,
+            functions,
+        });
+        Ok(h)
+    }
+
+    fn handle(&self, name: &str) -> Option<StateHandle> {
+        self.names.get(name).copied()
+    }
+
+    fn descriptors(&self) -> Vec<StateDescriptor> {
+        self.states.iter().map(|s| s.desc.clone()).collect()
+    }
+
+    fn get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError> {
+        out.clear();
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::Single(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, SINGLE));
+        };
+        let t = &mut tables[idx];
+        let hash = hash_key_ns(key, namespace);
+        let Some(cell) = t.get(hash, key, namespace) else {
+            return Ok(false);
+        };
+        if ttl.cfg.is_none() {
+            out.extend_from_slice(&cell.bytes);
+            return Ok(true);
+        }
+        if !ttl.live(cell.ts) {
+            remove_entry(t, hash, key, namespace);
+            return Ok(false);
+        }
+        out.extend_from_slice(&cell.bytes);
+        if ttl.refresh_on_read() && cell.ts != ttl.now {
+            if let Some(cell) = existing_mut(t, hash, key, namespace) {
+                cell.ts = ttl.now;
+            }
+        }
+        Ok(true)
+    }
+
+    fn put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::Single(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, SINGLE));
+        };
+        let hash = hash_key_ns(key, namespace);
+        let ts = ttl.stamp();
+        let (cell, created) =
+            Arc::make_mut(&mut tables[idx]).get_or_insert_with(hash, key, namespace, || Cell::new(ts, value));
+        if !created {
+            cell.set(ts, value);
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let hash = hash_key_ns(key, namespace);
+        let ts = ttl.stamp();
+        let Registered {
+            desc,
+            functions,
+            tables,
+        } = st;
+        match (desc.kind, tables) {
+            (KeyedStateKind::List, Tables::List(t)) => {
+                let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, key, namespace, Vec::new);
+                if ttl.cfg.is_some() {
+                    list.retain(|c| ttl.live(c.ts));
+                }
+                list.push(Cell::new(ts, value));
+            }
+            (KeyedStateKind::Reducing, Tables::Single(t)) => {
+                let StateFunctions::Reduce(reduce) = functions else {
+                    return Err(StateError::MissingFunction(desc.name.clone()));
+                };
+                let (cell, created) =
+                    Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, key, namespace, || Cell::new(ts, value));
+                if !created {
+                    if ttl.live(cell.ts) {
+                        let reduced = reduce(&cell.bytes, value);
+                        cell.bytes = reduced;
+                        cell.ts = ts;
+                    } else {
+                        cell.set(ts, value);
+                    }
+                }
+            }
+            (KeyedStateKind::Aggregating, Tables::Single(t)) => {
+                let StateFunctions::Aggregate(agg) = functions else {
+                    return Err(StateError::MissingFunction(desc.name.clone()));
+                };
+                let (cell, created) = Arc::make_mut(&mut t[idx])
+                    .get_or_insert_with(hash, key, namespace, || Cell { ts, bytes: Vec::new() });
+                let acc = (!created && ttl.live(cell.ts)).then_some(&cell.bytes[..]);
+                let acc = (agg.add)(acc, value);
+                cell.bytes = acc;
+                cell.ts = ts;
+            }
+            _ => return Err(wrong_kind(desc, ADDABLE)),
+        }
+        Ok(())
+    }
+
+    fn clear(&mut self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<(), StateError> {
+        let (st, idx, _) = self.parts(state, key)?;
+        let hash = hash_key_ns(key, namespace);
+        match &mut st.tables {
+            Tables::Single(t) => {
+                remove_entry(&mut t[idx], hash, key, namespace);
+            }
+            Tables::List(t) => {
+                remove_entry(&mut t[idx], hash, key, namespace);
+            }
+            Tables::Map(t) => {
+                remove_entry(&mut t[idx], hash, key, namespace);
+            }
+        }
+        Ok(())
+    }
+
+    fn list_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::List(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, LIST));
+        };
+        let t = &mut tables[idx];
+        let hash = hash_key_ns(key, namespace);
+        let Some(list) = t.get(hash, key, namespace) else {
+            return Ok(0);
+        };
+        if ttl.cfg.is_none() {
+            for c in list {
+                f(&c.bytes);
+            }
+            return Ok(list.len());
+        }
+        let mut visible = 0;
+        let mut stale = false;
+        for c in list {
+            if ttl.live(c.ts) {
+                f(&c.bytes);
+                visible += 1;
+                stale |= ttl.refresh_on_read() && c.ts != ttl.now;
+            } else {
+                stale = true;
+            }
+        }
+        if stale {
+            if visible == 0 {
+                remove_entry(t, hash, key, namespace);
+            } else if let Some(list) = existing_mut(t, hash, key, namespace) {
+                list.retain(|c| ttl.live(c.ts));
+                if ttl.refresh_on_read() {
+                    list.iter_mut().for_each(|c| c.ts = ttl.now);
+                }
+            }
+        }
+        Ok(visible)
+    }
+
+    fn list_update(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        elements: &[&[u8]],
+    ) -> Result<(), StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::List(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, LIST));
+        };
+        let hash = hash_key_ns(key, namespace);
+        if elements.is_empty() {
+            remove_entry(&mut tables[idx], hash, key, namespace);
+            return Ok(());
+        }
+        let ts = ttl.stamp();
+        let (list, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(hash, key, namespace, Vec::new);
+        list.truncate(elements.len());
+        for (i, e) in elements.iter().enumerate() {
+            match list.get_mut(i) {
+                Some(cell) => cell.set(ts, e),
+                None => list.push(Cell::new(ts, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn map_get(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, StateError> {
+        out.clear();
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::Map(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, MAP));
+        };
+        let t = &mut tables[idx];
+        let hash = hash_key_ns(key, namespace);
+        let Some(cell) = t.get(hash, key, namespace).and_then(|m| m.get(user_key)) else {
+            return Ok(false);
+        };
+        if ttl.cfg.is_none() {
+            out.extend_from_slice(&cell.bytes);
+            return Ok(true);
+        }
+        let live = ttl.live(cell.ts);
+        if live {
+            out.extend_from_slice(&cell.bytes);
+            if !(ttl.refresh_on_read() && cell.ts != ttl.now) {
+                return Ok(true);
+            }
+        }
+        let Some(map) = existing_mut(t, hash, key, namespace) else {
+            return Ok(live);
+        };
+        if live {
+            if let Some(cell) = map.get_mut(user_key) {
+                cell.ts = ttl.now;
+            }
+        } else {
+            map.remove(user_key);
+            if map.is_empty() {
+                remove_entry(t, hash, key, namespace);
+            }
+        }
+        Ok(live)
+    }
+
+    fn map_put(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::Map(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, MAP));
+        };
+        let hash = hash_key_ns(key, namespace);
+        let ts = ttl.stamp();
+        let (map, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(hash, key, namespace, BTreeMap::new);
+        match map.get_mut(user_key) {
+            Some(cell) => cell.set(ts, value),
+            None => {
+                map.insert(user_key.into(), Cell::new(ts, value));
+            }
+        }
+        Ok(())
+    }
+
+    fn map_remove(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+    ) -> Result<bool, StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::Map(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, MAP));
+        };
+        let t = &mut tables[idx];
+        let hash = hash_key_ns(key, namespace);
+        let Some(cell) = t.get(hash, key, namespace).and_then(|m| m.get(user_key)) else {
+            return Ok(false);
+        };
+        let live = ttl.live(cell.ts);
+        if let Some(map) = existing_mut(t, hash, key, namespace) {
+            map.remove(user_key);
+            if map.is_empty() {
+                remove_entry(t, hash, key, namespace);
+            }
+        }
+        Ok(live)
+    }
+
+    fn map_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Tables::Map(tables) = &mut st.tables else {
+            return Err(wrong_kind(&st.desc, MAP));
+        };
+        let t = &mut tables[idx];
+        let hash = hash_key_ns(key, namespace);
+        let Some(map) = t.get(hash, key, namespace) else {
+            return Ok(0);
+        };
+        if ttl.cfg.is_none() {
+            for (k, c) in map {
+                f(k, &c.bytes);
+            }
+            return Ok(map.len());
+        }
+        let mut visible = 0;
+        let mut stale = false;
+        for (k, c) in map {
+            if ttl.live(c.ts) {
+                f(k, &c.bytes);
+                visible += 1;
+                stale |= ttl.refresh_on_read() && c.ts != ttl.now;
+            } else {
+                stale = true;
+            }
+        }
+        if stale {
+            if visible == 0 {
+                remove_entry(t, hash, key, namespace);
+            } else if let Some(map) = existing_mut(t, hash, key, namespace) {
+                map.retain(|_, c| ttl.live(c.ts));
+                if ttl.refresh_on_read() {
+                    map.values_mut().for_each(|c| c.ts = ttl.now);
+                }
+            }
+        }
+        Ok(visible)
+    }
+
+    fn merge_namespaces(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        target: &[u8],
+        sources: &[&[u8]],
+    ) -> Result<(), StateError> {
+        let (st, idx, ttl) = self.parts(state, key)?;
+        let Registered {
+            desc,
+            functions,
+            tables,
+        } = st;
+        let sources = sources.iter().copied().filter(|s| *s != target);
+        let target_hash = hash_key_ns(key, target);
+        match (desc.kind, tables) {
+            (KeyedStateKind::List, Tables::List(t)) => {
+                let t = &mut t[idx];
+                let mut moved: Vec<Cell> = Vec::new();
+                for src in sources {
+                    if let Some(list) = remove_entry(t, hash_key_ns(key, src), key, src) {
+                        moved.extend(list.into_iter().filter(|c| ttl.live(c.ts)));
+                    }
+                }
+                if moved.is_empty() {
+                    return Ok(());
+                }
+                let (list, _) = Arc::make_mut(t).get_or_insert_with(target_hash, key, target, Vec::new);
+                if ttl.cfg.is_some() {
+                    list.retain(|c| ttl.live(c.ts));
+                }
+                list.append(&mut moved);
+            }
+            (kind @ (KeyedStateKind::Reducing | KeyedStateKind::Aggregating), Tables::Single(t)) => {
+                let merge: &MergeFn = match &*functions {
+                    StateFunctions::Reduce(f) if kind == KeyedStateKind::Reducing => f.as_ref(),
+                    StateFunctions::Aggregate(f) if kind == KeyedStateKind::Aggregating => f.merge.as_ref(),
+                    _ => return Err(StateError::MissingFunction(desc.name.clone())),
+                };
+                let t = &mut t[idx];
+                let mut merged: Option<Vec<u8>> = None;
+                for src in sources {
+                    if let Some(cell) = remove_entry(t, hash_key_ns(key, src), key, src) {
+                        if ttl.live(cell.ts) {
+                            merged = Some(match merged {
+                                None => cell.bytes,
+                                Some(acc) => merge(&acc, &cell.bytes),
+                            });
+                        }
+                    }
+                }
+                let Some(merged) = merged else {
+                    return Ok(());
+                };
+                let ts = ttl.stamp();
+                let (cell, created) = Arc::make_mut(t).get_or_insert_with(target_hash, key, target, || Cell {
+                    ts,
+                    bytes: merged.clone(),
+                });
+                if !created {
+                    cell.bytes = if ttl.live(cell.ts) {
+                        merge(&cell.bytes, &merged)
+                    } else {
+                        merged
+                    };
+                    cell.ts = ts;
+                }
+            }
+            _ => return Err(wrong_kind(desc, MERGEABLE)),
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, checkpoint_id: u64) -> Result<Arc<dyn KeyedStateView>, StateError> {
+        let view = self.snapshot_view(checkpoint_id);
+        tracing::debug!(checkpoint_id, states = self.states.len(), "heap backend snapshot cut");
+        Ok(Arc::new(view))
+    }
+
+    fn restore(&mut self, views: &[&dyn KeyedStateView]) -> Result<(), StateError> {
+        for view in views {
+            if view.max_parallelism() != self.max_parallelism {
+                return Err(StateError::Restore(format!(
+                    "view has max parallelism {} but this backend has {}",
+                    view.max_parallelism(),
+                    self.max_parallelism
+                )));
+            }
+            let view_states = view.states().to_vec();
+            let mapping = view_states
+                .iter()
+                .map(|d| self.register_for_restore(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            let now = self.clock.now_ms();
+            let range = view.key_group_range().intersection(&self.range);
+            let (max_p, start) = (self.max_parallelism, self.range.start());
+            let states = &mut self.states;
+            let mut count = 0usize;
+            for kg in range {
+                let idx = (kg - start) as usize;
+                view.visit_key_group(kg, &mut |e| {
+                    check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
+                    let actual = key_group_for_key(e.key, max_p);
+                    if actual != kg {
+                        return Err(StateError::Restore(format!(
+                            "entry of key group {kg} has a key that belongs to key group {actual}"
+                        )));
+                    }
+                    count += 1;
+                    ingest(&mut states[mapping[e.state as usize].0 as usize], idx, e, now)
+                })?;
+            }
+            tracing::debug!(%range, entries = count, "restored from view");
+        }
+        Ok(())
+    }
+
+    fn dispose(&mut self) {
+        self.states.clear();
+        self.names.clear();
+    }
+}

@@ -1,0 +1,145 @@
+//! [`HashMapSnapshot`]: the frozen view a [`HashMapBackend`](crate::HashMapBackend) snapshot
+//! returns.
+
+use crate::backend::{Cell, Tables, Ttl};
+use crate::table::{KgTable, Slot};
+use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
+use std::fmt;
+
+/// A frozen snapshot of a [`HashMapBackend`](crate::HashMapBackend).
+///
+/// It shares the backend's tables at the moment of the cut (copy-on-write: the backend
+/// copies a shard before changing it while this view holds it), so it is cheap to take and
+/// safe to read from another thread while the backend keeps processing. Entries whose TTL had
+/// expired at the cut are left out. [`KeyedStateView::visit_key_group`] sorts the key
+/// group's entries into canonical order on the calling thread.
+pub struct HashMapSnapshot {
+    checkpoint_id: u64,
+    max_parallelism: u32,
+    range: KeyGroupRange,
+    now_ms: i64,
+    states: Vec<StateDescriptor>,
+    tables: Vec<Tables>,
+}
+
+impl fmt::Debug for HashMapSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HashMapSnapshot")
+            .field("checkpoint_id", &self.checkpoint_id)
+            .field("max_parallelism", &self.max_parallelism)
+            .field("key_group_range", &self.range)
+            .field("now_ms", &self.now_ms)
+            .field("states", &self.states.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The slots of one table that pass `keep`, sorted by (key, namespace).
+fn sorted<V>(table: &KgTable<V>, keep: impl Fn(&V) -> bool) -> Vec<&Slot<V>> {
+    let mut slots: Vec<&Slot<V>> = table.iter().filter(|s| keep(&s.value)).collect();
+    slots.sort_unstable_by(|a, b| a.key().cmp(b.key()).then_with(|| a.namespace().cmp(b.namespace())));
+    slots
+}
+
+impl HashMapSnapshot {
+    pub(crate) fn new(
+        checkpoint_id: u64,
+        max_parallelism: u32,
+        range: KeyGroupRange,
+        now_ms: i64,
+        states: Vec<StateDescriptor>,
+        tables: Vec<Tables>,
+    ) -> Self {
+        HashMapSnapshot {
+            checkpoint_id,
+            max_parallelism,
+            range,
+            now_ms,
+            states,
+            tables,
+        }
+    }
+
+    /// The checkpoint this snapshot was taken for.
+    pub fn checkpoint_id(&self) -> u64 {
+        self.checkpoint_id
+    }
+
+    /// The clock reading at the cut, against which TTL expiry is judged (0 when no state
+    /// has a TTL).
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+}
+
+impl KeyedStateView for HashMapSnapshot {
+    fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn states(&self) -> &[StateDescriptor] {
+        &self.states
+    }
+
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+        if !self.range.contains(key_group) {
+            return Ok(());
+        }
+        let idx = (key_group - self.range.start()) as usize;
+        for (state, (desc, tables)) in self.states.iter().zip(&self.tables).enumerate() {
+            let state = state as u32;
+            let ttl = Ttl {
+                cfg: desc.ttl,
+                now: self.now_ms,
+            };
+            let timestamp = |c: &Cell| desc.ttl.map(|_| c.ts);
+            match tables {
+                Tables::Single(t) => {
+                    for slot in sorted(&t[idx], |c| ttl.live(c.ts)) {
+                        visitor(&Entry {
+                            state,
+                            key: slot.key(),
+                            namespace: slot.namespace(),
+                            user_key: None,
+                            value: &slot.value.bytes,
+                            timestamp: timestamp(&slot.value),
+                        })?;
+                    }
+                }
+                Tables::List(t) => {
+                    for slot in sorted(&t[idx], |l| l.iter().any(|c| ttl.live(c.ts))) {
+                        for c in slot.value.iter().filter(|c| ttl.live(c.ts)) {
+                            visitor(&Entry {
+                                state,
+                                key: slot.key(),
+                                namespace: slot.namespace(),
+                                user_key: None,
+                                value: &c.bytes,
+                                timestamp: timestamp(c),
+                            })?;
+                        }
+                    }
+                }
+                Tables::Map(t) => {
+                    for slot in sorted(&t[idx], |m| m.values().any(|c| ttl.live(c.ts))) {
+                        for (user_key, c) in slot.value.iter().filter(|(_, c)| ttl.live(c.ts)) {
+                            visitor(&Entry {
+                                state,
+                                key: slot.key(),
+                                namespace: slot.namespace(),
+                                user_key: Some(user_key),
+                                value: &c.bytes,
+                                timestamp: timestamp(c),
+                            })?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
