@@ -268,6 +268,7 @@ pub type ReduceFn = Arc<dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync>;
 /// for the first input, meaning "create the accumulator"), and `merge(a, b) -> acc` for
 /// merging namespaces.
 #[derive(Clone)]
+#[allow(clippy::type_complexity)] // the closure types are the documented API
 pub struct AggregateFn {
     /// Folds one input into the accumulator (`None` = no accumulator yet).
     pub add: Arc<dyn Fn(Option<&[u8]>, &[u8]) -> Vec<u8> + Send + Sync>,
