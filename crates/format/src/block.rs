@@ -1,0 +1,374 @@
+//! Blocks: the unit of compression and checksumming in data files (`docs/format.md`
+//! §"Blocks").
+
+use crate::error::FormatError;
+use crate::wire::{le_u32, Result};
+
+/// How the blocks of a data file are compressed. Recorded per block, so a reader needs no
+/// option to read any file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    /// Stored as is.
+    None,
+    /// LZ4 block format (`lz4_flex`): fast, the default.
+    Lz4,
+    /// Zstandard at the given level (1..=22; negative levels are the fast modes).
+    Zstd {
+        /// Compression level.
+        level: i32,
+    },
+}
+
+/// Options for writing data files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Codec for every block. A block that does not shrink is stored uncompressed.
+    pub compression: Compression,
+    /// Target uncompressed size of a block: a block is closed once its records reach this
+    /// many bytes (a single larger record makes a larger block), and at every key group end.
+    pub block_size: usize,
+}
+
+impl Default for WriteOptions {
+    /// LZ4, 64 KiB blocks.
+    fn default() -> Self {
+        WriteOptions {
+            compression: Compression::Lz4,
+            block_size: 64 * 1024,
+        }
+    }
+}
+
+/// Block codec code: stored bytes are the raw records.
+pub(crate) const CODEC_NONE: u8 = 0;
+/// Block codec code: LZ4 block format.
+pub(crate) const CODEC_LZ4: u8 = 1;
+/// Block codec code: one Zstandard frame.
+pub(crate) const CODEC_ZSTD: u8 = 2;
+
+/// Size of a block header.
+pub(crate) const BLOCK_HEADER_LEN: usize = 24;
+/// Bytes of the block header covered by its CRC together with the stored bytes.
+const BLOCK_CRC_SCOPE: usize = 20;
+
+/// Readers reject a compressed block whose raw length exceeds
+/// `stored_len * MAX_EXPANSION + EXPANSION_SLACK`, so a corrupted or hostile length cannot
+/// make them allocate more than a bounded multiple of the file's size. LZ4 cannot exceed it;
+/// a Zstandard block that would is written as LZ4 instead.
+pub(crate) const MAX_EXPANSION: u64 = 256;
+pub(crate) const EXPANSION_SLACK: u64 = 64;
+
+fn codec_name(code: u8) -> &'static str {
+    match code {
+        CODEC_NONE => "none",
+        CODEC_LZ4 => "lz4",
+        CODEC_ZSTD => "zstd",
+        _ => "unknown",
+    }
+}
+
+/// Compresses blocks, reusing its buffers and codec contexts.
+pub(crate) struct BlockEncoder {
+    compression: Compression,
+    zstd: Option<zstd::bulk::Compressor<'static>>,
+    scratch: Vec<u8>,
+}
+
+/// An encoded block: its header and the stored bytes to write after it.
+pub(crate) struct EncodedBlock<'a> {
+    pub header: [u8; BLOCK_HEADER_LEN],
+    pub payload: &'a [u8],
+}
+
+impl BlockEncoder {
+    pub(crate) fn new(compression: Compression) -> Result<Self> {
+        let zstd = match compression {
+            Compression::Zstd { level } => Some(
+                zstd::bulk::Compressor::new(level)
+                    .map_err(|e| FormatError::invalid_input(format!("zstd level {level}: {e}")))?,
+            ),
+            _ => None,
+        };
+        Ok(BlockEncoder {
+            compression,
+            zstd,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Encodes `raw` (whole records) as one block of `section` holding `entries` records.
+    pub(crate) fn encode<'a>(&'a mut self, raw: &'a [u8], section: u32, entries: u32) -> Result<EncodedBlock<'a>> {
+        let raw_len = u32::try_from(raw.len())
+            .map_err(|_| FormatError::invalid_input(format!("a block of {} bytes exceeds 4 GiB", raw.len())))?;
+        let mut codec = CODEC_NONE;
+        match self.compression {
+            Compression::None => {}
+            Compression::Lz4 => {
+                if self.lz4(raw) {
+                    codec = CODEC_LZ4;
+                }
+            }
+            Compression::Zstd { .. } => {
+                let mut ok = false;
+                if let Some(z) = self.zstd.as_mut() {
+                    self.scratch.clear();
+                    self.scratch.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+                    ok = z.compress_to_buffer(raw, &mut self.scratch).is_ok() && self.scratch.len() < raw.len();
+                }
+                if ok && !within_expansion(self.scratch.len() as u64, raw.len() as u64) {
+                    // Too compressible for the readers' expansion bound: LZ4 always fits it.
+                    if self.lz4(raw) {
+                        codec = CODEC_LZ4;
+                    }
+                } else if ok {
+                    codec = CODEC_ZSTD;
+                }
+            }
+        }
+        let payload: &[u8] = if codec == CODEC_NONE { raw } else { &self.scratch };
+        let mut header = [0u8; BLOCK_HEADER_LEN];
+        header[0..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&raw_len.to_le_bytes());
+        header[8..12].copy_from_slice(&section.to_le_bytes());
+        header[12..16].copy_from_slice(&entries.to_le_bytes());
+        header[16] = codec;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&header[..BLOCK_CRC_SCOPE]);
+        h.update(payload);
+        header[20..24].copy_from_slice(&h.finalize().to_le_bytes());
+        Ok(EncodedBlock { header, payload })
+    }
+
+    /// LZ4-compresses into `scratch`; false when it does not shrink the block.
+    fn lz4(&mut self, raw: &[u8]) -> bool {
+        let max = lz4_flex::block::get_maximum_output_size(raw.len());
+        if self.scratch.len() < max {
+            self.scratch.resize(max, 0);
+        }
+        match lz4_flex::block::compress_into(raw, &mut self.scratch[..max]) {
+            Ok(n) if n < raw.len() => {
+                self.scratch.truncate(n);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+fn within_expansion(stored: u64, raw: u64) -> bool {
+    raw <= stored.saturating_mul(MAX_EXPANSION).saturating_add(EXPANSION_SLACK)
+}
+
+/// A parsed block header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockHeader {
+    /// Absolute offset of the header.
+    pub offset: u64,
+    pub stored_len: u32,
+    pub raw_len: u32,
+    pub section: u32,
+    pub entries: u32,
+    pub codec: u8,
+}
+
+impl BlockHeader {
+    /// Bytes the block occupies in the file.
+    pub(crate) fn total_len(&self) -> u64 {
+        BLOCK_HEADER_LEN as u64 + u64::from(self.stored_len)
+    }
+}
+
+/// Decompresses blocks, reusing its buffer and codec context.
+#[derive(Default)]
+pub(crate) struct BlockDecoder {
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+    buf: Vec<u8>,
+}
+
+impl BlockDecoder {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// A decoder around a reused buffer (see [`BlockDecoder::into_buffer`]).
+    pub(crate) fn with_buffer(buf: Vec<u8>) -> Self {
+        BlockDecoder { zstd: None, buf }
+    }
+
+    /// Gives the buffer back for reuse.
+    pub(crate) fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// Reads the block at `pos` of `bytes` (the whole file), which must end by `limit`;
+    /// checks its CRC and decompresses it. Returns the header and the raw records.
+    pub(crate) fn read<'a>(
+        &'a mut self,
+        bytes: &'a [u8],
+        pos: u64,
+        limit: u64,
+        file: &str,
+    ) -> Result<(BlockHeader, &'a [u8])> {
+        let err = |field: &str, reason: String| FormatError::corrupt(file, pos, field, reason);
+        let start = usize::try_from(pos).map_err(|_| err("block", "offset beyond address space".into()))?;
+        let avail = limit.saturating_sub(pos);
+        if avail < BLOCK_HEADER_LEN as u64 || start.saturating_add(BLOCK_HEADER_LEN) > bytes.len() {
+            return Err(err(
+                "block.header",
+                format!("needs {BLOCK_HEADER_LEN} bytes, only {avail} left in the section"),
+            ));
+        }
+        let field = |p: usize| le_u32(bytes, start + p).unwrap_or(0);
+        let h = BlockHeader {
+            offset: pos,
+            stored_len: field(0),
+            raw_len: field(4),
+            section: field(8),
+            entries: field(12),
+            codec: bytes[start + 16],
+        };
+        let crc = field(20);
+        if h.total_len() > avail {
+            return Err(err(
+                "block.stored_len",
+                format!(
+                    "block of {} stored bytes runs past the end of its section ({} bytes left)",
+                    h.stored_len,
+                    avail - BLOCK_HEADER_LEN as u64
+                ),
+            ));
+        }
+        let payload_start = start + BLOCK_HEADER_LEN;
+        let payload = bytes
+            .get(payload_start..payload_start + h.stored_len as usize)
+            .ok_or_else(|| err("block.stored_len", "block runs past the end of the file".into()))?;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&bytes[start..start + BLOCK_CRC_SCOPE]);
+        hasher.update(payload);
+        let actual = hasher.finalize();
+        if actual != crc {
+            return Err(err(
+                "block.crc32",
+                format!("checksum mismatch: stored {crc:#010x}, computed {actual:#010x}"),
+            ));
+        }
+        if bytes[start + 17..start + 20] != [0, 0, 0] {
+            return Err(err("block.reserved", "reserved bytes are not zero".into()));
+        }
+        let raw_len = h.raw_len as usize;
+        let raw: &[u8] = match h.codec {
+            CODEC_NONE => {
+                if h.raw_len != h.stored_len {
+                    return Err(err(
+                        "block.raw_len",
+                        format!(
+                            "uncompressed block has raw length {} but {} stored bytes",
+                            h.raw_len, h.stored_len
+                        ),
+                    ));
+                }
+                payload
+            }
+            CODEC_LZ4 | CODEC_ZSTD => {
+                if !within_expansion(u64::from(h.stored_len), u64::from(h.raw_len)) {
+                    return Err(err(
+                        "block.raw_len",
+                        format!(
+                            "raw length {} is more than {MAX_EXPANSION}x the {} stored bytes",
+                            h.raw_len, h.stored_len
+                        ),
+                    ));
+                }
+                if self.buf.len() < raw_len {
+                    self.buf.resize(raw_len, 0);
+                }
+                let out = &mut self.buf[..raw_len];
+                let produced = if h.codec == CODEC_LZ4 {
+                    lz4_flex::block::decompress_into(payload, out).map_err(|e| e.to_string())
+                } else {
+                    let z = match self.zstd.as_mut() {
+                        Some(z) => z,
+                        None => self.zstd.insert(
+                            zstd::bulk::Decompressor::new().map_err(|e| err("block", format!("zstd context: {e}")))?,
+                        ),
+                    };
+                    z.decompress_to_buffer(payload, out).map_err(|e| e.to_string())
+                };
+                match produced {
+                    Ok(n) if n == raw_len => &self.buf[..raw_len],
+                    Ok(n) => {
+                        return Err(err(
+                            "block.raw_len",
+                            format!(
+                                "{} block decompressed to {n} bytes, header says {raw_len}",
+                                codec_name(h.codec)
+                            ),
+                        ))
+                    }
+                    Err(e) => {
+                        return Err(err(
+                            "block.data",
+                            format!("{} decompression failed: {e}", codec_name(h.codec)),
+                        ))
+                    }
+                }
+            }
+            other => return Err(err("block.codec", format!("unknown codec {other}"))),
+        };
+        Ok((h, raw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(c: Compression, raw: &[u8]) -> u8 {
+        let mut enc = BlockEncoder::new(c).expect("encoder");
+        let b = enc.encode(raw, 7, 3).expect("encode");
+        let mut file = b.header.to_vec();
+        file.extend_from_slice(b.payload);
+        let mut dec = BlockDecoder::new();
+        let (h, got) = dec.read(&file, 0, file.len() as u64, "f").expect("read");
+        assert_eq!(got, raw);
+        assert_eq!((h.section, h.entries), (7, 3));
+        // Every single bit flip is caught.
+        for i in 0..file.len() * 8 {
+            let mut bad = file.clone();
+            bad[i / 8] ^= 1 << (i % 8);
+            assert!(
+                BlockDecoder::new().read(&bad, 0, bad.len() as u64, "f").is_err(),
+                "bit {i}"
+            );
+        }
+        h.codec
+    }
+
+    #[test]
+    fn codecs_round_trip_and_catch_flips() {
+        let compressible: Vec<u8> = (0..2000u32).map(|i| (i % 7) as u8).collect();
+        assert_eq!(round_trip(Compression::None, &compressible), CODEC_NONE);
+        assert_eq!(round_trip(Compression::Lz4, &compressible), CODEC_LZ4);
+        assert_eq!(round_trip(Compression::Zstd { level: 3 }, &compressible), CODEC_ZSTD);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let incompressible: Vec<u8> = (0..300)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        assert_eq!(round_trip(Compression::Lz4, &incompressible), CODEC_NONE);
+        assert_eq!(round_trip(Compression::Zstd { level: 3 }, &incompressible), CODEC_NONE);
+    }
+
+    #[test]
+    fn extreme_ratio_falls_back_to_lz4() {
+        let zeros = vec![0u8; 1 << 20];
+        assert_eq!(round_trip(Compression::Zstd { level: 3 }, &zeros[..1024]), CODEC_ZSTD);
+        let mut enc = BlockEncoder::new(Compression::Zstd { level: 3 }).expect("encoder");
+        let b = enc.encode(&zeros, 0, 1).expect("encode");
+        assert_eq!(b.header[16], CODEC_LZ4);
+    }
+}

@@ -1,0 +1,846 @@
+//! Keyed data files: the canonical entry stream of one subtask, one section of blocks per
+//! non-empty key group (`docs/format.md` §"Keyed data files").
+
+use crate::block::{BlockDecoder, BlockHeader, WriteOptions, BLOCK_HEADER_LEN, CODEC_NONE};
+use crate::container::{self, ContainerWriter, Layout, Section, KEYED};
+use crate::error::FormatError;
+use crate::metadata::{FileRef, FileScope};
+use crate::wire::{
+    check_state_descriptor, get_state_descriptor, put_state_descriptor, put_u32, put_u64, Cursor, Result,
+};
+use statekit_core::keygroup::check_max_parallelism;
+use statekit_core::schema::{get_varint, put_varint};
+use statekit_core::storage::{Blob, Storage};
+use statekit_core::stream::check_entry_shape;
+use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// Record tag bit: state, key and namespace are those of the previous record of the block.
+const REC_SAME_PREFIX: u8 = 1;
+
+/// Where one non-empty key group lies in a keyed data file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyGroupInfo {
+    /// The key group.
+    pub key_group: u32,
+    /// Absolute offset of its first block.
+    pub offset: u64,
+    /// Bytes of its blocks on disk, block headers included (`offset..offset + stored_bytes`
+    /// is everything a reader of this key group touches).
+    pub stored_bytes: u64,
+    /// Uncompressed record bytes.
+    pub raw_bytes: u64,
+    /// Entries.
+    pub entries: u64,
+}
+
+/// Totals of one state in a keyed data file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateStats {
+    /// State name.
+    pub name: String,
+    /// Entries (list elements and map entries count one each).
+    pub entries: u64,
+    /// Uncompressed record bytes of its entries.
+    pub raw_bytes: u64,
+}
+
+/// What a keyed data file holds, from its index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyedFileInfo {
+    /// The file: scope [`FileScope::Exclusive`], the path as given to the writer or reader,
+    /// and its size.
+    pub file: FileRef,
+    /// Entries in the file.
+    pub entries: u64,
+    /// Uncompressed record bytes in the file.
+    pub raw_bytes: u64,
+    /// The non-empty key groups, ascending.
+    pub key_groups: Vec<KeyGroupInfo>,
+    /// Per-state totals, in the order of the file's state list.
+    pub states: Vec<StateStats>,
+}
+
+/// The result of [`KeyedFileReader::verify`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// File size.
+    pub bytes: u64,
+    /// Blocks read (each CRC checked).
+    pub blocks: u64,
+    /// Entries decoded.
+    pub entries: u64,
+}
+
+/// How a state's records are shaped, from its descriptor.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    is_map: bool,
+    is_list: bool,
+    ttl: bool,
+}
+
+impl Shape {
+    fn of(d: &StateDescriptor) -> Self {
+        Shape {
+            is_map: d.kind == KeyedStateKind::Map,
+            is_list: d.kind == KeyedStateKind::List,
+            ttl: d.ttl.is_some(),
+        }
+    }
+}
+
+fn header_body(max_parallelism: u32, range: KeyGroupRange, states: &[StateDescriptor]) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_u32(&mut b, max_parallelism);
+    put_u32(&mut b, if range.is_empty() { 0 } else { range.start() });
+    put_u32(&mut b, if range.is_empty() { 0 } else { range.end_exclusive() });
+    put_varint(&mut b, states.len() as u64);
+    for d in states {
+        put_state_descriptor(&mut b, d);
+    }
+    b
+}
+
+/// Checks what both writer and reader require of a state list.
+fn check_unique_names(states: &[StateDescriptor]) -> std::result::Result<(), String> {
+    for (i, d) in states.iter().enumerate() {
+        if states[..i].iter().any(|o| o.name == d.name) {
+            return Err(format!("state name {:?} appears twice", d.name));
+        }
+    }
+    Ok(())
+}
+
+/// Streams the view's entries for `range ∩ view.key_group_range()`, key group by key group,
+/// into a new keyed data file at `path` (committed atomically through
+/// [`Storage::create`] / commit: nothing is visible under `path` unless this returns `Ok`).
+///
+/// The file header carries the view's max parallelism, the written key-group range and the
+/// view's state descriptors; records refer to states by their index in that list. The writer
+/// checks what readers check: entries must come in canonical order
+/// ([`Entry::canonical_cmp`], no duplicate (state, key, namespace[, user key]) except list
+/// elements) and have the shape their state dictates ([`check_entry_shape`]).
+pub fn write_keyed_file(
+    view: &dyn KeyedStateView,
+    range: KeyGroupRange,
+    storage: &dyn Storage,
+    path: &str,
+    opts: &WriteOptions,
+) -> std::result::Result<KeyedFileInfo, FormatError> {
+    let states = view.states();
+    let max_parallelism = view.max_parallelism();
+    let file = storage.describe(path);
+    check_max_parallelism(max_parallelism)?;
+    let range = range.intersection(&view.key_group_range());
+    if range.end_exclusive() > max_parallelism {
+        return Err(FormatError::invalid_input(format!(
+            "{file}: key groups {range} exceed max parallelism {max_parallelism}"
+        )));
+    }
+    for d in states {
+        check_state_descriptor(d)?;
+    }
+    check_unique_names(states).map_err(|m| FormatError::invalid_input(format!("{file}: {m}")))?;
+    let shapes: Vec<Shape> = states.iter().map(Shape::of).collect();
+    let mut cw = ContainerWriter::create(
+        storage,
+        path,
+        &KEYED,
+        &header_body(max_parallelism, range, states),
+        opts.compression,
+    )?;
+    let mut w = RecordWriter::new(&file, opts.block_size, states.len());
+    for kg in range.iter() {
+        let mut failure: Option<FormatError> = None;
+        let visited = view.visit_key_group(kg, &mut |e| match w.push(&mut cw, kg, e, states, &shapes) {
+            Ok(()) => Ok(()),
+            Err(err) => {
+                failure = Some(err);
+                Err(StateError::Snapshot("write aborted".into()))
+            }
+        });
+        if let Some(f) = failure {
+            return Err(f);
+        }
+        visited?;
+        w.end_key_group(&mut cw)?;
+    }
+    let sections: Vec<Section> = cw.sections().to_vec();
+    let mut tail = Vec::new();
+    put_varint(&mut tail, states.len() as u64);
+    for (e, r) in w.state_entries.iter().zip(&w.state_raw) {
+        put_u64(&mut tail, *e);
+        put_u64(&mut tail, *r);
+    }
+    let size = cw.finish(&tail)?;
+    Ok(build_info(
+        path,
+        size,
+        &sections,
+        states,
+        &w.state_entries,
+        &w.state_raw,
+    ))
+}
+
+fn build_info(
+    path: &str,
+    size: u64,
+    sections: &[Section],
+    states: &[StateDescriptor],
+    state_entries: &[u64],
+    state_raw: &[u64],
+) -> KeyedFileInfo {
+    KeyedFileInfo {
+        file: FileRef {
+            scope: FileScope::Exclusive,
+            path: path.to_string(),
+            size,
+        },
+        entries: sections.iter().map(|s| s.entries).sum(),
+        raw_bytes: sections.iter().map(|s| s.raw).sum(),
+        key_groups: sections
+            .iter()
+            .map(|s| KeyGroupInfo {
+                key_group: s.id,
+                offset: s.offset,
+                stored_bytes: s.stored,
+                raw_bytes: s.raw,
+                entries: s.entries,
+            })
+            .collect(),
+        states: states
+            .iter()
+            .zip(state_entries.iter().zip(state_raw))
+            .map(|(d, (e, r))| StateStats {
+                name: d.name.clone(),
+                entries: *e,
+                raw_bytes: *r,
+            })
+            .collect(),
+    }
+}
+
+/// Encodes records into blocks; all buffers are reused, so writing allocates nothing per
+/// entry.
+struct RecordWriter {
+    file: String,
+    raw: Vec<u8>,
+    block_size: usize,
+    block_entries: u32,
+    block_has_prev: bool,
+    in_section: bool,
+    have_prev: bool,
+    prev_state: u32,
+    prev_key: Vec<u8>,
+    prev_ns: Vec<u8>,
+    prev_uk: Vec<u8>,
+    state_entries: Vec<u64>,
+    state_raw: Vec<u64>,
+}
+
+impl RecordWriter {
+    fn new(file: &str, block_size: usize, states: usize) -> Self {
+        RecordWriter {
+            file: file.to_string(),
+            raw: Vec::with_capacity(block_size.min(16 << 20) + 1024),
+            block_size,
+            block_entries: 0,
+            block_has_prev: false,
+            in_section: false,
+            have_prev: false,
+            prev_state: 0,
+            prev_key: Vec::new(),
+            prev_ns: Vec::new(),
+            prev_uk: Vec::new(),
+            state_entries: vec![0; states],
+            state_raw: vec![0; states],
+        }
+    }
+
+    fn push(
+        &mut self,
+        cw: &mut ContainerWriter,
+        kg: u32,
+        e: &Entry<'_>,
+        states: &[StateDescriptor],
+        shapes: &[Shape],
+    ) -> Result<()> {
+        let file = &self.file;
+        let bad = |m: String| FormatError::invalid_input(format!("{file}: key group {kg}: {m}"));
+        check_entry_shape(states, e).map_err(bad)?;
+        let shape = shapes[e.state as usize];
+        let mut same_prefix = false;
+        if self.have_prev {
+            let ord = e
+                .state
+                .cmp(&self.prev_state)
+                .then_with(|| e.key.cmp(&self.prev_key))
+                .then_with(|| e.namespace.cmp(&self.prev_ns));
+            match ord {
+                Ordering::Less => {
+                    return Err(bad(format!(
+                        "entries out of canonical order (state {} key {:02x?} after state {} key {:02x?})",
+                        e.state, e.key, self.prev_state, self.prev_key
+                    )))
+                }
+                Ordering::Greater => {}
+                Ordering::Equal => {
+                    same_prefix = true;
+                    let dup = if shape.is_map {
+                        e.user_key.unwrap_or_default() <= self.prev_uk.as_slice()
+                    } else {
+                        !shape.is_list
+                    };
+                    if dup {
+                        return Err(bad(format!(
+                            "state {:?}: duplicate or out-of-order entry for key {:02x?}",
+                            states[e.state as usize].name, e.key
+                        )));
+                    }
+                }
+            }
+        }
+        if !same_prefix {
+            self.prev_state = e.state;
+            self.prev_key.clear();
+            self.prev_key.extend_from_slice(e.key);
+            self.prev_ns.clear();
+            self.prev_ns.extend_from_slice(e.namespace);
+            self.have_prev = true;
+        }
+        if let Some(uk) = e.user_key {
+            self.prev_uk.clear();
+            self.prev_uk.extend_from_slice(uk);
+        }
+        if !self.in_section {
+            cw.begin_section(kg);
+            self.in_section = true;
+        }
+        let start = self.raw.len();
+        let raw = &mut self.raw;
+        if same_prefix && self.block_has_prev {
+            raw.push(REC_SAME_PREFIX);
+        } else {
+            raw.push(0);
+            put_varint(raw, u64::from(e.state));
+            put_varint(raw, e.key.len() as u64);
+            raw.extend_from_slice(e.key);
+            put_varint(raw, e.namespace.len() as u64);
+            raw.extend_from_slice(e.namespace);
+        }
+        if let Some(uk) = e.user_key {
+            put_varint(raw, uk.len() as u64);
+            raw.extend_from_slice(uk);
+        }
+        put_varint(raw, e.value.len() as u64);
+        raw.extend_from_slice(e.value);
+        if let Some(ts) = e.timestamp {
+            raw.extend_from_slice(&ts.to_le_bytes());
+        }
+        let len = (raw.len() - start) as u64;
+        self.block_has_prev = true;
+        self.block_entries += 1;
+        self.state_entries[e.state as usize] += 1;
+        self.state_raw[e.state as usize] += len;
+        if self.raw.len() >= self.block_size {
+            self.flush(cw)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, cw: &mut ContainerWriter) -> Result<()> {
+        if self.block_entries > 0 {
+            cw.write_block(&self.raw, self.block_entries)?;
+            self.raw.clear();
+            self.block_entries = 0;
+            self.block_has_prev = false;
+        }
+        Ok(())
+    }
+
+    fn end_key_group(&mut self, cw: &mut ContainerWriter) -> Result<()> {
+        self.flush(cw)?;
+        if self.in_section {
+            cw.end_section();
+            self.in_section = false;
+        }
+        self.have_prev = false;
+        Ok(())
+    }
+}
+
+/// Reads a varint length and that many bytes at `*pos`.
+#[inline]
+fn take_bytes<'a>(raw: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    let n = get_varint(raw, pos)?;
+    let n = usize::try_from(n).ok()?;
+    let end = pos.checked_add(n)?;
+    let s = raw.get(*pos..end)?;
+    *pos = end;
+    Some(s)
+}
+
+/// Decodes the records of one block, calling `f` with each entry and its encoded length.
+/// Returns the number of records.
+#[inline]
+fn decode_records<'a>(
+    raw: &'a [u8],
+    shapes: &[Shape],
+    h: &BlockHeader,
+    file: &str,
+    mut f: impl FnMut(&Entry<'a>, usize) -> Result<()>,
+) -> Result<u32> {
+    let err = |pos: usize, field: &str, reason: String| {
+        if h.codec == CODEC_NONE {
+            FormatError::corrupt(file, h.offset + (BLOCK_HEADER_LEN + pos) as u64, field, reason)
+        } else {
+            FormatError::corrupt(
+                file,
+                h.offset,
+                field,
+                format!("{reason} (at byte {pos} of the decompressed block)"),
+            )
+        }
+    };
+    let mut pos = 0usize;
+    let mut count = 0u32;
+    let mut prev: Option<(u32, &'a [u8], &'a [u8])> = None;
+    while pos < raw.len() {
+        let start = pos;
+        let tag = raw[pos];
+        pos += 1;
+        if tag & !REC_SAME_PREFIX != 0 {
+            return Err(err(start, "record.tag", format!("unknown tag bits {tag:#04x}")));
+        }
+        let (state, key, namespace) = if tag & REC_SAME_PREFIX != 0 {
+            prev.ok_or_else(|| {
+                err(
+                    start,
+                    "record.tag",
+                    "first record of a block reuses a previous prefix".into(),
+                )
+            })?
+        } else {
+            let at = pos;
+            let state = get_varint(raw, &mut pos)
+                .and_then(|s| u32::try_from(s).ok())
+                .filter(|s| (*s as usize) < shapes.len())
+                .ok_or_else(|| {
+                    err(
+                        at,
+                        "record.state",
+                        format!("bad state index (the file has {} states)", shapes.len()),
+                    )
+                })?;
+            let at = pos;
+            let key = take_bytes(raw, &mut pos).ok_or_else(|| err(at, "record.key", "bad length".into()))?;
+            let at = pos;
+            let ns = take_bytes(raw, &mut pos).ok_or_else(|| err(at, "record.namespace", "bad length".into()))?;
+            (state, key, ns)
+        };
+        let shape = shapes[state as usize];
+        let user_key = if shape.is_map {
+            let at = pos;
+            Some(take_bytes(raw, &mut pos).ok_or_else(|| err(at, "record.user_key", "bad length".into()))?)
+        } else {
+            None
+        };
+        let at = pos;
+        let value = take_bytes(raw, &mut pos).ok_or_else(|| err(at, "record.value", "bad length".into()))?;
+        let timestamp = if shape.ttl {
+            let ts = raw
+                .get(pos..pos + 8)
+                .ok_or_else(|| err(pos, "record.timestamp", "truncated".into()))?;
+            pos += 8;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(ts);
+            Some(i64::from_le_bytes(a))
+        } else {
+            None
+        };
+        prev = Some((state, key, namespace));
+        count = count
+            .checked_add(1)
+            .ok_or_else(|| err(start, "record", "too many records".into()))?;
+        let e = Entry {
+            state,
+            key,
+            namespace,
+            user_key,
+            value,
+            timestamp,
+        };
+        f(&e, pos - start)?;
+    }
+    Ok(count)
+}
+
+thread_local! {
+    /// A decoder (buffer and zstd context) reused by visits on this thread. Taken out while in
+    /// use, so a visitor that visits again gets a fresh one instead of a borrow conflict.
+    static DECODER: Cell<Option<BlockDecoder>> = const { Cell::new(None) };
+}
+
+fn with_decoder<R>(f: impl FnOnce(&mut BlockDecoder) -> R) -> R {
+    let mut dec = DECODER.with(Cell::take).unwrap_or_default();
+    let r = f(&mut dec);
+    let buf = dec.into_buffer();
+    if buf.capacity() <= 16 << 20 {
+        DECODER.with(|c| c.set(Some(BlockDecoder::with_buffer(buf))));
+    }
+    r
+}
+
+/// Totals found while reading a section.
+#[derive(Default)]
+struct Totals {
+    blocks: u64,
+    entries: u64,
+    raw: u64,
+}
+
+/// Checks canonical order across the entries of one key group (owned copies of the previous
+/// entry's parts, reused).
+#[derive(Default)]
+struct OrderChecker {
+    have: bool,
+    state: u32,
+    key: Vec<u8>,
+    ns: Vec<u8>,
+    uk: Option<Vec<u8>>,
+}
+
+impl OrderChecker {
+    /// `Err(reason)` when `e` may not follow the previous entry.
+    fn check(&mut self, e: &Entry<'_>, shapes: &[Shape]) -> std::result::Result<(), String> {
+        if self.have {
+            let prev = Entry {
+                state: self.state,
+                key: &self.key,
+                namespace: &self.ns,
+                user_key: self.uk.as_deref(),
+                value: &[],
+                timestamp: None,
+            };
+            match e.canonical_cmp(&prev) {
+                Ordering::Less => return Err("entry out of canonical order".into()),
+                Ordering::Equal if !shapes.get(e.state as usize).is_some_and(|s| s.is_list) => {
+                    return Err("duplicate entry (same state, key, namespace and user key)".into())
+                }
+                _ => {}
+            }
+        }
+        self.have = true;
+        self.state = e.state;
+        if self.key != e.key {
+            self.key.clear();
+            self.key.extend_from_slice(e.key);
+        }
+        if self.ns != e.namespace {
+            self.ns.clear();
+            self.ns.extend_from_slice(e.namespace);
+        }
+        match (e.user_key, self.uk.as_mut()) {
+            (Some(u), Some(v)) => {
+                v.clear();
+                v.extend_from_slice(u);
+            }
+            (Some(u), None) => self.uk = Some(u.to_vec()),
+            (None, _) => self.uk = None,
+        }
+        Ok(())
+    }
+}
+
+/// A keyed data file opened for reading: a [`KeyedStateView`] over its entries.
+///
+/// Opening checks the header, the index and the trailer (magic, version, CRCs, sizes) but
+/// reads no block; [`KeyedStateView::visit_key_group`] reads only the blocks of that key
+/// group; [`KeyedFileReader::verify`] reads them all.
+pub struct KeyedFileReader {
+    blob: Arc<dyn Blob>,
+    file: String,
+    max_parallelism: u32,
+    range: KeyGroupRange,
+    states: Vec<StateDescriptor>,
+    shapes: Vec<Shape>,
+    layout: Layout,
+    info: KeyedFileInfo,
+}
+
+impl std::fmt::Debug for KeyedFileReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedFileReader")
+            .field("file", &self.file)
+            .field("max_parallelism", &self.max_parallelism)
+            .field("range", &self.range)
+            .field("states", &self.states.len())
+            .field("size", &self.layout.size)
+            .finish()
+    }
+}
+
+impl KeyedFileReader {
+    /// Opens `path` of `storage` (memory-mapped for local storage). `expected_size` is the
+    /// size `_metadata` recorded; a different size is reported as corruption (truncation).
+    pub fn open(
+        storage: &dyn Storage,
+        path: &str,
+        expected_size: Option<u64>,
+    ) -> std::result::Result<Self, FormatError> {
+        let blob = storage.open(path)?;
+        Self::parse(blob, storage.describe(path), path.to_string(), expected_size)
+    }
+
+    /// Reads a keyed data file held by `blob`; `file` names it in errors and in
+    /// [`KeyedFileInfo::file`].
+    pub fn from_blob(blob: Arc<dyn Blob>, file: String) -> std::result::Result<Self, FormatError> {
+        Self::parse(blob, file.clone(), file, None)
+    }
+
+    fn parse(blob: Arc<dyn Blob>, file: String, path: String, expected: Option<u64>) -> Result<Self> {
+        let bytes = blob.bytes();
+        let layout = container::parse(bytes, &file, &KEYED, expected)?;
+        let mut c = Cursor::new(&bytes[layout.header_body.clone()], layout.header_body_offset, &file);
+        let mp_at = c.offset();
+        let max_parallelism = c.u32("header.max_parallelism")?;
+        if check_max_parallelism(max_parallelism).is_err() {
+            return Err(c.err_at(
+                mp_at,
+                "header.max_parallelism",
+                format!("{max_parallelism} is outside 1..=32768"),
+            ));
+        }
+        let range_at = c.offset();
+        let start = c.u32("header.key_group_start")?;
+        let end = c.u32("header.key_group_end")?;
+        let range = if start == 0 && end == 0 {
+            KeyGroupRange::EMPTY
+        } else if start < end && end <= max_parallelism {
+            KeyGroupRange::new(start, end - 1)
+        } else {
+            return Err(c.err_at(
+                range_at,
+                "header.key_group_range",
+                format!("[{start}, {end}) is not a valid range below max parallelism {max_parallelism}"),
+            ));
+        };
+        let n = c.count("header.state_count")?;
+        let mut states = Vec::with_capacity(n);
+        for i in 0..n {
+            states.push(get_state_descriptor(&mut c, &format!("header.states[{i}]"))?);
+        }
+        c.finish("header")?;
+        check_unique_names(&states)
+            .map_err(|m| FormatError::corrupt(&file, layout.header_body_offset, "header.states", m))?;
+        for s in &layout.sections {
+            if !range.contains(s.id) || s.entries == 0 {
+                return Err(FormatError::corrupt(
+                    &file,
+                    layout.index_offset,
+                    "index.sections",
+                    format!(
+                        "key group {} ({} entries) is not a non-empty key group of the file's range {range}",
+                        s.id, s.entries
+                    ),
+                ));
+            }
+        }
+        let tail_offset = layout.index_offset + (layout.index_tail.start as u64 - layout.index_offset);
+        let mut t = Cursor::new(&bytes[layout.index_tail.clone()], tail_offset, &file);
+        let count_at = t.offset();
+        let n = t.varint("index.state_count")?;
+        if n != states.len() as u64 {
+            return Err(t.err_at(
+                count_at,
+                "index.state_count",
+                format!("{n} state totals for {} states", states.len()),
+            ));
+        }
+        let mut state_entries = Vec::with_capacity(states.len());
+        let mut state_raw = Vec::with_capacity(states.len());
+        for _ in 0..states.len() {
+            state_entries.push(t.u64("index.state.entries")?);
+            state_raw.push(t.u64("index.state.raw_bytes")?);
+        }
+        t.finish("index")?;
+        let total: Option<u64> = state_entries.iter().try_fold(0u64, |a, b| a.checked_add(*b));
+        let in_sections: Option<u64> = layout.sections.iter().try_fold(0u64, |a, s| a.checked_add(s.entries));
+        if total.is_none() || total != in_sections {
+            return Err(FormatError::corrupt(
+                &file,
+                tail_offset,
+                "index.state_totals",
+                "per-state entry totals do not add up to the key groups' entries",
+            ));
+        }
+        let info = build_info(
+            &path,
+            layout.size,
+            &layout.sections,
+            &states,
+            &state_entries,
+            &state_raw,
+        );
+        let shapes = states.iter().map(Shape::of).collect();
+        Ok(KeyedFileReader {
+            blob,
+            file,
+            max_parallelism,
+            range,
+            states,
+            shapes,
+            layout,
+            info,
+        })
+    }
+
+    /// What the index says the file holds.
+    pub fn info(&self) -> &KeyedFileInfo {
+        &self.info
+    }
+
+    /// The non-empty key groups, ascending.
+    pub fn key_groups(&self) -> &[KeyGroupInfo] {
+        &self.info.key_groups
+    }
+
+    /// The file's name as errors show it.
+    pub fn file_name(&self) -> &str {
+        &self.file
+    }
+
+    /// The byte range (`offset..offset + stored_bytes`) a visit of `key_group` reads, or
+    /// `None` when the file has no entries for it.
+    pub fn key_group_byte_range(&self, key_group: u32) -> Option<std::ops::Range<u64>> {
+        self.section(key_group).map(|s| s.offset..s.end())
+    }
+
+    fn section(&self, key_group: u32) -> Option<&Section> {
+        let i = self.layout.sections.binary_search_by_key(&key_group, |s| s.id).ok()?;
+        self.layout.sections.get(i)
+    }
+
+    /// Reads every block of `s`, calling `f` with each entry and its record length.
+    fn read_section(
+        &self,
+        s: &Section,
+        dec: &mut BlockDecoder,
+        mut f: impl FnMut(&Entry<'_>, usize) -> Result<()>,
+    ) -> Result<Totals> {
+        let bytes = self.blob.bytes();
+        let mut t = Totals::default();
+        let mut pos = s.offset;
+        let end = s.end();
+        while pos < end {
+            let (h, raw) = dec.read(bytes, pos, end, &self.file)?;
+            if h.section != s.id {
+                return Err(FormatError::corrupt(
+                    &self.file,
+                    pos + 8,
+                    "block.key_group",
+                    format!("block of key group {} inside key group {}'s blocks", h.section, s.id),
+                ));
+            }
+            let n = decode_records(raw, &self.shapes, &h, &self.file, &mut f)?;
+            if n != h.entries {
+                return Err(FormatError::corrupt(
+                    &self.file,
+                    pos + 12,
+                    "block.entries",
+                    format!("header says {} records, the block holds {n}", h.entries),
+                ));
+            }
+            t.blocks += 1;
+            t.entries += u64::from(n);
+            t.raw += u64::from(h.raw_len);
+            pos += h.total_len();
+        }
+        if t.blocks != u64::from(s.blocks) || t.entries != s.entries || t.raw != s.raw {
+            return Err(FormatError::corrupt(
+                &self.file,
+                s.offset,
+                "index.section",
+                format!(
+                    "key group {}: index says {} blocks, {} entries, {} raw bytes; the blocks hold {}, {}, {}",
+                    s.id, s.blocks, s.entries, s.raw, t.blocks, t.entries, t.raw
+                ),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// Reads every block, checks every CRC, decodes every record, checks canonical order and
+    /// entry shapes, and checks that the counts agree with the index.
+    pub fn verify(&self) -> std::result::Result<VerifyReport, FormatError> {
+        let mut report = VerifyReport {
+            bytes: self.layout.size,
+            ..VerifyReport::default()
+        };
+        let mut state_entries = vec![0u64; self.states.len()];
+        let mut state_raw = vec![0u64; self.states.len()];
+        let mut order = OrderChecker::default();
+        let mut dec = BlockDecoder::new();
+        for s in &self.layout.sections {
+            order.have = false;
+            let mut index = 0u64;
+            let t = self.read_section(s, &mut dec, |e, len| {
+                if let Err(m) = check_entry_shape(&self.states, e).and_then(|()| order.check(e, &self.shapes)) {
+                    return Err(FormatError::corrupt(
+                        &self.file,
+                        s.offset,
+                        format!("key group {}", s.id),
+                        format!("entry {index}: {m}"),
+                    ));
+                }
+                index += 1;
+                state_entries[e.state as usize] += 1;
+                state_raw[e.state as usize] += len as u64;
+                Ok(())
+            })?;
+            report.blocks += t.blocks;
+            report.entries += t.entries;
+        }
+        for (i, st) in self.info.states.iter().enumerate() {
+            if st.entries != state_entries[i] || st.raw_bytes != state_raw[i] {
+                return Err(FormatError::corrupt(
+                    &self.file,
+                    self.layout.index_offset,
+                    "index.state_totals",
+                    format!(
+                        "state {:?}: index says {} entries / {} raw bytes, the blocks hold {} / {}",
+                        st.name, st.entries, st.raw_bytes, state_entries[i], state_raw[i]
+                    ),
+                ));
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl KeyedStateView for KeyedFileReader {
+    fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn states(&self) -> &[StateDescriptor] {
+        &self.states
+    }
+
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> std::result::Result<(), StateError> {
+        let Some(s) = self.section(key_group) else {
+            return Ok(());
+        };
+        with_decoder(|dec| self.read_section(s, dec, |e, _| visitor(e).map_err(FormatError::State)))
+            .map(|_| ())
+            .map_err(StateError::from)
+    }
+}

@@ -1,0 +1,325 @@
+//! Encoding and decoding of `_metadata` (`docs/format.md` §"The `_metadata` file").
+
+use crate::container::{check_magic_and_version, FORMAT_VERSION};
+use crate::error::FormatError;
+use crate::metadata::{
+    FileRef, FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
+};
+use crate::wire::{
+    get_operator_descriptor, get_state_descriptor, le_u32, put_operator_descriptor, put_state_descriptor, put_str,
+    put_u32, put_u64, Cursor, Result,
+};
+use statekit_core::schema::put_varint;
+use statekit_core::storage::{check_path, Storage};
+use statekit_core::{KeyGroupRange, OperatorId};
+use std::collections::BTreeMap;
+
+/// Magic of `_metadata`.
+pub(crate) const METADATA_MAGIC: [u8; 4] = *b"SKMD";
+const PREFIX_LEN: usize = 16;
+
+const SUBTASK_FINISHED: u8 = 1;
+const SUBTASK_HAS_KEYED: u8 = 2;
+const SUBTASK_HAS_OPERATOR: u8 = 4;
+const OPERATOR_FINISHED: u8 = 1;
+
+/// Absolute offsets of the records of a decoded `_metadata`, for messages about them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MetadataOffsets {
+    /// Offset of each operator record.
+    pub operators: Vec<u64>,
+    /// Offset of each subtask record, per operator.
+    pub subtasks: Vec<Vec<u64>>,
+}
+
+/// Encodes `_metadata`: magic, version, flags, body length, body, CRC32.
+pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
+    let mut body = Vec::with_capacity(256);
+    body.push(match meta.kind {
+        SnapshotKind::Checkpoint => 0,
+        SnapshotKind::Savepoint => 1,
+    });
+    body.push(match meta.format {
+        SnapshotFormat::Canonical => 0,
+    });
+    put_u64(&mut body, meta.checkpoint_id);
+    put_str(&mut body, &meta.job_id);
+    put_u64(&mut body, meta.timestamp_ms as u64);
+    put_varint(&mut body, meta.properties.len() as u64);
+    for (k, v) in &meta.properties {
+        put_str(&mut body, k);
+        put_str(&mut body, v);
+    }
+    put_varint(&mut body, meta.operators.len() as u64);
+    for op in &meta.operators {
+        put_str(&mut body, &op.uid);
+        body.extend_from_slice(op.operator_id.as_bytes());
+        put_u32(&mut body, op.parallelism);
+        put_u32(&mut body, op.max_parallelism);
+        body.push(if op.finished { OPERATOR_FINISHED } else { 0 });
+        put_varint(&mut body, op.keyed_states.len() as u64);
+        for d in &op.keyed_states {
+            put_state_descriptor(&mut body, d);
+        }
+        put_varint(&mut body, op.operator_states.len() as u64);
+        for d in &op.operator_states {
+            put_operator_descriptor(&mut body, d);
+        }
+        put_varint(&mut body, op.subtasks.len() as u64);
+        for st in &op.subtasks {
+            put_u32(&mut body, st.index);
+            put_u32(
+                &mut body,
+                if st.key_groups.is_empty() {
+                    0
+                } else {
+                    st.key_groups.start()
+                },
+            );
+            put_u32(
+                &mut body,
+                if st.key_groups.is_empty() {
+                    0
+                } else {
+                    st.key_groups.end_exclusive()
+                },
+            );
+            let mut flags = 0;
+            if st.finished {
+                flags |= SUBTASK_FINISHED;
+            }
+            if st.keyed.is_some() {
+                flags |= SUBTASK_HAS_KEYED;
+            }
+            if st.operator.is_some() {
+                flags |= SUBTASK_HAS_OPERATOR;
+            }
+            body.push(flags);
+            for f in [&st.keyed, &st.operator].into_iter().flatten() {
+                body.push(match f.scope {
+                    FileScope::Exclusive => 0,
+                    FileScope::Shared => 1,
+                });
+                put_str(&mut body, &f.path);
+                put_u64(&mut body, f.size);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(PREFIX_LEN + body.len() + 4);
+    out.extend_from_slice(&METADATA_MAGIC);
+    put_u32(&mut out, FORMAT_VERSION);
+    put_u32(&mut out, 0);
+    // A body over 4 GiB cannot be described; such metadata is far beyond any real snapshot
+    // and the decoder rejects the truncated length.
+    put_u32(&mut out, u32::try_from(body.len()).unwrap_or(u32::MAX));
+    out.extend_from_slice(&body);
+    let crc = crc32fast::hash(&out);
+    put_u32(&mut out, crc);
+    out
+}
+
+/// Decodes `_metadata`; `file` names it in errors.
+pub fn decode_metadata(bytes: &[u8], file: &str) -> std::result::Result<SnapshotMetadata, FormatError> {
+    decode_with_offsets(bytes, file).map(|(m, _)| m)
+}
+
+/// Reads and decodes the `_metadata` file at `path` of `storage`.
+pub fn read_metadata(storage: &dyn Storage, path: &str) -> std::result::Result<SnapshotMetadata, FormatError> {
+    let blob = storage.open(path)?;
+    decode_metadata(blob.bytes(), &storage.describe(path))
+}
+
+/// Encodes `meta` and writes it atomically to `path` of `storage`; returns the size.
+pub fn write_metadata(
+    storage: &dyn Storage,
+    path: &str,
+    meta: &SnapshotMetadata,
+) -> std::result::Result<u64, FormatError> {
+    Ok(storage.put_atomic(path, &encode_metadata(meta))?)
+}
+
+pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotMetadata, MetadataOffsets)> {
+    check_magic_and_version(bytes, file, &METADATA_MAGIC, "metadata")?;
+    let size = bytes.len() as u64;
+    if bytes.len() < PREFIX_LEN + 4 {
+        return Err(FormatError::corrupt(
+            file,
+            size,
+            "file size",
+            format!("{size} bytes is too short; truncated?"),
+        ));
+    }
+    let flags = le_u32(bytes, 8).unwrap_or(0);
+    if flags != 0 {
+        return Err(FormatError::corrupt(
+            file,
+            8,
+            "flags",
+            format!("unknown feature flags {flags:#x}"),
+        ));
+    }
+    let body_len = u64::from(le_u32(bytes, 12).unwrap_or(0));
+    let expected = PREFIX_LEN as u64 + body_len + 4;
+    if expected != size {
+        return Err(FormatError::corrupt(
+            file,
+            12,
+            "body_len",
+            format!(
+                "body of {body_len} bytes means a {expected}-byte file, but it has {size} bytes ({})",
+                if size < expected { "truncated" } else { "trailing data" }
+            ),
+        ));
+    }
+    let crc_pos = bytes.len() - 4;
+    let stored = le_u32(bytes, crc_pos).unwrap_or(0);
+    let actual = crc32fast::hash(&bytes[..crc_pos]);
+    if stored != actual {
+        return Err(FormatError::corrupt(
+            file,
+            crc_pos as u64,
+            "crc32",
+            format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
+        ));
+    }
+    let mut c = Cursor::new(&bytes[PREFIX_LEN..crc_pos], PREFIX_LEN as u64, file);
+    let mut offsets = MetadataOffsets::default();
+    let at = c.offset();
+    let kind = match c.u8("kind")? {
+        0 => SnapshotKind::Checkpoint,
+        1 => SnapshotKind::Savepoint,
+        k => return Err(c.err_at(at, "kind", format!("unknown snapshot kind {k}"))),
+    };
+    let at = c.offset();
+    let format = match c.u8("format")? {
+        0 => SnapshotFormat::Canonical,
+        k => return Err(c.err_at(at, "format", format!("unknown snapshot format {k}"))),
+    };
+    let checkpoint_id = c.u64("checkpoint_id")?;
+    let job_id = c.string("job_id")?;
+    let timestamp_ms = c.i64("timestamp_ms")?;
+    let n = c.count("properties.count")?;
+    let mut properties = BTreeMap::new();
+    let mut last: Option<String> = None;
+    for i in 0..n {
+        let at = c.offset();
+        let k = c.string(&format!("properties[{i}].key"))?;
+        let v = c.string(&format!("properties[{i}].value"))?;
+        if last.as_ref().is_some_and(|l| *l >= k) {
+            return Err(c.err_at(
+                at,
+                &format!("properties[{i}].key"),
+                format!("key {k:?} is not in strictly ascending order"),
+            ));
+        }
+        last = Some(k.clone());
+        properties.insert(k, v);
+    }
+    let n = c.count("operators.count")?;
+    let mut operators = Vec::with_capacity(n);
+    for i in 0..n {
+        offsets.operators.push(c.offset());
+        let f = |s: &str| format!("operators[{i}].{s}");
+        let uid = c.string(&f("uid"))?;
+        let id = c.take(16, &f("operator_id"))?;
+        let mut operator_id = [0u8; 16];
+        operator_id.copy_from_slice(id);
+        let parallelism = c.u32(&f("parallelism"))?;
+        let max_parallelism = c.u32(&f("max_parallelism"))?;
+        let finished = c.flags(OPERATOR_FINISHED, &f("flags"))? & OPERATOR_FINISHED != 0;
+        let nk = c.count(&f("keyed_states.count"))?;
+        let mut keyed_states = Vec::with_capacity(nk);
+        for j in 0..nk {
+            keyed_states.push(get_state_descriptor(&mut c, &f(&format!("keyed_states[{j}]")))?);
+        }
+        let no = c.count(&f("operator_states.count"))?;
+        let mut operator_states = Vec::with_capacity(no);
+        for j in 0..no {
+            operator_states.push(get_operator_descriptor(&mut c, &f(&format!("operator_states[{j}]")))?);
+        }
+        let ns = c.count(&f("subtasks.count"))?;
+        let mut subtasks = Vec::with_capacity(ns);
+        let mut sub_offsets = Vec::with_capacity(ns);
+        for j in 0..ns {
+            sub_offsets.push(c.offset());
+            let g = |s: &str| format!("operators[{i}].subtasks[{j}].{s}");
+            let index = c.u32(&g("index"))?;
+            let at = c.offset();
+            let start = c.u32(&g("key_group_start"))?;
+            let end = c.u32(&g("key_group_end"))?;
+            let key_groups = if start == 0 && end == 0 {
+                KeyGroupRange::EMPTY
+            } else if start < end {
+                KeyGroupRange::new(start, end - 1)
+            } else {
+                return Err(c.err_at(
+                    at,
+                    &g("key_groups"),
+                    format!("[{start}, {end}) is not a valid key group range"),
+                ));
+            };
+            let flags = c.flags(SUBTASK_FINISHED | SUBTASK_HAS_KEYED | SUBTASK_HAS_OPERATOR, &g("flags"))?;
+            let keyed = if flags & SUBTASK_HAS_KEYED != 0 {
+                Some(get_file_ref(&mut c, &g("keyed"))?)
+            } else {
+                None
+            };
+            let operator = if flags & SUBTASK_HAS_OPERATOR != 0 {
+                Some(get_file_ref(&mut c, &g("operator"))?)
+            } else {
+                None
+            };
+            subtasks.push(SubtaskMetadata {
+                index,
+                key_groups,
+                finished: flags & SUBTASK_FINISHED != 0,
+                keyed,
+                operator,
+            });
+        }
+        offsets.subtasks.push(sub_offsets);
+        operators.push(OperatorMetadata {
+            uid,
+            operator_id: OperatorId(operator_id),
+            parallelism,
+            max_parallelism,
+            finished,
+            keyed_states,
+            operator_states,
+            subtasks,
+        });
+    }
+    c.finish("body")?;
+    Ok((
+        SnapshotMetadata {
+            kind,
+            format,
+            checkpoint_id,
+            job_id,
+            timestamp_ms,
+            properties,
+            operators,
+        },
+        offsets,
+    ))
+}
+
+fn get_file_ref(c: &mut Cursor<'_>, field: &str) -> Result<FileRef> {
+    let at = c.offset();
+    let scope = match c.u8(&format!("{field}.scope"))? {
+        0 => FileScope::Exclusive,
+        1 => FileScope::Shared,
+        s => return Err(c.err_at(at, &format!("{field}.scope"), format!("unknown file scope {s}"))),
+    };
+    let at = c.offset();
+    let path = c.string(&format!("{field}.path"))?;
+    if path.is_empty() || check_path(&path).is_err() {
+        return Err(c.err_at(
+            at,
+            &format!("{field}.path"),
+            format!("{path:?} is not a relative '/'-separated path without '.', '..' or empty components"),
+        ));
+    }
+    let size = c.u64(&format!("{field}.size"))?;
+    Ok(FileRef { scope, path, size })
+}

@@ -1,0 +1,246 @@
+//! Whole-snapshot verification.
+
+use crate::error::FormatError;
+use crate::keyed::KeyedFileReader;
+use crate::metadata::{FileScope, OperatorMetadata, METADATA_FILE_NAME};
+use crate::metadata_codec::decode_with_offsets;
+use crate::operator::read_operator_file;
+use statekit_core::keygroup::{check_max_parallelism, check_parallelism};
+use statekit_core::storage::Storage;
+use statekit_core::{KeyGroupRange, KeyedStateView, OperatorStateData};
+use std::collections::BTreeMap;
+
+/// The result of [`verify_snapshot`].
+#[derive(Debug, Default)]
+pub struct SnapshotVerifyReport {
+    /// Data files read in full (exclusive keyed and operator files).
+    pub files: u64,
+    /// Bytes of those files plus `_metadata`.
+    pub bytes: u64,
+    /// Keyed entries plus operator state elements and broadcast entries read.
+    pub entries: u64,
+    /// Every problem found, each naming its file (and offset where it has one). Empty when
+    /// the snapshot is sound.
+    pub problems: Vec<FormatError>,
+}
+
+impl SnapshotVerifyReport {
+    /// True when no problem was found.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Verifies a whole snapshot directory; `storage` is rooted at the directory holding
+/// `_metadata`.
+///
+/// Reads `_metadata`, checks that its operators are consistent (parallelism, subtask indices,
+/// key-group ranges inside `[0, max parallelism)` and disjoint, no file referenced twice), then
+/// reads every referenced [`FileScope::Exclusive`] file in full: its size must equal the
+/// recorded one, every CRC must match and every record must decode; the key groups of a keyed
+/// file must lie within its subtask's range and its max parallelism must be the operator's;
+/// the states a file names must be among the operator's states, with the same kind and
+/// schemas (keyed) or mode (operator). Shared files are outside the directory and are not
+/// read.
+///
+/// Returns `Err` only when `_metadata` itself cannot be read or decoded; every other problem
+/// is collected in [`SnapshotVerifyReport::problems`].
+pub fn verify_snapshot(storage: &dyn Storage) -> Result<SnapshotVerifyReport, FormatError> {
+    let blob = storage.open(METADATA_FILE_NAME)?;
+    let meta_file = storage.describe(METADATA_FILE_NAME);
+    let (meta, offsets) = decode_with_offsets(blob.bytes(), &meta_file)?;
+    let mut report = SnapshotVerifyReport {
+        bytes: blob.bytes().len() as u64,
+        ..SnapshotVerifyReport::default()
+    };
+    let mut seen: BTreeMap<&str, String> = BTreeMap::new();
+    for (i, op) in meta.operators.iter().enumerate() {
+        let op_offset = offsets.operators.get(i).copied().unwrap_or(0);
+        let meta_problem = |field: String, reason: String| FormatError::corrupt(&meta_file, op_offset, field, reason);
+        if meta.operators[..i].iter().any(|o| o.uid == op.uid) {
+            report.problems.push(meta_problem(
+                format!("operators[{i}].uid"),
+                format!("uid {:?} appears twice", op.uid),
+            ));
+        }
+        if let Err(e) = check_max_parallelism(op.max_parallelism)
+            .and_then(|()| check_parallelism(op.parallelism, op.max_parallelism))
+        {
+            report
+                .problems
+                .push(meta_problem(format!("operators[{i}].parallelism"), e.to_string()));
+        }
+        if op.subtasks.len() as u64 != u64::from(op.parallelism) {
+            report.problems.push(meta_problem(
+                format!("operators[{i}].subtasks"),
+                format!(
+                    "{} subtasks recorded for parallelism {}",
+                    op.subtasks.len(),
+                    op.parallelism
+                ),
+            ));
+        }
+        let mut prev_end = 0u32;
+        for (j, st) in op.subtasks.iter().enumerate() {
+            let st_offset = offsets
+                .subtasks
+                .get(i)
+                .and_then(|v| v.get(j))
+                .copied()
+                .unwrap_or(op_offset);
+            let field = |s: &str| format!("operators[{i}].subtasks[{j}].{s}");
+            let sub_problem = |s: &str, reason: String| FormatError::corrupt(&meta_file, st_offset, field(s), reason);
+            if st.index as usize != j {
+                report.problems.push(sub_problem(
+                    "index",
+                    format!("subtask at position {j} has index {}", st.index),
+                ));
+            }
+            if !st.key_groups.is_empty() {
+                if st.key_groups.end_exclusive() > op.max_parallelism {
+                    report.problems.push(sub_problem(
+                        "key_groups",
+                        format!("{} exceeds max parallelism {}", st.key_groups, op.max_parallelism),
+                    ));
+                }
+                if st.key_groups.start() < prev_end {
+                    report.problems.push(sub_problem(
+                        "key_groups",
+                        format!("{} overlaps or precedes the previous subtask's range", st.key_groups),
+                    ));
+                }
+                prev_end = st.key_groups.end_exclusive();
+            }
+            for (what, f) in [("keyed", &st.keyed), ("operator", &st.operator)] {
+                if let Some(f) = f {
+                    if f.scope == FileScope::Exclusive {
+                        if let Some(other) = seen.insert(&f.path, field(what)) {
+                            report.problems.push(sub_problem(
+                                &format!("{what}.path"),
+                                format!("file {:?} is also referenced by {other}", f.path),
+                            ));
+                        }
+                    }
+                }
+            }
+            if let Some(f) = st.keyed.as_ref().filter(|f| f.scope == FileScope::Exclusive) {
+                verify_keyed(storage, op, st.key_groups, &f.path, f.size, &mut report);
+            }
+            if let Some(f) = st.operator.as_ref().filter(|f| f.scope == FileScope::Exclusive) {
+                verify_operator(storage, op, &f.path, f.size, &mut report);
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn verify_keyed(
+    storage: &dyn Storage,
+    op: &OperatorMetadata,
+    subtask_range: KeyGroupRange,
+    path: &str,
+    size: u64,
+    report: &mut SnapshotVerifyReport,
+) {
+    let file = storage.describe(path);
+    let reader = match KeyedFileReader::open(storage, path, Some(size)) {
+        Ok(r) => r,
+        Err(e) => return report.problems.push(e),
+    };
+    report.files += 1;
+    report.bytes += size;
+    let problem = |field: &str, reason: String| FormatError::corrupt(&file, 16, field, reason);
+    if reader.max_parallelism() != op.max_parallelism {
+        report.problems.push(problem(
+            "header.max_parallelism",
+            format!(
+                "file says {} but operator {:?} has max parallelism {}",
+                reader.max_parallelism(),
+                op.uid,
+                op.max_parallelism
+            ),
+        ));
+    }
+    let range = reader.key_group_range();
+    if !range.is_empty() && range.intersection(&subtask_range) != range {
+        report.problems.push(problem(
+            "header.key_group_range",
+            format!("file covers key groups {range}, outside the subtask's {subtask_range}"),
+        ));
+    }
+    for kg in reader.key_groups() {
+        if !subtask_range.contains(kg.key_group) {
+            report.problems.push(FormatError::corrupt(
+                &file,
+                kg.offset,
+                "key_group",
+                format!(
+                    "key group {} is outside the subtask's range {subtask_range}",
+                    kg.key_group
+                ),
+            ));
+        }
+    }
+    for d in reader.states() {
+        match op.keyed_states.iter().find(|m| m.name == d.name) {
+            None => report.problems.push(problem(
+                "header.states",
+                format!("state {:?} is not among operator {:?}'s keyed states", d.name, op.uid),
+            )),
+            Some(m) => {
+                if let Err(why) = m.check_compatible(d) {
+                    report
+                        .problems
+                        .push(problem("header.states", format!("disagrees with _metadata: {why}")));
+                }
+            }
+        }
+    }
+    match reader.verify() {
+        Ok(v) => report.entries += v.entries,
+        Err(e) => report.problems.push(e),
+    }
+}
+
+fn verify_operator(
+    storage: &dyn Storage,
+    op: &OperatorMetadata,
+    path: &str,
+    size: u64,
+    report: &mut SnapshotVerifyReport,
+) {
+    let file = storage.describe(path);
+    let snap = match read_operator_file(storage, path, Some(size)) {
+        Ok(s) => s,
+        Err(e) => return report.problems.push(e),
+    };
+    report.files += 1;
+    report.bytes += size;
+    for (d, data) in &snap.states {
+        report.entries += match data {
+            OperatorStateData::List(l) => l.len() as u64,
+            OperatorStateData::Broadcast(m) => m.len() as u64,
+        };
+        match op.operator_states.iter().find(|m| m.name == d.name) {
+            None => report.problems.push(FormatError::corrupt(
+                &file,
+                16,
+                "header.states",
+                format!(
+                    "operator state {:?} is not among operator {:?}'s operator states",
+                    d.name, op.uid
+                ),
+            )),
+            Some(m) if m.mode != d.mode => report.problems.push(FormatError::corrupt(
+                &file,
+                16,
+                "header.states",
+                format!(
+                    "operator state {:?} is {} here but {} in _metadata",
+                    d.name, d.mode, m.mode
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+}

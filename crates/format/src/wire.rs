@@ -1,0 +1,473 @@
+//! Primitive encoders and a bounds-checked decoding cursor shared by every file kind, plus the
+//! encodings of [`TypeSchema`] and the state descriptors (`docs/format.md` §"Common encodings").
+
+use crate::error::FormatError;
+use statekit_core::schema::{get_varint, put_varint, MAX_SCHEMA_DEPTH};
+use statekit_core::{
+    KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig, TtlUpdateType, TypeSchema,
+};
+
+pub(crate) type Result<T> = std::result::Result<T, FormatError>;
+
+/// Appends a little-endian `u32`.
+#[inline]
+pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Appends a little-endian `u64`.
+#[inline]
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Appends a LEB128 length followed by the bytes.
+#[inline]
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// Appends a length-prefixed UTF-8 string.
+#[inline]
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_bytes(out, s.as_bytes());
+}
+
+/// Reads a little-endian `u32` at `pos` of `b` (caller checked the length).
+#[inline]
+pub(crate) fn le_u32(b: &[u8], pos: usize) -> Option<u32> {
+    let s = b.get(pos..pos.checked_add(4)?)?;
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// Reads a little-endian `u64` at `pos` of `b`.
+#[inline]
+pub(crate) fn le_u64(b: &[u8], pos: usize) -> Option<u64> {
+    let s = b.get(pos..pos.checked_add(8)?)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(s);
+    Some(u64::from_le_bytes(a))
+}
+
+/// A decoding position in a byte slice that is itself at absolute offset `base` of `file`.
+/// Every read is bounds-checked and every error names file, absolute offset and field.
+pub(crate) struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: u64,
+    file: &'a str,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(buf: &'a [u8], base: u64, file: &'a str) -> Self {
+        Cursor {
+            buf,
+            pos: 0,
+            base,
+            file,
+        }
+    }
+
+    /// Absolute file offset of the next byte.
+    pub(crate) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// A [`FormatError::Corrupt`] at the current position.
+    pub(crate) fn err(&self, field: &str, reason: impl Into<String>) -> FormatError {
+        FormatError::corrupt(self.file, self.offset(), field, reason)
+    }
+
+    /// A [`FormatError::Corrupt`] at absolute offset `offset`.
+    pub(crate) fn err_at(&self, offset: u64, field: &str, reason: impl Into<String>) -> FormatError {
+        FormatError::corrupt(self.file, offset, field, reason)
+    }
+
+    pub(crate) fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(self.err(field, format!("needs {n} bytes, only {} left", self.remaining())));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    pub(crate) fn u8(&mut self, field: &str) -> Result<u8> {
+        Ok(self.take(1, field)?[0])
+    }
+
+    pub(crate) fn u32(&mut self, field: &str) -> Result<u32> {
+        let s = self.take(4, field)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
+    pub(crate) fn u64(&mut self, field: &str) -> Result<u64> {
+        let s = self.take(8, field)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    pub(crate) fn i64(&mut self, field: &str) -> Result<i64> {
+        Ok(self.u64(field)? as i64)
+    }
+
+    pub(crate) fn varint(&mut self, field: &str) -> Result<u64> {
+        let at = self.offset();
+        let mut p = self.pos;
+        match get_varint(self.buf, &mut p) {
+            Some(v) => {
+                self.pos = p;
+                Ok(v)
+            }
+            None => Err(self.err_at(at, field, "truncated or overlong LEB128 varint")),
+        }
+    }
+
+    /// A varint used as an element count: every element takes at least one byte, so a count
+    /// larger than the bytes left is corrupt (and never drives an allocation).
+    pub(crate) fn count(&mut self, field: &str) -> Result<usize> {
+        let at = self.offset();
+        let n = self.varint(field)?;
+        match usize::try_from(n) {
+            Ok(n) if n <= self.remaining() => Ok(n),
+            _ => Err(self.err_at(
+                at,
+                field,
+                format!("count {n} exceeds the {} bytes left", self.remaining()),
+            )),
+        }
+    }
+
+    /// A varint length followed by that many bytes.
+    pub(crate) fn bytes(&mut self, field: &str) -> Result<&'a [u8]> {
+        let at = self.offset();
+        let n = self.varint(field)?;
+        match usize::try_from(n) {
+            Ok(n) if n <= self.remaining() => self.take(n, field),
+            _ => Err(self.err_at(
+                at,
+                field,
+                format!("length {n} exceeds the {} bytes left", self.remaining()),
+            )),
+        }
+    }
+
+    /// A length-prefixed UTF-8 string.
+    pub(crate) fn string(&mut self, field: &str) -> Result<String> {
+        let at = self.offset();
+        let b = self.bytes(field)?;
+        match std::str::from_utf8(b) {
+            Ok(s) => Ok(s.to_string()),
+            Err(e) => Err(self.err_at(
+                at,
+                field,
+                format!("invalid UTF-8 at byte {} of the string", e.valid_up_to()),
+            )),
+        }
+    }
+
+    /// A flags byte with only the bits in `known` allowed.
+    pub(crate) fn flags(&mut self, known: u8, field: &str) -> Result<u8> {
+        let at = self.offset();
+        let b = self.u8(field)?;
+        if b & !known != 0 {
+            return Err(self.err_at(at, field, format!("unknown flag bits {:#04x}", b & !known)));
+        }
+        Ok(b)
+    }
+
+    /// Fails unless every byte was consumed.
+    pub(crate) fn finish(&self, what: &str) -> Result<()> {
+        if self.remaining() != 0 {
+            return Err(self.err(what, format!("{} unexpected trailing bytes", self.remaining())));
+        }
+        Ok(())
+    }
+}
+
+// ---- TypeSchema ------------------------------------------------------------------------------
+
+const SCHEMA_BYTES: u8 = 0;
+const SCHEMA_UNIT: u8 = 1;
+const SCHEMA_BOOL: u8 = 2;
+const SCHEMA_I32: u8 = 3;
+const SCHEMA_I64: u8 = 4;
+const SCHEMA_U64: u8 = 5;
+const SCHEMA_F32: u8 = 6;
+const SCHEMA_F64: u8 = 7;
+const SCHEMA_UTF8: u8 = 8;
+const SCHEMA_LIST: u8 = 9;
+const SCHEMA_TUPLE: u8 = 10;
+const SCHEMA_STRUCT: u8 = 11;
+const SCHEMA_OPTION: u8 = 12;
+
+/// Appends the encoding of a schema (a tag byte, then the children).
+pub(crate) fn put_schema(out: &mut Vec<u8>, s: &TypeSchema) {
+    match s {
+        TypeSchema::Bytes => out.push(SCHEMA_BYTES),
+        TypeSchema::Unit => out.push(SCHEMA_UNIT),
+        TypeSchema::Bool => out.push(SCHEMA_BOOL),
+        TypeSchema::I32 => out.push(SCHEMA_I32),
+        TypeSchema::I64 => out.push(SCHEMA_I64),
+        TypeSchema::U64 => out.push(SCHEMA_U64),
+        TypeSchema::F32 => out.push(SCHEMA_F32),
+        TypeSchema::F64 => out.push(SCHEMA_F64),
+        TypeSchema::Utf8 => out.push(SCHEMA_UTF8),
+        TypeSchema::List(t) => {
+            out.push(SCHEMA_LIST);
+            put_schema(out, t);
+        }
+        TypeSchema::Tuple(items) => {
+            out.push(SCHEMA_TUPLE);
+            put_varint(out, items.len() as u64);
+            for t in items {
+                put_schema(out, t);
+            }
+        }
+        TypeSchema::Struct(fields) => {
+            out.push(SCHEMA_STRUCT);
+            put_varint(out, fields.len() as u64);
+            for (name, t) in fields {
+                put_str(out, name);
+                put_schema(out, t);
+            }
+        }
+        TypeSchema::Option(t) => {
+            out.push(SCHEMA_OPTION);
+            put_schema(out, t);
+        }
+    }
+}
+
+/// Decodes a schema; `depth` is the nesting level of this schema (1 at top level), and a
+/// schema deeper than [`MAX_SCHEMA_DEPTH`] is rejected.
+pub(crate) fn get_schema(c: &mut Cursor<'_>, field: &str, depth: usize) -> Result<TypeSchema> {
+    if depth > MAX_SCHEMA_DEPTH {
+        return Err(c.err(field, format!("schema nested deeper than {MAX_SCHEMA_DEPTH} levels")));
+    }
+    let at = c.offset();
+    let tag = c.u8(field)?;
+    Ok(match tag {
+        SCHEMA_BYTES => TypeSchema::Bytes,
+        SCHEMA_UNIT => TypeSchema::Unit,
+        SCHEMA_BOOL => TypeSchema::Bool,
+        SCHEMA_I32 => TypeSchema::I32,
+        SCHEMA_I64 => TypeSchema::I64,
+        SCHEMA_U64 => TypeSchema::U64,
+        SCHEMA_F32 => TypeSchema::F32,
+        SCHEMA_F64 => TypeSchema::F64,
+        SCHEMA_UTF8 => TypeSchema::Utf8,
+        SCHEMA_LIST => TypeSchema::List(Box::new(get_schema(c, field, depth + 1)?)),
+        SCHEMA_OPTION => TypeSchema::Option(Box::new(get_schema(c, field, depth + 1)?)),
+        SCHEMA_TUPLE => {
+            let n = c.count(field)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(get_schema(c, field, depth + 1)?);
+            }
+            TypeSchema::Tuple(items)
+        }
+        SCHEMA_STRUCT => {
+            let n = c.count(field)?;
+            let mut fields = Vec::with_capacity(n);
+            for _ in 0..n {
+                let name = c.string(field)?;
+                fields.push((name, get_schema(c, field, depth + 1)?));
+            }
+            TypeSchema::Struct(fields)
+        }
+        other => return Err(c.err_at(at, field, format!("unknown schema tag {other}"))),
+    })
+}
+
+// ---- Descriptors -----------------------------------------------------------------------------
+
+const DESC_HAS_USER_KEY: u8 = 1;
+const DESC_HAS_TTL: u8 = 2;
+
+/// Appends a keyed state descriptor.
+pub(crate) fn put_state_descriptor(out: &mut Vec<u8>, d: &StateDescriptor) {
+    put_str(out, &d.name);
+    out.push(d.kind.code());
+    let mut flags = 0u8;
+    if d.user_key_schema.is_some() {
+        flags |= DESC_HAS_USER_KEY;
+    }
+    if d.ttl.is_some() {
+        flags |= DESC_HAS_TTL;
+    }
+    out.push(flags);
+    put_schema(out, &d.key_schema);
+    put_schema(out, &d.namespace_schema);
+    put_schema(out, &d.value_schema);
+    if let Some(uk) = &d.user_key_schema {
+        put_schema(out, uk);
+    }
+    if let Some(ttl) = &d.ttl {
+        put_u64(out, ttl.ttl_ms);
+        out.push(match ttl.update_type {
+            TtlUpdateType::OnCreateAndWrite => 0,
+            TtlUpdateType::OnReadAndWrite => 1,
+        });
+    }
+}
+
+/// Decodes a keyed state descriptor; `field` names it in errors (e.g. `states[3]`).
+pub(crate) fn get_state_descriptor(c: &mut Cursor<'_>, field: &str) -> Result<StateDescriptor> {
+    let name = c.string(&format!("{field}.name"))?;
+    let at = c.offset();
+    let code = c.u8(&format!("{field}.kind"))?;
+    let kind = KeyedStateKind::from_code(code)
+        .ok_or_else(|| c.err_at(at, &format!("{field}.kind"), format!("unknown keyed state kind {code}")))?;
+    let flags = c.flags(DESC_HAS_USER_KEY | DESC_HAS_TTL, &format!("{field}.flags"))?;
+    let key_schema = get_schema(c, &format!("{field}.key_schema"), 1)?;
+    let namespace_schema = get_schema(c, &format!("{field}.namespace_schema"), 1)?;
+    let value_schema = get_schema(c, &format!("{field}.value_schema"), 1)?;
+    let user_key_schema = if flags & DESC_HAS_USER_KEY != 0 {
+        Some(get_schema(c, &format!("{field}.user_key_schema"), 1)?)
+    } else {
+        None
+    };
+    let ttl = if flags & DESC_HAS_TTL != 0 {
+        let ttl_ms = c.u64(&format!("{field}.ttl.ttl_ms"))?;
+        let at = c.offset();
+        let update_type = match c.u8(&format!("{field}.ttl.update_type"))? {
+            0 => TtlUpdateType::OnCreateAndWrite,
+            1 => TtlUpdateType::OnReadAndWrite,
+            other => {
+                return Err(c.err_at(
+                    at,
+                    &format!("{field}.ttl.update_type"),
+                    format!("unknown TTL update type {other}"),
+                ))
+            }
+        };
+        Some(TtlConfig { ttl_ms, update_type })
+    } else {
+        None
+    };
+    Ok(StateDescriptor {
+        name,
+        kind,
+        key_schema,
+        namespace_schema,
+        value_schema,
+        user_key_schema,
+        ttl,
+    })
+}
+
+const OPDESC_HAS_KEY: u8 = 1;
+
+/// Appends an operator state descriptor.
+pub(crate) fn put_operator_descriptor(out: &mut Vec<u8>, d: &OperatorStateDescriptor) {
+    put_str(out, &d.name);
+    out.push(d.mode.code());
+    out.push(if d.key_schema.is_some() { OPDESC_HAS_KEY } else { 0 });
+    put_schema(out, &d.value_schema);
+    if let Some(k) = &d.key_schema {
+        put_schema(out, k);
+    }
+}
+
+/// Decodes an operator state descriptor.
+pub(crate) fn get_operator_descriptor(c: &mut Cursor<'_>, field: &str) -> Result<OperatorStateDescriptor> {
+    let name = c.string(&format!("{field}.name"))?;
+    let at = c.offset();
+    let code = c.u8(&format!("{field}.mode"))?;
+    let mode = OperatorStateMode::from_code(code).ok_or_else(|| {
+        c.err_at(
+            at,
+            &format!("{field}.mode"),
+            format!("unknown operator state mode {code}"),
+        )
+    })?;
+    let flags = c.flags(OPDESC_HAS_KEY, &format!("{field}.flags"))?;
+    let value_schema = get_schema(c, &format!("{field}.value_schema"), 1)?;
+    let key_schema = if flags & OPDESC_HAS_KEY != 0 {
+        Some(get_schema(c, &format!("{field}.key_schema"), 1)?)
+    } else {
+        None
+    };
+    Ok(OperatorStateDescriptor {
+        name,
+        mode,
+        value_schema,
+        key_schema,
+    })
+}
+
+/// Checks that every schema of a keyed descriptor is within [`MAX_SCHEMA_DEPTH`] (writers
+/// refuse to produce what readers would reject).
+pub(crate) fn check_state_descriptor(d: &StateDescriptor) -> Result<()> {
+    let schemas = [
+        Some(&d.key_schema),
+        Some(&d.namespace_schema),
+        Some(&d.value_schema),
+        d.user_key_schema.as_ref(),
+    ];
+    for s in schemas.into_iter().flatten() {
+        if s.depth() > MAX_SCHEMA_DEPTH {
+            return Err(FormatError::invalid_input(format!(
+                "state {:?}: schema nested deeper than {MAX_SCHEMA_DEPTH} levels",
+                d.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Operator-state counterpart of [`check_state_descriptor`].
+pub(crate) fn check_operator_descriptor(d: &OperatorStateDescriptor) -> Result<()> {
+    for s in [Some(&d.value_schema), d.key_schema.as_ref()].into_iter().flatten() {
+        if s.depth() > MAX_SCHEMA_DEPTH {
+            return Err(FormatError::invalid_input(format!(
+                "operator state {:?}: schema nested deeper than {MAX_SCHEMA_DEPTH} levels",
+                d.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_schema_is_rejected() {
+        let mut s = TypeSchema::I32;
+        for _ in 0..MAX_SCHEMA_DEPTH {
+            s = TypeSchema::List(Box::new(s));
+        }
+        let mut out = Vec::new();
+        put_schema(&mut out, &s);
+        let mut c = Cursor::new(&out, 100, "f");
+        let e = get_schema(&mut c, "schema", 1).expect_err("too deep");
+        assert!(e.to_string().starts_with("f: offset 132: schema:"), "{e}");
+        // One level less is fine.
+        let TypeSchema::List(inner) = s else { unreachable!() };
+        out.clear();
+        put_schema(&mut out, &inner);
+        let mut c = Cursor::new(&out, 0, "f");
+        assert_eq!(get_schema(&mut c, "schema", 1).expect("decode"), *inner);
+    }
+
+    #[test]
+    fn counts_and_lengths_are_bounded() {
+        let mut out = Vec::new();
+        put_varint(&mut out, u64::MAX >> 1);
+        let mut c = Cursor::new(&out, 0, "f");
+        assert!(c.count("n").is_err());
+        let mut c = Cursor::new(&out, 0, "f");
+        assert!(c.bytes("b").is_err());
+        let mut c = Cursor::new(&[0x80], 0, "f");
+        assert!(c.varint("v").is_err());
+    }
+}
