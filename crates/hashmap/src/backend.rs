@@ -400,6 +400,13 @@ impl HashMapBackend {
     }
 }
 
+#[cfg(test)]
+impl HashMapBackend {
+    pub(crate) fn tables_for_test(&self, state: usize) -> &Tables {
+        &self.states[state].tables
+    }
+}
+
 /// Adds one restored entry to a state.
 fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<(), StateError> {
     let ts = match st.desc.ttl {

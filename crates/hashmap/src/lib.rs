@@ -50,6 +50,8 @@
 mod backend;
 mod snapshot;
 mod table;
+#[cfg(test)]
+mod tests;
 
 pub use backend::HashMapBackend;
 pub use snapshot::HashMapSnapshot;

@@ -60,6 +60,11 @@ impl HashMapSnapshot {
         }
     }
 
+    #[cfg(test)]
+    pub(crate) fn tables_for_test(&self, state: usize) -> &Tables {
+        &self.tables[state]
+    }
+
     /// The checkpoint this snapshot was taken for.
     pub fn checkpoint_id(&self) -> u64 {
         self.checkpoint_id
