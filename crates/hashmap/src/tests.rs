@@ -12,6 +12,8 @@ use statekit_core::{
 use std::sync::Arc;
 
 type R = Result<(), StateError>;
+/// (user key, value, timestamp) of a snapshot entry.
+type Seen = (Option<Vec<u8>>, Vec<u8>, Option<i64>);
 
 fn backend(max_p: u32) -> (HashMapBackend, Arc<ManualClock>) {
     let clock = ManualClock::new(0);
@@ -427,7 +429,7 @@ fn ttl_visibility_and_snapshots() -> R {
 
     // The early snapshot still holds everything, with timestamps for TTL states only.
     let e = collect(early.as_ref());
-    let find = |state: u32| -> Vec<(Option<Vec<u8>>, Vec<u8>, Option<i64>)> {
+    let find = |state: u32| -> Vec<Seen> {
         e.iter()
             .filter(|x| x.state == state)
             .map(|x| (x.user_key.clone(), x.value.clone(), x.timestamp))
