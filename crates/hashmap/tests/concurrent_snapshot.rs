@@ -22,19 +22,22 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// A (key, namespace) pair.
+type KeyNs = (Vec<u8>, Vec<u8>);
+
 /// The contents of the three states, as plain maps over (key, namespace).
 #[derive(Default, Clone)]
 struct Model {
-    values: BTreeMap<(Vec<u8>, Vec<u8>), Vec<u8>>,
-    lists: BTreeMap<(Vec<u8>, Vec<u8>), Vec<Vec<u8>>>,
-    maps: BTreeMap<(Vec<u8>, Vec<u8>), BTreeMap<Vec<u8>, Vec<u8>>>,
+    values: BTreeMap<KeyNs, Vec<u8>>,
+    lists: BTreeMap<KeyNs, Vec<Vec<u8>>>,
+    maps: BTreeMap<KeyNs, BTreeMap<Vec<u8>, Vec<u8>>>,
 }
 
 impl Model {
     /// The entries a snapshot of this state holds (states 0 = value, 1 = list, 2 = map), in
     /// key-group then canonical order.
     fn entries(&self) -> Vec<OwnedEntry> {
-        let e = |state: u32, (k, n): &(Vec<u8>, Vec<u8>), user_key: Option<&Vec<u8>>, value: &Vec<u8>| OwnedEntry {
+        let e = |state: u32, (k, n): &KeyNs, user_key: Option<&Vec<u8>>, value: &Vec<u8>| OwnedEntry {
             key_group: key_group_for_key(k, MAX_P),
             state,
             key: k.clone(),
