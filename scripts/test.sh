@@ -8,14 +8,6 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/statekit-target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-need_apt=()
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-if [ ${#need_apt[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "==> installing ${need_apt[*]}"
-  apt-get update -qq >/dev/null 2>&1 || true
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null 2>&1 || echo "warning: could not install ${need_apt[*]}"
-fi
-
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
