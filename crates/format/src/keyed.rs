@@ -278,8 +278,8 @@ impl RecordWriter {
             let ord = e
                 .state
                 .cmp(&self.prev_state)
-                .then_with(|| e.key.cmp(&self.prev_key))
-                .then_with(|| e.namespace.cmp(&self.prev_ns));
+                .then_with(|| cmp_bytes(e.key, &self.prev_key))
+                .then_with(|| cmp_bytes(e.namespace, &self.prev_ns));
             match ord {
                 Ordering::Less => {
                     return Err(bad(format!(
@@ -291,7 +291,7 @@ impl RecordWriter {
                 Ordering::Equal => {
                     same_prefix = true;
                     let dup = if shape.is_map {
-                        e.user_key.unwrap_or_default() <= self.prev_uk.as_slice()
+                        cmp_bytes(e.user_key.unwrap_or_default(), &self.prev_uk) != Ordering::Greater
                     } else {
                         !shape.is_list
                     };
@@ -371,6 +371,33 @@ impl RecordWriter {
         self.have_prev = false;
         Ok(())
     }
+}
+
+/// Compares byte strings as unsigned bytes, like `<[u8]>::cmp`, but inline 8 bytes at a time:
+/// keys and namespaces are short, and a `memcmp` call per comparison dominated the profile.
+#[inline]
+fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    let (mut ca, mut cb) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        let (x, y) = (u64::from_be_bytes(arr8(x)), u64::from_be_bytes(arr8(y)));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+#[inline]
+fn arr8(s: &[u8]) -> [u8; 8] {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(s);
+    a
 }
 
 /// Reads a varint length and that many bytes at `*pos`.
@@ -517,16 +544,26 @@ struct OrderChecker {
 impl OrderChecker {
     /// `Err(reason)` when `e` may not follow the previous entry.
     fn check(&mut self, e: &Entry<'_>, shapes: &[Shape]) -> std::result::Result<(), String> {
+        let (mut key_eq, mut ns_eq) = (false, false);
         if self.have {
-            let prev = Entry {
-                state: self.state,
-                key: &self.key,
-                namespace: &self.ns,
-                user_key: self.uk.as_deref(),
-                value: &[],
-                timestamp: None,
-            };
-            match e.canonical_cmp(&prev) {
+            let mut ord = e.state.cmp(&self.state);
+            if ord == Ordering::Equal {
+                ord = cmp_bytes(e.key, &self.key);
+                key_eq = ord == Ordering::Equal;
+            }
+            if ord == Ordering::Equal {
+                ord = cmp_bytes(e.namespace, &self.ns);
+                ns_eq = ord == Ordering::Equal;
+            }
+            if ord == Ordering::Equal {
+                ord = match (e.user_key, self.uk.as_deref()) {
+                    (None, None) => Ordering::Equal,
+                    (None, Some(_)) => Ordering::Less,
+                    (Some(_), None) => Ordering::Greater,
+                    (Some(a), Some(b)) => cmp_bytes(a, b),
+                };
+            }
+            match ord {
                 Ordering::Less => return Err("entry out of canonical order".into()),
                 Ordering::Equal if !shapes.get(e.state as usize).is_some_and(|s| s.is_list) => {
                     return Err("duplicate entry (same state, key, namespace and user key)".into())
@@ -536,11 +573,11 @@ impl OrderChecker {
         }
         self.have = true;
         self.state = e.state;
-        if self.key != e.key {
+        if !key_eq {
             self.key.clear();
             self.key.extend_from_slice(e.key);
         }
-        if self.ns != e.namespace {
+        if !ns_eq {
             self.ns.clear();
             self.ns.extend_from_slice(e.namespace);
         }
