@@ -1,4 +1,5 @@
 //! Criterion benches of savepoint write and read+verify against std::fs::copy.
+#![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use statekit_benches as w;

@@ -1,4 +1,5 @@
 //! Criterion benches of keyed state operations against a plain HashMap.
+#![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use statekit_benches as w;

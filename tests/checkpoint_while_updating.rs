@@ -74,7 +74,7 @@ fn snapshot_holds_exactly_the_state_at_the_snapshot_call() {
     let mut values = 0;
     let mut elements = 0;
     for e in got.entries() {
-        let key = u32::from_be_bytes(e.key.try_into().expect("4-byte key"));
+        let key = u32::from_be_bytes(e.key.as_slice().try_into().expect("4-byte key"));
         match got.states()[e.state as usize].name.as_str() {
             "v" => {
                 assert_eq!(e.value, value(0, key));

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{MemoryStorage, Storage};
 use statekit_core::{
-    AggregateFn, BackendConfig, KeyedStateBackend, ManualClock, MemoryView, OperatorStateData,
+    AggregateFn, BackendConfig, KeyedStateBackend, KeyedStateView, ManualClock, MemoryView, OperatorStateData,
     OperatorStateDescriptor, OperatorStateMode, OperatorStateStore, StateDescriptor, StateFunctions, StateHandle,
     TtlConfig, TypeSchema,
 };
@@ -79,7 +79,6 @@ fn functions(i: usize) -> StateFunctions {
 
 struct Job {
     max_p: u32,
-    clock: Arc<ManualClock>,
     backends: Vec<HashMapBackend>,
     handles: Vec<Vec<StateHandle>>,
     op_states: Vec<OperatorStateStore>,
@@ -123,7 +122,6 @@ impl Job {
         }
         Job {
             max_p,
-            clock,
             backends,
             handles,
             op_states,
