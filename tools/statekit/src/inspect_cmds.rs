@@ -1,6 +1,6 @@
 //! `ls`, `show`, `verify`.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 use statekit_checkpoint::{parse_checkpoint_dir_name, SnapshotReader};
@@ -145,7 +145,7 @@ fn kind_name(k: SnapshotKind) -> &'static str {
 
 /// `statekit show`.
 pub fn show(args: ShowArgs) -> Result<ExitCode> {
-    let reader = SnapshotReader::open(&args.path).with_context(|| format!("cannot open {}", args.path.display()))?;
+    let reader = SnapshotReader::open(&args.path)?;
     let m = reader.metadata();
     if args.json {
         let ops: Vec<_> = m
@@ -229,8 +229,8 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
 
 /// `statekit verify`.
 pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
-    let reader = SnapshotReader::open(&args.path).with_context(|| format!("cannot open {}", args.path.display()))?;
-    let report = reader.verify().with_context(|| format!("cannot verify {}", args.path.display()))?;
+    let reader = SnapshotReader::open(&args.path)?;
+    let report = reader.verify()?;
     let ok = report.problems.is_empty();
     if args.json {
         let doc = json!({
