@@ -1,7 +1,8 @@
 //! [`HashMapBackend`]: the keyed state backend over per-key-group copy-on-write tables.
 
+use crate::bytes::Bytes;
 use crate::snapshot::HashMapSnapshot;
-use crate::table::{hash_key_ns, KgTable};
+use crate::table::{hash_key_ns, KgTable, Slot};
 use statekit_core::keygroup::check_max_parallelism;
 use statekit_core::state::{KeyedStateKind, TtlConfig, TtlUpdateType};
 use statekit_core::stream::check_entry_shape;
@@ -18,7 +19,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub(crate) struct Cell {
     pub(crate) ts: i64,
-    pub(crate) bytes: Vec<u8>,
+    pub(crate) bytes: Bytes,
 }
 
 impl Cell {
@@ -26,7 +27,7 @@ impl Cell {
     fn new(ts: i64, bytes: &[u8]) -> Self {
         Cell {
             ts,
-            bytes: bytes.to_vec(),
+            bytes: Bytes::new(bytes),
         }
     }
 
@@ -34,8 +35,7 @@ impl Cell {
     #[inline]
     fn set(&mut self, ts: i64, bytes: &[u8]) {
         self.ts = ts;
-        self.bytes.clear();
-        self.bytes.extend_from_slice(bytes);
+        self.bytes.set(bytes);
     }
 }
 
@@ -45,7 +45,7 @@ type MergeFn = dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync;
 /// The elements of one list.
 pub(crate) type ListValue = Vec<Cell>;
 /// The entries of one map, ordered by user key.
-pub(crate) type MapValue = BTreeMap<Box<[u8]>, Cell>;
+pub(crate) type MapValue = BTreeMap<Bytes, Cell>;
 
 /// The per-key-group tables of one state (index = key group − range start).
 #[derive(Clone, Debug)]
@@ -262,29 +262,35 @@ impl HashMapBackend {
     /// A rough estimate of the heap bytes held by keys, namespaces, values and their
     /// per-entry overhead. Walks every entry: O(#entries).
     pub fn approx_bytes(&self) -> usize {
-        const SLOT: usize = 48;
-        const CELL: usize = std::mem::size_of::<Cell>();
+        use std::mem::size_of;
+        // A hash table slot plus its control byte, at hashbrown's 7/8 maximum load.
+        fn slot<V>() -> usize {
+            (size_of::<Slot<V>>() + 1) * 8 / 7
+        }
+        const CELL: usize = size_of::<Cell>();
+        // A B-tree entry: key and value in a node, nodes about 2/3 full.
+        const MAP_ENTRY: usize = (size_of::<Bytes>() + CELL) * 3 / 2;
         let mut total = 0;
         for st in &self.states {
             match &st.tables {
                 Tables::Single(t) => {
                     for s in t.iter().flat_map(|t| t.iter()) {
-                        total += SLOT + s.key_bytes() + s.value.bytes.capacity();
+                        total += slot::<Cell>() + s.key_heap_bytes() + s.value.bytes.heap_bytes();
                     }
                 }
                 Tables::List(t) => {
                     for s in t.iter().flat_map(|t| t.iter()) {
-                        total += SLOT + s.key_bytes() + s.value.capacity() * CELL;
-                        total += s.value.iter().map(|c| c.bytes.capacity()).sum::<usize>();
+                        total += slot::<ListValue>() + s.key_heap_bytes() + s.value.capacity() * CELL;
+                        total += s.value.iter().map(|c| c.bytes.heap_bytes()).sum::<usize>();
                     }
                 }
                 Tables::Map(t) => {
                     for s in t.iter().flat_map(|t| t.iter()) {
-                        total += SLOT + s.key_bytes();
+                        total += slot::<MapValue>() + s.key_heap_bytes();
                         total += s
                             .value
                             .iter()
-                            .map(|(k, c)| 32 + CELL + k.len() + c.bytes.capacity())
+                            .map(|(k, c)| MAP_ENTRY + k.heap_bytes() + c.bytes.heap_bytes())
                             .sum::<usize>();
                     }
                 }
@@ -437,7 +443,7 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
                 .user_key
                 .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
             let (map, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, e.key, e.namespace, BTreeMap::new);
-            map.insert(user_key.into(), Cell::new(ts, e.value));
+            map.insert(Bytes::new(user_key), Cell::new(ts, e.value));
         }
     }
     Ok(())
@@ -506,14 +512,14 @@ impl KeyedStateBackend for HashMapBackend {
             return Ok(false);
         };
         if ttl.cfg.is_none() {
-            out.extend_from_slice(&cell.bytes);
+            out.extend_from_slice(cell.bytes.as_slice());
             return Ok(true);
         }
         if !ttl.live(cell.ts) {
             remove_entry(t, hash, key, namespace);
             return Ok(false);
         }
-        out.extend_from_slice(&cell.bytes);
+        out.extend_from_slice(cell.bytes.as_slice());
         if ttl.refresh_on_read() && cell.ts != ttl.now {
             if let Some(cell) = existing_mut(t, hash, key, namespace) {
                 cell.ts = ttl.now;
@@ -562,8 +568,8 @@ impl KeyedStateBackend for HashMapBackend {
                     Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, key, namespace, || Cell::new(ts, value));
                 if !created {
                     if ttl.live(cell.ts) {
-                        let reduced = reduce(&cell.bytes, value);
-                        cell.bytes = reduced;
+                        let reduced = reduce(cell.bytes.as_slice(), value);
+                        cell.bytes = Bytes::from_vec(reduced);
                         cell.ts = ts;
                     } else {
                         cell.set(ts, value);
@@ -574,11 +580,11 @@ impl KeyedStateBackend for HashMapBackend {
                 let StateFunctions::Aggregate(agg) = functions else {
                     return Err(StateError::MissingFunction(desc.name.clone()));
                 };
-                let (cell, created) = Arc::make_mut(&mut t[idx])
-                    .get_or_insert_with(hash, key, namespace, || Cell { ts, bytes: Vec::new() });
-                let acc = (!created && ttl.live(cell.ts)).then_some(&cell.bytes[..]);
+                let (cell, created) =
+                    Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, key, namespace, || Cell::new(ts, &[]));
+                let acc = (!created && ttl.live(cell.ts)).then_some(cell.bytes.as_slice());
                 let acc = (agg.add)(acc, value);
-                cell.bytes = acc;
+                cell.bytes = Bytes::from_vec(acc);
                 cell.ts = ts;
             }
             _ => return Err(wrong_kind(desc, ADDABLE)),
@@ -621,7 +627,7 @@ impl KeyedStateBackend for HashMapBackend {
         };
         if ttl.cfg.is_none() {
             for c in list {
-                f(&c.bytes);
+                f(c.bytes.as_slice());
             }
             return Ok(list.len());
         }
@@ -629,7 +635,7 @@ impl KeyedStateBackend for HashMapBackend {
         let mut stale = false;
         for c in list {
             if ttl.live(c.ts) {
-                f(&c.bytes);
+                f(c.bytes.as_slice());
                 visible += 1;
                 stale |= ttl.refresh_on_read() && c.ts != ttl.now;
             } else {
@@ -696,12 +702,12 @@ impl KeyedStateBackend for HashMapBackend {
             return Ok(false);
         };
         if ttl.cfg.is_none() {
-            out.extend_from_slice(&cell.bytes);
+            out.extend_from_slice(cell.bytes.as_slice());
             return Ok(true);
         }
         let live = ttl.live(cell.ts);
         if live {
-            out.extend_from_slice(&cell.bytes);
+            out.extend_from_slice(cell.bytes.as_slice());
             if !(ttl.refresh_on_read() && cell.ts != ttl.now) {
                 return Ok(true);
             }
@@ -740,7 +746,7 @@ impl KeyedStateBackend for HashMapBackend {
         match map.get_mut(user_key) {
             Some(cell) => cell.set(ts, value),
             None => {
-                map.insert(user_key.into(), Cell::new(ts, value));
+                map.insert(Bytes::new(user_key), Cell::new(ts, value));
             }
         }
         Ok(())
@@ -790,7 +796,7 @@ impl KeyedStateBackend for HashMapBackend {
         };
         if ttl.cfg.is_none() {
             for (k, c) in map {
-                f(k, &c.bytes);
+                f(k.as_slice(), c.bytes.as_slice());
             }
             return Ok(map.len());
         }
@@ -798,7 +804,7 @@ impl KeyedStateBackend for HashMapBackend {
         let mut stale = false;
         for (k, c) in map {
             if ttl.live(c.ts) {
-                f(k, &c.bytes);
+                f(k.as_slice(), c.bytes.as_slice());
                 visible += 1;
                 stale |= ttl.refresh_on_read() && c.ts != ttl.now;
             } else {
@@ -863,8 +869,8 @@ impl KeyedStateBackend for HashMapBackend {
                     if let Some(cell) = remove_entry(t, hash_key_ns(key, src), key, src) {
                         if ttl.live(cell.ts) {
                             merged = Some(match merged {
-                                None => cell.bytes,
-                                Some(acc) => merge(&acc, &cell.bytes),
+                                None => cell.bytes.into_vec(),
+                                Some(acc) => merge(&acc, cell.bytes.as_slice()),
                             });
                         }
                     }
@@ -875,14 +881,14 @@ impl KeyedStateBackend for HashMapBackend {
                 let ts = ttl.stamp();
                 let (cell, created) = Arc::make_mut(t).get_or_insert_with(target_hash, key, target, || Cell {
                     ts,
-                    bytes: merged.clone(),
+                    bytes: Bytes::new(&merged),
                 });
                 if !created {
-                    cell.bytes = if ttl.live(cell.ts) {
-                        merge(&cell.bytes, &merged)
+                    cell.bytes = Bytes::from_vec(if ttl.live(cell.ts) {
+                        merge(cell.bytes.as_slice(), &merged)
                     } else {
                         merged
-                    };
+                    });
                     cell.ts = ts;
                 }
             }

@@ -48,6 +48,7 @@
 //! (or all at once with [`HashMapBackend::purge_expired`]).
 
 mod backend;
+mod bytes;
 mod snapshot;
 mod table;
 #[cfg(test)]

@@ -110,7 +110,7 @@ impl KeyedStateView for HashMapSnapshot {
                             key: slot.key(),
                             namespace: slot.namespace(),
                             user_key: None,
-                            value: &slot.value.bytes,
+                            value: slot.value.bytes.as_slice(),
                             timestamp: timestamp(&slot.value),
                         })?;
                     }
@@ -123,7 +123,7 @@ impl KeyedStateView for HashMapSnapshot {
                                 key: slot.key(),
                                 namespace: slot.namespace(),
                                 user_key: None,
-                                value: &c.bytes,
+                                value: c.bytes.as_slice(),
                                 timestamp: timestamp(c),
                             })?;
                         }
@@ -136,8 +136,8 @@ impl KeyedStateView for HashMapSnapshot {
                                 state,
                                 key: slot.key(),
                                 namespace: slot.namespace(),
-                                user_key: Some(user_key),
-                                value: &c.bytes,
+                                user_key: Some(user_key.as_slice()),
+                                value: c.bytes.as_slice(),
                                 timestamp: timestamp(c),
                             })?;
                         }

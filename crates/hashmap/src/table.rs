@@ -39,24 +39,70 @@ pub(crate) fn hash_key_ns(key: &[u8], namespace: &[u8]) -> u64 {
     h.finish()
 }
 
-/// One stored `(key, namespace) → value` pair. The key and namespace are kept in one
-/// allocation, `key_len` bytes of key followed by the namespace.
+/// Longest `key ‖ namespace` kept inline in a slot.
+const KEY_INLINE: usize = 29;
+
+/// The composite key bytes: `key` followed by `namespace`, inline when short.
+#[derive(Clone, Debug)]
+enum KeyBuf {
+    Inline {
+        len: u8,
+        key_len: u8,
+        data: [u8; KEY_INLINE],
+    },
+    Heap {
+        key_len: u32,
+        bytes: Box<[u8]>,
+    },
+}
+
+impl KeyBuf {
+    #[inline]
+    fn new(key: &[u8], namespace: &[u8]) -> Self {
+        let len = key.len() + namespace.len();
+        if len <= KEY_INLINE {
+            let mut data = [0u8; KEY_INLINE];
+            data[..key.len()].copy_from_slice(key);
+            data[key.len()..len].copy_from_slice(namespace);
+            KeyBuf::Inline {
+                len: len as u8,
+                key_len: key.len() as u8,
+                data,
+            }
+        } else {
+            let mut bytes = Vec::with_capacity(len);
+            bytes.extend_from_slice(key);
+            bytes.extend_from_slice(namespace);
+            KeyBuf::Heap {
+                key_len: u32::try_from(key.len()).expect("keys are shorter than 4 GiB"),
+                bytes: bytes.into_boxed_slice(),
+            }
+        }
+    }
+
+    /// `(key, namespace)`.
+    #[inline]
+    fn parts(&self) -> (&[u8], &[u8]) {
+        match self {
+            KeyBuf::Inline { len, key_len, data } => data[..usize::from(*len)].split_at(usize::from(*key_len)),
+            KeyBuf::Heap { key_len, bytes } => bytes.split_at(*key_len as usize),
+        }
+    }
+}
+
+/// One stored `(key, namespace) → value` pair.
 #[derive(Clone, Debug)]
 pub(crate) struct Slot<V> {
-    bytes: Box<[u8]>,
-    key_len: u32,
+    key: KeyBuf,
     /// The stored value.
     pub(crate) value: V,
 }
 
 impl<V> Slot<V> {
+    #[inline]
     fn new(key: &[u8], namespace: &[u8], value: V) -> Self {
-        let mut bytes = Vec::with_capacity(key.len() + namespace.len());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(namespace);
         Slot {
-            bytes: bytes.into_boxed_slice(),
-            key_len: key.len() as u32,
+            key: KeyBuf::new(key, namespace),
             value,
         }
     }
@@ -64,31 +110,33 @@ impl<V> Slot<V> {
     /// The key bytes.
     #[inline]
     pub(crate) fn key(&self) -> &[u8] {
-        &self.bytes[..self.key_len as usize]
+        self.key.parts().0
     }
 
     /// The namespace bytes.
     #[inline]
     pub(crate) fn namespace(&self) -> &[u8] {
-        &self.bytes[self.key_len as usize..]
+        self.key.parts().1
     }
 
     #[inline]
     fn matches(&self, key: &[u8], namespace: &[u8]) -> bool {
-        self.key_len as usize == key.len()
-            && self.bytes.len() == key.len() + namespace.len()
-            && self.bytes[..key.len()] == *key
-            && self.bytes[key.len()..] == *namespace
+        let (k, n) = self.key.parts();
+        k == key && n == namespace
     }
 
     #[inline]
     fn hash(&self) -> u64 {
-        hash_key_ns(self.key(), self.namespace())
+        let (k, n) = self.key.parts();
+        hash_key_ns(k, n)
     }
 
-    /// Approximate heap bytes of the key part.
-    pub(crate) fn key_bytes(&self) -> usize {
-        self.bytes.len()
+    /// Heap bytes of the key part (0 when inline).
+    pub(crate) fn key_heap_bytes(&self) -> usize {
+        match &self.key {
+            KeyBuf::Inline { .. } => 0,
+            KeyBuf::Heap { bytes, .. } => bytes.len(),
+        }
     }
 }
 
@@ -310,6 +358,25 @@ mod tests {
         }
         assert_eq!(t.len(), n as usize / 2);
         assert_eq!(t.iter().count(), n as usize / 2);
+    }
+
+    #[test]
+    fn slot_layout() {
+        assert_eq!(std::mem::size_of::<KeyBuf>(), 32);
+        let long = [9u8; 40];
+        for (k, n) in [
+            (&b""[..], &b""[..]),
+            (b"ab", b"c"),
+            (&long[..20], &long[..9]),
+            (&long[..20], &long[..10]),
+            (&long, b"x"),
+        ] {
+            let s = Slot::new(k, n, ());
+            assert_eq!((s.key(), s.namespace()), (k, n));
+            assert!(s.matches(k, n));
+            assert_eq!(s.hash(), hash_key_ns(k, n));
+            assert_eq!(s.key_heap_bytes() > 0, k.len() + n.len() > KEY_INLINE);
+        }
     }
 
     #[test]

@@ -21,8 +21,13 @@ const USER_KEYS: [&[u8]; 5] = [b"a", b"b", b"bb", b"c", b""];
 const TTL_MS: u64 = 50;
 const MAX_PARALLELISMS: [u32; 4] = [1, 7, 128, 300];
 
+/// Keys of a few bytes, and some too long to be stored inline.
 fn key(k: usize) -> Vec<u8> {
-    format!("key-{k}").into_bytes()
+    if k % 4 == 3 {
+        format!("a-key-long-enough-to-live-on-the-heap-{k}").into_bytes()
+    } else {
+        format!("key-{k}").into_bytes()
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -120,7 +125,8 @@ fn value_bytes(kind: KeyedStateKind, v: u8, is_add: bool) -> Vec<u8> {
         KeyedStateKind::Reducing => (i64::from(v) - 100).to_be_bytes().to_vec(),
         KeyedStateKind::Aggregating if is_add => (i64::from(v) - 100).to_be_bytes().to_vec(),
         KeyedStateKind::Aggregating => [i64::from(v % 5).to_be_bytes(), i64::from(v).to_be_bytes()].concat(),
-        _ => vec![v; usize::from(v % 4)],
+        // Empty, short, at the inline limit (15) and beyond it.
+        _ => vec![v; [0, 1, 3, 8, 15, 16, 40][usize::from(v % 7)]],
     }
 }
 
