@@ -168,10 +168,12 @@ pub(crate) struct KgTable<V> {
 
 impl<V> Default for KgTable<V> {
     fn default() -> Self {
+        // Empty until the first insert: a backend owning thousands of key groups pays
+        // nothing for the empty ones.
         KgTable {
-            dir: vec![0],
+            dir: Vec::new(),
             global_depth: 0,
-            shards: vec![Arc::new(Shard::new(0))],
+            shards: Vec::new(),
             len: 0,
         }
     }
@@ -179,9 +181,9 @@ impl<V> Default for KgTable<V> {
 
 impl<V> KgTable<V> {
     #[inline]
-    fn shard_index(&self, hash: u64) -> usize {
+    fn shard_index(&self, hash: u64) -> Option<usize> {
         let mask = (1u64 << self.global_depth) - 1;
-        self.dir[((hash >> DIR_SHIFT) & mask) as usize] as usize
+        self.dir.get(((hash >> DIR_SHIFT) & mask) as usize).map(|&s| s as usize)
     }
 
     /// Number of `(key, namespace)` entries.
@@ -204,7 +206,7 @@ impl<V> KgTable<V> {
     /// Looks up `(key, namespace)` whose hash is `hash`.
     #[inline]
     pub(crate) fn get(&self, hash: u64, key: &[u8], namespace: &[u8]) -> Option<&V> {
-        self.shards[self.shard_index(hash)]
+        self.shards[self.shard_index(hash)?]
             .table
             .find(hash, |s| s.matches(key, namespace))
             .map(|s| &s.value)
@@ -221,7 +223,7 @@ impl<V: Clone> KgTable<V> {
     /// but only when the entry exists.
     #[inline]
     pub(crate) fn get_mut(&mut self, hash: u64, key: &[u8], namespace: &[u8]) -> Option<&mut V> {
-        let si = self.shard_index(hash);
+        let si = self.shard_index(hash)?;
         self.shards[si].table.find(hash, |s| s.matches(key, namespace))?;
         Arc::make_mut(&mut self.shards[si])
             .table
@@ -239,10 +241,17 @@ impl<V: Clone> KgTable<V> {
         namespace: &[u8],
         make: impl FnOnce() -> V,
     ) -> (&mut V, bool) {
-        let mut si = self.shard_index(hash);
+        let mut si = match self.shard_index(hash) {
+            Some(si) => si,
+            None => {
+                self.dir.push(0);
+                self.shards.push(Arc::new(Shard::new(0)));
+                0
+            }
+        };
         if self.shards[si].table.len() >= MAX_SHARD_LEN && self.shards[si].depth < MAX_DEPTH {
             self.split(si);
-            si = self.shard_index(hash);
+            si = self.shard_index(hash).expect("a shard after the split");
         }
         let shard = Arc::make_mut(&mut self.shards[si]);
         match shard.table.entry(hash, |s| s.matches(key, namespace), Slot::hash) {
@@ -256,7 +265,7 @@ impl<V: Clone> KgTable<V> {
 
     /// Removes `(key, namespace)`, returning its value. Shares nothing new when absent.
     pub(crate) fn remove(&mut self, hash: u64, key: &[u8], namespace: &[u8]) -> Option<V> {
-        let si = self.shard_index(hash);
+        let si = self.shard_index(hash)?;
         self.shards[si].table.find(hash, |s| s.matches(key, namespace))?;
         let shard = Arc::make_mut(&mut self.shards[si]);
         let (slot, _) = shard
@@ -377,6 +386,20 @@ mod tests {
             assert_eq!(s.hash(), hash_key_ns(k, n));
             assert_eq!(s.key_heap_bytes() > 0, k.len() + n.len() > KEY_INLINE);
         }
+    }
+
+    #[test]
+    fn empty_table_has_no_shards() {
+        let mut t: KgTable<u8> = KgTable::default();
+        assert_eq!(t.shard_count(), 0);
+        let h = hash_key_ns(b"k", b"");
+        assert_eq!(t.get(h, b"k", b""), None);
+        assert_eq!(t.get_mut(h, b"k", b""), None);
+        assert_eq!(t.remove(h, b"k", b""), None);
+        assert_eq!(t.iter().count(), 0);
+        t.get_or_insert_with(h, b"k", b"", || 1);
+        assert_eq!(t.shard_count(), 1);
+        assert_eq!(t.get(h, b"k", b""), Some(&1));
     }
 
     #[test]
