@@ -18,7 +18,9 @@
 //!
 //! Lookups hash the borrowed `(key, namespace)` pair with foldhash and compare it against
 //! the stored key bytes in place (hashbrown's `HashTable`), so reads and overwrites of an
-//! existing entry allocate nothing; an overwrite reuses the value's buffer.
+//! existing entry allocate nothing; an overwrite reuses the value's buffer. Short data lives
+//! inside the table slot: `key ‖ namespace` up to 29 bytes, values, list elements and map
+//! user keys up to 15 bytes; longer ones go to the heap.
 //!
 //! ## Copy-on-write snapshots
 //!
