@@ -1,0 +1,19 @@
+//! `_metadata` decoding: never panics; whatever decodes re-encodes to the same metadata.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use statekit_format::{decode_metadata, encode_metadata};
+
+fuzz_target!(|data: &[u8]| {
+    match decode_metadata(data, "_metadata") {
+        Ok(meta) => {
+            let again = encode_metadata(&meta);
+            let back = decode_metadata(&again, "_metadata").expect("re-encoded metadata decodes");
+            assert_eq!(back, meta);
+        }
+        Err(e) => {
+            // Every error renders and names the file.
+            assert!(e.to_string().starts_with("_metadata"));
+        }
+    }
+});
