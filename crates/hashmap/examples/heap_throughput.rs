@@ -1,7 +1,7 @@
 //! Single-thread throughput of the heap backend against a plain
 //! `std::collections::HashMap<Vec<u8>, Vec<u8>>` doing the same work.
 //!
-//! `cargo run --release -p statekit-hashmap --example throughput [keys] [rounds]`
+//! `cargo run --release -p statekit-hashmap --example heap_throughput [keys] [rounds]`
 
 use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, StateHandle, TypeSchema};
 use statekit_hashmap::HashMapBackend;
