@@ -139,6 +139,26 @@ impl BlockEncoder {
         Ok(EncodedBlock { header, payload })
     }
 
+    /// Like [`BlockEncoder::encode`], but hands the stored bytes over instead of lending them:
+    /// when the block is compressed, `spare` is swapped with the internal buffer and holds
+    /// the stored bytes on return (`true`); otherwise the stored bytes are `raw` itself
+    /// (`false`) and `spare` is untouched.
+    pub(crate) fn encode_detached(
+        &mut self,
+        raw: &[u8],
+        section: u32,
+        entries: u32,
+        spare: &mut Vec<u8>,
+    ) -> Result<([u8; BLOCK_HEADER_LEN], bool)> {
+        let b = self.encode(raw, section, entries)?;
+        let header = b.header;
+        let compressed = header[16] != CODEC_NONE;
+        if compressed {
+            std::mem::swap(&mut self.scratch, spare);
+        }
+        Ok((header, compressed))
+    }
+
     /// LZ4-compresses into `scratch`; false when it does not shrink the block.
     fn lz4(&mut self, raw: &[u8]) -> bool {
         let max = lz4_flex::block::get_maximum_output_size(raw.len());

@@ -291,10 +291,17 @@ pub(crate) struct ContainerWriter {
     w: Box<dyn StorageWriter>,
     file: String,
     pos: u64,
-    enc: BlockEncoder,
+    compression: Compression,
+    enc: Option<BlockEncoder>,
     sections: Vec<Section>,
     cur: Option<Section>,
 }
+
+// The writer moves to the pipeline's writer thread.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<ContainerWriter>();
+};
 
 impl ContainerWriter {
     /// Starts the file and writes its header.
@@ -308,7 +315,6 @@ impl ContainerWriter {
         let file = storage.describe(path);
         let body_len = u32::try_from(header_body.len())
             .map_err(|_| FormatError::invalid_input(format!("{file}: file header exceeds 4 GiB")))?;
-        let enc = BlockEncoder::new(compression)?;
         let mut w = storage.create(path)?;
         let mut head = Vec::with_capacity(HEADER_PREFIX_LEN + header_body.len() + 4);
         head.extend_from_slice(&kind.magic);
@@ -323,7 +329,8 @@ impl ContainerWriter {
             w,
             file,
             pos: head.len() as u64,
-            enc,
+            compression,
+            enc: None,
             sections: Vec::new(),
             cur: None,
         })
@@ -342,18 +349,69 @@ impl ContainerWriter {
         });
     }
 
-    /// Writes one block of the open section.
+    /// Encodes and writes one block of the open section.
     pub(crate) fn write_block(&mut self, raw: &[u8], entries: u32) -> Result<()> {
-        let Some(cur) = self.cur.as_mut() else {
+        let Some(id) = self.cur.map(|c| c.id) else {
             return Err(FormatError::invalid_input("block written outside a section"));
         };
-        let b = self.enc.encode(raw, cur.id, entries)?;
-        self.w.write_all(&b.header).map_err(|e| io_err(&self.file, e))?;
-        self.w.write_all(b.payload).map_err(|e| io_err(&self.file, e))?;
-        let n = (BLOCK_HEADER_LEN + b.payload.len()) as u64;
-        self.pos += n;
+        let enc = match self.enc.as_mut() {
+            Some(e) => e,
+            None => self.enc.insert(BlockEncoder::new(self.compression)?),
+        };
+        let b = enc.encode(raw, id, entries)?;
+        let (header, payload) = (b.header, b.payload);
+        Self::write_parts(
+            &mut self.w,
+            &self.file,
+            &mut self.pos,
+            &mut self.cur,
+            &header,
+            payload,
+            raw.len(),
+            entries,
+        )
+    }
+
+    /// Writes one already encoded block (header and stored bytes) of the open section.
+    pub(crate) fn write_encoded(
+        &mut self,
+        header: &[u8; BLOCK_HEADER_LEN],
+        payload: &[u8],
+        raw_len: usize,
+        entries: u32,
+    ) -> Result<()> {
+        Self::write_parts(
+            &mut self.w,
+            &self.file,
+            &mut self.pos,
+            &mut self.cur,
+            header,
+            payload,
+            raw_len,
+            entries,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_parts(
+        w: &mut Box<dyn StorageWriter>,
+        file: &str,
+        pos: &mut u64,
+        cur: &mut Option<Section>,
+        header: &[u8; BLOCK_HEADER_LEN],
+        payload: &[u8],
+        raw_len: usize,
+        entries: u32,
+    ) -> Result<()> {
+        let Some(cur) = cur.as_mut() else {
+            return Err(FormatError::invalid_input("block written outside a section"));
+        };
+        w.write_all(header).map_err(|e| io_err(file, e))?;
+        w.write_all(payload).map_err(|e| io_err(file, e))?;
+        let n = (BLOCK_HEADER_LEN + payload.len()) as u64;
+        *pos += n;
         cur.stored += n;
-        cur.raw += raw.len() as u64;
+        cur.raw += raw_len as u64;
         cur.entries += u64::from(entries);
         cur.blocks = cur
             .blocks

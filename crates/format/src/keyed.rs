@@ -1,10 +1,12 @@
 //! Keyed data files: the canonical entry stream of one subtask, one section of blocks per
 //! non-empty key group (`docs/format.md` §"Keyed data files").
 
+use crate::block::Compression;
 use crate::block::{BlockDecoder, BlockHeader, WriteOptions, BLOCK_HEADER_LEN, CODEC_NONE};
 use crate::container::{self, ContainerWriter, Layout, Section, KEYED};
 use crate::error::FormatError;
 use crate::metadata::{FileRef, FileScope};
+use crate::pipeline::{self, BlockSink};
 use crate::wire::{
     check_state_descriptor, get_state_descriptor, put_state_descriptor, put_u32, put_u64, Cursor, Result,
 };
@@ -130,6 +132,24 @@ pub fn write_keyed_file(
     path: &str,
     opts: &WriteOptions,
 ) -> std::result::Result<KeyedFileInfo, FormatError> {
+    // Compression runs on worker threads while this thread walks the view; without
+    // compression one worker (checksums and I/O) is enough.
+    let workers = match opts.compression {
+        Compression::None => 1,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4),
+    };
+    write_keyed_file_with(view, range, storage, path, opts, workers)
+}
+
+/// [`write_keyed_file`] with an explicit number of encoding threads (0 = serial).
+fn write_keyed_file_with(
+    view: &dyn KeyedStateView,
+    range: KeyGroupRange,
+    storage: &dyn Storage,
+    path: &str,
+    opts: &WriteOptions,
+    workers: usize,
+) -> Result<KeyedFileInfo> {
     let states = view.states();
     let max_parallelism = view.max_parallelism();
     let file = storage.describe(path);
@@ -145,29 +165,32 @@ pub fn write_keyed_file(
     }
     check_unique_names(states).map_err(|m| FormatError::invalid_input(format!("{file}: {m}")))?;
     let shapes: Vec<Shape> = states.iter().map(Shape::of).collect();
-    let mut cw = ContainerWriter::create(
+    let cw = ContainerWriter::create(
         storage,
         path,
         &KEYED,
         &header_body(max_parallelism, range, states),
         opts.compression,
     )?;
-    let mut w = RecordWriter::new(&file, opts.block_size, states.len());
-    for kg in range.iter() {
-        let mut failure: Option<FormatError> = None;
-        let visited = view.visit_key_group(kg, &mut |e| match w.push(&mut cw, kg, e, states, &shapes) {
-            Ok(()) => Ok(()),
-            Err(err) => {
-                failure = Some(err);
-                Err(StateError::Snapshot("write aborted".into()))
+    let (w, cw) = pipeline::run(cw, opts.compression, opts.block_size, workers, |sink| {
+        let mut w = RecordWriter::new(&file, opts.block_size, states.len());
+        for kg in range.iter() {
+            let mut failure: Option<FormatError> = None;
+            let visited = view.visit_key_group(kg, &mut |e| match w.push(sink, kg, e, states, &shapes) {
+                Ok(()) => Ok(()),
+                Err(err) => {
+                    failure = Some(err);
+                    Err(StateError::Snapshot("write aborted".into()))
+                }
+            });
+            if let Some(f) = failure {
+                return Err(f);
             }
-        });
-        if let Some(f) = failure {
-            return Err(f);
+            visited?;
+            w.end_key_group(sink)?;
         }
-        visited?;
-        w.end_key_group(&mut cw)?;
-    }
+        Ok(w)
+    })?;
     let sections: Vec<Section> = cw.sections().to_vec();
     let mut tail = Vec::new();
     put_varint(&mut tail, states.len() as u64);
@@ -263,7 +286,7 @@ impl RecordWriter {
 
     fn push(
         &mut self,
-        cw: &mut ContainerWriter,
+        cw: &mut dyn BlockSink,
         kg: u32,
         e: &Entry<'_>,
         states: &[StateDescriptor],
@@ -317,7 +340,7 @@ impl RecordWriter {
             self.prev_uk.extend_from_slice(uk);
         }
         if !self.in_section {
-            cw.begin_section(kg);
+            cw.begin_section(kg)?;
             self.in_section = true;
         }
         let start = self.raw.len();
@@ -352,20 +375,19 @@ impl RecordWriter {
         Ok(())
     }
 
-    fn flush(&mut self, cw: &mut ContainerWriter) -> Result<()> {
+    fn flush(&mut self, cw: &mut dyn BlockSink) -> Result<()> {
         if self.block_entries > 0 {
-            cw.write_block(&self.raw, self.block_entries)?;
-            self.raw.clear();
+            cw.submit(&mut self.raw, self.block_entries)?;
             self.block_entries = 0;
             self.block_has_prev = false;
         }
         Ok(())
     }
 
-    fn end_key_group(&mut self, cw: &mut ContainerWriter) -> Result<()> {
+    fn end_key_group(&mut self, cw: &mut dyn BlockSink) -> Result<()> {
         self.flush(cw)?;
         if self.in_section {
-            cw.end_section();
+            cw.end_section()?;
             self.in_section = false;
         }
         self.have_prev = false;
@@ -879,5 +901,51 @@ impl KeyedStateView for KeyedFileReader {
         with_decoder(|dec| self.read_section(s, dec, |e, _| visitor(e).map_err(FormatError::State)))
             .map(|_| ())
             .map_err(StateError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::Compression;
+    use statekit_core::storage::MemoryStorage;
+    use statekit_core::{MemoryView, OwnedEntry, TypeSchema};
+
+    #[test]
+    fn parallel_and_serial_writers_produce_identical_bytes() {
+        let states = vec![
+            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes),
+        ];
+        let entries = (0..3000u32)
+            .map(|i| OwnedEntry {
+                key_group: i % 16,
+                state: i % 2,
+                key: (i / 4).to_be_bytes().to_vec(),
+                namespace: vec![],
+                user_key: None,
+                value: format!("value {i} {}", i * 7919).into_bytes(),
+                timestamp: None,
+            })
+            .collect();
+        let view = MemoryView::new(16, KeyGroupRange::all(16), states, entries);
+        for compression in [Compression::None, Compression::Lz4, Compression::Zstd { level: 3 }] {
+            let opts = WriteOptions {
+                compression,
+                block_size: 512,
+            };
+            let storage = MemoryStorage::new();
+            let mut files = Vec::new();
+            for workers in [0, 1, 3] {
+                let path = format!("w{workers}");
+                let info = write_keyed_file_with(&view, KeyGroupRange::all(16), &storage, &path, &opts, workers)
+                    .expect("write");
+                files.push((
+                    info.key_groups.clone(),
+                    storage.open(&path).expect("open").bytes().to_vec(),
+                ));
+            }
+            assert!(files.windows(2).all(|w| w[0] == w[1]), "{compression:?}");
+        }
     }
 }

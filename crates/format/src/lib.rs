@@ -52,6 +52,7 @@ mod keyed;
 pub mod metadata;
 mod metadata_codec;
 mod operator;
+mod pipeline;
 mod verify;
 mod wire;
 

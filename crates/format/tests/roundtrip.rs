@@ -256,3 +256,110 @@ fn reader_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<KeyedFileReader>();
 }
+
+/// A view that fails in the middle of a key group, after many blocks are in flight.
+struct FailingView(MemoryView, u32);
+
+impl KeyedStateView for FailingView {
+    fn max_parallelism(&self) -> u32 {
+        self.0.max_parallelism()
+    }
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.0.key_group_range()
+    }
+    fn states(&self) -> &[statekit_core::StateDescriptor] {
+        self.0.states()
+    }
+    fn visit_key_group(
+        &self,
+        kg: u32,
+        visitor: &mut statekit_core::EntryVisitor<'_>,
+    ) -> Result<(), statekit_core::StateError> {
+        self.0.visit_key_group(kg, visitor)?;
+        if kg == self.1 {
+            return Err(statekit_core::StateError::Snapshot("source failed".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Storage whose writers fail once `limit` bytes were written.
+#[derive(Debug)]
+struct FullDisk(MemoryStorage, usize);
+
+struct FullWriter(usize);
+
+impl std::io::Write for FullWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() > self.0 {
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.0 -= buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl statekit_core::storage::StorageWriter for FullWriter {
+    fn commit(self: Box<Self>) -> Result<u64, statekit_core::storage::StorageError> {
+        panic!("a failed write must not be committed")
+    }
+}
+
+impl Storage for FullDisk {
+    fn describe(&self, path: &str) -> String {
+        format!("full:/{path}")
+    }
+    fn create(
+        &self,
+        _: &str,
+    ) -> Result<Box<dyn statekit_core::storage::StorageWriter>, statekit_core::storage::StorageError> {
+        Ok(Box::new(FullWriter(self.1)))
+    }
+    fn open(
+        &self,
+        p: &str,
+    ) -> Result<std::sync::Arc<dyn statekit_core::storage::Blob>, statekit_core::storage::StorageError> {
+        self.0.open(p)
+    }
+    fn exists(&self, p: &str) -> Result<bool, statekit_core::storage::StorageError> {
+        self.0.exists(p)
+    }
+    fn list(&self, p: &str) -> Result<Vec<statekit_core::storage::DirEntry>, statekit_core::storage::StorageError> {
+        self.0.list(p)
+    }
+    fn delete_file(&self, p: &str) -> Result<(), statekit_core::storage::StorageError> {
+        self.0.delete_file(p)
+    }
+    fn delete_dir_all(&self, p: &str) -> Result<(), statekit_core::storage::StorageError> {
+        self.0.delete_dir_all(p)
+    }
+    fn create_dir_all(&self, p: &str) -> Result<(), statekit_core::storage::StorageError> {
+        self.0.create_dir_all(p)
+    }
+}
+
+#[test]
+fn failures_mid_write_are_reported_and_commit_nothing() {
+    let view = sample_view();
+    for compression in [Compression::None, Compression::Lz4, Compression::Zstd { level: 1 }] {
+        let opts = WriteOptions {
+            compression,
+            block_size: 64,
+        };
+        // The source fails.
+        let storage = MemoryStorage::new();
+        let failing = FailingView(view.clone(), 9);
+        let e = write_keyed_file(&failing, KeyGroupRange::all(16), &storage, "f", &opts).expect_err("source");
+        assert!(e.to_string().contains("source failed"), "{e}");
+        assert!(!storage.exists("f").expect("exists"));
+        // The disk fails.
+        for limit in [0usize, 100, 5000] {
+            let disk = FullDisk(MemoryStorage::new(), limit);
+            let e = write_keyed_file(&view, KeyGroupRange::all(16), &disk, "f", &opts).expect_err("disk");
+            assert!(e.to_string().contains("disk full"), "{e}");
+        }
+    }
+}
