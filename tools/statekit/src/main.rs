@@ -5,6 +5,7 @@
 
 mod demo;
 mod inspect_cmds;
+mod wordcount;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
