@@ -102,7 +102,12 @@ impl FileSink {
                     .file_name()
                     .map(|n| n.to_string_lossy().to_string())
                     .unwrap_or_default(),
-                out: BufWriter::with_capacity(64 * 1024, file),
+                // Transactions buffer freely (nothing is visible before the commit); direct
+                // writes reach the file line by line, as a non-transactional sink does.
+                out: BufWriter::with_capacity(
+                    if self.guarantee == Guarantee::ExactlyOnce { 64 * 1024 } else { 0 },
+                    file,
+                ),
             });
         }
         if let Some(txn) = self.current.as_mut() {
