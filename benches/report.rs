@@ -111,7 +111,14 @@ fn state_ops(o: &Opts) {
         black_box(w::plain_value_get_update(&mut m, &order));
         t.elapsed()
     });
-    row("ValueState get+update", mops(n, ours), "HashMap<Vec,Vec> get+update", mops(n, anchor), "M op/s", 0.3);
+    row(
+        "ValueState get+update",
+        mops(n, ours),
+        "HashMap<Vec,Vec> get+update",
+        mops(n, anchor),
+        "M op/s",
+        0.3,
+    );
     println!(
         "  {:<28} {:>9.2} M op/s  vs Flink 2.3 heap backend ~1.0 M op/s on this machine kind (brief): {:.1}x",
         "",
@@ -135,7 +142,14 @@ fn state_ops(o: &Opts) {
         black_box(w::plain_map_put_get(&mut m, &order));
         t.elapsed()
     });
-    row("MapState put+get", mops(n, ours), "HashMap<Vec,Vec> insert+get", mops(n, anchor), "M op/s", 0.3);
+    row(
+        "MapState put+get",
+        mops(n, ours),
+        "HashMap<Vec,Vec> insert+get",
+        mops(n, anchor),
+        "M op/s",
+        0.3,
+    );
 
     // ListState add (two passes: create, then append).
     let ours = best(o.rounds, || {
@@ -153,7 +167,14 @@ fn state_ops(o: &Opts) {
         w::plain_list_add(&mut m, &keys);
         t.elapsed()
     });
-    row("ListState add", mops(2 * n, ours), "HashMap<Vec,Vec> append", mops(2 * n, anchor), "M op/s", 0.3);
+    row(
+        "ListState add",
+        mops(2 * n, ours),
+        "HashMap<Vec,Vec> append",
+        mops(2 * n, anchor),
+        "M op/s",
+        0.3,
+    );
 }
 
 fn copy_and_sync(src: &std::path::Path, dst: &std::path::Path) -> Duration {
@@ -192,7 +213,9 @@ fn savepoint_io(o: &Opts) {
         state_bytes as f64 / 1e6,
         tmp.path().display()
     );
-    println!("  anchors: std::fs::copy of the written file (+ fsync of the copy, as our writer fsyncs), page cache warm");
+    println!(
+        "  anchors: std::fs::copy of the written file (+ fsync of the copy, as our writer fsyncs), page cache warm"
+    );
     for (label, compression) in [("none", Compression::None), ("lz4", Compression::Lz4)] {
         let opts = WriteOptions {
             compression,

@@ -37,7 +37,9 @@ fn bench(c: &mut Criterion) {
     });
     let src = tmp.path().join("sp.skd");
     let dst = tmp.path().join("copy.bin");
-    g.bench_function("anchor_fs_copy", |bch| bch.iter(|| std::fs::copy(&src, &dst).expect("copy")));
+    g.bench_function("anchor_fs_copy", |bch| {
+        bch.iter(|| std::fs::copy(&src, &dst).expect("copy"))
+    });
     g.finish();
 }
 

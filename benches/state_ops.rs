@@ -38,7 +38,11 @@ fn bench(c: &mut Criterion) {
         );
     });
     g.bench_function("plain_hashmap", |bch| {
-        bch.iter_batched(HashMap::new, |mut m| w::plain_map_put_get(&mut m, &keys), BatchSize::LargeInput);
+        bch.iter_batched(
+            HashMap::new,
+            |mut m| w::plain_map_put_get(&mut m, &keys),
+            BatchSize::LargeInput,
+        );
     });
     g.finish();
 
@@ -56,7 +60,11 @@ fn bench(c: &mut Criterion) {
         );
     });
     g.bench_function("plain_hashmap", |bch| {
-        bch.iter_batched(HashMap::new, |mut m| w::plain_list_add(&mut m, &keys), BatchSize::LargeInput);
+        bch.iter_batched(
+            HashMap::new,
+            |mut m| w::plain_list_add(&mut m, &keys),
+            BatchSize::LargeInput,
+        );
     });
     g.finish();
 }

@@ -26,7 +26,11 @@ fn snapshot_holds_exactly_the_state_at_the_snapshot_call() {
     let h = value_state(&mut b, "v");
     let l = b
         .register(
-            statekit_core::StateDescriptor::list("events", statekit_core::TypeSchema::Bytes, statekit_core::TypeSchema::Bytes),
+            statekit_core::StateDescriptor::list(
+                "events",
+                statekit_core::TypeSchema::Bytes,
+                statekit_core::TypeSchema::Bytes,
+            ),
             statekit_core::StateFunctions::None,
         )
         .expect("register list");
@@ -68,7 +72,9 @@ fn snapshot_holds_exactly_the_state_at_the_snapshot_call() {
 
     // The checkpoint holds round 0 exactly.
     let reader = store.reader(1).expect("reader");
-    let files = reader.keyed_readers("op", statekit_core::KeyGroupRange::all(128)).expect("readers");
+    let files = reader
+        .keyed_readers("op", statekit_core::KeyGroupRange::all(128))
+        .expect("readers");
     assert_eq!(files.len(), 1);
     let got = MemoryView::collect(&files[0], files[0].key_group_range()).expect("collect");
     let mut values = 0;

@@ -62,7 +62,12 @@ fn killed_writer_leaves_previous_checkpoint_intact() {
     let rounds = 6;
     for round in 0..rounds {
         let mut child = Command::new(&exe)
-            .args(["killed_writer_leaves_previous_checkpoint_intact", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "killed_writer_leaves_previous_checkpoint_intact",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -91,11 +96,17 @@ fn killed_writer_leaves_previous_checkpoint_intact() {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&dir));
         let store = CheckpointStore::open(storage, JOB, 2).expect("store");
         let listing = store.list().expect("list");
-        let latest = store.latest_completed().expect("latest").expect("a completed checkpoint");
+        let latest = store
+            .latest_completed()
+            .expect("latest")
+            .expect("a completed checkpoint");
         for l in &listing {
             if !l.complete {
                 saw_incomplete += 1;
-                assert!(l.id > latest.id, "an incomplete checkpoint older than the latest complete one");
+                assert!(
+                    l.id > latest.id,
+                    "an incomplete checkpoint older than the latest complete one"
+                );
             }
         }
         // The newest complete checkpoint is intact: every byte verifies and the content is

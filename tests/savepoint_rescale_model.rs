@@ -32,7 +32,7 @@ enum Op {
     Clear { state: usize, key: u16, ns: u8 },
     MapPut { key: u16, ns: u8, uk: u8, v: u8 },
     MapRemove { key: u16, ns: u8, uk: u8 },
-    OpAdd { v: u8 },
+    OperatorAdd { v: u8 },
     Advance { ms: u16 },
     Savepoint { parallelism: u32 },
 }
@@ -45,8 +45,12 @@ fn descriptors() -> Vec<StateDescriptor> {
         StateDescriptor::list("list", TypeSchema::Bytes, TypeSchema::Bytes).with_namespace(ns.clone()),
         StateDescriptor::map("map", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes).with_namespace(ns.clone()),
         StateDescriptor::reducing("sum", TypeSchema::Bytes, TypeSchema::I64).with_namespace(ns.clone()),
-        StateDescriptor::aggregating("avg", TypeSchema::Bytes, TypeSchema::Tuple(vec![TypeSchema::I64, TypeSchema::I64]))
-            .with_namespace(ns.clone()),
+        StateDescriptor::aggregating(
+            "avg",
+            TypeSchema::Bytes,
+            TypeSchema::Tuple(vec![TypeSchema::I64, TypeSchema::I64]),
+        )
+        .with_namespace(ns.clone()),
         StateDescriptor::value("ttl", TypeSchema::Bytes, TypeSchema::Bytes)
             .with_namespace(ns)
             .with_ttl(TtlConfig::new(TTL_MS)),
@@ -59,7 +63,9 @@ fn i64_of(b: &[u8]) -> i64 {
 
 fn functions(i: usize) -> StateFunctions {
     match i {
-        3 => StateFunctions::Reduce(Arc::new(|a: &[u8], b: &[u8]| (i64_of(a) + i64_of(b)).to_be_bytes().to_vec())),
+        3 => StateFunctions::Reduce(Arc::new(|a: &[u8], b: &[u8]| {
+            (i64_of(a) + i64_of(b)).to_be_bytes().to_vec()
+        })),
         4 => StateFunctions::Aggregate(AggregateFn {
             add: Arc::new(|acc: Option<&[u8]>, input: &[u8]| {
                 let (c, s) = acc.map_or((0, 0), |a| (i64_of(&a[..8]), i64_of(&a[8..])));
@@ -104,7 +110,9 @@ impl Job {
         let mut handles = Vec::new();
         let mut op_states = Vec::new();
         for i in 0..p {
-            let cfg = BackendConfig::for_subtask(max_p, p, i).expect("cfg").with_clock(clock.clone());
+            let cfg = BackendConfig::for_subtask(max_p, p, i)
+                .expect("cfg")
+                .with_clock(clock.clone());
             let mut b = HashMapBackend::new(cfg).expect("backend");
             handles.push(
                 descriptors()
@@ -220,7 +228,11 @@ fn run(max_p: u32, p0: u32, ops: Vec<Op>) {
                 let k = key_bytes(key);
                 let o = job.owner(&k);
                 let h = job.handles[o][state];
-                let input = if state == 1 { vec![v] } else { i64::from(v).to_be_bytes().to_vec() };
+                let input = if state == 1 {
+                    vec![v]
+                } else {
+                    i64::from(v).to_be_bytes().to_vec()
+                };
                 job.backends[o].add(h, &k, &ns_bytes(ns), &input).expect("add");
                 let slot = model.entry((state, k, ns_bytes(ns)));
                 match state {
@@ -253,8 +265,13 @@ fn run(max_p: u32, p0: u32, ops: Vec<Op>) {
                 let k = key_bytes(key);
                 let o = job.owner(&k);
                 let h = job.handles[o][2];
-                job.backends[o].map_put(h, &k, &ns_bytes(ns), &[uk], &[v]).expect("map_put");
-                match model.entry((2, k, ns_bytes(ns))).or_insert_with(|| M::Map(BTreeMap::new())) {
+                job.backends[o]
+                    .map_put(h, &k, &ns_bytes(ns), &[uk], &[v])
+                    .expect("map_put");
+                match model
+                    .entry((2, k, ns_bytes(ns)))
+                    .or_insert_with(|| M::Map(BTreeMap::new()))
+                {
                     M::Map(m) => {
                         m.insert(vec![uk], vec![v]);
                     }
@@ -265,12 +282,14 @@ fn run(max_p: u32, p0: u32, ops: Vec<Op>) {
                 let k = key_bytes(key);
                 let o = job.owner(&k);
                 let h = job.handles[o][2];
-                job.backends[o].map_remove(h, &k, &ns_bytes(ns), &[uk]).expect("map_remove");
+                job.backends[o]
+                    .map_remove(h, &k, &ns_bytes(ns), &[uk])
+                    .expect("map_remove");
                 if let Some(M::Map(m)) = model.get_mut(&(2, k, ns_bytes(ns))) {
                     m.remove(&[uk][..]);
                 }
             }
-            Op::OpAdd { v } => {
+            Op::OperatorAdd { v } => {
                 let sub = usize::from(v) % job.op_states.len();
                 let os = &mut job.op_states[sub];
                 let (l, u, b) = (
@@ -287,8 +306,8 @@ fn run(max_p: u32, p0: u32, ops: Vec<Op>) {
             Op::Savepoint { parallelism } => {
                 savepoints += 1;
                 let new_p = 1 + parallelism % max_p.min(8);
-                let writer = SnapshotWriter::new_savepoint(storage.clone(), "savepoints", "job", savepoints)
-                    .expect("writer");
+                let writer =
+                    SnapshotWriter::new_savepoint(storage.clone(), "savepoints", "job", savepoints).expect("writer");
                 writer
                     .register_operator(UID, job.backends.len() as u32, max_p)
                     .expect("register");
@@ -347,10 +366,17 @@ fn run(max_p: u32, p0: u32, ops: Vec<Op>) {
                 let mut want = op_elements.clone();
                 want.sort();
                 all_lists.sort();
-                assert_eq!(all_lists, want, "list state elements lost or duplicated by redistribution");
+                assert_eq!(
+                    all_lists, want,
+                    "list state elements lost or duplicated by redistribution"
+                );
                 job = new_job;
                 let now = clock.now_ms_for_test();
-                assert_eq!(actual_view(&mut job), expected_view(&model, now), "after restore at p={new_p}");
+                assert_eq!(
+                    actual_view(&mut job),
+                    expected_view(&model, now),
+                    "after restore at p={new_p}"
+                );
             }
         }
     }
@@ -377,7 +403,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
         2 => (0usize..6, key.clone(), ns.clone()).prop_map(|(state, key, ns)| Op::Clear { state, key, ns }),
         4 => (key.clone(), ns.clone(), 0u8..6, any::<u8>()).prop_map(|(key, ns, uk, v)| Op::MapPut { key, ns, uk, v }),
         2 => (key, ns, 0u8..6).prop_map(|(key, ns, uk)| Op::MapRemove { key, ns, uk }),
-        2 => any::<u8>().prop_map(|v| Op::OpAdd { v }),
+        2 => any::<u8>().prop_map(|v| Op::OperatorAdd { v }),
         1 => (0u16..600).prop_map(|ms| Op::Advance { ms }),
         1 => any::<u32>().prop_map(|parallelism| Op::Savepoint { parallelism }),
     ]
@@ -408,7 +434,9 @@ fn every_parallelism_from_one_to_max() {
         let kb = key_bytes(k);
         let o = job.owner(&kb);
         let h = job.handles[o][0];
-        job.backends[o].put(h, &kb, &ns_bytes(0), &k.to_be_bytes()).expect("put");
+        job.backends[o]
+            .put(h, &kb, &ns_bytes(0), &k.to_be_bytes())
+            .expect("put");
         keys.insert(kb);
     }
     let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());

@@ -2,9 +2,7 @@
 
 use crate::error::CheckpointError;
 use statekit_core::storage::{LocalStorage, Storage, SubdirStorage};
-use statekit_core::{
-    keygroup, redistribute, KeyGroupRange, KeyedStateBackend, KeyedStateView, OperatorStateSnapshot,
-};
+use statekit_core::{keygroup, redistribute, KeyGroupRange, KeyedStateBackend, KeyedStateView, OperatorStateSnapshot};
 use statekit_format::{
     read_metadata, read_operator_file, verify_snapshot, FileRef, FileScope, KeyedFileReader, OperatorMetadata,
     SnapshotMetadata, SnapshotVerifyReport, METADATA_FILE_NAME,
@@ -29,7 +27,10 @@ pub fn resolve_snapshot_path(path: &Path) -> Result<PathBuf, CheckpointError> {
         }
         Ok(path.to_path_buf())
     } else {
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         Ok(parent.to_path_buf())
     }
 }
@@ -55,9 +56,8 @@ impl SnapshotReader {
             _ => METADATA_FILE_NAME.to_string(),
         };
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&dir));
-        let job_storage: Option<Arc<dyn Storage>> = dir
-            .parent()
-            .map(|p| Arc::new(LocalStorage::new(p)) as Arc<dyn Storage>);
+        let job_storage: Option<Arc<dyn Storage>> =
+            dir.parent().map(|p| Arc::new(LocalStorage::new(p)) as Arc<dyn Storage>);
         let metadata = read_metadata(storage.as_ref(), &metadata_name)?;
         Ok(SnapshotReader {
             storage,
@@ -106,9 +106,10 @@ impl SnapshotReader {
     fn storage_for(&self, file: &FileRef) -> Result<&dyn Storage, CheckpointError> {
         match file.scope {
             FileScope::Exclusive => Ok(self.storage.as_ref()),
-            FileScope::Shared => self.job_storage.as_deref().ok_or_else(|| {
-                CheckpointError::Invalid(format!("{}: shared file without a job directory", file.path))
-            }),
+            FileScope::Shared => self
+                .job_storage
+                .as_deref()
+                .ok_or_else(|| CheckpointError::Invalid(format!("{}: shared file without a job directory", file.path))),
         }
     }
 
@@ -119,7 +120,11 @@ impl SnapshotReader {
         for s in &op.subtasks {
             if let Some(file) = &s.keyed {
                 if !s.key_groups.intersection(&range).is_empty() {
-                    out.push(KeyedFileReader::open(self.storage_for(file)?, &file.path, Some(file.size))?);
+                    out.push(KeyedFileReader::open(
+                        self.storage_for(file)?,
+                        &file.path,
+                        Some(file.size),
+                    )?);
                 }
             }
         }

@@ -49,7 +49,9 @@ impl CheckpointStore {
             return Err(CheckpointError::Invalid(format!("invalid job id {job_id:?}")));
         }
         if retained == 0 {
-            return Err(CheckpointError::Invalid("at least one checkpoint must be retained".into()));
+            return Err(CheckpointError::Invalid(
+                "at least one checkpoint must be retained".into(),
+            ));
         }
         storage.create_dir_all(&join(job_id, SHARED_DIR))?;
         storage.create_dir_all(&join(job_id, TASK_OWNED_DIR))?;

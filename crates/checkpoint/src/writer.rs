@@ -8,8 +8,8 @@ use statekit_core::{
     StateDescriptor,
 };
 use statekit_format::{
-    encode_metadata, write_keyed_file, write_operator_file, FileRef, FileScope, OperatorMetadata, SnapshotFormat,
-    SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
+    encode_metadata, write_keyed_file, write_operator_file, FileRef, FileScope, KeyedStats, OperatorMetadata,
+    SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -127,7 +127,9 @@ impl SnapshotWriter {
         keygroup::check_parallelism(parallelism, max_parallelism)?;
         let mut ops = self.lock();
         if ops.iter().any(|o| o.uid == uid) {
-            return Err(CheckpointError::Invalid(format!("operator uid {uid:?} registered twice")));
+            return Err(CheckpointError::Invalid(format!(
+                "operator uid {uid:?} registered twice"
+            )));
         }
         let id = OperatorId::from_uid(uid);
         if let Some(other) = ops.iter().find(|o| o.id == id) {
@@ -187,6 +189,7 @@ impl SnapshotWriter {
         }
         let range = KeyGroupRange::for_subtask(max_parallelism, parallelism, index);
         let mut keyed_states = Vec::new();
+        let mut keyed_stats = None;
         let keyed_ref = match keyed {
             Some(view) if !view.states().is_empty() => {
                 if view.max_parallelism() != max_parallelism {
@@ -204,6 +207,7 @@ impl SnapshotWriter {
                     &self.options,
                 )?;
                 keyed_states = view.states().to_vec();
+                keyed_stats = Some(KeyedStats::from_info(&info));
                 Some(FileRef {
                     scope: FileScope::Exclusive,
                     path: name,
@@ -231,6 +235,7 @@ impl SnapshotWriter {
             key_groups: range,
             finished,
             keyed: keyed_ref,
+            keyed_stats,
             operator: operator_ref,
         };
         let mut ops = self.lock();
@@ -314,8 +319,7 @@ impl SnapshotWriter {
     pub fn finish(self) -> Result<SnapshotMetadata, CheckpointError> {
         let meta = self.metadata()?;
         let bytes = encode_metadata(&meta);
-        self.storage
-            .put_atomic(&join(&self.dir, METADATA_FILE_NAME), &bytes)?;
+        self.storage.put_atomic(&join(&self.dir, METADATA_FILE_NAME), &bytes)?;
         tracing::debug!(dir = %self.storage.describe(&self.dir), "snapshot committed");
         Ok(meta)
     }

@@ -126,23 +126,67 @@ pub trait KeyedStateBackend: Send {
     fn clear(&mut self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<(), StateError>;
 
     /// List: calls `f` with each element in order; returns the number of elements.
-    fn list_for_each(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<usize, StateError>;
+    fn list_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, StateError>;
     /// List: replaces the whole list (an empty slice clears it).
-    fn list_update(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], elements: &[&[u8]]) -> Result<(), StateError>;
+    fn list_update(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        elements: &[&[u8]],
+    ) -> Result<(), StateError>;
 
     /// Map: writes the value for `user_key` into `out`; false when absent.
-    fn map_get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], user_key: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError>;
+    fn map_get(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, StateError>;
     /// Map: inserts or replaces one entry.
-    fn map_put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], user_key: &[u8], value: &[u8]) -> Result<(), StateError>;
+    fn map_put(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError>;
     /// Map: removes one entry; true when it existed.
-    fn map_remove(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], user_key: &[u8]) -> Result<bool, StateError>;
+    fn map_remove(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+    ) -> Result<bool, StateError>;
     /// Map: calls `f` with every (user key, value), in ascending user-key order; returns the
     /// number of entries.
-    fn map_for_each(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], f: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize, StateError>;
+    fn map_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StateError>;
 
     /// List, reducing and aggregating states: merges the state of every namespace in
     /// `sources` into `target` and clears the sources (window merging).
-    fn merge_namespaces(&mut self, state: StateHandle, key: &[u8], target: &[u8], sources: &[&[u8]]) -> Result<(), StateError>;
+    fn merge_namespaces(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        target: &[u8],
+        sources: &[&[u8]],
+    ) -> Result<(), StateError>;
 
     /// The synchronous part of a snapshot for `checkpoint_id`: a frozen view of the state now.
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Arc<dyn KeyedStateView>, StateError>;

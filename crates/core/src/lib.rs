@@ -25,7 +25,9 @@ pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHan
 pub use error::StateError;
 pub use keygroup::{key_group_for_key, KeyGroupRange, DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM};
 pub use operator::{uid_looks_auto_generated, OperatorId};
-pub use operator_state::{redistribute, OperatorStateData, OperatorStateHandle, OperatorStateSnapshot, OperatorStateStore};
+pub use operator_state::{
+    redistribute, OperatorStateData, OperatorStateHandle, OperatorStateSnapshot, OperatorStateStore,
+};
 pub use schema::{decode_value, encode_value, Codec, TypeSchema, Value};
 pub use state::{
     AggregateFn, KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, ReduceFn, StateDescriptor, StateFunctions,

@@ -90,7 +90,10 @@ impl OperatorStateStore {
     fn map_mut(&mut self, h: OperatorStateHandle) -> Result<&mut BTreeMap<Vec<u8>, Vec<u8>>, StateError> {
         match self.states.get_mut(h.0 as usize) {
             Some((_, OperatorStateData::Broadcast(m))) => Ok(m),
-            Some((d, _)) => Err(StateError::Incompatible(format!("{:?} is not a broadcast state", d.name))),
+            Some((d, _)) => Err(StateError::Incompatible(format!(
+                "{:?} is not a broadcast state",
+                d.name
+            ))),
             None => Err(StateError::UnknownState(format!("operator state #{}", h.0))),
         }
     }
@@ -151,9 +154,14 @@ impl OperatorStateStore {
 ///
 /// States are matched by name; a state missing from some old subtasks contributes nothing
 /// from them. The union of the new list states equals the union of the old ones.
-pub fn redistribute(old: &[OperatorStateSnapshot], new_parallelism: u32) -> Result<Vec<OperatorStateSnapshot>, StateError> {
+pub fn redistribute(
+    old: &[OperatorStateSnapshot],
+    new_parallelism: u32,
+) -> Result<Vec<OperatorStateSnapshot>, StateError> {
     if new_parallelism == 0 {
-        return Err(StateError::InvalidParallelism("new parallelism must be at least 1".into()));
+        return Err(StateError::InvalidParallelism(
+            "new parallelism must be at least 1".into(),
+        ));
     }
     let n = new_parallelism as usize;
     let mut out = vec![OperatorStateSnapshot::default(); n];
@@ -212,7 +220,11 @@ pub fn redistribute(old: &[OperatorStateSnapshot], new_parallelism: u32) -> Resu
             }
             OperatorStateMode::Broadcast => {
                 for (i, slot) in out.iter_mut().enumerate() {
-                    let src = if per_old.is_empty() { None } else { per_old[i % per_old.len()] };
+                    let src = if per_old.is_empty() {
+                        None
+                    } else {
+                        per_old[i % per_old.len()]
+                    };
                     let map = match src {
                         Some(OperatorStateData::Broadcast(m)) => m.clone(),
                         _ => BTreeMap::new(),
@@ -254,7 +266,10 @@ mod tests {
 
     #[test]
     fn list_split_union_broadcast() {
-        let old = vec![snapshot_with(&[b"a", b"b", b"c"], b"k"), snapshot_with(&[b"d", b"e"], b"k")];
+        let old = vec![
+            snapshot_with(&[b"a", b"b", b"c"], b"k"),
+            snapshot_with(&[b"d", b"e"], b"k"),
+        ];
         let new = redistribute(&old, 3).expect("redistribute");
         let lists: Vec<Vec<Vec<u8>>> = new
             .iter()
@@ -263,9 +278,25 @@ mod tests {
                 OperatorStateData::Broadcast(_) => unreachable!(),
             })
             .collect();
-        assert_eq!(lists, vec![vec![b"a".to_vec(), b"b".to_vec()], vec![b"c".to_vec(), b"d".to_vec()], vec![b"e".to_vec()]]);
+        assert_eq!(
+            lists,
+            vec![
+                vec![b"a".to_vec(), b"b".to_vec()],
+                vec![b"c".to_vec(), b"d".to_vec()],
+                vec![b"e".to_vec()]
+            ]
+        );
         for s in &new {
-            assert_eq!(s.states[1].1, OperatorStateData::List(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec(), b"e".to_vec()]));
+            assert_eq!(
+                s.states[1].1,
+                OperatorStateData::List(vec![
+                    b"a".to_vec(),
+                    b"b".to_vec(),
+                    b"c".to_vec(),
+                    b"d".to_vec(),
+                    b"e".to_vec()
+                ])
+            );
             match &s.states[2].1 {
                 OperatorStateData::Broadcast(m) => assert_eq!(m.len(), 1),
                 OperatorStateData::List(_) => unreachable!(),

@@ -62,9 +62,7 @@ impl TypeSchema {
         match self {
             TypeSchema::List(t) | TypeSchema::Option(t) => 1 + t.depth(),
             TypeSchema::Tuple(items) => 1 + items.iter().map(|t| t.depth()).max().unwrap_or(0),
-            TypeSchema::Struct(items) => {
-                1 + items.iter().map(|(_, t)| t.depth()).max().unwrap_or(0)
-            }
+            TypeSchema::Struct(items) => 1 + items.iter().map(|(_, t)| t.depth()).max().unwrap_or(0),
             _ => 1,
         }
     }
@@ -251,12 +249,7 @@ pub fn encode_value(schema: &TypeSchema, value: &Value) -> Result<Vec<u8>, Value
     Ok(out)
 }
 
-fn encode_into(
-    schema: &TypeSchema,
-    value: &Value,
-    top: bool,
-    out: &mut Vec<u8>,
-) -> Result<(), ValueEncodeError> {
+fn encode_into(schema: &TypeSchema, value: &Value, top: bool, out: &mut Vec<u8>) -> Result<(), ValueEncodeError> {
     let mismatch = || ValueEncodeError {
         schema: schema.to_string(),
     };

@@ -403,7 +403,11 @@ impl Storage for MemoryStorage {
 
     fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
         check_path(dir)?;
-        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
         let mut out: BTreeMap<String, DirEntry> = BTreeMap::new();
         for (k, v) in self.lock().iter() {
             if let Some(rest) = k.strip_prefix(&prefix) {

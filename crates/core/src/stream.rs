@@ -153,9 +153,18 @@ pub struct MemoryView {
 
 impl MemoryView {
     /// A view of `entries` (any order; entries outside `range` are dropped).
-    pub fn new(max_parallelism: u32, range: KeyGroupRange, states: Vec<StateDescriptor>, mut entries: Vec<OwnedEntry>) -> Self {
+    pub fn new(
+        max_parallelism: u32,
+        range: KeyGroupRange,
+        states: Vec<StateDescriptor>,
+        mut entries: Vec<OwnedEntry>,
+    ) -> Self {
         entries.retain(|e| range.contains(e.key_group));
-        entries.sort_by(|a, b| a.key_group.cmp(&b.key_group).then_with(|| a.as_entry().canonical_cmp(&b.as_entry())));
+        entries.sort_by(|a, b| {
+            a.key_group
+                .cmp(&b.key_group)
+                .then_with(|| a.as_entry().canonical_cmp(&b.as_entry()))
+        });
         MemoryView {
             max_parallelism,
             range,

@@ -61,8 +61,8 @@ pub use container::FORMAT_VERSION;
 pub use error::FormatError;
 pub use keyed::{write_keyed_file, KeyGroupInfo, KeyedFileInfo, KeyedFileReader, StateStats, VerifyReport};
 pub use metadata::{
-    FileRef, FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
-    METADATA_FILE_NAME,
+    FileRef, FileScope, KeyGroupStats, KeyedStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
+    SubtaskMetadata, METADATA_FILE_NAME,
 };
 pub use metadata_codec::{decode_metadata, encode_metadata, read_metadata, write_metadata};
 pub use operator::{decode_operator_file, read_operator_file, write_operator_file};

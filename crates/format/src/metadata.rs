@@ -46,6 +46,50 @@ pub struct FileRef {
     pub size: u64,
 }
 
+/// The size of one key group in a keyed data file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KeyGroupStats {
+    /// The key group.
+    pub key_group: u32,
+    /// Bytes the key group's blocks take in the file (compressed, with block headers).
+    pub stored_bytes: u64,
+    /// Entries (list elements and map entries count one each).
+    pub entries: u64,
+}
+
+/// Statistics of one subtask's keyed state, recorded in `_metadata`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct KeyedStats {
+    /// All entries.
+    pub entries: u64,
+    /// Uncompressed record bytes of all entries.
+    pub raw_bytes: u64,
+    /// Per state, in the data file's state order.
+    pub states: Vec<crate::StateStats>,
+    /// Per non-empty key group, ascending.
+    pub key_groups: Vec<KeyGroupStats>,
+}
+
+impl KeyedStats {
+    /// The statistics a data file's index holds.
+    pub fn from_info(info: &crate::KeyedFileInfo) -> Self {
+        KeyedStats {
+            entries: info.entries,
+            raw_bytes: info.raw_bytes,
+            states: info.states.clone(),
+            key_groups: info
+                .key_groups
+                .iter()
+                .map(|k| KeyGroupStats {
+                    key_group: k.key_group,
+                    stored_bytes: k.stored_bytes,
+                    entries: k.entries,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// One subtask of an operator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubtaskMetadata {
@@ -57,6 +101,9 @@ pub struct SubtaskMetadata {
     pub finished: bool,
     /// Keyed state data, when the subtask had any.
     pub keyed: Option<FileRef>,
+    /// Statistics of the keyed data file (entries and bytes per state and per key group), so
+    /// tools can show sizes without reading data files. Present when written by statekit.
+    pub keyed_stats: Option<KeyedStats>,
     /// Operator state data, when the subtask had any.
     pub operator: Option<FileRef>,
 }

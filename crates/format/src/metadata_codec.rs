@@ -3,12 +3,14 @@
 use crate::container::{check_magic_and_version, FORMAT_VERSION};
 use crate::error::FormatError;
 use crate::metadata::{
-    FileRef, FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
+    FileRef, FileScope, KeyGroupStats, KeyedStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
+    SubtaskMetadata,
 };
 use crate::wire::{
     get_operator_descriptor, get_state_descriptor, le_u32, put_operator_descriptor, put_state_descriptor, put_str,
     put_u32, put_u64, Cursor, Result,
 };
+use crate::StateStats;
 use statekit_core::schema::put_varint;
 use statekit_core::storage::{check_path, Storage};
 use statekit_core::{KeyGroupRange, OperatorId};
@@ -21,6 +23,7 @@ const PREFIX_LEN: usize = 16;
 const SUBTASK_FINISHED: u8 = 1;
 const SUBTASK_HAS_KEYED: u8 = 2;
 const SUBTASK_HAS_OPERATOR: u8 = 4;
+const SUBTASK_HAS_KEYED_STATS: u8 = 8;
 const OPERATOR_FINISHED: u8 = 1;
 
 /// Absolute offsets of the records of a decoded `_metadata`, for messages about them.
@@ -94,6 +97,9 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
             if st.operator.is_some() {
                 flags |= SUBTASK_HAS_OPERATOR;
             }
+            if st.keyed_stats.is_some() {
+                flags |= SUBTASK_HAS_KEYED_STATS;
+            }
             body.push(flags);
             for f in [&st.keyed, &st.operator].into_iter().flatten() {
                 body.push(match f.scope {
@@ -102,6 +108,9 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
                 });
                 put_str(&mut body, &f.path);
                 put_u64(&mut body, f.size);
+            }
+            if let Some(ks) = &st.keyed_stats {
+                put_keyed_stats(&mut body, ks);
             }
         }
     }
@@ -258,7 +267,10 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
                     format!("[{start}, {end}) is not a valid key group range"),
                 ));
             };
-            let flags = c.flags(SUBTASK_FINISHED | SUBTASK_HAS_KEYED | SUBTASK_HAS_OPERATOR, &g("flags"))?;
+            let flags = c.flags(
+                SUBTASK_FINISHED | SUBTASK_HAS_KEYED | SUBTASK_HAS_OPERATOR | SUBTASK_HAS_KEYED_STATS,
+                &g("flags"),
+            )?;
             let keyed = if flags & SUBTASK_HAS_KEYED != 0 {
                 Some(get_file_ref(&mut c, &g("keyed"))?)
             } else {
@@ -269,11 +281,17 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
             } else {
                 None
             };
+            let keyed_stats = if flags & SUBTASK_HAS_KEYED_STATS != 0 {
+                Some(get_keyed_stats(&mut c, &g("keyed_stats"))?)
+            } else {
+                None
+            };
             subtasks.push(SubtaskMetadata {
                 index,
                 key_groups,
                 finished: flags & SUBTASK_FINISHED != 0,
                 keyed,
+                keyed_stats,
                 operator,
             });
         }
@@ -302,6 +320,64 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
         },
         offsets,
     ))
+}
+
+fn put_keyed_stats(out: &mut Vec<u8>, ks: &KeyedStats) {
+    put_varint(out, ks.entries);
+    put_varint(out, ks.raw_bytes);
+    put_varint(out, ks.states.len() as u64);
+    for st in &ks.states {
+        put_str(out, &st.name);
+        put_varint(out, st.entries);
+        put_varint(out, st.raw_bytes);
+    }
+    put_varint(out, ks.key_groups.len() as u64);
+    for kg in &ks.key_groups {
+        put_varint(out, u64::from(kg.key_group));
+        put_varint(out, kg.stored_bytes);
+        put_varint(out, kg.entries);
+    }
+}
+
+fn get_keyed_stats(c: &mut Cursor<'_>, field: &str) -> Result<KeyedStats> {
+    let entries = c.varint(&format!("{field}.entries"))?;
+    let raw_bytes = c.varint(&format!("{field}.raw_bytes"))?;
+    let n = c.count(&format!("{field}.states.count"))?;
+    let mut states = Vec::with_capacity(n);
+    for j in 0..n {
+        states.push(StateStats {
+            name: c.string(&format!("{field}.states[{j}].name"))?,
+            entries: c.varint(&format!("{field}.states[{j}].entries"))?,
+            raw_bytes: c.varint(&format!("{field}.states[{j}].raw_bytes"))?,
+        });
+    }
+    let n = c.count(&format!("{field}.key_groups.count"))?;
+    let mut key_groups: Vec<KeyGroupStats> = Vec::with_capacity(n);
+    for j in 0..n {
+        let at = c.offset();
+        let kg = c.varint(&format!("{field}.key_groups[{j}].key_group"))?;
+        let key_group = u32::try_from(kg)
+            .ok()
+            .filter(|kg| key_groups.last().is_none_or(|prev| prev.key_group < *kg))
+            .ok_or_else(|| {
+                c.err_at(
+                    at,
+                    &format!("{field}.key_groups[{j}].key_group"),
+                    format!("key group {kg} is not ascending or out of range"),
+                )
+            })?;
+        key_groups.push(KeyGroupStats {
+            key_group,
+            stored_bytes: c.varint(&format!("{field}.key_groups[{j}].stored_bytes"))?,
+            entries: c.varint(&format!("{field}.key_groups[{j}].entries"))?,
+        });
+    }
+    Ok(KeyedStats {
+        entries,
+        raw_bytes,
+        states,
+        key_groups,
+    })
 }
 
 fn get_file_ref(c: &mut Cursor<'_>, field: &str) -> Result<FileRef> {

@@ -2,7 +2,7 @@
 
 use crate::error::FormatError;
 use crate::keyed::KeyedFileReader;
-use crate::metadata::{FileScope, OperatorMetadata, METADATA_FILE_NAME};
+use crate::metadata::{FileScope, KeyedStats, OperatorMetadata, METADATA_FILE_NAME};
 use crate::metadata_codec::decode_with_offsets;
 use crate::operator::read_operator_file;
 use statekit_core::keygroup::{check_max_parallelism, check_parallelism};
@@ -124,6 +124,19 @@ pub fn verify_snapshot(storage: &dyn Storage) -> Result<SnapshotVerifyReport, Fo
                 }
             }
             if let Some(f) = st.keyed.as_ref().filter(|f| f.scope == FileScope::Exclusive) {
+                if let Some(stats) = &st.keyed_stats {
+                    if let Ok(reader) = KeyedFileReader::open(storage, &f.path, Some(f.size)) {
+                        if *stats != KeyedStats::from_info(reader.info()) {
+                            report.problems.push(sub_problem(
+                                "keyed_stats",
+                                format!(
+                                    "the recorded statistics disagree with the index of {}",
+                                    storage.describe(&f.path)
+                                ),
+                            ));
+                        }
+                    }
+                }
                 verify_keyed(storage, op, st.key_groups, &f.path, f.size, &mut report);
             }
             if let Some(f) = st.operator.as_ref().filter(|f| f.scope == FileScope::Exclusive) {

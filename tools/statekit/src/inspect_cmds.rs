@@ -62,7 +62,10 @@ fn dir_size(p: &Path) -> u64 {
 }
 
 fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
-    let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     let md = dir.join(METADATA_FILE_NAME);
     let is_chk = parse_checkpoint_dir_name(&name).is_some();
     if md.is_file() || is_chk {
@@ -87,7 +90,11 @@ fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
         return;
     }
     if let Ok(rd) = std::fs::read_dir(dir) {
-        let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        let mut dirs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
         dirs.sort();
         for d in dirs {
             scan(&d, depth - 1, out);
@@ -200,10 +207,17 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             if o.finished { "  FINISHED" } else { "" }
         );
         if uid_looks_auto_generated(&o.uid) {
-            println!("  warning: uid {:?} looks auto-generated; set an explicit uid so state survives program changes", o.uid);
+            println!(
+                "  warning: uid {:?} looks auto-generated; set an explicit uid so state survives program changes",
+                o.uid
+            );
         }
         for s in &o.keyed_states {
-            let uk = s.user_key_schema.as_ref().map(|t| format!(" user-key {t}")).unwrap_or_default();
+            let uk = s
+                .user_key_schema
+                .as_ref()
+                .map(|t| format!(" user-key {t}"))
+                .unwrap_or_default();
             let ttl = s.ttl.map(|t| format!(" ttl {}ms", t.ttl_ms)).unwrap_or_default();
             println!(
                 "  keyed {:<12} {:<11} key {} ns {}{uk} value {}{ttl}",
@@ -252,7 +266,11 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
             report.files,
             report.bytes,
             report.entries,
-            if ok { "OK".to_string() } else { format!("{} problems", report.problems.len()) }
+            if ok {
+                "OK".to_string()
+            } else {
+                format!("{} problems", report.problems.len())
+            }
         );
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })

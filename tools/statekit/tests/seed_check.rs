@@ -12,13 +12,43 @@ fn restored_count_continues() {
     std::fs::write(d.join("one.txt"), "a\n").expect("write");
     std::fs::write(d.join("two.txt"), "a\n").expect("write");
 
-    let out = run(d, &["demo", "wordcount", "--input", "one.txt", "--output", "out1", "--stop-with-savepoint"]);
+    let out = run(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "one.txt",
+            "--output",
+            "out1",
+            "--stop-with-savepoint",
+        ],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let savepoint = String::from_utf8_lossy(&out.stdout).lines().last().expect("savepoint path").to_string();
-    assert!(d.join(&savepoint).join("_metadata").is_file(), "no savepoint at {savepoint}");
+    let savepoint = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .expect("savepoint path")
+        .to_string();
+    assert!(
+        d.join(&savepoint).join("_metadata").is_file(),
+        "no savepoint at {savepoint}"
+    );
     assert_eq!(committed_lines(&d.join("out1")), vec!["(a,1)"]);
 
-    let out = run(d, &["demo", "wordcount", "--input", "two.txt", "--output", "out2", "--restore", &savepoint]);
+    let out = run(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out2",
+            "--restore",
+            &savepoint,
+        ],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(committed_lines(&d.join("out2")), vec!["(a,2)"]);
 

@@ -43,8 +43,22 @@ fn run_with_kills(dir: &Path, guarantee: &str, kills: usize, seed: u64) -> usize
         let mut child = Command::new(bin())
             .current_dir(dir)
             .args([
-                "demo", "wordcount", "--input", "input.txt", "--output", "out", "--checkpoint-dir", "ck",
-                "--checkpoint-every", "1500", "--restore", "latest", "--parallelism", &p, "--guarantee", guarantee,
+                "demo",
+                "wordcount",
+                "--input",
+                "input.txt",
+                "--output",
+                "out",
+                "--checkpoint-dir",
+                "ck",
+                "--checkpoint-every",
+                "1500",
+                "--restore",
+                "latest",
+                "--parallelism",
+                &p,
+                "--guarantee",
+                guarantee,
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -80,21 +94,30 @@ fn exactly_once_survives_sigkill() {
     let d = tmp.path();
     let expected = make_input(&d.join("input.txt"));
     let hit = run_with_kills(d, "exactly-once", 5, 1);
-    assert!(hit >= 3, "only {hit} kills hit a running job; the input is too small for this machine");
+    assert!(
+        hit >= 3,
+        "only {hit} kills hit a running job; the input is too small for this machine"
+    );
     let by_word = counts_by_word(&committed_lines(&d.join("out")));
     assert_eq!(by_word.len(), expected.len(), "words missing from the output");
     for (w, n) in &expected {
         let mut got = by_word.get(w).cloned().unwrap_or_default();
         got.sort_unstable();
         let want: Vec<i64> = (1..=*n).collect();
-        assert_eq!(got, want, "word {w}: committed counts are not exactly 1..={n} once each");
+        assert_eq!(
+            got, want,
+            "word {w}: committed counts are not exactly 1..={n} once each"
+        );
     }
     assert_eq!(
         std::fs::read_dir(d.join("out/.pending")).expect("pending dir").count(),
         0,
         "transactions left pending after a clean finish"
     );
-    eprintln!("exactly-once: {hit} SIGKILLs, {} words, every count committed exactly once", WORDS);
+    eprintln!(
+        "exactly-once: {hit} SIGKILLs, {} words, every count committed exactly once",
+        WORDS
+    );
 }
 
 #[test]

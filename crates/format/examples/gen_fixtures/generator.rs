@@ -10,8 +10,9 @@ use statekit_core::{
     OperatorStateMode, OperatorStateSnapshot, OwnedEntry, StateDescriptor, TtlConfig, TtlUpdateType, TypeSchema, Value,
 };
 use statekit_format::{
-    write_keyed_file, write_metadata, write_operator_file, Compression, FileRef, FormatError, OperatorMetadata,
-    SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
+    write_keyed_file, write_metadata, write_operator_file, Compression, FileRef, FormatError, KeyedStats,
+    OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions,
+    METADATA_FILE_NAME,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -226,7 +227,8 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             index: i,
             key_groups: range,
             finished: false,
-            keyed: Some(info.file),
+            keyed: Some(info.file.clone()),
+            keyed_stats: Some(KeyedStats::from_info(&info)),
             operator: Some(oref),
         });
     }
@@ -237,6 +239,7 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
     for i in 0..3u32 {
         let range = KeyGroupRange::for_subtask(MAX_PARALLELISM, 3, i);
         let mut keyed_ref: Option<FileRef> = None;
+        let mut keyed_stats: Option<KeyedStats> = None;
         if i < 2 {
             let entries: Vec<OwnedEntry> = if i == 0 {
                 (0..4i64)
@@ -262,7 +265,9 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
                 compression: Compression::None,
                 block_size: 64 * 1024,
             };
-            keyed_ref = Some(write_keyed_file(&view, range, &storage, &path, &opts)?.file);
+            let info = write_keyed_file(&view, range, &storage, &path, &opts)?;
+            keyed_stats = Some(KeyedStats::from_info(&info));
+            keyed_ref = Some(info.file);
             keyed.push((path, view));
         }
         let mut operator_ref = None;
@@ -282,6 +287,7 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             key_groups: range,
             finished: true,
             keyed: keyed_ref,
+            keyed_stats,
             operator: operator_ref,
         });
     }

@@ -214,13 +214,45 @@ fn arb_subtask(index: u32) -> impl Strategy<Value = SubtaskMetadata> {
         any::<bool>(),
         proptest::option::of(arb_file_ref()),
         proptest::option::of(arb_file_ref()),
+        proptest::option::of(arb_keyed_stats()),
     )
-        .prop_map(move |((a, b), finished, keyed, operator)| SubtaskMetadata {
-            index,
-            key_groups: KeyGroupRange::new(u32::from(a.min(b)), u32::from(a.max(b))),
-            finished,
-            keyed,
-            operator,
+        .prop_map(
+            move |((a, b), finished, keyed, operator, keyed_stats)| SubtaskMetadata {
+                index,
+                key_groups: KeyGroupRange::new(u32::from(a.min(b)), u32::from(a.max(b))),
+                finished,
+                keyed,
+                keyed_stats,
+                operator,
+            },
+        )
+}
+
+fn arb_keyed_stats() -> impl Strategy<Value = statekit_format::KeyedStats> {
+    (
+        any::<(u64, u64)>(),
+        proptest::collection::vec(("\\PC{0,8}", any::<(u64, u64)>()), 0..4),
+        proptest::collection::btree_map(any::<u32>(), any::<(u64, u64)>(), 0..6),
+    )
+        .prop_map(|((entries, raw_bytes), states, kgs)| statekit_format::KeyedStats {
+            entries,
+            raw_bytes,
+            states: states
+                .into_iter()
+                .map(|(name, (entries, raw_bytes))| statekit_format::StateStats {
+                    name,
+                    entries,
+                    raw_bytes,
+                })
+                .collect(),
+            key_groups: kgs
+                .into_iter()
+                .map(|(key_group, (stored_bytes, entries))| statekit_format::KeyGroupStats {
+                    key_group,
+                    stored_bytes,
+                    entries,
+                })
+                .collect(),
         })
 }
 

@@ -32,8 +32,8 @@ use statekit_checkpoint::{new_job_id, CheckpointStore, SnapshotReader, SnapshotW
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     decode_value, key_group_for_key, keygroup, BackendConfig, Codec, KeyedStateBackend, OperatorStateDescriptor,
-    OperatorStateHandle, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, StateDescriptor,
-    StateFunctions, StateHandle, TypeSchema, Value,
+    OperatorStateHandle, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, StateDescriptor, StateFunctions,
+    StateHandle, TypeSchema, Value,
 };
 use statekit_hashmap::HashMapBackend;
 use std::path::{Path, PathBuf};
@@ -346,12 +346,16 @@ impl Job {
         let pk = prev.as_bytes();
         let o = self.owner(pk);
         let c = &mut self.counters[o];
-        let n = if c.backend.map_get(c.followers, pk, &[], word.as_bytes(), &mut self.buf)? {
+        let n = if c
+            .backend
+            .map_get(c.followers, pk, &[], word.as_bytes(), &mut self.buf)?
+        {
             i64::decode(&self.buf)? + 1
         } else {
             1
         };
-        c.backend.map_put(c.followers, pk, &[], word.as_bytes(), &n.to_bytes())?;
+        c.backend
+            .map_put(c.followers, pk, &[], word.as_bytes(), &n.to_bytes())?;
         Ok(())
     }
 
@@ -434,7 +438,10 @@ impl Job {
         let path = auto_commit_path(&self.args.checkpoint_dir, &self.source.name);
         let dir = path.parent().unwrap_or(Path::new("."));
         let storage = LocalStorage::new(dir);
-        let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         storage.put_atomic(&name, &probe.offset().to_be_bytes())?;
         Ok(())
     }

@@ -22,6 +22,7 @@ pub const PENDING_DIR: &str = ".pending";
 
 /// The delivery guarantee of a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[allow(clippy::enum_variant_names)] // the names are the standard terms
 pub enum Guarantee {
     /// Checkpoints + two-phase-commit sink: no loss, no duplicates.
     ExactlyOnce,
@@ -105,7 +106,11 @@ impl FileSink {
                 // Transactions buffer freely (nothing is visible before the commit); direct
                 // writes reach the file line by line, as a non-transactional sink does.
                 out: BufWriter::with_capacity(
-                    if self.guarantee == Guarantee::ExactlyOnce { 64 * 1024 } else { 0 },
+                    if self.guarantee == Guarantee::ExactlyOnce {
+                        64 * 1024
+                    } else {
+                        0
+                    },
                     file,
                 ),
             });
@@ -206,7 +211,13 @@ mod tests {
         names.sort();
         names
             .iter()
-            .flat_map(|p| fs::read_to_string(p).expect("read").lines().map(String::from).collect::<Vec<_>>())
+            .flat_map(|p| {
+                fs::read_to_string(p)
+                    .expect("read")
+                    .lines()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 
@@ -215,11 +226,17 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut s = FileSink::new(tmp.path(), 0, "r1", Guarantee::ExactlyOnce, 1).expect("sink");
         s.write_line("(a,1)").expect("write");
-        assert!(read_committed(tmp.path()).is_empty(), "nothing visible before the checkpoint");
+        assert!(
+            read_committed(tmp.path()).is_empty(),
+            "nothing visible before the checkpoint"
+        );
         let state = s.pre_commit(1).expect("pre-commit");
         assert_eq!(state.len(), 1);
         s.write_line("(a,2)").expect("write");
-        assert!(read_committed(tmp.path()).is_empty(), "nothing visible before completion");
+        assert!(
+            read_committed(tmp.path()).is_empty(),
+            "nothing visible before completion"
+        );
         s.commit_up_to(1).expect("commit");
         assert_eq!(read_committed(tmp.path()), vec!["(a,1)"]);
         // Crash now: (a,2) is pending for checkpoint 2, which never completes.
@@ -242,7 +259,10 @@ mod tests {
         // Idempotent.
         recover(tmp.path(), &state).expect("recover again");
         assert_eq!(read_committed(tmp.path()), vec!["(b,1)"]);
-        assert!(recover(tmp.path(), &["part-missing".into()]).is_ok(), "moved-away output is not an error");
+        assert!(
+            recover(tmp.path(), &["part-missing".into()]).is_ok(),
+            "moved-away output is not an error"
+        );
         assert!(recover(tmp.path(), &["../escape".into()]).is_err());
     }
 }

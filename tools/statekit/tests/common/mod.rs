@@ -12,13 +12,21 @@ pub fn bin() -> &'static str {
 
 /// Runs `statekit args…` in `dir`.
 pub fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(bin()).current_dir(dir).args(args).output().expect("run statekit")
+    Command::new(bin())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run statekit")
 }
 
 /// Every committed output line (files directly in `out`, not in `.pending/`).
 pub fn committed_lines(out: &Path) -> Vec<String> {
     let mut files: Vec<_> = match std::fs::read_dir(out) {
-        Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect(),
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect(),
         Err(_) => return Vec::new(),
     };
     files.sort();
