@@ -233,6 +233,7 @@ fn savepoint_io(o: &Opts) {
         let src = tmp.path().join(&path);
         let dst = tmp.path().join("copy.bin");
         let anchor_w = best(o.rounds, || copy_and_sync(&src, &dst));
+        let anchor_w_plain = best(o.rounds, || copy_plain(&src, &dst));
         let read = best(o.rounds, || {
             let t = Instant::now();
             let r = KeyedFileReader::open(&storage, &path, Some(file_bytes)).expect("open");
@@ -251,6 +252,14 @@ fn savepoint_io(o: &Opts) {
             mbps(state_bytes, write),
             "fs::copy + fsync",
             mbps(file_bytes, anchor_w),
+            "MB/s",
+            0.5,
+        );
+        row(
+            &format!("write ({label}), no-fsync anchor"),
+            mbps(state_bytes, write),
+            "fs::copy (no fsync)",
+            mbps(file_bytes, anchor_w_plain),
             "MB/s",
             0.5,
         );
