@@ -3,8 +3,9 @@
 //! Exit codes: 0 success, 1 a check found problems, 2 an error (bad arguments, unreadable
 //! input).
 
+mod cmd;
 mod demo;
-mod inspect_cmds;
+mod render;
 mod wordcount;
 
 use clap::{Parser, Subcommand};
@@ -24,20 +25,23 @@ enum Command {
     #[command(subcommand)]
     Demo(demo::DemoCommand),
     /// List every checkpoint and savepoint under a directory.
-    Ls(inspect_cmds::LsArgs),
+    Ls(cmd::inspect::LsArgs),
     /// Show a snapshot's operators, states and sizes.
-    Show(inspect_cmds::ShowArgs),
+    Show(cmd::inspect::ShowArgs),
+    /// Print the decoded entries of one state.
+    Dump(cmd::dump::DumpArgs),
     /// Read and check every byte of a snapshot (CRCs, references, sizes, order).
-    Verify(inspect_cmds::VerifyArgs),
+    Verify(cmd::inspect::VerifyArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(cmd) => demo::run(cmd),
-        Command::Ls(args) => inspect_cmds::ls(args),
-        Command::Show(args) => inspect_cmds::show(args),
-        Command::Verify(args) => inspect_cmds::verify(args),
+        Command::Ls(args) => cmd::inspect::ls(args),
+        Command::Show(args) => cmd::inspect::show(args),
+        Command::Dump(args) => cmd::dump::dump(args),
+        Command::Verify(args) => cmd::inspect::verify(args),
     };
     match result {
         Ok(code) => code,

@@ -5,7 +5,8 @@ use clap::Args;
 use serde_json::json;
 use statekit_checkpoint::{parse_checkpoint_dir_name, SnapshotReader};
 use statekit_core::uid_looks_auto_generated;
-use statekit_format::{SnapshotKind, SnapshotMetadata, METADATA_FILE_NAME};
+use statekit_format::{OperatorMetadata, SnapshotKind, SnapshotMetadata, METADATA_FILE_NAME};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -24,9 +25,48 @@ pub struct LsArgs {
 pub struct ShowArgs {
     /// A snapshot directory or its `_metadata` file.
     pub path: PathBuf,
+    /// List every key group's size (default: a per-subtask summary).
+    #[arg(long)]
+    pub key_groups: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Entries and raw bytes of each keyed state, summed over subtasks (from `_metadata` only).
+fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)> {
+    let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for st in &o.subtasks {
+        for s in st.keyed_stats.iter().flat_map(|k| &k.states) {
+            let e = m.entry(s.name.clone()).or_default();
+            e.0 += s.entries;
+            e.1 += s.raw_bytes;
+        }
+    }
+    m
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for milliseconds since the epoch.
+pub fn utc_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Arguments of `statekit verify`.
@@ -119,6 +159,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                     "id": f.meta.as_ref().map(|m| m.checkpoint_id),
                     "format": f.meta.as_ref().map(|_| "canonical-v1"),
                     "timestamp_ms": f.meta.as_ref().map(|m| m.timestamp_ms),
+                    "time": f.meta.as_ref().map(|m| utc_time(m.timestamp_ms)),
                     "bytes": f.bytes,
                     "complete": f.complete,
                     "problem": f.problem,
@@ -127,14 +168,27 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
             .collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        println!("{:<11} {:>6} {:>12} {:<9} PATH", "KIND", "ID", "BYTES", "STATUS");
+        println!(
+            "{:<11} {:>6} {:<13} {:<20} {:>12} {:<10} PATH",
+            "KIND", "ID", "FORMAT", "TIME (UTC)", "BYTES", "STATUS"
+        );
         for f in &found {
-            let (kind, id) = match &f.meta {
-                Some(m) => (kind_name(m.kind), m.checkpoint_id.to_string()),
-                None => ("checkpoint", "-".to_string()),
+            let (kind, id, time) = match &f.meta {
+                Some(m) => (kind_name(m.kind), m.checkpoint_id.to_string(), utc_time(m.timestamp_ms)),
+                None => ("checkpoint", "-".to_string(), "-".to_string()),
             };
+            let format = if f.meta.is_some() { "canonical-v1" } else { "-" };
             let status = if f.complete { "complete" } else { "INCOMPLETE" };
-            println!("{kind:<11} {id:>6} {:>12} {status:<9} {}", f.bytes, f.path.display());
+            println!(
+                "{kind:<11} {id:>6} {format:<13} {time:<20} {:>12} {status:<10} {}",
+                f.bytes,
+                f.path.display()
+            );
+            if let Some(p) = &f.problem {
+                if f.meta.is_none() && p != "no _metadata: incomplete" {
+                    println!("{:<11} problem: {p}", "");
+                }
+            }
         }
         if found.is_empty() {
             println!("(no checkpoints or savepoints under {})", args.dir.display());
@@ -159,6 +213,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             .operators
             .iter()
             .map(|o| {
+                let totals = state_totals(o);
                 json!({
                     "uid": o.uid,
                     "operator_id": o.operator_id.to_string(),
@@ -171,6 +226,8 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                         "namespace": s.namespace_schema.to_string(), "value": s.value_schema.to_string(),
                         "user_key": s.user_key_schema.as_ref().map(|t| t.to_string()),
                         "ttl_ms": s.ttl.map(|t| t.ttl_ms),
+                        "entries": totals.get(&s.name).map(|t| t.0),
+                        "raw_bytes": totals.get(&s.name).map(|t| t.1),
                     })).collect::<Vec<_>>(),
                     "operator_states": o.operator_states.iter().map(|s| json!({
                         "name": s.name, "mode": s.mode.to_string(), "value": s.value_schema.to_string(),
@@ -179,6 +236,10 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                         "index": s.index, "key_groups": s.key_groups.to_string(), "finished": s.finished,
                         "keyed_file": s.keyed.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
                         "operator_file": s.operator.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
+                        "entries": s.keyed_stats.as_ref().map(|k| k.entries),
+                        "key_groups_with_data": s.keyed_stats.as_ref().map(|k| k.key_groups.iter().map(|g| json!({
+                            "key_group": g.key_group, "bytes": g.stored_bytes, "entries": g.entries,
+                        })).collect::<Vec<_>>()),
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -212,6 +273,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 o.uid
             );
         }
+        let totals = state_totals(o);
         for s in &o.keyed_states {
             let uk = s
                 .user_key_schema
@@ -219,23 +281,60 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 .map(|t| format!(" user-key {t}"))
                 .unwrap_or_default();
             let ttl = s.ttl.map(|t| format!(" ttl {}ms", t.ttl_ms)).unwrap_or_default();
+            let (entries, bytes) = totals.get(&s.name).copied().unwrap_or_default();
             println!(
-                "  keyed {:<12} {:<11} key {} ns {}{uk} value {}{ttl}",
-                s.name, s.kind, s.key_schema, s.namespace_schema, s.value_schema
+                "  keyed {:<16} {:<11} {entries:>10} entries {bytes:>12} B  key {} ns {}{uk} value {}{ttl}",
+                s.name,
+                s.kind.to_string(),
+                s.key_schema,
+                s.namespace_schema,
+                s.value_schema
             );
         }
         for s in &o.operator_states {
-            println!("  operator-state {:<12} {:<9} value {}", s.name, s.mode, s.value_schema);
+            println!(
+                "  operator-state {:<16} {:<11} value {}",
+                s.name,
+                s.mode.to_string(),
+                s.value_schema
+            );
         }
         for s in &o.subtasks {
             let kb = s.keyed.as_ref().map_or(0, |f| f.size);
             let ob = s.operator.as_ref().map_or(0, |f| f.size);
+            let kg_summary = match &s.keyed_stats {
+                Some(k) if !k.key_groups.is_empty() => {
+                    let sizes: Vec<u64> = k.key_groups.iter().map(|g| g.stored_bytes).collect();
+                    let max = sizes.iter().copied().max().unwrap_or(0);
+                    let mean = sizes.iter().sum::<u64>() / sizes.len() as u64;
+                    format!(
+                        "  {} of {} key groups hold data; bytes per key group min {} mean {mean} max {max}{}",
+                        sizes.len(),
+                        s.key_groups.len(),
+                        sizes.iter().copied().min().unwrap_or(0),
+                        if mean > 0 && max > 4 * mean { " (SKEWED)" } else { "" }
+                    )
+                }
+                _ => String::new(),
+            };
             println!(
-                "  subtask {:>3} key groups {:<12} keyed {kb:>10} B  operator {ob:>8} B{}",
+                "  subtask {:>3} key groups {:<12} keyed {kb:>10} B  operator {ob:>8} B{}{kg_summary}",
                 s.index,
                 s.key_groups.to_string(),
                 if s.finished { "  finished" } else { "" }
             );
+            if args.key_groups {
+                if let Some(k) = &s.keyed_stats {
+                    let max = k.key_groups.iter().map(|g| g.stored_bytes).max().unwrap_or(1).max(1);
+                    for g in &k.key_groups {
+                        let bar = "#".repeat(((g.stored_bytes * 40).div_ceil(max)) as usize);
+                        println!(
+                            "      kg {:>5} {:>10} B {:>8} entries  {bar}",
+                            g.key_group, g.stored_bytes, g.entries
+                        );
+                    }
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

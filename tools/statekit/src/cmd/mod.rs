@@ -1,0 +1,5 @@
+//! The inspection commands. Each is a thin layer over library calls; none reads a format by
+//! itself.
+
+pub mod dump;
+pub mod inspect;
