@@ -1,0 +1,201 @@
+//! Figures for the `statekit` command, each beside its anchor from the same run:
+//! * `statekit show` wall time and peak memory on a small and a large savepoint (it must not
+//!   read data files, so both should be about equal);
+//! * `statekit verify` throughput beside `cat <files> > /dev/null`.
+//!
+//! ```text
+//! cargo build --release -p statekit
+//! cargo run --release -p statekit-benches --bin cli_report -- [--small-mb 10] [--large-mb 1024] [--dir DIR]
+//! ```
+
+use rand::{Rng, SeedableRng};
+use statekit_benches as w;
+use statekit_checkpoint::SnapshotWriter;
+use statekit_core::storage::{LocalStorage, Storage};
+use statekit_core::{BackendConfig, KeyedStateBackend};
+use statekit_hashmap::HashMapBackend;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn arg(name: &str, default: &str) -> String {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// Writes a savepoint of about `mb` MB of state (4 subtasks, 496-byte values); returns its path.
+fn make_savepoint(dir: &Path, mb: u64) -> PathBuf {
+    let value_len = 496usize;
+    let n = (mb * 1_000_000 / (value_len as u64 + 16)) as usize;
+    let p = 4u32;
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir));
+    let writer = SnapshotWriter::new_savepoint(storage, "", "0123456789abcdef0123456789abcdef", 1).expect("writer");
+    writer.register_operator("counter", p, 128).expect("register");
+    let keys = w::keys(n, 11);
+    let mut backends: Vec<HashMapBackend> = (0..p)
+        .map(|i| HashMapBackend::new(BackendConfig::for_subtask(128, p, i).expect("cfg")).expect("backend"))
+        .collect();
+    let handles: Vec<_> = backends.iter_mut().map(w::value_state).collect();
+    // Half random, half repetitive values, as in the `report` benchmark.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut value = vec![b'a'; value_len];
+    for k in &keys {
+        rng.fill(&mut value[..value_len / 2]);
+        let kg = statekit_core::key_group_for_key(k, 128);
+        let o = statekit_core::keygroup::subtask_for_key_group(128, p, kg) as usize;
+        backends[o].put(handles[o], k, &[], &value).expect("put");
+    }
+    for (i, b) in backends.iter_mut().enumerate() {
+        let view = b.snapshot(1).expect("snapshot");
+        writer
+            .write_subtask("counter", i as u32, Some(view.as_ref()), None, false)
+            .expect("write");
+    }
+    let name = writer.dir().to_string();
+    writer.finish().expect("finish");
+    dir.join(name)
+}
+
+/// Runs a command; returns wall time and peak RSS (KiB) of the child.
+fn measure(cmd: &mut Command) -> (Duration, i64) {
+    let t = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; `status` and `usage` are valid for writes.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid, "wait4 failed");
+    let d = t.elapsed();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "command failed: {cmd:?}"
+    );
+    std::mem::forget(child);
+    (d, usage.ru_maxrss)
+}
+
+fn best(n: usize, mut f: impl FnMut() -> (Duration, i64)) -> (Duration, i64) {
+    (0..n).map(|_| f()).min_by_key(|x| x.0).unwrap_or_default()
+}
+
+fn dir_bytes(p: &Path) -> (u64, Vec<PathBuf>) {
+    let mut files = Vec::new();
+    let mut total = 0;
+    for e in std::fs::read_dir(p).expect("read_dir") {
+        let e = e.expect("entry");
+        total += e.metadata().expect("md").len();
+        files.push(e.path());
+    }
+    (total, files)
+}
+
+/// Generates a savepoint in a child process, so this process stays small: a child's peak RSS
+/// as reported by `wait4` starts from its parent's at fork time.
+fn generate(dir: &Path, mb: u64) -> PathBuf {
+    let exe = std::env::current_exe().expect("exe");
+    let out = Command::new(exe)
+        .args(["--generate", &mb.to_string(), "--dir"])
+        .arg(dir)
+        .output()
+        .expect("spawn generator");
+    assert!(
+        out.status.success(),
+        "generator failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--generate") {
+        let mb: u64 = args.get(i + 1).and_then(|s| s.parse().ok()).expect("--generate MB");
+        let dir = PathBuf::from(arg("--dir", "."));
+        println!("{}", make_savepoint(&dir, mb).display());
+        return;
+    }
+    let exe = std::env::current_exe().expect("exe");
+    let statekit = exe.with_file_name("statekit");
+    assert!(
+        statekit.is_file(),
+        "{} not found: run `cargo build --release -p statekit` first",
+        statekit.display()
+    );
+    let small_mb: u64 = arg("--small-mb", "10").parse().expect("--small-mb");
+    let large_mb: u64 = arg("--large-mb", "1024").parse().expect("--large-mb");
+    let base = arg(
+        "--dir",
+        &std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into()),
+    );
+    let tmp = tempfile::tempdir_in(base).expect("tempdir");
+    println!("statekit command report — release build; each figure beside its anchor from this run");
+    let small = generate(tmp.path(), small_mb);
+    let large = generate(tmp.path(), large_mb);
+    let (small_bytes, _) = dir_bytes(&small);
+    let (large_bytes, large_files) = dir_bytes(&large);
+    let raw_mb = |mb: u64| mb as f64;
+    println!(
+        "savepoints: {:.0} MB of state -> {:.0} MB on disk; {:.0} MB of state -> {:.0} MB on disk (lz4)",
+        raw_mb(small_mb),
+        small_bytes as f64 / 1e6,
+        raw_mb(large_mb),
+        large_bytes as f64 / 1e6
+    );
+    println!(
+        "\n== statekit show (reads only _metadata): {:.0} MB vs {:.0} MB savepoint, best of 5 ==",
+        small_bytes as f64 / 1e6,
+        large_bytes as f64 / 1e6
+    );
+    let show = |p: &Path| {
+        best(5, || {
+            measure(
+                Command::new(&statekit)
+                    .arg("show")
+                    .arg(p)
+                    .stdout(std::process::Stdio::null()),
+            )
+        })
+    };
+    let (ts, ms) = show(&small);
+    let (tl, ml) = show(&large);
+    println!(
+        "  small: {:>7.1} ms, peak RSS {:>6} KiB\n  large: {:>7.1} ms, peak RSS {:>6} KiB\n  ratio large/small: time {:.2}x, memory {:.2}x   (target: within 2x, under 100 ms)",
+        ts.as_secs_f64() * 1e3,
+        ms,
+        tl.as_secs_f64() * 1e3,
+        ml,
+        tl.as_secs_f64() / ts.as_secs_f64(),
+        ml as f64 / ms as f64
+    );
+    println!(
+        "\n== statekit verify vs cat > /dev/null: {:.0} MB savepoint, page cache warm, best of 3 ==",
+        large_bytes as f64 / 1e6
+    );
+    let (tv, mv) = best(3, || {
+        measure(
+            Command::new(&statekit)
+                .arg("verify")
+                .arg(&large)
+                .stdout(std::process::Stdio::null()),
+        )
+    });
+    let (tc, _) = best(3, || {
+        measure(
+            Command::new("cat")
+                .args(&large_files)
+                .stdout(std::fs::File::create("/dev/null").expect("devnull")),
+        )
+    });
+    let v = large_bytes as f64 / tv.as_secs_f64() / 1e6;
+    let c = large_bytes as f64 / tc.as_secs_f64() / 1e6;
+    println!(
+        "  statekit verify {v:>8.0} MB/s (peak RSS {mv} KiB)   cat > /dev/null {c:>8.0} MB/s   ratio {:.2}x",
+        v / c
+    );
+}
