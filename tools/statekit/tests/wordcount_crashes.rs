@@ -157,3 +157,66 @@ fn at_least_once_duplicates_and_at_most_once_loses() {
         lines.len()
     );
 }
+
+#[test]
+fn sigterm_stops_with_a_savepoint_and_the_restore_continues_exactly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let expected = make_input(&d.join("input.txt"));
+    let common_args = [
+        "demo",
+        "wordcount",
+        "--input",
+        "input.txt",
+        "--output",
+        "out",
+        "--checkpoint-dir",
+        "ck",
+        "--checkpoint-every",
+        "1500",
+        "--savepoint-dir",
+        "sp",
+        "--stop-with-savepoint",
+    ];
+    let child = Command::new(bin())
+        .current_dir(d)
+        .args(common_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: FFI call sending SIGTERM to our own child.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "stop-with-savepoint on SIGTERM must exit 0: {stderr}"
+    );
+    assert!(
+        stderr.contains("SIGTERM"),
+        "the job did not see SIGTERM (finished too early?): {stderr}"
+    );
+    let savepoint = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        d.join(&savepoint).join("_metadata").is_file(),
+        "no savepoint at {savepoint:?}"
+    );
+    let partial = committed_lines(&d.join("out")).len();
+    assert!(partial > 0 && partial < WORDS, "{partial} lines before the stop");
+
+    // Resume from the savepoint at another parallelism: the output continues exactly.
+    let mut args: Vec<&str> = common_args.to_vec();
+    args.retain(|a| *a != "--stop-with-savepoint");
+    args.extend(["--restore", &savepoint, "--parallelism", "3"]);
+    let out = Command::new(bin()).current_dir(d).args(&args).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let by_word = counts_by_word(&committed_lines(&d.join("out")));
+    for (w, n) in &expected {
+        let mut got = by_word.get(w).cloned().unwrap_or_default();
+        got.sort_unstable();
+        assert_eq!(got, (1..=*n).collect::<Vec<_>>(), "word {w}");
+    }
+}
