@@ -34,6 +34,21 @@ fn make_input(path: &Path) -> BTreeMap<String, i64> {
     expected
 }
 
+/// Every word's committed lines are exactly (w,1) … (w,n_w), once each.
+fn assert_exactly_once(expected: &BTreeMap<String, i64>, out: &Path) {
+    let by_word = counts_by_word(&committed_lines(out));
+    assert_eq!(by_word.len(), expected.len(), "words missing from the output");
+    for (w, n) in expected {
+        let mut got = by_word.get(w).cloned().unwrap_or_default();
+        got.sort_unstable();
+        let want: Vec<i64> = (1..=*n).collect();
+        assert_eq!(
+            got, want,
+            "word {w}: committed counts are not exactly 1..={n} once each"
+        );
+    }
+}
+
 /// Runs the job, killing it `kills` times; returns how many kills hit a running job.
 fn run_with_kills(dir: &Path, guarantee: &str, kills: usize, seed: u64) -> usize {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -98,17 +113,7 @@ fn exactly_once_survives_sigkill() {
         hit >= 3,
         "only {hit} kills hit a running job; the input is too small for this machine"
     );
-    let by_word = counts_by_word(&committed_lines(&d.join("out")));
-    assert_eq!(by_word.len(), expected.len(), "words missing from the output");
-    for (w, n) in &expected {
-        let mut got = by_word.get(w).cloned().unwrap_or_default();
-        got.sort_unstable();
-        let want: Vec<i64> = (1..=*n).collect();
-        assert_eq!(
-            got, want,
-            "word {w}: committed counts are not exactly 1..={n} once each"
-        );
-    }
+    assert_exactly_once(&expected, &d.join("out"));
     assert_eq!(
         std::fs::read_dir(d.join("out/.pending")).expect("pending dir").count(),
         0,
@@ -213,10 +218,5 @@ fn sigterm_stops_with_a_savepoint_and_the_restore_continues_exactly() {
     args.extend(["--restore", &savepoint, "--parallelism", "3"]);
     let out = Command::new(bin()).current_dir(d).args(&args).output().expect("run");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let by_word = counts_by_word(&committed_lines(&d.join("out")));
-    for (w, n) in &expected {
-        let mut got = by_word.get(w).cloned().unwrap_or_default();
-        got.sort_unstable();
-        assert_eq!(got, (1..=*n).collect::<Vec<_>>(), "word {w}");
-    }
+    assert_exactly_once(&expected, &d.join("out"));
 }
