@@ -8,6 +8,17 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/statekit-target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+# RocksDB's bindings (librocksdb-sys) need libclang; install it when missing.
+if ! ldconfig -p 2>/dev/null | grep -q 'libclang'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing libclang-dev (for RocksDB's bindings)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
+  else
+    echo "warning: libclang not found; install libclang-dev (RocksDB's bindings need it)" >&2
+  fi
+fi
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
