@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/statekit-target}"
 # RocksDB's bindings (librocksdb-sys) need libclang; install it when missing.
-if ! ldconfig -p 2>/dev/null | grep -q 'libclang' && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+if ! dpkg -s libclang-dev >/dev/null 2>&1 && ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
 fi
 cargo build --release --locked -q -p statekit

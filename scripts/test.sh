@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/statekit-target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # RocksDB's bindings (librocksdb-sys) need libclang; install it when missing.
-if ! ldconfig -p 2>/dev/null | grep -q 'libclang'; then
+if ! dpkg -s libclang-dev >/dev/null 2>&1 && ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "==> installing libclang-dev (for RocksDB's bindings)"
     apt-get update -qq
