@@ -15,6 +15,7 @@
 mod error;
 mod layout;
 mod reader;
+mod registry;
 mod store;
 mod writer;
 
@@ -24,5 +25,6 @@ pub use layout::{
     TASK_OWNED_DIR,
 };
 pub use reader::{resolve_snapshot_path, SnapshotReader};
+pub use registry::{Decision, RegistryError, RestoreMode, SharedStateRegistry};
 pub use store::{CheckpointListing, CheckpointStore, CompletedCheckpoint};
 pub use writer::SnapshotWriter;
