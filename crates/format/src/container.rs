@@ -7,7 +7,7 @@ use crate::error::FormatError;
 use crate::wire::{le_u32, le_u64, put_u32, put_u64, Cursor, Result};
 use statekit_core::schema::put_varint;
 use statekit_core::storage::{Storage, StorageError, StorageWriter};
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::ops::Range;
 
 /// The format version this build writes and reads.
@@ -297,7 +297,7 @@ pub(crate) struct ContainerWriter {
     cur: Option<Section>,
 }
 
-// The writer moves to the pipeline's writer thread.
+// The writer may be handed between threads.
 const _: () = {
     const fn assert_send<T: Send>() {}
     assert_send::<ContainerWriter>();
@@ -349,67 +349,38 @@ impl ContainerWriter {
         });
     }
 
+    /// The id of the open section, if any.
+    pub(crate) fn open_section(&self) -> Option<u32> {
+        self.cur.map(|c| c.id)
+    }
+
     /// Encodes and writes one block of the open section.
     pub(crate) fn write_block(&mut self, raw: &[u8], entries: u32) -> Result<()> {
-        let Some(id) = self.cur.map(|c| c.id) else {
+        if self.cur.is_none() {
             return Err(FormatError::invalid_input("block written outside a section"));
-        };
+        }
+        let id = self.cur.map_or(0, |c| c.id);
         let enc = match self.enc.as_mut() {
             Some(e) => e,
             None => self.enc.insert(BlockEncoder::new(self.compression)?),
         };
         let b = enc.encode(raw, id, entries)?;
         let (header, payload) = (b.header, b.payload);
-        Self::write_parts(
-            &mut self.w,
-            &self.file,
-            &mut self.pos,
-            &mut self.cur,
-            &header,
-            payload,
-            raw.len(),
-            entries,
-        )
+        let stored_len = payload.len();
+        self.w.write_all(&header).map_err(|e| io_err(&self.file, e))?;
+        self.w.write_all(payload).map_err(|e| io_err(&self.file, e))?;
+        self.add_block(stored_len, raw.len(), entries)
     }
 
-    /// Writes one already encoded block (header and stored bytes) of the open section.
-    pub(crate) fn write_encoded(
-        &mut self,
-        header: &[u8; BLOCK_HEADER_LEN],
-        payload: &[u8],
-        raw_len: usize,
-        entries: u32,
-    ) -> Result<()> {
-        Self::write_parts(
-            &mut self.w,
-            &self.file,
-            &mut self.pos,
-            &mut self.cur,
-            header,
-            payload,
-            raw_len,
-            entries,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn write_parts(
-        w: &mut Box<dyn StorageWriter>,
-        file: &str,
-        pos: &mut u64,
-        cur: &mut Option<Section>,
-        header: &[u8; BLOCK_HEADER_LEN],
-        payload: &[u8],
-        raw_len: usize,
-        entries: u32,
-    ) -> Result<()> {
-        let Some(cur) = cur.as_mut() else {
+    /// Records a block of `stored_len` stored bytes in the open section and advances the
+    /// position past it. The caller writes the block's bytes, in order, with
+    /// [`ContainerWriter::write_all_vectored`] (possibly later, together with others).
+    pub(crate) fn add_block(&mut self, stored_len: usize, raw_len: usize, entries: u32) -> Result<()> {
+        let Some(cur) = self.cur.as_mut() else {
             return Err(FormatError::invalid_input("block written outside a section"));
         };
-        w.write_all(header).map_err(|e| io_err(file, e))?;
-        w.write_all(payload).map_err(|e| io_err(file, e))?;
-        let n = (BLOCK_HEADER_LEN + payload.len()) as u64;
-        *pos += n;
+        let n = (BLOCK_HEADER_LEN + stored_len) as u64;
+        self.pos += n;
         cur.stored += n;
         cur.raw += raw_len as u64;
         cur.entries += u64::from(entries);
@@ -417,6 +388,26 @@ impl ContainerWriter {
             .blocks
             .checked_add(1)
             .ok_or_else(|| FormatError::invalid_input("more than 2^32 blocks in one section"))?;
+        Ok(())
+    }
+
+    /// Writes all of `bufs`, in order (vectored writes: no copy into a staging buffer when
+    /// the storage writes them straight to the file).
+    pub(crate) fn write_all_vectored(&mut self, mut bufs: &mut [IoSlice<'_>]) -> Result<()> {
+        IoSlice::advance_slices(&mut bufs, 0);
+        while !bufs.is_empty() {
+            match self.w.write_vectored(bufs) {
+                Ok(0) => {
+                    return Err(io_err(
+                        &self.file,
+                        std::io::Error::new(std::io::ErrorKind::WriteZero, "failed to write whole buffer"),
+                    ))
+                }
+                Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(&self.file, e)),
+            }
+        }
         Ok(())
     }
 

@@ -1,7 +1,6 @@
 //! Keyed data files: the canonical entry stream of one subtask, one section of blocks per
 //! non-empty key group (`docs/format.md` §"Keyed data files").
 
-use crate::block::Compression;
 use crate::block::{BlockDecoder, BlockHeader, WriteOptions, BLOCK_HEADER_LEN, CODEC_NONE};
 use crate::container::{self, ContainerWriter, Layout, Section, KEYED};
 use crate::error::FormatError;
@@ -125,6 +124,10 @@ fn check_unique_names(states: &[StateDescriptor]) -> std::result::Result<(), Str
 /// checks what readers check: entries must come in canonical order
 /// ([`Entry::canonical_cmp`], no duplicate (state, key, namespace[, user key]) except list
 /// elements) and have the shape their state dictates ([`check_entry_shape`]).
+///
+/// Key groups are visited and encoded on worker threads (up to four, one per core), which
+/// also compress and checksum their blocks; the calling thread writes the blocks in
+/// key-group order, so the file is the same as a serial write would produce.
 pub fn write_keyed_file(
     view: &dyn KeyedStateView,
     range: KeyGroupRange,
@@ -132,23 +135,19 @@ pub fn write_keyed_file(
     path: &str,
     opts: &WriteOptions,
 ) -> std::result::Result<KeyedFileInfo, FormatError> {
-    // Compression runs on worker threads while this thread walks the view; without
-    // compression one worker (checksums and I/O) is enough.
-    let workers = match opts.compression {
-        Compression::None => 1,
-        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4),
-    };
-    write_keyed_file_with(view, range, storage, path, opts, workers)
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    write_keyed_file_with(view, range, storage, path, opts, threads)
 }
 
-/// [`write_keyed_file`] with an explicit number of encoding threads (0 = serial).
+/// [`write_keyed_file`] with an explicit number of encoder threads (0 = everything on the
+/// calling thread).
 fn write_keyed_file_with(
     view: &dyn KeyedStateView,
     range: KeyGroupRange,
     storage: &dyn Storage,
     path: &str,
     opts: &WriteOptions,
-    workers: usize,
+    threads: usize,
 ) -> Result<KeyedFileInfo> {
     let states = view.states();
     let max_parallelism = view.max_parallelism();
@@ -165,48 +164,65 @@ fn write_keyed_file_with(
     }
     check_unique_names(states).map_err(|m| FormatError::invalid_input(format!("{file}: {m}")))?;
     let shapes: Vec<Shape> = states.iter().map(Shape::of).collect();
-    let cw = ContainerWriter::create(
+    let mut cw = ContainerWriter::create(
         storage,
         path,
         &KEYED,
         &header_body(max_parallelism, range, states),
         opts.compression,
     )?;
-    let (w, cw) = pipeline::run(cw, opts.compression, opts.block_size, workers, |sink| {
-        let mut w = RecordWriter::new(&file, opts.block_size, states.len());
-        for kg in range.iter() {
-            let mut failure: Option<FormatError> = None;
-            let visited = view.visit_key_group(kg, &mut |e| match w.push(sink, kg, e, states, &shapes) {
-                Ok(()) => Ok(()),
-                Err(err) => {
-                    failure = Some(err);
-                    Err(StateError::Snapshot("write aborted".into()))
-                }
-            });
-            if let Some(f) = failure {
-                return Err(f);
+    let new_writer = || RecordWriter::new(&file, opts.block_size, states.len());
+    let encode = |w: &mut RecordWriter, kg: u32, sink: &mut dyn BlockSink| -> Result<()> {
+        let mut failure: Option<FormatError> = None;
+        let visited = view.visit_key_group(kg, &mut |e| match w.push(sink, kg, e, states, &shapes) {
+            Ok(()) => Ok(()),
+            Err(err) => {
+                failure = Some(err);
+                Err(StateError::Snapshot("write aborted".into()))
             }
-            visited?;
-            w.end_key_group(sink)?;
+        });
+        if let Some(f) = failure {
+            return Err(f);
         }
-        Ok(w)
-    })?;
+        visited?;
+        w.end_key_group(sink, kg)
+    };
+    let mut state_entries = vec![0u64; states.len()];
+    let mut state_raw = vec![0u64; states.len()];
+    let writers = if threads == 0 || range.is_empty() {
+        let mut w = new_writer();
+        for kg in range.iter() {
+            encode(&mut w, kg, &mut cw)?;
+            cw.end_section();
+        }
+        vec![w]
+    } else {
+        let kgs: Vec<u32> = range.iter().collect();
+        pipeline::encode_parallel(
+            &mut cw,
+            &kgs,
+            threads.min(kgs.len()),
+            opts.compression,
+            opts.block_size,
+            new_writer,
+            encode,
+        )?
+    };
+    for w in &writers {
+        for (i, (e, r)) in w.state_entries.iter().zip(&w.state_raw).enumerate() {
+            state_entries[i] += *e;
+            state_raw[i] += *r;
+        }
+    }
     let sections: Vec<Section> = cw.sections().to_vec();
     let mut tail = Vec::new();
     put_varint(&mut tail, states.len() as u64);
-    for (e, r) in w.state_entries.iter().zip(&w.state_raw) {
+    for (e, r) in state_entries.iter().zip(&state_raw) {
         put_u64(&mut tail, *e);
         put_u64(&mut tail, *r);
     }
     let size = cw.finish(&tail)?;
-    Ok(build_info(
-        path,
-        size,
-        &sections,
-        states,
-        &w.state_entries,
-        &w.state_raw,
-    ))
+    Ok(build_info(path, size, &sections, states, &state_entries, &state_raw))
 }
 
 fn build_info(
@@ -247,15 +263,15 @@ fn build_info(
     }
 }
 
-/// Encodes records into blocks; all buffers are reused, so writing allocates nothing per
-/// entry.
+/// Encodes the records of key groups into blocks; all buffers are reused, so writing
+/// allocates nothing per entry. Each encoder thread has one; it carries nothing from one key
+/// group to the next but the per-state totals.
 struct RecordWriter {
     file: String,
     raw: Vec<u8>,
     block_size: usize,
     block_entries: u32,
     block_has_prev: bool,
-    in_section: bool,
     have_prev: bool,
     prev_state: u32,
     prev_key: Vec<u8>,
@@ -273,7 +289,6 @@ impl RecordWriter {
             block_size,
             block_entries: 0,
             block_has_prev: false,
-            in_section: false,
             have_prev: false,
             prev_state: 0,
             prev_key: Vec::new(),
@@ -284,18 +299,26 @@ impl RecordWriter {
         }
     }
 
+    #[cold]
+    fn bad(&self, kg: u32, m: String) -> FormatError {
+        FormatError::invalid_input(format!("{}: key group {kg}: {m}", self.file))
+    }
+
+    #[inline]
     fn push(
         &mut self,
-        cw: &mut dyn BlockSink,
+        sink: &mut dyn BlockSink,
         kg: u32,
         e: &Entry<'_>,
         states: &[StateDescriptor],
         shapes: &[Shape],
     ) -> Result<()> {
-        let file = &self.file;
-        let bad = |m: String| FormatError::invalid_input(format!("{file}: key group {kg}: {m}"));
-        check_entry_shape(states, e).map_err(bad)?;
-        let shape = shapes[e.state as usize];
+        let Some(&shape) = shapes.get(e.state as usize) else {
+            return Err(self.bad(kg, check_entry_shape(states, e).err().unwrap_or_default()));
+        };
+        if shape.is_map != e.user_key.is_some() || shape.ttl != e.timestamp.is_some() {
+            return Err(self.bad(kg, check_entry_shape(states, e).err().unwrap_or_default()));
+        }
         let mut same_prefix = false;
         if self.have_prev {
             let ord = e
@@ -305,10 +328,13 @@ impl RecordWriter {
                 .then_with(|| cmp_bytes(e.namespace, &self.prev_ns));
             match ord {
                 Ordering::Less => {
-                    return Err(bad(format!(
-                        "entries out of canonical order (state {} key {:02x?} after state {} key {:02x?})",
-                        e.state, e.key, self.prev_state, self.prev_key
-                    )))
+                    return Err(self.bad(
+                        kg,
+                        format!(
+                            "entries out of canonical order (state {} key {:02x?} after state {} key {:02x?})",
+                            e.state, e.key, self.prev_state, self.prev_key
+                        ),
+                    ))
                 }
                 Ordering::Greater => {}
                 Ordering::Equal => {
@@ -319,10 +345,13 @@ impl RecordWriter {
                         !shape.is_list
                     };
                     if dup {
-                        return Err(bad(format!(
-                            "state {:?}: duplicate or out-of-order entry for key {:02x?}",
-                            states[e.state as usize].name, e.key
-                        )));
+                        return Err(self.bad(
+                            kg,
+                            format!(
+                                "state {:?}: duplicate or out-of-order entry for key {:02x?}",
+                                states[e.state as usize].name, e.key
+                            ),
+                        ));
                     }
                 }
             }
@@ -339,27 +368,23 @@ impl RecordWriter {
             self.prev_uk.clear();
             self.prev_uk.extend_from_slice(uk);
         }
-        if !self.in_section {
-            cw.begin_section(kg)?;
-            self.in_section = true;
-        }
         let start = self.raw.len();
         let raw = &mut self.raw;
         if same_prefix && self.block_has_prev {
             raw.push(REC_SAME_PREFIX);
         } else {
             raw.push(0);
-            put_varint(raw, u64::from(e.state));
-            put_varint(raw, e.key.len() as u64);
+            put_len(raw, e.state as usize);
+            put_len(raw, e.key.len());
             raw.extend_from_slice(e.key);
-            put_varint(raw, e.namespace.len() as u64);
+            put_len(raw, e.namespace.len());
             raw.extend_from_slice(e.namespace);
         }
         if let Some(uk) = e.user_key {
-            put_varint(raw, uk.len() as u64);
+            put_len(raw, uk.len());
             raw.extend_from_slice(uk);
         }
-        put_varint(raw, e.value.len() as u64);
+        put_len(raw, e.value.len());
         raw.extend_from_slice(e.value);
         if let Some(ts) = e.timestamp {
             raw.extend_from_slice(&ts.to_le_bytes());
@@ -370,28 +395,38 @@ impl RecordWriter {
         self.state_entries[e.state as usize] += 1;
         self.state_raw[e.state as usize] += len;
         if self.raw.len() >= self.block_size {
-            self.flush(cw)?;
+            self.flush(sink, kg)?;
         }
         Ok(())
     }
 
-    fn flush(&mut self, cw: &mut dyn BlockSink) -> Result<()> {
+    fn flush(&mut self, sink: &mut dyn BlockSink, kg: u32) -> Result<()> {
         if self.block_entries > 0 {
-            cw.submit(&mut self.raw, self.block_entries)?;
+            sink.block(kg, &mut self.raw, self.block_entries)?;
             self.block_entries = 0;
             self.block_has_prev = false;
         }
         Ok(())
     }
 
-    fn end_key_group(&mut self, cw: &mut dyn BlockSink) -> Result<()> {
-        self.flush(cw)?;
-        if self.in_section {
-            cw.end_section()?;
-            self.in_section = false;
-        }
+    /// Closes the key group: writes its last block and forgets its entries.
+    fn end_key_group(&mut self, sink: &mut dyn BlockSink, kg: u32) -> Result<()> {
+        self.flush(sink, kg)?;
         self.have_prev = false;
         Ok(())
+    }
+}
+
+/// Appends a LEB128 length, the shortest form (as `put_varint` does), with the one- and
+/// two-byte cases inline.
+#[inline(always)]
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    if n < 0x80 {
+        out.push(n as u8);
+    } else if n < 0x4000 {
+        out.extend_from_slice(&[(n as u8) | 0x80, (n >> 7) as u8]);
+    } else {
+        put_varint(out, n as u64);
     }
 }
 
@@ -917,11 +952,13 @@ mod tests {
             StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
             StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes),
         ];
-        let entries = (0..3000u32)
+        // Uneven key groups: key group 3 alone spans hundreds of blocks (more than a thread
+        // may have in flight), most others a few, some none.
+        let entries = (0..6000u32)
             .map(|i| OwnedEntry {
-                key_group: i % 16,
+                key_group: if i % 2 == 0 { 3 } else { (i / 2) % 13 },
                 state: i % 2,
-                key: (i / 4).to_be_bytes().to_vec(),
+                key: (if i % 2 == 0 { i } else { i / 8 }).to_be_bytes().to_vec(),
                 namespace: vec![],
                 user_key: None,
                 value: format!("value {i} {}", i * 7919).into_bytes(),
@@ -930,22 +967,117 @@ mod tests {
             .collect();
         let view = MemoryView::new(16, KeyGroupRange::all(16), states, entries);
         for compression in [Compression::None, Compression::Lz4, Compression::Zstd { level: 3 }] {
-            let opts = WriteOptions {
-                compression,
-                block_size: 512,
-            };
-            let storage = MemoryStorage::new();
-            let mut files = Vec::new();
-            for workers in [0, 1, 3] {
-                let path = format!("w{workers}");
-                let info = write_keyed_file_with(&view, KeyGroupRange::all(16), &storage, &path, &opts, workers)
-                    .expect("write");
-                files.push((
-                    info.key_groups.clone(),
-                    storage.open(&path).expect("open").bytes().to_vec(),
-                ));
+            for block_size in [64, 512, 1 << 16] {
+                let opts = WriteOptions {
+                    compression,
+                    block_size,
+                };
+                let storage = MemoryStorage::new();
+                let mut files = Vec::new();
+                for threads in [0, 1, 2, 3, 16] {
+                    let path = format!("w{threads}");
+                    let info = write_keyed_file_with(&view, KeyGroupRange::all(16), &storage, &path, &opts, threads)
+                        .expect("write");
+                    files.push((
+                        (
+                            info.key_groups,
+                            info.states,
+                            info.entries,
+                            info.raw_bytes,
+                            info.file.size,
+                        ),
+                        storage.open(&path).expect("open").bytes().to_vec(),
+                    ));
+                }
+                assert!(files.windows(2).all(|w| w[0] == w[1]), "{compression:?} {block_size}");
             }
-            assert!(files.windows(2).all(|w| w[0] == w[1]), "{compression:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_bad_key_group_is_reported_whatever_the_threads() {
+        let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
+        let mut entries: Vec<OwnedEntry> = (0..2000u32)
+            .map(|i| OwnedEntry {
+                key_group: i % 16,
+                state: 0,
+                key: i.to_be_bytes().to_vec(),
+                namespace: vec![],
+                user_key: None,
+                value: vec![7; 40],
+                timestamp: None,
+            })
+            .collect();
+        // Duplicates in key groups 5 and 11: the writer names key group 5, as a serial
+        // write does, even when 11 is found first.
+        for kg in [5u32, 11] {
+            let mut dup = entries[kg as usize].clone();
+            dup.value = vec![8];
+            entries.push(dup);
+        }
+        let view = MemoryView::new(16, KeyGroupRange::all(16), states, entries);
+        let opts = WriteOptions {
+            compression: Compression::None,
+            block_size: 256,
+        };
+        for threads in [0, 1, 2, 4, 16] {
+            let storage = MemoryStorage::new();
+            let e = write_keyed_file_with(&view, KeyGroupRange::all(16), &storage, "f", &opts, threads)
+                .expect_err("duplicate");
+            let msg = e.to_string();
+            assert!(
+                msg.contains("key group 5:") && msg.contains("duplicate"),
+                "{threads}: {msg}"
+            );
+            assert!(!storage.exists("f").expect("exists"), "nothing committed");
+        }
+    }
+
+    /// A view whose visit of one key group panics.
+    struct PanickingView(MemoryView, u32);
+
+    impl KeyedStateView for PanickingView {
+        fn max_parallelism(&self) -> u32 {
+            self.0.max_parallelism()
+        }
+        fn key_group_range(&self) -> KeyGroupRange {
+            self.0.key_group_range()
+        }
+        fn states(&self) -> &[StateDescriptor] {
+            self.0.states()
+        }
+        fn visit_key_group(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> std::result::Result<(), StateError> {
+            assert_ne!(kg, self.1, "view panics");
+            self.0.visit_key_group(kg, visitor)
+        }
+    }
+
+    #[test]
+    fn a_panicking_view_panics_the_caller_and_commits_nothing() {
+        let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
+        let entries = (0..500u32)
+            .map(|i| OwnedEntry {
+                key_group: i % 16,
+                state: 0,
+                key: i.to_be_bytes().to_vec(),
+                namespace: vec![],
+                user_key: None,
+                value: vec![1; 100],
+                timestamp: None,
+            })
+            .collect();
+        let view = PanickingView(MemoryView::new(16, KeyGroupRange::all(16), states, entries), 6);
+        let opts = WriteOptions {
+            compression: Compression::Lz4,
+            block_size: 128,
+        };
+        for threads in [0, 2, 4] {
+            let storage = MemoryStorage::new();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                write_keyed_file_with(&view, KeyGroupRange::all(16), &storage, "f", &opts, threads)
+            }));
+            assert!(r.is_err(), "{threads}: the panic reaches the caller");
+            assert!(!storage.exists("f").expect("exists"), "nothing committed");
         }
     }
 }

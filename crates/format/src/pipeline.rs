@@ -1,97 +1,80 @@
-//! Parallel block encoding: the calling thread fills raw blocks, worker threads compress and
-//! checksum them, and a writer thread writes them in order. The bytes written are exactly
-//! those of the serial path (blocks are written in submission order), so the output stays
-//! deterministic.
+//! Parallel key-group encoding: encoder threads each take the next key group, visit it,
+//! encode its records into blocks and compress and checksum them; the calling thread writes
+//! the finished blocks in key-group order. A key group's blocks depend only on its own
+//! entries (no state carries over between key groups), and blocks are written in key-group
+//! order, so the bytes are exactly those of the serial path.
 
 use crate::block::{BlockEncoder, Compression, BLOCK_HEADER_LEN};
 use crate::container::ContainerWriter;
 use crate::error::FormatError;
 use crate::wire::Result;
-use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender, TryRecvError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::Mutex;
 
-/// Where full raw blocks go.
+/// Where the blocks of a key group go.
 pub(crate) trait BlockSink {
-    /// Opens section `id`.
-    fn begin_section(&mut self, id: u32) -> Result<()>;
-    /// Takes the records in `raw` as one block of `entries` records; on return `raw` is an
-    /// empty buffer to fill next.
-    fn submit(&mut self, raw: &mut Vec<u8>, entries: u32) -> Result<()>;
-    /// Closes the open section.
-    fn end_section(&mut self) -> Result<()>;
+    /// Takes the records in `raw` (`entries` whole records) as the next block of key group
+    /// `kg`; on return `raw` is an empty buffer to fill next.
+    fn block(&mut self, kg: u32, raw: &mut Vec<u8>, entries: u32) -> Result<()>;
 }
 
-/// The serial sink: encode and write on the calling thread.
+/// The serial sink: encode and write on the calling thread. The caller closes the section
+/// ([`ContainerWriter::end_section`]) after each key group.
 impl BlockSink for ContainerWriter {
-    fn begin_section(&mut self, id: u32) -> Result<()> {
-        ContainerWriter::begin_section(self, id);
-        Ok(())
-    }
-    fn submit(&mut self, raw: &mut Vec<u8>, entries: u32) -> Result<()> {
+    fn block(&mut self, kg: u32, raw: &mut Vec<u8>, entries: u32) -> Result<()> {
+        if self.open_section() != Some(kg) {
+            self.begin_section(kg);
+        }
         self.write_block(raw, entries)?;
         raw.clear();
         Ok(())
     }
-    fn end_section(&mut self) -> Result<()> {
-        ContainerWriter::end_section(self);
-        Ok(())
-    }
 }
 
-enum Job {
-    Begin(u64, u32),
-    End(u64),
-    Block {
-        seq: u64,
-        section: u32,
-        entries: u32,
-        raw: Vec<u8>,
-    },
+/// A block encoded by an encoder thread.
+struct Block {
+    header: [u8; BLOCK_HEADER_LEN],
+    stored: Vec<u8>,
+    raw_len: usize,
+    entries: u32,
 }
 
-enum Done {
-    Begin(u32),
+/// What an encoder thread tells the writer about the key group it claimed, in order.
+enum Msg {
+    Block(Block),
+    /// The key group is complete.
     End,
-    Block {
-        header: [u8; BLOCK_HEADER_LEN],
-        compressed: bool,
-        stored: Vec<u8>,
-        raw: Vec<u8>,
-        entries: u32,
-    },
     Failed(FormatError),
-}
-
-struct PipelineSink {
-    jobs: Option<SyncSender<Job>>,
-    free: Receiver<Vec<u8>>,
-    allocated: usize,
-    max_buffers: usize,
-    capacity: usize,
-    seq: u64,
-    section: u32,
-    failed: Arc<AtomicBool>,
 }
 
 fn stopped() -> FormatError {
     FormatError::invalid_input("block pipeline stopped")
 }
 
-impl PipelineSink {
-    fn send(&mut self, job: Job) -> Result<()> {
-        if self.failed.load(Ordering::Relaxed) {
-            return Err(stopped());
-        }
-        self.seq += 1;
-        match &self.jobs {
-            Some(tx) => tx.send(job).map_err(|_| stopped()),
-            None => Err(stopped()),
-        }
-    }
+/// Bytes of blocks an encoder thread may have in flight (queued, or waiting in the writer's
+/// batch) before it waits for the writer to hand buffers back: 32 blocks of the default
+/// size, at least 4 blocks.
+const BYTES_IN_FLIGHT_PER_THREAD: usize = 2 << 20;
 
+/// The writer gathers blocks into one vectored write of up to this many bytes and blocks.
+const BATCH_BYTES: usize = 1 << 20;
+const BATCH_BLOCKS: usize = 64;
+
+/// An encoder thread's sink: compresses and checksums each block on this thread and sends it
+/// to the writer, drawing buffers from a bounded pool the writer refills.
+struct ThreadSink<'a> {
+    enc: BlockEncoder,
+    tx: Sender<Msg>,
+    free: Receiver<Vec<u8>>,
+    allocated: usize,
+    max_buffers: usize,
+    capacity: usize,
+    stop: &'a AtomicBool,
+}
+
+impl ThreadSink<'_> {
     /// An empty buffer: a returned one, a new one while under the bound, else wait for one.
     fn buffer(&mut self) -> Result<Vec<u8>> {
         match self.free.try_recv() {
@@ -107,185 +90,233 @@ impl PipelineSink {
     }
 }
 
-impl BlockSink for PipelineSink {
-    fn begin_section(&mut self, id: u32) -> Result<()> {
-        self.section = id;
-        let seq = self.seq;
-        self.send(Job::Begin(seq, id))
-    }
-    fn submit(&mut self, raw: &mut Vec<u8>, entries: u32) -> Result<()> {
-        let fresh = self.buffer()?;
-        let full = std::mem::replace(raw, fresh);
-        let (seq, section) = (self.seq, self.section);
-        self.send(Job::Block {
-            seq,
-            section,
-            entries,
-            raw: full,
-        })
-    }
-    fn end_section(&mut self) -> Result<()> {
-        let seq = self.seq;
-        self.send(Job::End(seq))
-    }
-}
-
-fn worker(
-    mut enc: BlockEncoder,
-    jobs: &Mutex<Receiver<Job>>,
-    done: &Sender<(u64, Done)>,
-    spares: &Mutex<Vec<Vec<u8>>>,
-) {
-    loop {
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
-        };
-        let Ok(job) = job else { return };
-        let (seq, out) = match job {
-            Job::Begin(seq, id) => (seq, Done::Begin(id)),
-            Job::End(seq) => (seq, Done::End),
-            Job::Block {
-                seq,
-                section,
-                entries,
-                raw,
-            } => {
-                let mut spare = spares.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
-                let r = catch_unwind(AssertUnwindSafe(|| {
-                    enc.encode_detached(&raw, section, entries, &mut spare)
-                }));
-                match r {
-                    Ok(Ok((header, compressed))) => (
-                        seq,
-                        Done::Block {
-                            header,
-                            compressed,
-                            stored: spare,
-                            raw,
-                            entries,
-                        },
-                    ),
-                    Ok(Err(e)) => (seq, Done::Failed(e)),
-                    Err(_) => (seq, Done::Failed(FormatError::invalid_input("block encoder panicked"))),
-                }
-            }
-        };
-        if done.send((seq, out)).is_err() {
-            return;
+impl BlockSink for ThreadSink<'_> {
+    fn block(&mut self, kg: u32, raw: &mut Vec<u8>, entries: u32) -> Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(stopped());
         }
+        let mut spare = self.buffer()?;
+        let (header, compressed) = self.enc.encode_detached(raw, kg, entries, &mut spare)?;
+        let raw_len = raw.len();
+        let stored = if compressed {
+            raw.clear();
+            spare
+        } else {
+            std::mem::replace(raw, spare)
+        };
+        self.tx
+            .send(Msg::Block(Block {
+                header,
+                stored,
+                raw_len,
+                entries,
+            }))
+            .map_err(|_| stopped())
     }
 }
 
-/// Runs `body` with a sink that encodes blocks on `workers` threads and writes them to `cw`
-/// on a writer thread, in submission order (`workers == 0`: everything on this thread).
-/// Returns `body`'s result and the writer, ready for [`ContainerWriter::finish`].
-pub(crate) fn run<R>(
-    mut cw: ContainerWriter,
+/// Blocks received by the writer, not yet written.
+#[derive(Default)]
+struct Batch {
+    blocks: Vec<(usize, Block)>,
+    bytes: usize,
+}
+
+impl Batch {
+    /// Writes the gathered blocks with one vectored write and hands their buffers back.
+    fn flush(&mut self, cw: &mut ContainerWriter, free: &[Sender<Vec<u8>>]) -> Result<()> {
+        if self.blocks.is_empty() {
+            return Ok(());
+        }
+        let mut slices = Vec::with_capacity(2 * self.blocks.len());
+        for (_, b) in &self.blocks {
+            slices.push(IoSlice::new(&b.header));
+            slices.push(IoSlice::new(&b.stored));
+        }
+        let r = cw.write_all_vectored(&mut slices);
+        for (owner, mut b) in self.blocks.drain(..) {
+            b.stored.clear();
+            let _ = free[owner].send(b.stored);
+        }
+        self.bytes = 0;
+        r
+    }
+}
+
+/// Encodes the key groups `kgs` on `threads` encoder threads and writes their blocks to `cw`
+/// on the calling thread, in the order of `kgs`. Each thread starts from `init()` and calls
+/// `encode` for every key group it takes; `encode` hands the key group's blocks to the sink
+/// and must leave nothing of it behind (the next key group may be on another thread).
+/// Returns every thread's state, for totals.
+///
+/// A failure stops the other threads and is returned; of several, the one of the earliest
+/// key group (as the serial path would report it). A panic on an encoder thread is resumed
+/// on the calling thread.
+pub(crate) fn encode_parallel<S: Send>(
+    cw: &mut ContainerWriter,
+    kgs: &[u32],
+    threads: usize,
     compression: Compression,
     block_size: usize,
-    workers: usize,
-    body: impl FnOnce(&mut dyn BlockSink) -> Result<R>,
-) -> Result<(R, ContainerWriter)> {
-    if workers == 0 {
-        let r = body(&mut cw)?;
-        return Ok((r, cw));
-    }
-    let encoders = (0..workers.max(1))
+    init: impl Fn() -> S + Sync,
+    encode: impl Fn(&mut S, u32, &mut dyn BlockSink) -> Result<()> + Sync,
+) -> Result<Vec<S>> {
+    let threads = threads.max(1);
+    let encoders = (0..threads)
         .map(|_| BlockEncoder::new(compression))
         .collect::<Result<Vec<_>>>()?;
-    let workers = encoders.len();
-    let max_buffers = 2 * workers + 2;
-    let failed = Arc::new(AtomicBool::new(false));
-    let (job_tx, job_rx) = sync_channel::<Job>(max_buffers);
-    let job_rx = Mutex::new(job_rx);
-    let (done_tx, done_rx) = channel::<(u64, Done)>();
-    let (free_tx, free_rx) = channel::<Vec<u8>>();
-    let spares: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+    let stop = AtomicBool::new(false);
+    // Key groups are claimed in order under this lock, and each claim is announced to the
+    // writer on the same lock, so the writer learns in key-group order which thread has
+    // which key group.
+    let (claim_tx, claim_rx) = channel::<usize>();
+    let claims = Mutex::new((0usize, claim_tx));
+    let capacity = block_size.min(16 << 20) + 1024;
+    let max_buffers = (BYTES_IN_FLIGHT_PER_THREAD / capacity).clamp(4, 32);
     std::thread::scope(|s| {
-        for enc in encoders {
-            let done_tx = done_tx.clone();
-            let (job_rx, spares) = (&job_rx, &spares);
-            s.spawn(move || worker(enc, job_rx, &done_tx, spares));
-        }
-        drop(done_tx);
-        let writer_failed = Arc::clone(&failed);
-        let spares_ref = &spares;
-        let writer = s.spawn(move || {
-            let mut cw = cw;
-            let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
-            let mut next = 0u64;
-            let mut error: Option<FormatError> = None;
-            for (seq, d) in done_rx {
-                pending.insert(seq, d);
-                while let Some(d) = pending.remove(&next) {
-                    next += 1;
-                    let r = match d {
-                        Done::Begin(id) => {
-                            cw.begin_section(id);
-                            Ok(())
+        let mut data_rx = Vec::with_capacity(threads);
+        let mut free_tx = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
+        for (t, enc) in encoders.into_iter().enumerate() {
+            let (tx, rx) = channel::<Msg>();
+            let (ftx, frx) = channel::<Vec<u8>>();
+            data_rx.push(rx);
+            free_tx.push(ftx);
+            let (stop, claims, init, encode) = (&stop, &claims, &init, &encode);
+            handles.push(s.spawn(move || {
+                let mut state = init();
+                let mut sink = ThreadSink {
+                    enc,
+                    tx,
+                    free: frx,
+                    allocated: 0,
+                    max_buffers,
+                    capacity,
+                    stop,
+                };
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let kg = {
+                        let mut c = claims.lock().unwrap_or_else(|p| p.into_inner());
+                        let i = c.0;
+                        if i >= kgs.len() || c.1.send(t).is_err() {
+                            break;
                         }
-                        Done::End => {
-                            cw.end_section();
-                            Ok(())
-                        }
-                        Done::Block {
-                            header,
-                            compressed,
-                            stored,
-                            mut raw,
-                            entries,
-                        } => {
-                            let r = if error.is_some() {
-                                Ok(())
-                            } else {
-                                let payload = if compressed { &stored } else { &raw };
-                                cw.write_encoded(&header, payload, raw.len(), entries)
-                            };
-                            raw.clear();
-                            let _ = free_tx.send(raw);
-                            if let Ok(mut sp) = spares_ref.lock() {
-                                sp.push(stored);
-                            }
-                            r
-                        }
-                        Done::Failed(e) => Err(e),
+                        c.0 += 1;
+                        kgs[i]
                     };
-                    if let Err(e) = r {
-                        if error.is_none() {
-                            error = Some(e);
+                    let msg = match encode(&mut state, kg, &mut sink) {
+                        Ok(()) => Msg::End,
+                        Err(e) => Msg::Failed(e),
+                    };
+                    let failed = matches!(msg, Msg::Failed(_));
+                    if sink.tx.send(msg).is_err() || failed {
+                        break;
+                    }
+                }
+                state
+            }));
+        }
+
+        let mut batch = Batch::default();
+        let mut result: Result<()> = Ok(());
+        'kgs: for &kg in kgs {
+            let t = match claim_rx.try_recv() {
+                Ok(t) => t,
+                Err(_) => {
+                    if let Err(e) = batch.flush(cw, &free_tx) {
+                        result = Err(e);
+                        break;
+                    }
+                    match claim_rx.recv() {
+                        Ok(t) => t,
+                        Err(_) => {
+                            result = Err(stopped());
+                            break;
                         }
-                        writer_failed.store(true, Ordering::Relaxed);
+                    }
+                }
+            };
+            let mut opened = false;
+            loop {
+                let msg = match data_rx[t].try_recv() {
+                    Ok(m) => Some(m),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => {
+                        result = Err(stopped());
+                        break 'kgs;
+                    }
+                };
+                let msg = match msg {
+                    Some(m) => m,
+                    None => {
+                        // Never wait while holding buffers: their owner may need them.
+                        if let Err(e) = batch.flush(cw, &free_tx) {
+                            result = Err(e);
+                            break 'kgs;
+                        }
+                        match data_rx[t].recv() {
+                            Ok(m) => m,
+                            Err(_) => {
+                                result = Err(stopped());
+                                break 'kgs;
+                            }
+                        }
+                    }
+                };
+                match msg {
+                    Msg::Block(b) => {
+                        if !opened {
+                            cw.begin_section(kg);
+                            opened = true;
+                        }
+                        if let Err(e) = cw.add_block(b.stored.len(), b.raw_len, b.entries) {
+                            result = Err(e);
+                            break 'kgs;
+                        }
+                        batch.bytes += BLOCK_HEADER_LEN + b.stored.len();
+                        batch.blocks.push((t, b));
+                        if batch.bytes >= BATCH_BYTES || batch.blocks.len() >= BATCH_BLOCKS {
+                            if let Err(e) = batch.flush(cw, &free_tx) {
+                                result = Err(e);
+                                break 'kgs;
+                            }
+                        }
+                    }
+                    Msg::End => {
+                        if opened {
+                            cw.end_section();
+                        }
+                        break;
+                    }
+                    Msg::Failed(e) => {
+                        result = Err(e);
+                        break 'kgs;
                     }
                 }
             }
-            if error.is_none() && !pending.is_empty() {
-                error = Some(FormatError::invalid_input("block pipeline lost a block"));
-            }
-            (cw, error)
-        });
-        let mut sink = PipelineSink {
-            jobs: Some(job_tx),
-            free: free_rx,
-            allocated: 0,
-            max_buffers,
-            capacity: block_size.min(16 << 20) + 1024,
-            seq: 0,
-            section: 0,
-            failed,
-        };
-        let result = body(&mut sink);
-        // Closing the job channel lets the workers, then the writer, finish.
-        sink.jobs = None;
-        let joined = writer.join();
-        let (cw, writer_error) = match joined {
-            Ok(x) => x,
-            Err(_) => return Err(FormatError::invalid_input("block writer thread panicked")),
-        };
-        match (result, writer_error) {
-            (_, Some(e)) => Err(e),
-            (Err(e), None) => Err(e),
-            (Ok(r), None) => Ok((r, cw)),
         }
+        if result.is_ok() {
+            result = batch.flush(cw, &free_tx);
+        }
+        // Stop the encoders (those waiting for a buffer or sending see their channel close).
+        stop.store(true, Ordering::Relaxed);
+        drop(batch);
+        drop(free_tx);
+        drop(data_rx);
+        let mut states = Vec::with_capacity(threads);
+        let mut panic = None;
+        for h in handles {
+            match h.join() {
+                Ok(st) => states.push(st),
+                Err(p) => panic = panic.or(Some(p)),
+            }
+        }
+        if let Some(p) = panic {
+            std::panic::resume_unwind(p);
+        }
+        result.map(|()| states)
     })
 }
