@@ -16,6 +16,7 @@ use statekit_core::stream::check_entry_shape;
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
 use std::cell::Cell;
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Record tag bit: state, key and namespace are those of the previous record of the block.
@@ -870,34 +871,79 @@ impl KeyedFileReader {
 
     /// Reads every block, checks every CRC, decodes every record, checks canonical order and
     /// entry shapes, and checks that the counts agree with the index.
+    ///
+    /// Large files are checked on several threads (up to four, one per core), key group by
+    /// key group; the error reported is the one a front-to-back check meets first.
     pub fn verify(&self) -> std::result::Result<VerifyReport, FormatError> {
+        let threads = if self.layout.size < VERIFY_PARALLEL_MIN_BYTES {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4)
+        };
+        self.verify_with(threads)
+    }
+
+    /// [`KeyedFileReader::verify`] on `threads` threads (the caller's included).
+    fn verify_with(&self, threads: usize) -> Result<VerifyReport> {
+        let sections = &self.layout.sections;
+        let next = AtomicUsize::new(0);
+        // Index of the earliest section found bad so far: sections after it need no check.
+        let first_bad = AtomicUsize::new(usize::MAX);
+        let run = || {
+            let mut totals = VerifyTotals {
+                blocks: 0,
+                entries: 0,
+                state_entries: vec![0; self.states.len()],
+                state_raw: vec![0; self.states.len()],
+            };
+            let mut order = OrderChecker::default();
+            let mut dec = BlockDecoder::new();
+            loop {
+                let i = next.fetch_add(1, AtomicOrdering::Relaxed);
+                if i >= sections.len() || i > first_bad.load(AtomicOrdering::Relaxed) {
+                    return (totals, None);
+                }
+                if let Err(e) = self.verify_section(&sections[i], &mut dec, &mut order, &mut totals) {
+                    first_bad.fetch_min(i, AtomicOrdering::Relaxed);
+                    return (totals, Some((i, e)));
+                }
+            }
+        };
+        let threads = threads.clamp(1, sections.len().max(1));
+        let results = if threads == 1 {
+            vec![run()]
+        } else {
+            std::thread::scope(|s| {
+                let helpers: Vec<_> = (1..threads).map(|_| s.spawn(run)).collect();
+                let mut results = vec![run()];
+                for h in helpers {
+                    results.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                }
+                results
+            })
+        };
         let mut report = VerifyReport {
             bytes: self.layout.size,
             ..VerifyReport::default()
         };
         let mut state_entries = vec![0u64; self.states.len()];
         let mut state_raw = vec![0u64; self.states.len()];
-        let mut order = OrderChecker::default();
-        let mut dec = BlockDecoder::new();
-        for s in &self.layout.sections {
-            order.have = false;
-            let mut index = 0u64;
-            let t = self.read_section(s, &mut dec, |e, len| {
-                if let Err(m) = check_entry_shape(&self.states, e).and_then(|()| order.check(e, &self.shapes)) {
-                    return Err(FormatError::corrupt(
-                        &self.file,
-                        s.offset,
-                        format!("key group {}", s.id),
-                        format!("entry {index}: {m}"),
-                    ));
+        let mut first_error: Option<(usize, FormatError)> = None;
+        for (t, err) in results {
+            if let Some((i, e)) = err {
+                if first_error.as_ref().is_none_or(|(j, _)| i < *j) {
+                    first_error = Some((i, e));
                 }
-                index += 1;
-                state_entries[e.state as usize] += 1;
-                state_raw[e.state as usize] += len as u64;
-                Ok(())
-            })?;
+            }
             report.blocks += t.blocks;
             report.entries += t.entries;
+            for (i, (e, r)) in t.state_entries.iter().zip(&t.state_raw).enumerate() {
+                state_entries[i] += e;
+                state_raw[i] += r;
+            }
+        }
+        if let Some((_, e)) = first_error {
+            return Err(e);
         }
         for (i, st) in self.info.states.iter().enumerate() {
             if st.entries != state_entries[i] || st.raw_bytes != state_raw[i] {
@@ -914,6 +960,46 @@ impl KeyedFileReader {
         }
         Ok(report)
     }
+
+    /// Fully checks one section, adding its counts to `totals`.
+    fn verify_section(
+        &self,
+        s: &Section,
+        dec: &mut BlockDecoder,
+        order: &mut OrderChecker,
+        totals: &mut VerifyTotals,
+    ) -> Result<()> {
+        order.have = false;
+        let mut index = 0u64;
+        let t = self.read_section(s, dec, |e, len| {
+            if let Err(m) = check_entry_shape(&self.states, e).and_then(|()| order.check(e, &self.shapes)) {
+                return Err(FormatError::corrupt(
+                    &self.file,
+                    s.offset,
+                    format!("key group {}", s.id),
+                    format!("entry {index}: {m}"),
+                ));
+            }
+            index += 1;
+            totals.state_entries[e.state as usize] += 1;
+            totals.state_raw[e.state as usize] += len as u64;
+            Ok(())
+        })?;
+        totals.blocks += t.blocks;
+        totals.entries += t.entries;
+        Ok(())
+    }
+}
+
+/// Files smaller than this are verified on the calling thread alone.
+const VERIFY_PARALLEL_MIN_BYTES: u64 = 4 << 20;
+
+/// What one verifying thread counted.
+struct VerifyTotals {
+    blocks: u64,
+    entries: u64,
+    state_entries: Vec<u64>,
+    state_raw: Vec<u64>,
 }
 
 impl KeyedStateView for KeyedFileReader {
@@ -1078,6 +1164,54 @@ mod tests {
             }));
             assert!(r.is_err(), "{threads}: the panic reaches the caller");
             assert!(!storage.exists("f").expect("exists"), "nothing committed");
+        }
+    }
+
+    #[test]
+    fn parallel_verify_reports_what_a_serial_one_does() {
+        let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
+        let entries = (0..3000u32)
+            .map(|i| OwnedEntry {
+                key_group: i % 32,
+                state: 0,
+                key: i.to_be_bytes().to_vec(),
+                namespace: vec![],
+                user_key: None,
+                value: vec![(i % 251) as u8; 30],
+                timestamp: None,
+            })
+            .collect();
+        let view = MemoryView::new(32, KeyGroupRange::all(32), states, entries);
+        let opts = WriteOptions {
+            compression: Compression::Lz4,
+            block_size: 512,
+        };
+        let storage = MemoryStorage::new();
+        let info = write_keyed_file(&view, KeyGroupRange::all(32), &storage, "f", &opts).expect("write");
+        let good = storage.open("f").expect("open").bytes().to_vec();
+        let verify = |bytes: &[u8], threads: usize| {
+            let r = KeyedFileReader::from_blob(Arc::new(bytes.to_vec()), "f".into()).expect("open");
+            r.verify_with(threads).map_err(|e| e.to_string())
+        };
+        let serial = verify(&good, 1).expect("verify");
+        assert_eq!(serial.entries, 3000);
+        for threads in [2, 3, 4, 16] {
+            assert_eq!(verify(&good, threads), Ok(serial));
+        }
+        // Damage a block in key group 7 and one in key group 20: every thread count names
+        // the first.
+        let mut bad = good.clone();
+        for kg in [20usize, 7] {
+            let at = info.key_groups[kg].offset as usize + BLOCK_HEADER_LEN + 3;
+            bad[at] ^= 0x40;
+        }
+        let serial = verify(&bad, 1).expect_err("corrupt");
+        assert!(
+            serial.contains(&format!("offset {}", info.key_groups[7].offset)),
+            "{serial}"
+        );
+        for threads in [2, 3, 4, 16] {
+            assert_eq!(verify(&bad, threads), Err(serial.clone()));
         }
     }
 }
