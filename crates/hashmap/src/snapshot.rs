@@ -34,11 +34,57 @@ impl fmt::Debug for HashMapSnapshot {
     }
 }
 
-/// The slots of one table that pass `keep`, sorted by (key, namespace).
-fn sorted<V>(table: &KgTable<V>, keep: impl Fn(&V) -> bool) -> Vec<&Slot<V>> {
-    let mut slots: Vec<&Slot<V>> = table.iter().filter(|s| keep(&s.value)).collect();
-    slots.sort_unstable_by(|a, b| a.key().cmp(b.key()).then_with(|| a.namespace().cmp(b.namespace())));
+/// The slots of one table that pass `keep`, sorted by (key, namespace), each with its
+/// [`key_prefix`].
+///
+/// The sort compares the prefixes as integers first, so it touches the slots (and calls
+/// `memcmp`) only for keys that share their first eight bytes; comparing slot bytes for
+/// every pair was most of the cost of a visit.
+fn sorted<V>(table: &KgTable<V>, keep: impl Fn(&V) -> bool) -> Vec<(u64, &Slot<V>)> {
+    let mut slots: Vec<(u64, &Slot<V>)> = table
+        .iter()
+        .filter(|s| keep(&s.value))
+        .map(|s| (key_prefix(s.key()), s))
+        .collect();
+    slots.sort_unstable_by(|(pa, a), (pb, b)| {
+        pa.cmp(pb)
+            .then_with(|| a.key().cmp(b.key()))
+            .then_with(|| a.namespace().cmp(b.namespace()))
+    });
     slots
+}
+
+/// The first eight bytes of `key` as a big-endian integer, zero-padded. If
+/// `key_prefix(a) < key_prefix(b)` then `a < b` (as unsigned bytes): at the first differing
+/// byte either both are key bytes, or the shorter key ended (padding zero) and is a prefix of
+/// the other. Equal prefixes say nothing, so ties compare the keys.
+#[inline]
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let n = key.len().min(8);
+    a[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(a)
+}
+
+/// How many entries ahead [`HashMapSnapshot`]'s visit prefetches values.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Asks the CPU to start loading (up to 512 bytes of) `bytes` into the cache. A visit reads
+/// values in key order, which is random in memory: without this, each value's cache misses
+/// were waited for in turn, and copying values out was most of writing a savepoint.
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..bytes.len().min(512)).step_by(64) {
+        // SAFETY: `_mm_prefetch` is a hint with no architectural effect: it never faults,
+        // whatever the address, and reads nothing into the program. The address is inside
+        // `bytes` anyway, and SSE is part of the x86_64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes[off..].as_ptr().cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 impl HashMapSnapshot {
@@ -104,7 +150,11 @@ impl KeyedStateView for HashMapSnapshot {
             let timestamp = |c: &Cell| desc.ttl.map(|_| c.ts);
             match tables {
                 Tables::Single(t) => {
-                    for slot in sorted(&t[idx], |c| ttl.live(c.ts)) {
+                    let slots = sorted(&t[idx], |c| ttl.live(c.ts));
+                    for (i, &(_, slot)) in slots.iter().enumerate() {
+                        if let Some(&(_, ahead)) = slots.get(i + PREFETCH_AHEAD) {
+                            prefetch(ahead.value.bytes.as_slice());
+                        }
                         visitor(&Entry {
                             state,
                             key: slot.key(),
@@ -116,7 +166,7 @@ impl KeyedStateView for HashMapSnapshot {
                     }
                 }
                 Tables::List(t) => {
-                    for slot in sorted(&t[idx], |l| l.iter().any(|c| ttl.live(c.ts))) {
+                    for &(_, slot) in &sorted(&t[idx], |l| l.iter().any(|c| ttl.live(c.ts))) {
                         for c in slot.value.iter().filter(|c| ttl.live(c.ts)) {
                             visitor(&Entry {
                                 state,
@@ -130,7 +180,7 @@ impl KeyedStateView for HashMapSnapshot {
                     }
                 }
                 Tables::Map(t) => {
-                    for slot in sorted(&t[idx], |m| m.values().any(|c| ttl.live(c.ts))) {
+                    for &(_, slot) in &sorted(&t[idx], |m| m.values().any(|c| ttl.live(c.ts))) {
                         for (user_key, c) in slot.value.iter().filter(|(_, c)| ttl.live(c.ts)) {
                             visitor(&Entry {
                                 state,
@@ -146,5 +196,41 @@ impl KeyedStateView for HashMapSnapshot {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_prefix;
+
+    #[test]
+    fn key_prefix_order_agrees_with_byte_order() {
+        let keys: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            vec![0; 8],
+            vec![0; 9],
+            vec![0, 0, 0, 0, 0, 0, 0, 0, 1],
+            vec![0, 1],
+            vec![1],
+            vec![1, 0],
+            vec![0x7f; 8],
+            vec![0x80],
+            vec![0xff; 7],
+            vec![0xff; 8],
+            vec![0xff; 12],
+            b"user-0001".to_vec(),
+            b"user-0002".to_vec(),
+            b"user-01".to_vec(),
+        ];
+        for a in &keys {
+            for b in &keys {
+                let (pa, pb) = (key_prefix(a), key_prefix(b));
+                if pa != pb {
+                    assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
+                }
+            }
+        }
     }
 }
