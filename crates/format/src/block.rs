@@ -71,7 +71,10 @@ fn codec_name(code: u8) -> &'static str {
 pub(crate) struct BlockEncoder {
     compression: Compression,
     zstd: Option<zstd::bulk::Compressor<'static>>,
+    /// Compressed bytes are `scratch[..scratch_len]`. The buffer keeps its length between
+    /// blocks, so LZ4 (which needs an initialized output) does not zero it for every block.
     scratch: Vec<u8>,
+    scratch_len: usize,
 }
 
 /// An encoded block: its header and the stored bytes to write after it.
@@ -93,6 +96,7 @@ impl BlockEncoder {
             compression,
             zstd,
             scratch: Vec::new(),
+            scratch_len: 0,
         })
     }
 
@@ -114,8 +118,9 @@ impl BlockEncoder {
                     self.scratch.clear();
                     self.scratch.reserve(zstd::zstd_safe::compress_bound(raw.len()));
                     ok = z.compress_to_buffer(raw, &mut self.scratch).is_ok() && self.scratch.len() < raw.len();
+                    self.scratch_len = self.scratch.len();
                 }
-                if ok && !within_expansion(self.scratch.len() as u64, raw.len() as u64) {
+                if ok && !within_expansion(self.scratch_len as u64, raw.len() as u64) {
                     // Too compressible for the readers' expansion bound: LZ4 always fits it.
                     if self.lz4(raw) {
                         codec = CODEC_LZ4;
@@ -125,7 +130,11 @@ impl BlockEncoder {
                 }
             }
         }
-        let payload: &[u8] = if codec == CODEC_NONE { raw } else { &self.scratch };
+        let payload: &[u8] = if codec == CODEC_NONE {
+            raw
+        } else {
+            &self.scratch[..self.scratch_len]
+        };
         let mut header = [0u8; BLOCK_HEADER_LEN];
         header[0..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         header[4..8].copy_from_slice(&raw_len.to_le_bytes());
@@ -140,9 +149,10 @@ impl BlockEncoder {
     }
 
     /// Like [`BlockEncoder::encode`], but hands the stored bytes over instead of lending them:
-    /// when the block is compressed, `spare` is swapped with the internal buffer and holds
-    /// the stored bytes on return (`true`); otherwise the stored bytes are `raw` itself
-    /// (`false`) and `spare` is untouched.
+    /// when the block is compressed, `spare` is swapped with the internal buffer and its
+    /// first `stored_len` bytes (the header's first field) are the stored bytes on return
+    /// (`true`); otherwise the stored bytes are `raw` itself (`false`) and `spare` is
+    /// untouched. `spare` may hold anything: it becomes the next output buffer.
     pub(crate) fn encode_detached(
         &mut self,
         raw: &[u8],
@@ -167,7 +177,7 @@ impl BlockEncoder {
         }
         match lz4_flex::block::compress_into(raw, &mut self.scratch[..max]) {
             Ok(n) if n < raw.len() => {
-                self.scratch.truncate(n);
+                self.scratch_len = n;
                 true
             }
             _ => false,

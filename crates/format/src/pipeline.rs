@@ -33,10 +33,11 @@ impl BlockSink for ContainerWriter {
     }
 }
 
-/// A block encoded by an encoder thread.
+/// A block encoded by an encoder thread: its stored bytes are `stored[..stored_len]`.
 struct Block {
     header: [u8; BLOCK_HEADER_LEN],
     stored: Vec<u8>,
+    stored_len: usize,
     raw_len: usize,
     entries: u32,
 }
@@ -75,7 +76,8 @@ struct ThreadSink<'a> {
 }
 
 impl ThreadSink<'_> {
-    /// An empty buffer: a returned one, a new one while under the bound, else wait for one.
+    /// A buffer (its content is garbage): a returned one, a new one while under the bound,
+    /// else wait for one.
     fn buffer(&mut self) -> Result<Vec<u8>> {
         match self.free.try_recv() {
             Ok(b) => return Ok(b),
@@ -98,16 +100,19 @@ impl BlockSink for ThreadSink<'_> {
         let mut spare = self.buffer()?;
         let (header, compressed) = self.enc.encode_detached(raw, kg, entries, &mut spare)?;
         let raw_len = raw.len();
-        let stored = if compressed {
+        let (stored, stored_len) = if compressed {
             raw.clear();
-            spare
+            let stored_len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+            (spare, stored_len)
         } else {
-            std::mem::replace(raw, spare)
+            spare.clear();
+            (std::mem::replace(raw, spare), raw_len)
         };
         self.tx
             .send(Msg::Block(Block {
                 header,
                 stored,
+                stored_len,
                 raw_len,
                 entries,
             }))
@@ -131,11 +136,10 @@ impl Batch {
         let mut slices = Vec::with_capacity(2 * self.blocks.len());
         for (_, b) in &self.blocks {
             slices.push(IoSlice::new(&b.header));
-            slices.push(IoSlice::new(&b.stored));
+            slices.push(IoSlice::new(&b.stored[..b.stored_len]));
         }
         let r = cw.write_all_vectored(&mut slices);
-        for (owner, mut b) in self.blocks.drain(..) {
-            b.stored.clear();
+        for (owner, b) in self.blocks.drain(..) {
             let _ = free[owner].send(b.stored);
         }
         self.bytes = 0;
@@ -272,11 +276,11 @@ pub(crate) fn encode_parallel<S: Send>(
                             cw.begin_section(kg);
                             opened = true;
                         }
-                        if let Err(e) = cw.add_block(b.stored.len(), b.raw_len, b.entries) {
+                        if let Err(e) = cw.add_block(b.stored_len, b.raw_len, b.entries) {
                             result = Err(e);
                             break 'kgs;
                         }
-                        batch.bytes += BLOCK_HEADER_LEN + b.stored.len();
+                        batch.bytes += BLOCK_HEADER_LEN + b.stored_len;
                         batch.blocks.push((t, b));
                         if batch.bytes >= BATCH_BYTES || batch.blocks.len() >= BATCH_BLOCKS {
                             if let Err(e) = batch.flush(cw, &free_tx) {
