@@ -273,13 +273,31 @@ struct RecordWriter {
     block_size: usize,
     block_entries: u32,
     block_has_prev: bool,
+    /// The previous entry of the key group, for the order check and the same-prefix tag:
+    /// its state, and where its key, namespace and user key are. While its block is being
+    /// filled they are ranges of `raw` (nothing is copied per entry); when the block is
+    /// handed on they are copied into the `prev_*_buf`s.
     have_prev: bool,
     prev_state: u32,
-    prev_key: Vec<u8>,
-    prev_ns: Vec<u8>,
-    prev_uk: Vec<u8>,
+    prev_in_raw: bool,
+    prev_key: (usize, usize),
+    prev_ns: (usize, usize),
+    prev_uk: (usize, usize),
+    prev_key_buf: Vec<u8>,
+    prev_ns_buf: Vec<u8>,
+    prev_uk_buf: Vec<u8>,
     state_entries: Vec<u64>,
     state_raw: Vec<u64>,
+}
+
+/// The bytes of one part of the previous entry (see [`RecordWriter`]).
+#[inline(always)]
+fn prev_part<'a>(raw: &'a [u8], in_raw: bool, at: (usize, usize), buf: &'a [u8]) -> &'a [u8] {
+    if in_raw {
+        &raw[at.0..at.1]
+    } else {
+        buf
+    }
 }
 
 impl RecordWriter {
@@ -292,9 +310,13 @@ impl RecordWriter {
             block_has_prev: false,
             have_prev: false,
             prev_state: 0,
-            prev_key: Vec::new(),
-            prev_ns: Vec::new(),
-            prev_uk: Vec::new(),
+            prev_in_raw: false,
+            prev_key: (0, 0),
+            prev_ns: (0, 0),
+            prev_uk: (0, 0),
+            prev_key_buf: Vec::new(),
+            prev_ns_buf: Vec::new(),
+            prev_uk_buf: Vec::new(),
             state_entries: vec![0; states],
             state_raw: vec![0; states],
         }
@@ -322,18 +344,20 @@ impl RecordWriter {
         }
         let mut same_prefix = false;
         if self.have_prev {
+            let prev_key = prev_part(&self.raw, self.prev_in_raw, self.prev_key, &self.prev_key_buf);
+            let prev_ns = prev_part(&self.raw, self.prev_in_raw, self.prev_ns, &self.prev_ns_buf);
             let ord = e
                 .state
                 .cmp(&self.prev_state)
-                .then_with(|| cmp_bytes(e.key, &self.prev_key))
-                .then_with(|| cmp_bytes(e.namespace, &self.prev_ns));
+                .then_with(|| cmp_bytes(e.key, prev_key))
+                .then_with(|| cmp_bytes(e.namespace, prev_ns));
             match ord {
                 Ordering::Less => {
                     return Err(self.bad(
                         kg,
                         format!(
                             "entries out of canonical order (state {} key {:02x?} after state {} key {:02x?})",
-                            e.state, e.key, self.prev_state, self.prev_key
+                            e.state, e.key, self.prev_state, prev_key
                         ),
                     ))
                 }
@@ -341,7 +365,8 @@ impl RecordWriter {
                 Ordering::Equal => {
                     same_prefix = true;
                     let dup = if shape.is_map {
-                        cmp_bytes(e.user_key.unwrap_or_default(), &self.prev_uk) != Ordering::Greater
+                        let prev_uk = prev_part(&self.raw, self.prev_in_raw, self.prev_uk, &self.prev_uk_buf);
+                        cmp_bytes(e.user_key.unwrap_or_default(), prev_uk) != Ordering::Greater
                     } else {
                         !shape.is_list
                     };
@@ -357,33 +382,30 @@ impl RecordWriter {
                 }
             }
         }
-        if !same_prefix {
-            self.prev_state = e.state;
-            self.prev_key.clear();
-            self.prev_key.extend_from_slice(e.key);
-            self.prev_ns.clear();
-            self.prev_ns.extend_from_slice(e.namespace);
-            self.have_prev = true;
-        }
-        if let Some(uk) = e.user_key {
-            self.prev_uk.clear();
-            self.prev_uk.extend_from_slice(uk);
-        }
         let start = self.raw.len();
         let raw = &mut self.raw;
         if same_prefix && self.block_has_prev {
+            // The previous entry's key and namespace are in this block.
             raw.push(REC_SAME_PREFIX);
         } else {
             raw.push(0);
             put_len(raw, e.state as usize);
             put_len(raw, e.key.len());
+            let k = raw.len();
             raw.extend_from_slice(e.key);
             put_len(raw, e.namespace.len());
+            let n = raw.len();
             raw.extend_from_slice(e.namespace);
+            self.prev_key = (k, k + e.key.len());
+            self.prev_ns = (n, n + e.namespace.len());
         }
         if let Some(uk) = e.user_key {
             put_len(raw, uk.len());
+            let u = raw.len();
             raw.extend_from_slice(uk);
+            self.prev_uk = (u, u + uk.len());
+        } else {
+            self.prev_uk = (start, start);
         }
         put_len(raw, e.value.len());
         raw.extend_from_slice(e.value);
@@ -391,6 +413,9 @@ impl RecordWriter {
             raw.extend_from_slice(&ts.to_le_bytes());
         }
         let len = (raw.len() - start) as u64;
+        self.have_prev = true;
+        self.prev_state = e.state;
+        self.prev_in_raw = true;
         self.block_has_prev = true;
         self.block_entries += 1;
         self.state_entries[e.state as usize] += 1;
@@ -401,8 +426,21 @@ impl RecordWriter {
         Ok(())
     }
 
+    /// Hands the block on (if it has records), keeping a copy of what the next entry of the
+    /// key group is compared with.
     fn flush(&mut self, sink: &mut dyn BlockSink, kg: u32) -> Result<()> {
         if self.block_entries > 0 {
+            if self.have_prev && self.prev_in_raw {
+                for (at, buf) in [
+                    (self.prev_key, &mut self.prev_key_buf),
+                    (self.prev_ns, &mut self.prev_ns_buf),
+                    (self.prev_uk, &mut self.prev_uk_buf),
+                ] {
+                    buf.clear();
+                    buf.extend_from_slice(&self.raw[at.0..at.1]);
+                }
+                self.prev_in_raw = false;
+            }
             sink.block(kg, &mut self.raw, self.block_entries)?;
             self.block_entries = 0;
             self.block_has_prev = false;
@@ -412,9 +450,8 @@ impl RecordWriter {
 
     /// Closes the key group: writes its last block and forgets its entries.
     fn end_key_group(&mut self, sink: &mut dyn BlockSink, kg: u32) -> Result<()> {
-        self.flush(sink, kg)?;
         self.have_prev = false;
-        Ok(())
+        self.flush(sink, kg)
     }
 }
 
@@ -1212,6 +1249,108 @@ mod tests {
         );
         for threads in [2, 3, 4, 16] {
             assert_eq!(verify(&bad, threads), Err(serial.clone()));
+        }
+    }
+
+    /// A view of one key group yielding the entries exactly as listed.
+    struct Listed(Vec<StateDescriptor>, Vec<OwnedEntry>);
+
+    impl KeyedStateView for Listed {
+        fn max_parallelism(&self) -> u32 {
+            1
+        }
+        fn key_group_range(&self) -> KeyGroupRange {
+            KeyGroupRange::all(1)
+        }
+        fn states(&self) -> &[StateDescriptor] {
+            &self.0
+        }
+        fn visit_key_group(&self, _: u32, visitor: &mut EntryVisitor<'_>) -> std::result::Result<(), StateError> {
+            self.1.iter().try_for_each(|e| visitor(&e.as_entry()))
+        }
+    }
+
+    #[test]
+    fn order_checks_hold_across_block_boundaries() {
+        let states = vec![
+            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateDescriptor::map("m", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes),
+        ];
+        let e = |state: u32, key: &[u8], ns: &[u8], uk: Option<&[u8]>| OwnedEntry {
+            key_group: 0,
+            state,
+            key: key.to_vec(),
+            namespace: ns.to_vec(),
+            user_key: uk.map(<[u8]>::to_vec),
+            value: b"value".to_vec(),
+            timestamp: None,
+        };
+        let good = vec![
+            e(0, b"a", b"", None),
+            e(0, b"a", b"n", None),
+            e(0, b"ab", b"", None),
+            e(1, b"a", b"", None),
+            e(1, b"a", b"", None),
+            e(1, b"a", b"", None),
+            e(1, b"b", b"x", None),
+            e(2, b"a", b"", Some(b"1")),
+            e(2, b"a", b"", Some(b"2")),
+            e(2, b"a", b"", Some(b"3")),
+            e(2, b"c", b"", Some(b"1")),
+        ];
+        // Each bad list is `good` with one entry changed; the writer must notice wherever
+        // the block boundaries fall.
+        let mut bad = Vec::new();
+        for (i, (state, key, ns, uk)) in [
+            (0u32, &b"a"[..], &b""[..], None),
+            (0, b"a", b"", None),
+            (0, b"z", b"", None),
+            (2, b"a", b"", Some(&b"2"[..])),
+            (2, b"a", b"", Some(&b"0"[..])),
+            (2, b"a", b"", Some(&b"1"[..])),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let at = [1, 2, 5, 9, 8, 10][i];
+            let mut v = good.clone();
+            v[at] = e(state, key, ns, uk);
+            bad.push(v);
+        }
+        for threads in [0, 2] {
+            for block_size in [1, 2, 3, 16, 1 << 16] {
+                let opts = WriteOptions {
+                    compression: Compression::None,
+                    block_size,
+                };
+                let storage = MemoryStorage::new();
+                let view = Listed(states.clone(), good.clone());
+                let info = write_keyed_file_with(&view, KeyGroupRange::all(1), &storage, "f", &opts, threads)
+                    .expect("in order");
+                let r = KeyedFileReader::open(&storage, "f", Some(info.file.size)).expect("open");
+                r.verify().expect("verify");
+                let mut back = Vec::new();
+                r.visit_key_group(0, &mut |x| {
+                    back.push(OwnedEntry {
+                        key_group: 0,
+                        state: x.state,
+                        key: x.key.to_vec(),
+                        namespace: x.namespace.to_vec(),
+                        user_key: x.user_key.map(<[u8]>::to_vec),
+                        value: x.value.to_vec(),
+                        timestamp: x.timestamp,
+                    });
+                    Ok(())
+                })
+                .expect("visit");
+                assert_eq!(back, good, "block size {block_size}");
+                for (i, entries) in bad.iter().enumerate() {
+                    let view = Listed(states.clone(), entries.clone());
+                    let r = write_keyed_file_with(&view, KeyGroupRange::all(1), &storage, "g", &opts, threads);
+                    assert!(r.is_err(), "bad list {i}, block size {block_size}, {threads} threads");
+                }
+            }
         }
     }
 }
