@@ -37,6 +37,7 @@ fn child(dir: &str) {
             bs[o].put(handles[o], &k, &[], &value_for(id, key)).expect("put");
         }
         let writer = store.begin(id).expect("begin");
+        println!("begin {id}");
         writer.register_operator("counter", P, MAX_P).expect("register");
         for (i, b) in bs.iter_mut().enumerate() {
             let view = b.snapshot(id).expect("snapshot");
@@ -73,19 +74,26 @@ fn killed_writer_leaves_previous_checkpoint_intact() {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn child");
-        // Wait until the child completed at least one checkpoint in this round, then kill
-        // it at a random moment while it writes the next ones.
+        // Wait until the child completed at least one checkpoint in this round and started
+        // the next one, then kill it a few milliseconds into writing that checkpoint (or, in
+        // some rounds, at a random later moment).
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let deadline = Instant::now() + Duration::from_secs(120);
+        let mut completed = false;
         loop {
             let line = lines.next().expect("child exited early").expect("read line");
-            if line.starts_with("completed") {
+            completed |= line.starts_with("completed");
+            if completed && line.starts_with("begin") {
                 break;
             }
             assert!(Instant::now() < deadline, "child made no progress");
         }
-        let delay = rand::random::<u64>() % 400 + 20 * round;
+        let delay = if round % 3 == 2 {
+            rand::random::<u64>() % 300
+        } else {
+            rand::random::<u64>() % 8
+        };
         std::thread::sleep(Duration::from_millis(delay));
         // SAFETY: plain FFI call sending SIGKILL to our own child process.
         let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
