@@ -2,7 +2,7 @@
 
 use crate::bytes::Bytes;
 use crate::snapshot::HashMapSnapshot;
-use crate::table::{hash_key_ns, KgTable, Slot};
+use crate::table::{key_hash, KgTable, Probe, Slot};
 use statekit_core::keygroup::check_max_parallelism;
 use statekit_core::state::{KeyedStateKind, TtlConfig, TtlUpdateType};
 use statekit_core::stream::check_entry_shape;
@@ -24,7 +24,7 @@ pub(crate) struct Cell {
 
 impl Cell {
     #[inline]
-    fn new(ts: i64, bytes: &[u8]) -> Self {
+    pub(crate) fn new(ts: i64, bytes: &[u8]) -> Self {
         Cell {
             ts,
             bytes: Bytes::new(bytes),
@@ -33,7 +33,7 @@ impl Cell {
 
     /// Overwrites the bytes, reusing the buffer.
     #[inline]
-    fn set(&mut self, ts: i64, bytes: &[u8]) {
+    pub(crate) fn set(&mut self, ts: i64, bytes: &[u8]) {
         self.ts = ts;
         self.bytes.set(bytes);
     }
@@ -139,6 +139,8 @@ impl Ttl {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn wrong_kind(desc: &StateDescriptor, expected: &'static str) -> StateError {
     StateError::WrongKind {
         state: desc.name.clone(),
@@ -153,18 +155,56 @@ const MAP: &str = "a map state";
 const ADDABLE: &str = "a list, reducing or aggregating state";
 const MERGEABLE: &str = "a list, reducing or aggregating state";
 
-/// Removes `(key, namespace)` from the table without copying anything when it is absent.
+#[cold]
+#[inline(never)]
+fn unknown_state(h: StateHandle) -> StateError {
+    StateError::UnknownState(format!("handle {}", h.0))
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_range(key_group: u32, range: KeyGroupRange) -> StateError {
+    StateError::KeyGroupOutOfRange { key_group, range }
+}
+
+/// Removes the probed entry from the table without copying anything when it is absent.
 #[inline]
-fn remove_entry<V: Clone>(t: &mut Arc<KgTable<V>>, hash: u64, key: &[u8], ns: &[u8]) -> Option<V> {
-    t.get(hash, key, ns)?;
-    Arc::make_mut(t).remove(hash, key, ns)
+fn remove_entry<V: Clone>(t: &mut Arc<KgTable<V>>, p: &Probe<'_>) -> Option<V> {
+    t.get(p)?;
+    Arc::make_mut(t).remove(p)
 }
 
 /// Mutable access to an existing entry, copying (shared) structure only when it exists.
 #[inline]
-fn existing_mut<'t, V: Clone>(t: &'t mut Arc<KgTable<V>>, hash: u64, key: &[u8], ns: &[u8]) -> Option<&'t mut V> {
-    t.get(hash, key, ns)?;
-    Arc::make_mut(t).get_mut(hash, key, ns)
+fn existing_mut<'t, V: Clone>(t: &'t mut Arc<KgTable<V>>, p: &Probe<'_>) -> Option<&'t mut V> {
+    t.get(p)?;
+    Arc::make_mut(t).get_mut(p)
+}
+
+/// `a % d` for a fixed `d` with two multiplications instead of a division (Lemire, Kaser
+/// and Kurz, "Faster remainder by direct computation", 2019; exact for all 32-bit `a` and
+/// `d`). The key group of every operation is a remainder by the max parallelism.
+#[derive(Clone, Copy, Debug)]
+struct FastMod {
+    magic: u64,
+    d: u32,
+}
+
+impl FastMod {
+    fn new(d: u32) -> Self {
+        assert!(d > 0, "modulus must be positive");
+        FastMod {
+            // For d = 1 this wraps to 0, and every remainder comes out 0, as it should.
+            magic: (u64::MAX / u64::from(d)).wrapping_add(1),
+            d,
+        }
+    }
+
+    #[inline(always)]
+    fn rem(self, a: u32) -> u32 {
+        let low = self.magic.wrapping_mul(u64::from(a));
+        ((u128::from(low) * u128::from(self.d)) >> 64) as u32
+    }
 }
 
 /// The heap keyed state backend. See the [crate docs](crate) for the design.
@@ -192,7 +232,12 @@ fn existing_mut<'t, V: Clone>(t: &'t mut Arc<KgTable<V>>, hash: u64, key: &[u8],
 /// ```
 pub struct HashMapBackend {
     max_parallelism: u32,
+    /// `key hash % max_parallelism`.
+    key_group_of: FastMod,
     range: KeyGroupRange,
+    /// `range.start()` and `range.len()`, for the per-operation range check.
+    range_start: u32,
+    range_len: u32,
     clock: Arc<dyn Clock>,
     states: Vec<Registered>,
     names: HashMap<String, StateHandle>,
@@ -241,7 +286,10 @@ impl HashMapBackend {
         tracing::debug!(max_parallelism = config.max_parallelism, %range, "new heap keyed state backend");
         Ok(HashMapBackend {
             max_parallelism: config.max_parallelism,
+            key_group_of: FastMod::new(config.max_parallelism),
             range,
+            range_start: range.start(),
+            range_len: range.len(),
             clock: config.clock,
             states: Vec::new(),
             names: HashMap::new(),
@@ -302,18 +350,14 @@ impl HashMapBackend {
     /// True when (key, namespace) holds a visible value, list element or map entry. Does not
     /// refresh TTL timestamps.
     pub fn contains(&self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<bool, StateError> {
-        let st = self.state(state)?;
-        let idx = self.key_group_index(key)?;
+        let (i, idx, kh) = self.locate(state, key)?;
+        let st = &self.states[i];
         let ttl = self.ttl_of(&st.desc);
-        let hash = hash_key_ns(key, namespace);
+        let p = Probe::with_key_hash(key, namespace, kh);
         Ok(match &st.tables {
-            Tables::Single(t) => t[idx].get(hash, key, namespace).is_some_and(|c| ttl.live(c.ts)),
-            Tables::List(t) => t[idx]
-                .get(hash, key, namespace)
-                .is_some_and(|l| l.iter().any(|c| ttl.live(c.ts))),
-            Tables::Map(t) => t[idx]
-                .get(hash, key, namespace)
-                .is_some_and(|m| m.values().any(|c| ttl.live(c.ts))),
+            Tables::Single(t) => t[idx].get(&p).is_some_and(|c| ttl.live(c.ts)),
+            Tables::List(t) => t[idx].get(&p).is_some_and(|l| l.iter().any(|c| ttl.live(c.ts))),
+            Tables::Map(t) => t[idx].get(&p).is_some_and(|m| m.values().any(|c| ttl.live(c.ts))),
         })
     }
 
@@ -352,24 +396,29 @@ impl HashMapBackend {
         )
     }
 
-    #[inline]
-    fn state(&self, h: StateHandle) -> Result<&Registered, StateError> {
-        self.states
-            .get(h.0 as usize)
-            .ok_or_else(|| StateError::UnknownState(format!("handle {}", h.0)))
+    /// Checks the handle and the key's key group: `(state index, table index, key hash)`.
+    /// The key hash is the murmur3 that picks the key group
+    /// ([`key_group_for_key`]); the tables reuse it, so the key is hashed once.
+    #[inline(always)]
+    fn locate(&self, h: StateHandle, key: &[u8]) -> Result<(usize, usize, u32), StateError> {
+        let i = h.0 as usize;
+        if i >= self.states.len() {
+            return Err(unknown_state(h));
+        }
+        let (kh, idx) = self.key_group_index(key)?;
+        Ok((i, idx as usize, kh))
     }
 
-    /// The index of the key's key group in this backend's tables.
-    #[inline]
-    fn key_group_index(&self, key: &[u8]) -> Result<usize, StateError> {
-        let kg = key_group_for_key(key, self.max_parallelism);
-        if !self.range.contains(kg) {
-            return Err(StateError::KeyGroupOutOfRange {
-                key_group: kg,
-                range: self.range,
-            });
+    /// `(key hash, table index)` of a key, or the out-of-range error.
+    #[inline(always)]
+    fn key_group_index(&self, key: &[u8]) -> Result<(u32, u32), StateError> {
+        let kh = key_hash(key);
+        let kg = self.key_group_of.rem(kh);
+        let idx = kg.wrapping_sub(self.range_start);
+        if idx >= self.range_len {
+            return Err(out_of_range(kg, self.range));
         }
-        Ok((kg - self.range.start()) as usize)
+        Ok((kh, idx))
     }
 
     #[inline]
@@ -380,16 +429,13 @@ impl HashMapBackend {
         }
     }
 
-    /// Resolves the handle and the key's key group, and reads the clock for TTL states.
-    #[inline]
-    fn parts(&mut self, h: StateHandle, key: &[u8]) -> Result<(&mut Registered, usize, Ttl), StateError> {
-        let i = h.0 as usize;
-        if i >= self.states.len() {
-            return Err(StateError::UnknownState(format!("handle {i}")));
-        }
-        let idx = self.key_group_index(key)?;
+    /// Resolves the handle and the key's key group, and reads the clock for TTL states:
+    /// `(state, table index, key hash, TTL context)`.
+    #[inline(always)]
+    fn parts(&mut self, h: StateHandle, key: &[u8]) -> Result<(&mut Registered, usize, u32, Ttl), StateError> {
+        let (i, idx, kh) = self.locate(h, key)?;
         let ttl = self.ttl_of(&self.states[i].desc);
-        Ok((&mut self.states[i], idx, ttl))
+        Ok((&mut self.states[i], idx, kh, ttl))
     }
 
     /// Registers a state found in a restored view: existing states are only checked for
@@ -425,28 +471,78 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
             ts
         }
     };
-    let hash = hash_key_ns(e.key, e.namespace);
+    let p = Probe::new(e.key, e.namespace);
     match &mut st.tables {
         Tables::Single(t) => {
-            let (cell, created) =
-                Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, e.key, e.namespace, || Cell::new(ts, e.value));
+            let (cell, created) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, e.value));
             if !created {
                 cell.set(ts, e.value);
             }
         }
         Tables::List(t) => {
-            let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, e.key, e.namespace, Vec::new);
+            let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
             list.push(Cell::new(ts, e.value));
         }
         Tables::Map(t) => {
             let user_key = e
                 .user_key
                 .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
-            let (map, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, e.key, e.namespace, BTreeMap::new);
+            let (map, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, BTreeMap::new);
             map.insert(Bytes::new(user_key), Cell::new(ts, e.value));
         }
     }
     Ok(())
+}
+
+/// `get` on a TTL state: expired values are invisible and removed; `OnReadAndWrite`
+/// re-stamps what it returns.
+#[inline(never)]
+fn get_ttl(t: &mut Arc<KgTable<Cell>>, p: &Probe<'_>, ttl: Ttl, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    let Some(cell) = t.get(p) else {
+        return false;
+    };
+    if !ttl.live(cell.ts) {
+        remove_entry(t, p);
+        return false;
+    }
+    cell.bytes.copy_to(out);
+    if ttl.refresh_on_read() && cell.ts != ttl.now {
+        if let Some(cell) = existing_mut(t, p) {
+            cell.ts = ttl.now;
+        }
+    }
+    true
+}
+
+/// `map_get` on a TTL state (see [`get_ttl`]); a map left empty is removed.
+#[inline(never)]
+fn map_get_ttl(t: &mut Arc<KgTable<MapValue>>, p: &Probe<'_>, user_key: &[u8], ttl: Ttl, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    let Some(cell) = t.get(p).and_then(|m| m.get(user_key)) else {
+        return false;
+    };
+    let live = ttl.live(cell.ts);
+    if live {
+        cell.bytes.copy_to(out);
+        if !(ttl.refresh_on_read() && cell.ts != ttl.now) {
+            return true;
+        }
+    }
+    let Some(map) = existing_mut(t, p) else {
+        return live;
+    };
+    if live {
+        if let Some(cell) = map.get_mut(user_key) {
+            cell.ts = ttl.now;
+        }
+    } else {
+        map.remove(user_key);
+        if map.is_empty() {
+            remove_entry(t, p);
+        }
+    }
+    live
 }
 
 impl KeyedStateBackend for HashMapBackend {
@@ -500,52 +596,50 @@ impl KeyedStateBackend for HashMapBackend {
         self.states.iter().map(|s| s.desc.clone()).collect()
     }
 
+    #[inline]
     fn get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError> {
         out.clear();
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (i, idx, kh) = self.locate(state, key)?;
+        let st = &mut self.states[i];
         let Tables::Single(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, SINGLE));
         };
-        let t = &mut tables[idx];
-        let hash = hash_key_ns(key, namespace);
-        let Some(cell) = t.get(hash, key, namespace) else {
-            return Ok(false);
-        };
-        if ttl.cfg.is_none() {
-            out.extend_from_slice(cell.bytes.as_slice());
-            return Ok(true);
+        let p = Probe::with_key_hash(key, namespace, kh);
+        if let Some(cfg) = st.desc.ttl {
+            let ttl = Ttl {
+                cfg: Some(cfg),
+                now: self.clock.now_ms(),
+            };
+            return Ok(get_ttl(&mut tables[idx], &p, ttl, out));
         }
-        if !ttl.live(cell.ts) {
-            remove_entry(t, hash, key, namespace);
-            return Ok(false);
-        }
-        out.extend_from_slice(cell.bytes.as_slice());
-        if ttl.refresh_on_read() && cell.ts != ttl.now {
-            if let Some(cell) = existing_mut(t, hash, key, namespace) {
-                cell.ts = ttl.now;
+        match tables[idx].get(&p) {
+            Some(cell) => {
+                cell.bytes.copy_to(out);
+                Ok(true)
             }
+            None => Ok(false),
         }
-        Ok(true)
     }
 
+    #[inline]
     fn put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Single(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, SINGLE));
         };
-        let hash = hash_key_ns(key, namespace);
+        let p = Probe::with_key_hash(key, namespace, kh);
         let ts = ttl.stamp();
-        let (cell, created) =
-            Arc::make_mut(&mut tables[idx]).get_or_insert_with(hash, key, namespace, || Cell::new(ts, value));
+        let (cell, created) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
         if !created {
             cell.set(ts, value);
         }
         Ok(())
     }
 
+    #[inline]
     fn add(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
-        let hash = hash_key_ns(key, namespace);
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
+        let p = Probe::with_key_hash(key, namespace, kh);
         let ts = ttl.stamp();
         let Registered {
             desc,
@@ -554,7 +648,7 @@ impl KeyedStateBackend for HashMapBackend {
         } = st;
         match (desc.kind, tables) {
             (KeyedStateKind::List, Tables::List(t)) => {
-                let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, key, namespace, Vec::new);
+                let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
                 if ttl.cfg.is_some() {
                     list.retain(|c| ttl.live(c.ts));
                 }
@@ -564,8 +658,7 @@ impl KeyedStateBackend for HashMapBackend {
                 let StateFunctions::Reduce(reduce) = functions else {
                     return Err(StateError::MissingFunction(desc.name.clone()));
                 };
-                let (cell, created) =
-                    Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, key, namespace, || Cell::new(ts, value));
+                let (cell, created) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
                 if !created {
                     if ttl.live(cell.ts) {
                         let reduced = reduce(cell.bytes.as_slice(), value);
@@ -580,8 +673,7 @@ impl KeyedStateBackend for HashMapBackend {
                 let StateFunctions::Aggregate(agg) = functions else {
                     return Err(StateError::MissingFunction(desc.name.clone()));
                 };
-                let (cell, created) =
-                    Arc::make_mut(&mut t[idx]).get_or_insert_with(hash, key, namespace, || Cell::new(ts, &[]));
+                let (cell, created) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, &[]));
                 let acc = (!created && ttl.live(cell.ts)).then_some(cell.bytes.as_slice());
                 let acc = (agg.add)(acc, value);
                 cell.bytes = Bytes::from_vec(acc);
@@ -593,17 +685,17 @@ impl KeyedStateBackend for HashMapBackend {
     }
 
     fn clear(&mut self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<(), StateError> {
-        let (st, idx, _) = self.parts(state, key)?;
-        let hash = hash_key_ns(key, namespace);
+        let (st, idx, kh, _) = self.parts(state, key)?;
+        let p = Probe::with_key_hash(key, namespace, kh);
         match &mut st.tables {
             Tables::Single(t) => {
-                remove_entry(&mut t[idx], hash, key, namespace);
+                remove_entry(&mut t[idx], &p);
             }
             Tables::List(t) => {
-                remove_entry(&mut t[idx], hash, key, namespace);
+                remove_entry(&mut t[idx], &p);
             }
             Tables::Map(t) => {
-                remove_entry(&mut t[idx], hash, key, namespace);
+                remove_entry(&mut t[idx], &p);
             }
         }
         Ok(())
@@ -616,13 +708,13 @@ impl KeyedStateBackend for HashMapBackend {
         namespace: &[u8],
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<usize, StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::List(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, LIST));
         };
         let t = &mut tables[idx];
-        let hash = hash_key_ns(key, namespace);
-        let Some(list) = t.get(hash, key, namespace) else {
+        let p = Probe::with_key_hash(key, namespace, kh);
+        let Some(list) = t.get(&p) else {
             return Ok(0);
         };
         if ttl.cfg.is_none() {
@@ -644,8 +736,8 @@ impl KeyedStateBackend for HashMapBackend {
         }
         if stale {
             if visible == 0 {
-                remove_entry(t, hash, key, namespace);
-            } else if let Some(list) = existing_mut(t, hash, key, namespace) {
+                remove_entry(t, &p);
+            } else if let Some(list) = existing_mut(t, &p) {
                 list.retain(|c| ttl.live(c.ts));
                 if ttl.refresh_on_read() {
                     list.iter_mut().for_each(|c| c.ts = ttl.now);
@@ -662,17 +754,17 @@ impl KeyedStateBackend for HashMapBackend {
         namespace: &[u8],
         elements: &[&[u8]],
     ) -> Result<(), StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::List(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, LIST));
         };
-        let hash = hash_key_ns(key, namespace);
+        let p = Probe::with_key_hash(key, namespace, kh);
         if elements.is_empty() {
-            remove_entry(&mut tables[idx], hash, key, namespace);
+            remove_entry(&mut tables[idx], &p);
             return Ok(());
         }
         let ts = ttl.stamp();
-        let (list, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(hash, key, namespace, Vec::new);
+        let (list, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, Vec::new);
         list.truncate(elements.len());
         for (i, e) in elements.iter().enumerate() {
             match list.get_mut(i) {
@@ -683,6 +775,7 @@ impl KeyedStateBackend for HashMapBackend {
         Ok(())
     }
 
+    #[inline]
     fn map_get(
         &mut self,
         state: StateHandle,
@@ -692,42 +785,29 @@ impl KeyedStateBackend for HashMapBackend {
         out: &mut Vec<u8>,
     ) -> Result<bool, StateError> {
         out.clear();
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (i, idx, kh) = self.locate(state, key)?;
+        let st = &mut self.states[i];
         let Tables::Map(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, MAP));
         };
-        let t = &mut tables[idx];
-        let hash = hash_key_ns(key, namespace);
-        let Some(cell) = t.get(hash, key, namespace).and_then(|m| m.get(user_key)) else {
-            return Ok(false);
-        };
-        if ttl.cfg.is_none() {
-            out.extend_from_slice(cell.bytes.as_slice());
-            return Ok(true);
+        let p = Probe::with_key_hash(key, namespace, kh);
+        if let Some(cfg) = st.desc.ttl {
+            let ttl = Ttl {
+                cfg: Some(cfg),
+                now: self.clock.now_ms(),
+            };
+            return Ok(map_get_ttl(&mut tables[idx], &p, user_key, ttl, out));
         }
-        let live = ttl.live(cell.ts);
-        if live {
-            out.extend_from_slice(cell.bytes.as_slice());
-            if !(ttl.refresh_on_read() && cell.ts != ttl.now) {
-                return Ok(true);
+        match tables[idx].get(&p).and_then(|m| m.get(user_key)) {
+            Some(cell) => {
+                cell.bytes.copy_to(out);
+                Ok(true)
             }
+            None => Ok(false),
         }
-        let Some(map) = existing_mut(t, hash, key, namespace) else {
-            return Ok(live);
-        };
-        if live {
-            if let Some(cell) = map.get_mut(user_key) {
-                cell.ts = ttl.now;
-            }
-        } else {
-            map.remove(user_key);
-            if map.is_empty() {
-                remove_entry(t, hash, key, namespace);
-            }
-        }
-        Ok(live)
     }
 
+    #[inline]
     fn map_put(
         &mut self,
         state: StateHandle,
@@ -736,13 +816,13 @@ impl KeyedStateBackend for HashMapBackend {
         user_key: &[u8],
         value: &[u8],
     ) -> Result<(), StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Map(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, MAP));
         };
-        let hash = hash_key_ns(key, namespace);
+        let p = Probe::with_key_hash(key, namespace, kh);
+        let (map, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, BTreeMap::new);
         let ts = ttl.stamp();
-        let (map, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(hash, key, namespace, BTreeMap::new);
         match map.get_mut(user_key) {
             Some(cell) => cell.set(ts, value),
             None => {
@@ -759,20 +839,20 @@ impl KeyedStateBackend for HashMapBackend {
         namespace: &[u8],
         user_key: &[u8],
     ) -> Result<bool, StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Map(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, MAP));
         };
         let t = &mut tables[idx];
-        let hash = hash_key_ns(key, namespace);
-        let Some(cell) = t.get(hash, key, namespace).and_then(|m| m.get(user_key)) else {
+        let p = Probe::with_key_hash(key, namespace, kh);
+        let Some(cell) = t.get(&p).and_then(|m| m.get(user_key)) else {
             return Ok(false);
         };
         let live = ttl.live(cell.ts);
-        if let Some(map) = existing_mut(t, hash, key, namespace) {
+        if let Some(map) = existing_mut(t, &p) {
             map.remove(user_key);
             if map.is_empty() {
-                remove_entry(t, hash, key, namespace);
+                remove_entry(t, &p);
             }
         }
         Ok(live)
@@ -785,13 +865,13 @@ impl KeyedStateBackend for HashMapBackend {
         namespace: &[u8],
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<usize, StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Map(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, MAP));
         };
         let t = &mut tables[idx];
-        let hash = hash_key_ns(key, namespace);
-        let Some(map) = t.get(hash, key, namespace) else {
+        let p = Probe::with_key_hash(key, namespace, kh);
+        let Some(map) = t.get(&p) else {
             return Ok(0);
         };
         if ttl.cfg.is_none() {
@@ -813,8 +893,8 @@ impl KeyedStateBackend for HashMapBackend {
         }
         if stale {
             if visible == 0 {
-                remove_entry(t, hash, key, namespace);
-            } else if let Some(map) = existing_mut(t, hash, key, namespace) {
+                remove_entry(t, &p);
+            } else if let Some(map) = existing_mut(t, &p) {
                 map.retain(|_, c| ttl.live(c.ts));
                 if ttl.refresh_on_read() {
                     map.values_mut().for_each(|c| c.ts = ttl.now);
@@ -831,27 +911,27 @@ impl KeyedStateBackend for HashMapBackend {
         target: &[u8],
         sources: &[&[u8]],
     ) -> Result<(), StateError> {
-        let (st, idx, ttl) = self.parts(state, key)?;
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Registered {
             desc,
             functions,
             tables,
         } = st;
         let sources = sources.iter().copied().filter(|s| *s != target);
-        let target_hash = hash_key_ns(key, target);
+        let target = Probe::with_key_hash(key, target, kh);
         match (desc.kind, tables) {
             (KeyedStateKind::List, Tables::List(t)) => {
                 let t = &mut t[idx];
                 let mut moved: Vec<Cell> = Vec::new();
                 for src in sources {
-                    if let Some(list) = remove_entry(t, hash_key_ns(key, src), key, src) {
+                    if let Some(list) = remove_entry(t, &Probe::with_key_hash(key, src, kh)) {
                         moved.extend(list.into_iter().filter(|c| ttl.live(c.ts)));
                     }
                 }
                 if moved.is_empty() {
                     return Ok(());
                 }
-                let (list, _) = Arc::make_mut(t).get_or_insert_with(target_hash, key, target, Vec::new);
+                let (list, _) = Arc::make_mut(t).get_or_insert_with(&target, Vec::new);
                 if ttl.cfg.is_some() {
                     list.retain(|c| ttl.live(c.ts));
                 }
@@ -866,7 +946,7 @@ impl KeyedStateBackend for HashMapBackend {
                 let t = &mut t[idx];
                 let mut merged: Option<Vec<u8>> = None;
                 for src in sources {
-                    if let Some(cell) = remove_entry(t, hash_key_ns(key, src), key, src) {
+                    if let Some(cell) = remove_entry(t, &Probe::with_key_hash(key, src, kh)) {
                         if ttl.live(cell.ts) {
                             merged = Some(match merged {
                                 None => cell.bytes.into_vec(),
@@ -879,7 +959,7 @@ impl KeyedStateBackend for HashMapBackend {
                     return Ok(());
                 };
                 let ts = ttl.stamp();
-                let (cell, created) = Arc::make_mut(t).get_or_insert_with(target_hash, key, target, || Cell {
+                let (cell, created) = Arc::make_mut(t).get_or_insert_with(&target, || Cell {
                     ts,
                     bytes: Bytes::new(&merged),
                 });
@@ -944,5 +1024,43 @@ impl KeyedStateBackend for HashMapBackend {
     fn dispose(&mut self) {
         self.states.clear();
         self.names.clear();
+    }
+}
+
+#[cfg(test)]
+mod fast_mod_tests {
+    use super::FastMod;
+    use statekit_core::{hash::murmur3_x86_32, key_group_for_key};
+
+    #[test]
+    fn fast_mod_is_exact() {
+        let mut x: u32 = 0x9e37_79b9;
+        let edge = [0, 1, 2, 127, 128, 32767, 32768, u32::MAX / 2, u32::MAX - 1, u32::MAX];
+        for d in (1..=32768u32).chain([65535, 1 << 20, u32::MAX - 1, u32::MAX]) {
+            let m = FastMod::new(d);
+            for a in edge {
+                assert_eq!(m.rem(a), a % d, "{a} % {d}");
+            }
+            for _ in 0..64 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                assert_eq!(m.rem(x), x % d, "{x} % {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn key_groups_match_core() {
+        for max_p in [1u32, 7, 128, 300, 32768] {
+            let m = FastMod::new(max_p);
+            for i in 0..2000u32 {
+                let key = format!("key-{i}");
+                assert_eq!(
+                    m.rem(murmur3_x86_32(key.as_bytes(), 0)),
+                    key_group_for_key(key.as_bytes(), max_p)
+                );
+            }
+        }
     }
 }

@@ -12,6 +12,71 @@ use std::ops::Deref;
 /// Longest byte string kept inline (the enum stays 24 bytes, the size of a `Vec`).
 pub(crate) const INLINE: usize = 15;
 
+/// Copies `src` into `dst` (which must have the same length). Lengths up to 32 are done with
+/// at most two overlapping fixed-size moves instead of a `memcpy` call: state keys and values
+/// are mostly that short, and the library call dominated copying them.
+#[inline(always)]
+pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    debug_assert_eq!(dst.len(), n);
+    if n >= 16 {
+        if n <= 32 {
+            dst[..16].copy_from_slice(&src[..16]);
+            dst[n - 16..n].copy_from_slice(&src[n - 16..n]);
+        } else {
+            dst.copy_from_slice(src);
+        }
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..n].copy_from_slice(&src[n - 8..n]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..n].copy_from_slice(&src[n - 4..n]);
+    } else if n > 0 {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
+/// Byte-string equality without a `memcmp` call for lengths up to 32 (user keys, short keys).
+#[inline(always)]
+pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    #[inline(always)]
+    fn word(s: &[u8], at: usize) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_ne_bytes(w)
+    }
+    #[inline(always)]
+    fn half(s: &[u8], at: usize) -> u32 {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&s[at..at + 4]);
+        u32::from_ne_bytes(w)
+    }
+    #[inline(always)]
+    fn wide(s: &[u8], at: usize) -> u128 {
+        let mut w = [0u8; 16];
+        w.copy_from_slice(&s[at..at + 16]);
+        u128::from_ne_bytes(w)
+    }
+    if n > 32 {
+        a == b
+    } else if n >= 16 {
+        (wide(a, 0) ^ wide(b, 0)) | (wide(a, n - 16) ^ wide(b, n - 16)) == 0
+    } else if n >= 8 {
+        (word(a, 0) ^ word(b, 0)) | (word(a, n - 8) ^ word(b, n - 8)) == 0
+    } else if n >= 4 {
+        (half(a, 0) ^ half(b, 0)) | (half(a, n - 4) ^ half(b, n - 4)) == 0
+    } else {
+        n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1])
+    }
+}
+
 /// A byte string: inline up to [`INLINE`] bytes, else a `Vec` whose capacity is reused by
 /// [`Bytes::set`].
 #[derive(Clone)]
@@ -28,7 +93,7 @@ impl Bytes {
     pub(crate) fn new(b: &[u8]) -> Self {
         if b.len() <= INLINE {
             let mut data = [0u8; INLINE];
-            data[..b.len()].copy_from_slice(b);
+            copy_short(&mut data[..b.len()], b);
             Bytes::Inline {
                 len: b.len() as u8,
                 data,
@@ -57,7 +122,7 @@ impl Bytes {
                 v.extend_from_slice(b);
             }
             Bytes::Inline { len, data } if b.len() <= INLINE => {
-                data[..b.len()].copy_from_slice(b);
+                copy_short(&mut data[..b.len()], b);
                 *len = b.len() as u8;
             }
             Bytes::Heap(v) if b.len() > INLINE => {
@@ -74,6 +139,20 @@ impl Bytes {
         match self {
             Bytes::Inline { len, data } => &data[..usize::from(*len)],
             Bytes::Heap(v) => v,
+        }
+    }
+
+    /// Replaces `out`'s content with these bytes. Inline bytes are moved as one fixed-size
+    /// block (no `memcpy` call) and the vector cut to length.
+    #[inline]
+    pub(crate) fn copy_to(&self, out: &mut Vec<u8>) {
+        out.clear();
+        match self {
+            Bytes::Inline { len, data } => {
+                out.extend_from_slice(data);
+                out.truncate(usize::from(*len));
+            }
+            Bytes::Heap(v) => out.extend_from_slice(v),
         }
     }
 
@@ -172,6 +251,29 @@ mod tests {
         assert!(matches!(Bytes::from_vec(vec![1, 2]), Bytes::Inline { .. }));
         assert_eq!(Bytes::new(&long).into_vec(), long);
         assert_eq!(Bytes::new(b"q").into_vec(), b"q");
+    }
+
+    #[test]
+    fn short_copy_and_compare() {
+        let src: Vec<u8> = (1..=40).collect();
+        for n in 0..=40 {
+            let mut dst = vec![0u8; n];
+            copy_short(&mut dst, &src[..n]);
+            assert_eq!(dst, &src[..n]);
+            assert!(bytes_eq(&src[..n], &dst));
+            for i in 0..n {
+                let mut other = dst.clone();
+                other[i] ^= 0x80;
+                assert!(!bytes_eq(&src[..n], &other), "n {n} i {i}");
+            }
+            if n > 0 {
+                assert!(!bytes_eq(&src[..n], &src[..n - 1]));
+            }
+            let mut out = vec![9u8; 3];
+            let b = Bytes::new(&src[..n]);
+            b.copy_to(&mut out);
+            assert_eq!(out, &src[..n]);
+        }
     }
 
     #[test]

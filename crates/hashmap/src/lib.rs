@@ -16,23 +16,26 @@
 //!   [`map_for_each`](statekit_core::KeyedStateBackend::map_for_each) walks user keys in
 //!   ascending order without sorting.
 //!
-//! Lookups hash the borrowed `(key, namespace)` pair with foldhash and compare it against
-//! the stored key bytes in place (hashbrown's `HashTable`), so reads and overwrites of an
-//! existing entry allocate nothing; an overwrite reuses the value's buffer. Short data lives
-//! inside the table slot: `key ‖ namespace` up to 29 bytes, values, list elements and map
-//! user keys up to 15 bytes; longer ones go to the heap.
+//! Every operation hashes its key once: the murmur3 hash that picks the key group (see
+//! [`key_group_for_key`](statekit_core::key_group_for_key)) is also, mixed with the
+//! namespace, the in-table hash. Lookups compare the `(key, namespace)` against the stored
+//! key bytes in place (hashbrown's `HashTable`), so reads and overwrites of an existing entry
+//! allocate nothing; an overwrite reuses the value's buffer. Short data lives inside the
+//! table slot (one 64-byte cache line for value states): `key ‖ namespace` up to 29 bytes,
+//! values, list elements and map user keys up to 15 bytes; longer ones go to the heap.
 //!
 //! ## Copy-on-write snapshots
 //!
 //! Each per-key-group table is itself an *extendible hash table*: a small directory over
-//! *shards* of at most ~1024 entries, every shard behind an [`Arc`](std::sync::Arc), and the
+//! *shards* of at most 896 entries, every shard behind an [`Arc`](std::sync::Arc), and the
 //! per-key-group table behind another `Arc`.
 //!
 //! * [`snapshot`](statekit_core::KeyedStateBackend::snapshot) clones the per-key-group
 //!   `Arc`s: O(#states × #key groups) pointer copies, no entry is touched.
-//! * A later write calls [`Arc::make_mut`](std::sync::Arc::make_mut) on the key-group table
-//!   (copying its directory and shard pointers, once per snapshot) and on the one shard it
-//!   touches (copying ≤ ~1024 entries, once per snapshot). Untouched shards stay shared.
+//! * A later write goes through copy-on-write ([`Arc::make_mut`](std::sync::Arc::make_mut)
+//!   semantics) on the key-group table (copying its directory and shard pointers, once per
+//!   snapshot) and on the one shard it touches (copying ≤ 896 entries, once per snapshot).
+//!   Untouched shards stay shared.
 //! * Once the snapshot view is dropped, the counts fall back to one and writes copy nothing.
 //! * Growth splits one full shard at a time, so no write ever rehashes a whole key group.
 //! * The view ([`HashMapSnapshot`]) sorts each key group's entries into the canonical order

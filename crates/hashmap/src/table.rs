@@ -8,16 +8,24 @@
 //! no single operation ever rehashes or copies more than one shard.
 //!
 //! Cloning a `KgTable` clones the directory and the shard [`Arc`]s only. Mutations go through
-//! [`Arc::make_mut`] on the one shard they touch, so after a snapshot (which holds clones of
-//! these `Arc`s) a write copies at most one shard, and each shard at most once per snapshot.
+//! copy-on-write ([`Arc::make_mut`]) on the one shard they
+//! touch, so after a snapshot (which holds clones of these `Arc`s) a write copies at most one
+//! shard, and each shard at most once per snapshot.
+//!
+//! Operations look entries up with a [`Probe`]: the borrowed key and namespace and the key's
+//! murmur3 hash (the one that picks its key group) spread over 64 bits and mixed with the
+//! namespace.
 
+use crate::bytes::{bytes_eq, copy_short};
 use hashbrown::hash_table::Entry as TableEntry;
 use hashbrown::HashTable;
+use statekit_core::hash::murmur3_x86_32;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-/// Shards hold up to about this many entries before they split.
-pub(crate) const MAX_SHARD_LEN: usize = 1024;
+/// Shards hold up to this many entries before they split: 7/8 of 1024, hashbrown's capacity
+/// at 1024 buckets, so a shard never grows to 2048 buckets just before it splits.
+pub(crate) const MAX_SHARD_LEN: usize = 896;
 
 /// Shards never split beyond this local depth (guards against degenerate hashes; a
 /// directory of `2^MAX_DEPTH` slots is the worst case).
@@ -27,55 +35,98 @@ const MAX_DEPTH: u8 = 20;
 /// bucket and the top 7 bits for its tag, so the middle bits are free.
 const DIR_SHIFT: u32 = 32;
 
-const HASH_SEED: u64 = 0x5eed_57a7_e0b1_0c55;
+const NS_SEED: u64 = 0x5eed_57a7_e0b1_0c55;
 
-/// Hash of a composite `(key, namespace)`, the same for owned and borrowed forms.
+/// The key's murmur3 hash: the one that also picks its key group
+/// ([`statekit_core::key_group_for_key`]), so an operation hashes the key bytes once.
+#[inline]
+pub(crate) fn key_hash(key: &[u8]) -> u32 {
+    murmur3_x86_32(key, 0)
+}
+
+/// The table hash of a composite `(key, namespace)` given the key's [`key_hash`], the same
+/// for owned and borrowed forms. The 32-bit key hash is spread over 64 bits with murmur3's
+/// 64-bit finaliser (the low bits of the key hash alone are the key group's, constant in a
+/// table); a non-empty namespace is folded in with foldhash. Flink's heap backend does the
+/// same: its `CopyOnWriteStateMap` mixes the key's `hashCode` (the one that picks the key
+/// group) with the namespace's.
+#[inline]
+pub(crate) fn table_hash(key_hash: u32, namespace: &[u8]) -> u64 {
+    let ns = if namespace.is_empty() {
+        0
+    } else {
+        let mut h = foldhash::fast::FixedState::with_seed(NS_SEED).build_hasher();
+        h.write(namespace);
+        h.finish()
+    };
+    fmix64(u64::from(key_hash) ^ ns)
+}
+
+/// Hash of a composite `(key, namespace)` from its bytes (tests and rehashing).
 #[inline]
 pub(crate) fn hash_key_ns(key: &[u8], namespace: &[u8]) -> u64 {
-    let mut h = foldhash::fast::FixedState::with_seed(HASH_SEED).build_hasher();
-    h.write(key);
-    h.write_usize(key.len());
-    h.write(namespace);
-    h.finish()
+    table_hash(key_hash(key), namespace)
+}
+
+#[inline(always)]
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
 }
 
 /// Longest `key ‖ namespace` kept inline in a slot.
 const KEY_INLINE: usize = 29;
 
+/// `key ‖ namespace` stored inline.
+#[derive(Clone, Copy, Debug)]
+struct InlineKey {
+    len: u8,
+    key_len: u8,
+    data: [u8; KEY_INLINE],
+}
+
+impl InlineKey {
+    #[inline(always)]
+    fn new(key: &[u8], namespace: &[u8]) -> Option<Self> {
+        let len = key.len() + namespace.len();
+        if len > KEY_INLINE {
+            return None;
+        }
+        let mut data = [0u8; KEY_INLINE];
+        copy_short(&mut data[..key.len()], key);
+        copy_short(&mut data[key.len()..len], namespace);
+        Some(InlineKey {
+            len: len as u8,
+            key_len: key.len() as u8,
+            data,
+        })
+    }
+}
+
 /// The composite key bytes: `key` followed by `namespace`, inline when short.
 #[derive(Clone, Debug)]
 enum KeyBuf {
-    Inline {
-        len: u8,
-        key_len: u8,
-        data: [u8; KEY_INLINE],
-    },
-    Heap {
-        key_len: u32,
-        bytes: Box<[u8]>,
-    },
+    Inline(InlineKey),
+    Heap { key_len: u32, bytes: Box<[u8]> },
 }
 
 impl KeyBuf {
     #[inline]
-    fn new(key: &[u8], namespace: &[u8]) -> Self {
-        let len = key.len() + namespace.len();
-        if len <= KEY_INLINE {
-            let mut data = [0u8; KEY_INLINE];
-            data[..key.len()].copy_from_slice(key);
-            data[key.len()..len].copy_from_slice(namespace);
-            KeyBuf::Inline {
-                len: len as u8,
-                key_len: key.len() as u8,
-                data,
-            }
-        } else {
-            let mut bytes = Vec::with_capacity(len);
-            bytes.extend_from_slice(key);
-            bytes.extend_from_slice(namespace);
-            KeyBuf::Heap {
-                key_len: u32::try_from(key.len()).expect("keys are shorter than 4 GiB"),
-                bytes: bytes.into_boxed_slice(),
+    fn of(p: &Probe<'_>) -> Self {
+        match InlineKey::new(p.key, p.namespace) {
+            Some(k) => KeyBuf::Inline(k),
+            None => {
+                let mut bytes = Vec::with_capacity(p.key.len() + p.namespace.len());
+                bytes.extend_from_slice(p.key);
+                bytes.extend_from_slice(p.namespace);
+                KeyBuf::Heap {
+                    key_len: u32::try_from(p.key.len()).expect("keys are shorter than 4 GiB"),
+                    bytes: bytes.into_boxed_slice(),
+                }
             }
         }
     }
@@ -84,14 +135,45 @@ impl KeyBuf {
     #[inline]
     fn parts(&self) -> (&[u8], &[u8]) {
         match self {
-            KeyBuf::Inline { len, key_len, data } => data[..usize::from(*len)].split_at(usize::from(*key_len)),
+            KeyBuf::Inline(k) => k.data[..usize::from(k.len)].split_at(usize::from(k.key_len)),
             KeyBuf::Heap { key_len, bytes } => bytes.split_at(*key_len as usize),
         }
     }
 }
 
+/// A `(key, namespace)` being looked up: the borrowed bytes and the table hash.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Probe<'a> {
+    key: &'a [u8],
+    namespace: &'a [u8],
+    hash: u64,
+}
+
+impl<'a> Probe<'a> {
+    /// A probe for `(key, namespace)`.
+    #[inline]
+    pub(crate) fn new(key: &'a [u8], namespace: &'a [u8]) -> Self {
+        Self::with_key_hash(key, namespace, key_hash(key))
+    }
+
+    /// A probe for `(key, namespace)` whose [`key_hash`] is already known.
+    #[inline(always)]
+    pub(crate) fn with_key_hash(key: &'a [u8], namespace: &'a [u8], key_hash: u32) -> Self {
+        Probe {
+            key,
+            namespace,
+            hash: table_hash(key_hash, namespace),
+        }
+    }
+}
+
 /// One stored `(key, namespace) → value` pair.
+///
+/// Aligned to a cache line: a value slot is exactly 64 bytes, and with hashbrown's default
+/// 16-byte bucket alignment most slots would straddle two lines (two misses per lookup on a
+/// table larger than the cache).
 #[derive(Clone, Debug)]
+#[repr(align(64))]
 pub(crate) struct Slot<V> {
     key: KeyBuf,
     /// The stored value.
@@ -100,9 +182,9 @@ pub(crate) struct Slot<V> {
 
 impl<V> Slot<V> {
     #[inline]
-    fn new(key: &[u8], namespace: &[u8], value: V) -> Self {
+    fn new(p: &Probe<'_>, value: V) -> Self {
         Slot {
-            key: KeyBuf::new(key, namespace),
+            key: KeyBuf::of(p),
             value,
         }
     }
@@ -119,10 +201,23 @@ impl<V> Slot<V> {
         self.key.parts().1
     }
 
-    #[inline]
-    fn matches(&self, key: &[u8], namespace: &[u8]) -> bool {
-        let (k, n) = self.key.parts();
-        k == key && n == namespace
+    /// True when this slot holds `p`'s key and namespace. Compares with overlapping
+    /// fixed-size loads, no `memcmp` call, and nothing built per lookup.
+    #[inline(always)]
+    fn matches(&self, p: &Probe<'_>) -> bool {
+        match &self.key {
+            KeyBuf::Inline(k) => {
+                let (kl, len) = (usize::from(k.key_len), usize::from(k.len));
+                kl == p.key.len()
+                    && len == kl + p.namespace.len()
+                    && bytes_eq(&k.data[..kl], p.key)
+                    && bytes_eq(&k.data[kl..len], p.namespace)
+            }
+            KeyBuf::Heap { key_len, bytes } => {
+                let (k, n) = bytes.split_at(*key_len as usize);
+                k == p.key && n == p.namespace
+            }
+        }
     }
 
     #[inline]
@@ -203,12 +298,12 @@ impl<V> KgTable<V> {
         &self.shards
     }
 
-    /// Looks up `(key, namespace)` whose hash is `hash`.
+    /// Looks up `p`.
     #[inline]
-    pub(crate) fn get(&self, hash: u64, key: &[u8], namespace: &[u8]) -> Option<&V> {
-        self.shards[self.shard_index(hash)?]
+    pub(crate) fn get(&self, p: &Probe<'_>) -> Option<&V> {
+        self.shards[self.shard_index(p.hash)?]
             .table
-            .find(hash, |s| s.matches(key, namespace))
+            .find(p.hash, |s| s.matches(p))
             .map(|s| &s.value)
     }
 
@@ -222,57 +317,43 @@ impl<V: Clone> KgTable<V> {
     /// Mutable access to an existing value. Copies the shard first if a snapshot shares it,
     /// but only when the entry exists.
     #[inline]
-    pub(crate) fn get_mut(&mut self, hash: u64, key: &[u8], namespace: &[u8]) -> Option<&mut V> {
-        let si = self.shard_index(hash)?;
-        self.shards[si].table.find(hash, |s| s.matches(key, namespace))?;
+    pub(crate) fn get_mut(&mut self, p: &Probe<'_>) -> Option<&mut V> {
+        let si = self.shard_index(p.hash)?;
+        self.shards[si].table.find(p.hash, |s| s.matches(p))?;
         Arc::make_mut(&mut self.shards[si])
             .table
-            .find_mut(hash, |s| s.matches(key, namespace))
+            .find_mut(p.hash, |s| s.matches(p))
             .map(|s| &mut s.value)
     }
 
     /// Mutable access to the value, inserting `make()` first when absent. The returned
     /// flag is true when the entry was created.
     #[inline]
-    pub(crate) fn get_or_insert_with(
-        &mut self,
-        hash: u64,
-        key: &[u8],
-        namespace: &[u8],
-        make: impl FnOnce() -> V,
-    ) -> (&mut V, bool) {
-        let mut si = match self.shard_index(hash) {
+    pub(crate) fn get_or_insert_with(&mut self, p: &Probe<'_>, make: impl FnOnce() -> V) -> (&mut V, bool) {
+        let mut si = match self.shard_index(p.hash) {
             Some(si) => si,
-            None => {
-                self.dir.push(0);
-                self.shards.push(Arc::new(Shard::new(0)));
-                0
-            }
+            None => self.first_shard(),
         };
         if self.shards[si].table.len() >= MAX_SHARD_LEN && self.shards[si].depth < MAX_DEPTH {
             self.split(si);
-            si = self.shard_index(hash).expect("a shard after the split");
+            si = self.shard_index(p.hash).expect("a shard after the split");
         }
         let shard = Arc::make_mut(&mut self.shards[si]);
-        match shard.table.entry(hash, |s| s.matches(key, namespace), Slot::hash) {
+        match shard.table.entry(p.hash, |s| s.matches(p), Slot::hash) {
             TableEntry::Occupied(o) => (&mut o.into_mut().value, false),
             TableEntry::Vacant(v) => {
                 self.len += 1;
-                (&mut v.insert(Slot::new(key, namespace, make())).into_mut().value, true)
+                (&mut v.insert(Slot::new(p, make())).into_mut().value, true)
             }
         }
     }
 
-    /// Removes `(key, namespace)`, returning its value. Shares nothing new when absent.
-    pub(crate) fn remove(&mut self, hash: u64, key: &[u8], namespace: &[u8]) -> Option<V> {
-        let si = self.shard_index(hash)?;
-        self.shards[si].table.find(hash, |s| s.matches(key, namespace))?;
+    /// Removes `p`, returning its value. Shares nothing new when absent.
+    pub(crate) fn remove(&mut self, p: &Probe<'_>) -> Option<V> {
+        let si = self.shard_index(p.hash)?;
+        self.shards[si].table.find(p.hash, |s| s.matches(p))?;
         let shard = Arc::make_mut(&mut self.shards[si]);
-        let (slot, _) = shard
-            .table
-            .find_entry(hash, |s| s.matches(key, namespace))
-            .ok()?
-            .remove();
+        let (slot, _) = shard.table.find_entry(p.hash, |s| s.matches(p)).ok()?.remove();
         self.len -= 1;
         Some(slot.value)
     }
@@ -292,7 +373,19 @@ impl<V: Clone> KgTable<V> {
         self.len = len;
     }
 
+    /// Creates the first shard of an empty table.
+    #[cold]
+    fn first_shard(&mut self) -> usize {
+        self.dir.push(0);
+        self.shards.push(Arc::new(Shard::new(0)));
+        0
+    }
+
     /// Splits shard `si` in two on the next hash bit, doubling the directory if needed.
+    /// Both halves get fresh tables sized for a full shard (no tombstones, no regrowth),
+    /// and each entry is hashed once.
+    #[cold]
+    #[inline(never)]
     fn split(&mut self, si: usize) {
         let depth = self.shards[si].depth;
         if depth == self.global_depth {
@@ -303,12 +396,22 @@ impl<V: Clone> KgTable<V> {
         let bit = 1u64 << depth;
         let old = Arc::make_mut(&mut self.shards[si]);
         old.depth = depth + 1;
-        let mut moved = Shard::new(depth + 1);
-        for slot in old.table.extract_if(|s| (s.hash() >> DIR_SHIFT) & bit != 0) {
-            moved.table.insert_unique(slot.hash(), slot, Slot::hash);
+        let mut stay = HashTable::with_capacity(MAX_SHARD_LEN);
+        let mut moved = HashTable::with_capacity(MAX_SHARD_LEN);
+        for slot in std::mem::take(&mut old.table) {
+            let hash = slot.hash();
+            let side = if (hash >> DIR_SHIFT) & bit != 0 {
+                &mut moved
+            } else {
+                &mut stay
+            };
+            side.insert_unique(hash, slot, Slot::hash);
         }
-        old.table.shrink_to_fit(Slot::hash);
-        self.shards.push(Arc::new(moved));
+        old.table = stay;
+        self.shards.push(Arc::new(Shard {
+            depth: depth + 1,
+            table: moved,
+        }));
         for (j, slot) in self.dir.iter_mut().enumerate() {
             if *slot as usize == si && (j as u64) & bit != 0 {
                 *slot = new_index;
@@ -336,8 +439,7 @@ mod tests {
         let n = 20_000u32;
         for i in 0..n {
             let k = key(i);
-            let h = hash_key_ns(&k, b"ns");
-            let (v, created) = t.get_or_insert_with(h, &k, b"ns", || i);
+            let (v, created) = t.get_or_insert_with(&Probe::new(&k, b"ns"), || i);
             assert!(created);
             assert_eq!(*v, i);
         }
@@ -348,8 +450,8 @@ mod tests {
         }
         for i in 0..n {
             let k = key(i);
-            assert_eq!(t.get(hash_key_ns(&k, b"ns"), &k, b"ns"), Some(&i));
-            assert_eq!(t.get(hash_key_ns(&k, b"nt"), &k, b"nt"), None);
+            assert_eq!(t.get(&Probe::new(&k, b"ns")), Some(&i));
+            assert_eq!(t.get(&Probe::new(&k, b"nt")), None);
         }
         // Directory consistency: every slot points at a shard whose entries hash there.
         let mask = (1u64 << t.global_depth) - 1;
@@ -363,7 +465,7 @@ mod tests {
         }
         for i in (0..n).step_by(2) {
             let k = key(i);
-            assert_eq!(t.remove(hash_key_ns(&k, b"ns"), &k, b"ns"), Some(i));
+            assert_eq!(t.remove(&Probe::new(&k, b"ns")), Some(i));
         }
         assert_eq!(t.len(), n as usize / 2);
         assert_eq!(t.iter().count(), n as usize / 2);
@@ -380,9 +482,10 @@ mod tests {
             (&long[..20], &long[..10]),
             (&long, b"x"),
         ] {
-            let s = Slot::new(k, n, ());
+            let s = Slot::new(&Probe::new(k, n), ());
             assert_eq!((s.key(), s.namespace()), (k, n));
-            assert!(s.matches(k, n));
+            assert!(s.matches(&Probe::new(k, n)));
+            assert!(!s.matches(&Probe::new(n, k)) || k == n);
             assert_eq!(s.hash(), hash_key_ns(k, n));
             assert_eq!(s.key_heap_bytes() > 0, k.len() + n.len() > KEY_INLINE);
         }
@@ -392,24 +495,24 @@ mod tests {
     fn empty_table_has_no_shards() {
         let mut t: KgTable<u8> = KgTable::default();
         assert_eq!(t.shard_count(), 0);
-        let h = hash_key_ns(b"k", b"");
-        assert_eq!(t.get(h, b"k", b""), None);
-        assert_eq!(t.get_mut(h, b"k", b""), None);
-        assert_eq!(t.remove(h, b"k", b""), None);
+        let p = Probe::new(b"k", b"");
+        assert_eq!(t.get(&p), None);
+        assert_eq!(t.get_mut(&p), None);
+        assert_eq!(t.remove(&p), None);
         assert_eq!(t.iter().count(), 0);
-        t.get_or_insert_with(h, b"k", b"", || 1);
+        t.get_or_insert_with(&p, || 1);
         assert_eq!(t.shard_count(), 1);
-        assert_eq!(t.get(h, b"k", b""), Some(&1));
+        assert_eq!(t.get(&p), Some(&1));
     }
 
     #[test]
     fn composite_key_boundary_matters() {
         let mut t: KgTable<u8> = KgTable::default();
-        t.get_or_insert_with(hash_key_ns(b"ab", b"c"), b"ab", b"c", || 1);
-        assert_eq!(t.get(hash_key_ns(b"a", b"bc"), b"a", b"bc"), None);
-        t.get_or_insert_with(hash_key_ns(b"a", b"bc"), b"a", b"bc", || 2);
-        assert_eq!(t.get(hash_key_ns(b"ab", b"c"), b"ab", b"c"), Some(&1));
-        assert_eq!(t.get(hash_key_ns(b"a", b"bc"), b"a", b"bc"), Some(&2));
+        t.get_or_insert_with(&Probe::new(b"ab", b"c"), || 1);
+        assert_eq!(t.get(&Probe::new(b"a", b"bc")), None);
+        t.get_or_insert_with(&Probe::new(b"a", b"bc"), || 2);
+        assert_eq!(t.get(&Probe::new(b"ab", b"c")), Some(&1));
+        assert_eq!(t.get(&Probe::new(b"a", b"bc")), Some(&2));
         assert_eq!(t.len(), 2);
     }
 
@@ -418,13 +521,13 @@ mod tests {
         let mut t: KgTable<u32> = KgTable::default();
         for i in 0..10_000u32 {
             let k = key(i);
-            t.get_or_insert_with(hash_key_ns(&k, b""), &k, b"", || i);
+            t.get_or_insert_with(&Probe::new(&k, b""), || i);
         }
         let frozen = t.clone();
         let shards = t.shard_count();
         assert!(shards > 4);
         let k = key(77);
-        *t.get_mut(hash_key_ns(&k, b""), &k, b"").expect("present") = 1_000_000;
+        *t.get_mut(&Probe::new(&k, b"")).expect("present") = 1_000_000;
         let copied = t
             .shard_arcs()
             .iter()
@@ -432,12 +535,12 @@ mod tests {
             .filter(|(a, b)| !Arc::ptr_eq(a, b))
             .count();
         assert_eq!(copied, 1);
-        assert_eq!(frozen.get(hash_key_ns(&k, b""), &k, b""), Some(&77));
-        assert_eq!(t.get(hash_key_ns(&k, b""), &k, b""), Some(&1_000_000));
+        assert_eq!(frozen.get(&Probe::new(&k, b"")), Some(&77));
+        assert_eq!(t.get(&Probe::new(&k, b"")), Some(&1_000_000));
         // Reading or removing an absent key copies nothing.
         let absent = key(99_999);
-        assert!(t.get_mut(hash_key_ns(&absent, b""), &absent, b"").is_none());
-        assert!(t.remove(hash_key_ns(&absent, b""), &absent, b"").is_none());
+        assert!(t.get_mut(&Probe::new(&absent, b"")).is_none());
+        assert!(t.remove(&Probe::new(&absent, b"")).is_none());
         let copied = t
             .shard_arcs()
             .iter()
