@@ -10,7 +10,7 @@ use statekit_core::{
     key_group_for_key, BackendConfig, Clock, Entry, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
     StateError, StateFunctions, StateHandle,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -45,7 +45,7 @@ type MergeFn = dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync;
 /// The elements of one list.
 pub(crate) type ListValue = Vec<Cell>;
 /// The entries of one map, ordered by user key.
-pub(crate) type MapValue = BTreeMap<Bytes, Cell>;
+pub(crate) use crate::map::MapValue;
 
 /// The per-key-group tables of one state (index = key group − range start).
 #[derive(Clone, Debug)]
@@ -316,8 +316,6 @@ impl HashMapBackend {
             (size_of::<Slot<V>>() + 1) * 8 / 7
         }
         const CELL: usize = size_of::<Cell>();
-        // A B-tree entry: key and value in a node, nodes about 2/3 full.
-        const MAP_ENTRY: usize = (size_of::<Bytes>() + CELL) * 3 / 2;
         let mut total = 0;
         for st in &self.states {
             match &st.tables {
@@ -334,12 +332,7 @@ impl HashMapBackend {
                 }
                 Tables::Map(t) => {
                     for s in t.iter().flat_map(|t| t.iter()) {
-                        total += slot::<MapValue>() + s.key_heap_bytes();
-                        total += s
-                            .value
-                            .iter()
-                            .map(|(k, c)| MAP_ENTRY + k.heap_bytes() + c.bytes.heap_bytes())
-                            .sum::<usize>();
+                        total += slot::<MapValue>() + s.key_heap_bytes() + s.value.heap_bytes();
                     }
                 }
             }
@@ -487,7 +480,7 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
             let user_key = e
                 .user_key
                 .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
-            let (map, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, BTreeMap::new);
+            let (map, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, MapValue::new);
             map.insert(Bytes::new(user_key), Cell::new(ts, e.value));
         }
     }
@@ -821,14 +814,8 @@ impl KeyedStateBackend for HashMapBackend {
             return Err(wrong_kind(&st.desc, MAP));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        let (map, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, BTreeMap::new);
-        let ts = ttl.stamp();
-        match map.get_mut(user_key) {
-            Some(cell) => cell.set(ts, value),
-            None => {
-                map.insert(Bytes::new(user_key), Cell::new(ts, value));
-            }
-        }
+        let (map, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, MapValue::new);
+        map.put(user_key, ttl.stamp(), value);
         Ok(())
     }
 

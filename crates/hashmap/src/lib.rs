@@ -12,9 +12,10 @@
 //! * a value with its last-update timestamp (value, reducing and aggregating states; for
 //!   aggregating state the value is the accumulator),
 //! * a `Vec` of timestamped elements (list states), or
-//! * a `BTreeMap` of user key → timestamped value (map states), so that
+//! * the user key → timestamped value entries of a map state, kept in ascending user-key
+//!   order (a sorted vector up to 16 entries, a `BTreeMap` beyond), so that
 //!   [`map_for_each`](statekit_core::KeyedStateBackend::map_for_each) walks user keys in
-//!   ascending order without sorting.
+//!   order without sorting.
 //!
 //! Every operation hashes its key once: the murmur3 hash that picks the key group (see
 //! [`key_group_for_key`](statekit_core::key_group_for_key)) is also, mixed with the
@@ -54,6 +55,7 @@
 
 mod backend;
 mod bytes;
+mod map;
 mod snapshot;
 mod table;
 #[cfg(test)]
