@@ -1,6 +1,6 @@
 //! [`HashMapBackend`]: the keyed state backend over per-key-group copy-on-write tables.
 
-use crate::bytes::Bytes;
+use crate::bytes::{bytes_eq, copy_short, Bytes};
 use crate::snapshot::HashMapSnapshot;
 use crate::table::{key_hash, KgTable, Probe, Slot};
 use statekit_core::keygroup::check_max_parallelism;
@@ -207,6 +207,52 @@ impl FastMod {
     }
 }
 
+/// Longest key whose key hash and key group [`LastKey`] remembers.
+const LAST_KEY_MAX: usize = 32;
+
+/// The last key an operation located, with its key hash and table index. Records usually
+/// touch one key several times in a row (a value `get` then `put`, a map `put` then `get`,
+/// several states of the same key), and these then hash the key and compute its key group
+/// once. Both are pure functions of the key bytes (the max parallelism and the range never
+/// change), so the memo needs no invalidation.
+#[derive(Clone, Copy, Debug)]
+struct LastKey {
+    /// Length of the key, `usize::MAX` when none is remembered.
+    len: usize,
+    bytes: [u8; LAST_KEY_MAX],
+    key_hash: u32,
+    idx: u32,
+}
+
+impl LastKey {
+    const NONE: LastKey = LastKey {
+        len: usize::MAX,
+        bytes: [0; LAST_KEY_MAX],
+        key_hash: 0,
+        idx: 0,
+    };
+
+    /// The remembered `(key hash, table index)` when `key` is the remembered key.
+    #[inline(always)]
+    fn get(&self, key: &[u8]) -> Option<(u32, u32)> {
+        if key.len() == self.len && bytes_eq(key, &self.bytes[..key.len()]) {
+            Some((self.key_hash, self.idx))
+        } else {
+            None
+        }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, key: &[u8], key_hash: u32, idx: u32) {
+        if key.len() <= LAST_KEY_MAX {
+            copy_short(&mut self.bytes[..key.len()], key);
+            self.len = key.len();
+            self.key_hash = key_hash;
+            self.idx = idx;
+        }
+    }
+}
+
 /// The heap keyed state backend. See the [crate docs](crate) for the design.
 ///
 /// ```
@@ -241,6 +287,7 @@ pub struct HashMapBackend {
     clock: Arc<dyn Clock>,
     states: Vec<Registered>,
     names: HashMap<String, StateHandle>,
+    last: LastKey,
 }
 
 impl fmt::Debug for HashMapBackend {
@@ -293,6 +340,7 @@ impl HashMapBackend {
             clock: config.clock,
             states: Vec::new(),
             names: HashMap::new(),
+            last: LastKey::NONE,
         })
     }
 
@@ -402,6 +450,24 @@ impl HashMapBackend {
         Ok((i, idx as usize, kh))
     }
 
+    /// [`Self::locate`] through the [`LastKey`] memo.
+    #[inline(always)]
+    fn locate_mut(&mut self, h: StateHandle, key: &[u8]) -> Result<(usize, usize, u32), StateError> {
+        let i = h.0 as usize;
+        if i >= self.states.len() {
+            return Err(unknown_state(h));
+        }
+        let (kh, idx) = match self.last.get(key) {
+            Some(hit) => hit,
+            None => {
+                let (kh, idx) = self.key_group_index(key)?;
+                self.last.set(key, kh, idx);
+                (kh, idx)
+            }
+        };
+        Ok((i, idx as usize, kh))
+    }
+
     /// `(key hash, table index)` of a key, or the out-of-range error.
     #[inline(always)]
     fn key_group_index(&self, key: &[u8]) -> Result<(u32, u32), StateError> {
@@ -426,7 +492,7 @@ impl HashMapBackend {
     /// `(state, table index, key hash, TTL context)`.
     #[inline(always)]
     fn parts(&mut self, h: StateHandle, key: &[u8]) -> Result<(&mut Registered, usize, u32, Ttl), StateError> {
-        let (i, idx, kh) = self.locate(h, key)?;
+        let (i, idx, kh) = self.locate_mut(h, key)?;
         let ttl = self.ttl_of(&self.states[i].desc);
         Ok((&mut self.states[i], idx, kh, ttl))
     }
@@ -592,7 +658,7 @@ impl KeyedStateBackend for HashMapBackend {
     #[inline]
     fn get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError> {
         out.clear();
-        let (i, idx, kh) = self.locate(state, key)?;
+        let (i, idx, kh) = self.locate_mut(state, key)?;
         let st = &mut self.states[i];
         let Tables::Single(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, SINGLE));
@@ -778,7 +844,7 @@ impl KeyedStateBackend for HashMapBackend {
         out: &mut Vec<u8>,
     ) -> Result<bool, StateError> {
         out.clear();
-        let (i, idx, kh) = self.locate(state, key)?;
+        let (i, idx, kh) = self.locate_mut(state, key)?;
         let st = &mut self.states[i];
         let Tables::Map(tables) = &mut st.tables else {
             return Err(wrong_kind(&st.desc, MAP));
@@ -1049,5 +1115,67 @@ mod fast_mod_tests {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod last_key_tests {
+    use super::HashMapBackend;
+    use statekit_core::{
+        key_group_for_key, BackendConfig, KeyedStateBackend, StateDescriptor, StateError, StateFunctions, TypeSchema,
+    };
+
+    #[test]
+    fn remembered_key_groups_stay_exact() -> Result<(), StateError> {
+        // Subtask 1 of 2 at max parallelism 16: about half of the keys are out of range.
+        let mut b = HashMapBackend::new(BackendConfig::for_subtask(16, 2, 1)?)?;
+        let v = b.register(
+            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateFunctions::None,
+        )?;
+        let m = b.register(
+            StateDescriptor::map("m", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes),
+            StateFunctions::None,
+        )?;
+        let range = b.key_group_range();
+        // Same-length keys, an empty key, keys at and beyond the remembered length.
+        let keys: Vec<Vec<u8>> = (0..64u8)
+            .map(|i| match i % 4 {
+                0 => vec![i; 8],
+                1 => vec![i; 32],
+                2 => vec![i; 33],
+                _ => vec![i; (i / 4) as usize % 3],
+            })
+            .collect();
+        let mut out = Vec::new();
+        for round in 0..3 {
+            for (i, k) in keys.iter().enumerate() {
+                let owned = range.contains(key_group_for_key(k, 16));
+                // The same key twice in a row (remembered), then the next key.
+                for _ in 0..2 {
+                    let put = b.put(v, k, b"ns", &[i as u8, round]);
+                    assert_eq!(put.is_ok(), owned, "key {k:?}");
+                    let got = b.get(v, k, b"ns", &mut out);
+                    assert_eq!(got.is_ok(), owned);
+                    if owned {
+                        assert_eq!(out, [i as u8, round]);
+                        b.map_put(m, k, b"", b"uk", &[i as u8])?;
+                        assert!(b.map_get(m, k, b"", b"uk", &mut out)?);
+                        assert_eq!(out, [i as u8]);
+                    } else {
+                        assert!(matches!(got, Err(StateError::KeyGroupOutOfRange { .. })));
+                    }
+                }
+            }
+        }
+        // Every stored entry landed in its key's key group (a snapshot visits by key group).
+        let view = b.snapshot(1)?;
+        for kg in range {
+            view.visit_key_group(kg, &mut |e| {
+                assert_eq!(key_group_for_key(e.key, 16), kg);
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 }
