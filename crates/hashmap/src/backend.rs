@@ -1,6 +1,7 @@
 //! [`HashMapBackend`]: the keyed state backend over per-key-group copy-on-write tables.
 
 use crate::bytes::{bytes_eq, copy_short, Bytes};
+use crate::cow::make_mut;
 use crate::snapshot::HashMapSnapshot;
 use crate::table::{key_hash, KgTable, Probe, Slot};
 use statekit_core::keygroup::check_max_parallelism;
@@ -86,7 +87,7 @@ impl Tables {
     fn retain_cells(&mut self, mut f: impl FnMut(&mut Cell) -> bool) {
         fn each<V: Clone>(t: &mut [Arc<KgTable<V>>], mut keep: impl FnMut(&mut V) -> bool) {
             for t in t.iter_mut().filter(|t| t.len() > 0) {
-                Arc::make_mut(t).retain_mut(&mut keep);
+                make_mut(t).retain_mut(&mut keep);
             }
         }
         match self {
@@ -171,14 +172,14 @@ fn out_of_range(key_group: u32, range: KeyGroupRange) -> StateError {
 #[inline]
 fn remove_entry<V: Clone>(t: &mut Arc<KgTable<V>>, p: &Probe<'_>) -> Option<V> {
     t.get(p)?;
-    Arc::make_mut(t).remove(p)
+    make_mut(t).remove(p)
 }
 
 /// Mutable access to an existing entry, copying (shared) structure only when it exists.
 #[inline]
 fn existing_mut<'t, V: Clone>(t: &'t mut Arc<KgTable<V>>, p: &Probe<'_>) -> Option<&'t mut V> {
     t.get(p)?;
-    Arc::make_mut(t).get_mut(p)
+    make_mut(t).get_mut(p)
 }
 
 /// `a % d` for a fixed `d` with two multiplications instead of a division (Lemire, Kaser
@@ -533,20 +534,20 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
     let p = Probe::new(e.key, e.namespace);
     match &mut st.tables {
         Tables::Single(t) => {
-            let (cell, created) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, e.value));
+            let (cell, created) = make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, e.value));
             if !created {
                 cell.set(ts, e.value);
             }
         }
         Tables::List(t) => {
-            let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
+            let (list, _) = make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
             list.push(Cell::new(ts, e.value));
         }
         Tables::Map(t) => {
             let user_key = e
                 .user_key
                 .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
-            let (map, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, MapValue::new);
+            let (map, _) = make_mut(&mut t[idx]).get_or_insert_with(&p, MapValue::new);
             map.insert(Bytes::new(user_key), Cell::new(ts, e.value));
         }
     }
@@ -688,7 +689,7 @@ impl KeyedStateBackend for HashMapBackend {
         };
         let p = Probe::with_key_hash(key, namespace, kh);
         let ts = ttl.stamp();
-        let (cell, created) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
+        let (cell, created) = make_mut(&mut tables[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
         if !created {
             cell.set(ts, value);
         }
@@ -707,7 +708,7 @@ impl KeyedStateBackend for HashMapBackend {
         } = st;
         match (desc.kind, tables) {
             (KeyedStateKind::List, Tables::List(t)) => {
-                let (list, _) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
+                let (list, _) = make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
                 if ttl.cfg.is_some() {
                     list.retain(|c| ttl.live(c.ts));
                 }
@@ -717,7 +718,7 @@ impl KeyedStateBackend for HashMapBackend {
                 let StateFunctions::Reduce(reduce) = functions else {
                     return Err(StateError::MissingFunction(desc.name.clone()));
                 };
-                let (cell, created) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
+                let (cell, created) = make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
                 if !created {
                     if ttl.live(cell.ts) {
                         let reduced = reduce(cell.bytes.as_slice(), value);
@@ -732,7 +733,7 @@ impl KeyedStateBackend for HashMapBackend {
                 let StateFunctions::Aggregate(agg) = functions else {
                     return Err(StateError::MissingFunction(desc.name.clone()));
                 };
-                let (cell, created) = Arc::make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, &[]));
+                let (cell, created) = make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, &[]));
                 let acc = (!created && ttl.live(cell.ts)).then_some(cell.bytes.as_slice());
                 let acc = (agg.add)(acc, value);
                 cell.bytes = Bytes::from_vec(acc);
@@ -823,7 +824,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Ok(());
         }
         let ts = ttl.stamp();
-        let (list, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, Vec::new);
+        let (list, _) = make_mut(&mut tables[idx]).get_or_insert_with(&p, Vec::new);
         list.truncate(elements.len());
         for (i, e) in elements.iter().enumerate() {
             match list.get_mut(i) {
@@ -880,7 +881,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Err(wrong_kind(&st.desc, MAP));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        let (map, _) = Arc::make_mut(&mut tables[idx]).get_or_insert_with(&p, MapValue::new);
+        let (map, _) = make_mut(&mut tables[idx]).get_or_insert_with(&p, MapValue::new);
         map.put(user_key, ttl.stamp(), value);
         Ok(())
     }
@@ -984,7 +985,7 @@ impl KeyedStateBackend for HashMapBackend {
                 if moved.is_empty() {
                     return Ok(());
                 }
-                let (list, _) = Arc::make_mut(t).get_or_insert_with(&target, Vec::new);
+                let (list, _) = make_mut(t).get_or_insert_with(&target, Vec::new);
                 if ttl.cfg.is_some() {
                     list.retain(|c| ttl.live(c.ts));
                 }
@@ -1012,7 +1013,7 @@ impl KeyedStateBackend for HashMapBackend {
                     return Ok(());
                 };
                 let ts = ttl.stamp();
-                let (cell, created) = Arc::make_mut(t).get_or_insert_with(&target, || Cell {
+                let (cell, created) = make_mut(t).get_or_insert_with(&target, || Cell {
                     ts,
                     bytes: Bytes::new(&merged),
                 });

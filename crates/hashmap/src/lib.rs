@@ -55,6 +55,7 @@
 
 mod backend;
 mod bytes;
+mod cow;
 mod map;
 mod snapshot;
 mod table;

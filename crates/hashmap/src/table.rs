@@ -8,7 +8,7 @@
 //! no single operation ever rehashes or copies more than one shard.
 //!
 //! Cloning a `KgTable` clones the directory and the shard [`Arc`]s only. Mutations go through
-//! copy-on-write ([`Arc::make_mut`]) on the one shard they
+//! copy-on-write ([`crate::cow::make_mut`], `Arc::make_mut` semantics) on the one shard they
 //! touch, so after a snapshot (which holds clones of these `Arc`s) a write copies at most one
 //! shard, and each shard at most once per snapshot.
 //!
@@ -17,6 +17,7 @@
 //! namespace.
 
 use crate::bytes::{bytes_eq, copy_short};
+use crate::cow::make_mut;
 use hashbrown::hash_table::Entry as TableEntry;
 use hashbrown::HashTable;
 use statekit_core::hash::murmur3_x86_32;
@@ -320,7 +321,7 @@ impl<V: Clone> KgTable<V> {
     pub(crate) fn get_mut(&mut self, p: &Probe<'_>) -> Option<&mut V> {
         let si = self.shard_index(p.hash)?;
         self.shards[si].table.find(p.hash, |s| s.matches(p))?;
-        Arc::make_mut(&mut self.shards[si])
+        make_mut(&mut self.shards[si])
             .table
             .find_mut(p.hash, |s| s.matches(p))
             .map(|s| &mut s.value)
@@ -338,7 +339,7 @@ impl<V: Clone> KgTable<V> {
             self.split(si);
             si = self.shard_index(p.hash).expect("a shard after the split");
         }
-        let shard = Arc::make_mut(&mut self.shards[si]);
+        let shard = make_mut(&mut self.shards[si]);
         match shard.table.entry(p.hash, |s| s.matches(p), Slot::hash) {
             TableEntry::Occupied(o) => (&mut o.into_mut().value, false),
             TableEntry::Vacant(v) => {
@@ -352,7 +353,7 @@ impl<V: Clone> KgTable<V> {
     pub(crate) fn remove(&mut self, p: &Probe<'_>) -> Option<V> {
         let si = self.shard_index(p.hash)?;
         self.shards[si].table.find(p.hash, |s| s.matches(p))?;
-        let shard = Arc::make_mut(&mut self.shards[si]);
+        let shard = make_mut(&mut self.shards[si]);
         let (slot, _) = shard.table.find_entry(p.hash, |s| s.matches(p)).ok()?.remove();
         self.len -= 1;
         Some(slot.value)
@@ -366,7 +367,7 @@ impl<V: Clone> KgTable<V> {
             if shard.table.is_empty() {
                 continue;
             }
-            let shard = Arc::make_mut(shard);
+            let shard = make_mut(shard);
             shard.table.retain(|s| f(&mut s.value));
             len += shard.table.len();
         }
@@ -394,7 +395,7 @@ impl<V: Clone> KgTable<V> {
         }
         let new_index = self.shards.len() as u32;
         let bit = 1u64 << depth;
-        let old = Arc::make_mut(&mut self.shards[si]);
+        let old = make_mut(&mut self.shards[si]);
         old.depth = depth + 1;
         let mut stay = HashTable::with_capacity(MAX_SHARD_LEN);
         let mut moved = HashTable::with_capacity(MAX_SHARD_LEN);
