@@ -163,3 +163,172 @@ pub fn fill(b: &mut HashMapBackend, h: StateHandle, n: usize, value_len: usize, 
     }
     bytes
 }
+
+// ---------------------------------------------------------------------------------------
+// RocksDB: the backend against raw `rocksdb` doing the same work on the same bytes.
+
+pub use statekit_rocksdb::{RocksDbBackend, RocksDbOptions};
+
+/// The options of both sides of the RocksDB comparison: the `default` profile, its working
+/// directory under `dir`.
+pub fn rocksdb_options(dir: &std::path::Path) -> RocksDbOptions {
+    RocksDbOptions::default().with_local_dir(dir)
+}
+
+/// A single-subtask RocksDB backend (max parallelism 128).
+pub fn rocksdb_backend(opts: &RocksDbOptions) -> RocksDbBackend {
+    RocksDbBackend::new(BackendConfig::for_subtask(128, 1, 0).expect("config"), opts.clone()).expect("rocksdb backend")
+}
+
+/// ValueState get + update (+1), as [`value_get_update`], on any backend.
+pub fn value_get_update_on<B: KeyedStateBackend + ?Sized>(b: &mut B, h: StateHandle, keys: &[[u8; 16]]) -> u64 {
+    let mut buf = Vec::with_capacity(8);
+    let mut sum = 0u64;
+    for k in keys {
+        let v = if b.get(h, k, &[], &mut buf).expect("get") {
+            i64::from_be_bytes(buf[..8].try_into().expect("8 bytes")) + 1
+        } else {
+            1
+        };
+        sum = sum.wrapping_add(v as u64);
+        b.put(h, k, &[], &v.to_be_bytes()).expect("put");
+    }
+    sum
+}
+
+/// MapState put of user key `k[..4]` then get, as [`map_put_get`], on any backend.
+pub fn map_put_get_on<B: KeyedStateBackend + ?Sized>(b: &mut B, h: StateHandle, keys: &[[u8; 16]]) -> usize {
+    let mut buf = Vec::new();
+    let mut n = 0;
+    for k in keys {
+        b.map_put(h, k, &[], &k[..4], &k[8..]).expect("put");
+        n += usize::from(b.map_get(h, k, &[], &k[..4], &mut buf).expect("get"));
+    }
+    n
+}
+
+/// Registers ValueState<bytes, i64> "count" on any backend.
+pub fn value_state_on<B: KeyedStateBackend + ?Sized>(b: &mut B) -> StateHandle {
+    b.register(
+        StateDescriptor::value("count", TypeSchema::Bytes, TypeSchema::I64),
+        StateFunctions::None,
+    )
+    .expect("register")
+}
+
+/// Registers MapState<bytes, bytes, bytes> "map" on any backend.
+pub fn map_state_on<B: KeyedStateBackend + ?Sized>(b: &mut B) -> StateHandle {
+    b.register(
+        StateDescriptor::map("map", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes),
+        StateFunctions::None,
+    )
+    .expect("register")
+}
+
+/// The RocksDB keys the backend stores for value-state key `k` (empty namespace) — computed
+/// up front for the raw side, so raw RocksDB gets exactly the same key bytes.
+pub fn rocksdb_value_keys(keys: &[[u8; 16]]) -> Vec<Vec<u8>> {
+    let layout = statekit_rocksdb::layout::KeyLayout::for_max_parallelism(128);
+    keys.iter()
+        .map(|k| {
+            let mut buf = Vec::new();
+            layout.encode_key_ns(&mut buf, statekit_core::key_group_for_key(k, 128), k, &[]);
+            buf
+        })
+        .collect()
+}
+
+/// The RocksDB keys the backend stores for map entry (`k`, user key `k[..4]`).
+pub fn rocksdb_map_keys(keys: &[[u8; 16]]) -> Vec<Vec<u8>> {
+    let layout = statekit_rocksdb::layout::KeyLayout::for_max_parallelism(128);
+    keys.iter()
+        .map(|k| {
+            let mut buf = Vec::new();
+            layout.encode_map_key(&mut buf, statekit_core::key_group_for_key(k, 128), k, &[], &k[..4]);
+            buf
+        })
+        .collect()
+}
+
+/// Raw `rocksdb`: a database opened with the same RocksDB options the backend uses
+/// ([`RocksDbOptions::to_rocksdb`]), one column family created the same way, the same
+/// read options and write options (WAL off).
+pub struct RawRocksDb {
+    db: rocksdb::DB,
+    cf: String,
+    read: rocksdb::ReadOptions,
+    write: rocksdb::WriteOptions,
+    _cache: rocksdb::Cache,
+    _dir: tempfile::TempDir,
+}
+
+impl RawRocksDb {
+    /// Opens a fresh database under `opts.local_dir` with column family `cf`.
+    pub fn open(opts: &RocksDbOptions, cf: &str) -> Self {
+        let base = opts.local_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("raw-rocksdb-")
+            .tempdir_in(base)
+            .expect("tempdir");
+        let cache = rocksdb::Cache::new_lru_cache(opts.block_cache_bytes);
+        let o = opts.to_rocksdb(&cache);
+        let mut db = rocksdb::DB::open_cf_descriptors(
+            &o,
+            dir.path(),
+            [rocksdb::ColumnFamilyDescriptor::new(
+                rocksdb::DEFAULT_COLUMN_FAMILY_NAME,
+                o.clone(),
+            )],
+        )
+        .expect("open raw rocksdb");
+        db.create_cf(cf, &o).expect("create cf");
+        let mut write = rocksdb::WriteOptions::default();
+        write.disable_wal(true);
+        RawRocksDb {
+            db,
+            cf: cf.to_string(),
+            read: rocksdb::ReadOptions::default(),
+            write,
+            _cache: cache,
+            _dir: dir,
+        }
+    }
+
+    /// Get + put (+1) of an 8-byte big-endian counter per stored key, in order.
+    pub fn value_get_update(&self, stored_keys: &[Vec<u8>]) -> u64 {
+        let cf = self.db.cf_handle(&self.cf).expect("cf");
+        let mut buf = Vec::with_capacity(8);
+        let mut sum = 0u64;
+        for k in stored_keys {
+            // Copied out, as the backend copies into the caller's buffer.
+            let v = match self.db.get_pinned_cf_opt(cf, k, &self.read).expect("get") {
+                Some(old) => {
+                    buf.clear();
+                    buf.extend_from_slice(&old);
+                    i64::from_be_bytes(buf[..8].try_into().expect("8 bytes")) + 1
+                }
+                None => 1,
+            };
+            sum = sum.wrapping_add(v as u64);
+            self.db.put_cf_opt(cf, k, v.to_be_bytes(), &self.write).expect("put");
+        }
+        sum
+    }
+
+    /// Put of `k[8..]` under each stored map key, then get it back (the value copied out,
+    /// as the backend copies it into the caller's buffer).
+    pub fn map_put_get(&self, stored_keys: &[Vec<u8>], keys: &[[u8; 16]]) -> usize {
+        let cf = self.db.cf_handle(&self.cf).expect("cf");
+        let mut buf = Vec::new();
+        let mut n = 0;
+        for (sk, k) in stored_keys.iter().zip(keys) {
+            self.db.put_cf_opt(cf, sk, &k[8..], &self.write).expect("put");
+            if let Some(v) = self.db.get_pinned_cf_opt(cf, sk, &self.read).expect("get") {
+                buf.clear();
+                buf.extend_from_slice(&v);
+                n += 1;
+            }
+        }
+        n
+    }
+}

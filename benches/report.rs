@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! cargo run --release -p statekit-benches --bin report -- [--keys N] [--state-mb MB] [--dir DIR] [--skip-io]
+//!                                                            [--rocksdb | --skip-rocksdb]
 //! ```
+//!
+//! `--rocksdb` runs only the RocksDB section (the RocksDB backend beside raw `rocksdb` doing
+//! the same work on the same bytes); it also runs by default, after the others.
 
 use statekit_benches as w;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -20,6 +24,9 @@ struct Opts {
     dir: Option<String>,
     skip_io: bool,
     rounds: usize,
+    /// Run only the RocksDB section.
+    rocksdb_only: bool,
+    skip_rocksdb: bool,
 }
 
 fn parse() -> Opts {
@@ -29,6 +36,8 @@ fn parse() -> Opts {
         dir: None,
         skip_io: false,
         rounds: 3,
+        rocksdb_only: false,
+        skip_rocksdb: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -52,8 +61,12 @@ fn parse() -> Opts {
                 i += 1;
             }
             "--skip-io" => o.skip_io = true,
+            "--rocksdb" => o.rocksdb_only = true,
+            "--skip-rocksdb" => o.skip_rocksdb = true,
             "-h" | "--help" => {
-                println!("usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io]");
+                println!(
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb]"
+                );
                 std::process::exit(0);
             }
             other => panic!("unknown argument {other}"),
@@ -288,14 +301,98 @@ fn savepoint_io(o: &Opts) {
     }
 }
 
+/// The RocksDB backend beside raw `rocksdb` (same crate, same options, same column-family
+/// setup) doing the same operations on the same stored key and value bytes, precomputed for
+/// the raw side: the ratio is the backend's own overhead (key-group hash, key encoding,
+/// checks, dispatch).
+fn rocksdb_ops(o: &Opts) {
+    let n = o.keys;
+    let base = match &o.dir {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
+    };
+    let opts = w::rocksdb_options(&base);
+    println!(
+        "\n== RocksDB backend vs raw rocksdb: {n} keys, 16-byte keys, random order, 1 thread, profile {}, dbs in {} ==",
+        opts.profile,
+        base.display()
+    );
+    println!("  anchors: raw `rocksdb` get_pinned/put with the same key bytes (the backend's stored keys), value bytes and options");
+    let keys = w::keys(n, 7);
+    let mut order = keys.clone();
+    {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(99));
+    }
+
+    // ValueState get + update: load every key once, then time passes in another order.
+    let mut b = w::rocksdb_backend(&opts);
+    let h = w::value_state_on(&mut b);
+    w::value_get_update_on(&mut b, h, &keys);
+    let raw = w::RawRocksDb::open(&opts, "count");
+    raw.value_get_update(&w::rocksdb_value_keys(&keys));
+    let stored_order = w::rocksdb_value_keys(&order);
+    let (mut ours, mut anchor) = (Duration::MAX, Duration::MAX);
+    for _ in 0..o.rounds.max(1) {
+        // Interleaved, so both see the same machine load.
+        let t = Instant::now();
+        black_box(w::value_get_update_on(&mut b, h, &order));
+        ours = ours.min(t.elapsed());
+        let t = Instant::now();
+        black_box(raw.value_get_update(&stored_order));
+        anchor = anchor.min(t.elapsed());
+    }
+    row(
+        "RocksDB ValueState get+update",
+        mops(n, ours),
+        "raw rocksdb get+put",
+        mops(n, anchor),
+        "M op/s",
+        0.8,
+    );
+    drop(b);
+    drop(raw);
+    drop(stored_order);
+
+    // MapState put + get into fresh databases.
+    let stored_map = w::rocksdb_map_keys(&order);
+    let (mut ours, mut anchor) = (Duration::MAX, Duration::MAX);
+    for _ in 0..o.rounds.max(1) {
+        let mut b = w::rocksdb_backend(&opts);
+        let h = w::map_state_on(&mut b);
+        let t = Instant::now();
+        black_box(w::map_put_get_on(&mut b, h, &order));
+        ours = ours.min(t.elapsed());
+        drop(b);
+        let raw = w::RawRocksDb::open(&opts, "map");
+        let t = Instant::now();
+        black_box(raw.map_put_get(&stored_map, &order));
+        anchor = anchor.min(t.elapsed());
+    }
+    row(
+        "RocksDB MapState put+get",
+        mops(n, ours),
+        "raw rocksdb put+get",
+        mops(n, anchor),
+        "M op/s",
+        0.8,
+    );
+}
+
 fn main() {
     let o = parse();
     println!(
         "statekit benchmark report — release build, 1 thread; each figure beside its anchor from this run (best of {})",
         o.rounds
     );
-    state_ops(&o);
-    if !o.skip_io {
-        savepoint_io(&o);
+    if !o.rocksdb_only {
+        state_ops(&o);
+        if !o.skip_io {
+            savepoint_io(&o);
+        }
+    }
+    if !o.skip_rocksdb {
+        rocksdb_ops(&o);
     }
 }

@@ -5,10 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/statekit-target}"
-# RocksDB's bindings (librocksdb-sys) need libclang; install it when missing.
-if ! dpkg -s libclang-dev >/dev/null 2>&1 && ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
-fi
+. scripts/rocksdb-env.sh
 cargo build --release --locked -q -p statekit
 statekit="$CARGO_TARGET_DIR/release/statekit"
 savepoint=$("$statekit" demo wordcount --stop-with-savepoint "$@")

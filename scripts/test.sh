@@ -8,16 +8,9 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/statekit-target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-# RocksDB's bindings (librocksdb-sys) need libclang; install it when missing.
-if ! dpkg -s libclang-dev >/dev/null 2>&1 && ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> installing libclang-dev (for RocksDB's bindings)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
-  else
-    echo "warning: libclang not found; install libclang-dev (RocksDB's bindings need it)" >&2
-  fi
-fi
+# libclang for RocksDB's bindings, and RocksDB's C++ library built once and linked from a
+# cache outside the clone (scripts/rocksdb-env.sh).
+. scripts/rocksdb-env.sh
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

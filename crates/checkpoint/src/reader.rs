@@ -1,11 +1,11 @@
 //! Reading a snapshot and handing state to (possibly rescaled) subtasks.
 
 use crate::error::CheckpointError;
-use statekit_core::storage::{LocalStorage, Storage, SubdirStorage};
+use statekit_core::storage::{Storage, SubdirStorage};
 use statekit_core::{keygroup, redistribute, KeyGroupRange, KeyedStateBackend, KeyedStateView, OperatorStateSnapshot};
 use statekit_format::{
-    read_metadata, read_operator_file, verify_snapshot, FileRef, FileScope, KeyedFileReader, OperatorMetadata,
-    SnapshotMetadata, SnapshotVerifyReport, METADATA_FILE_NAME,
+    read_metadata, read_operator_file, verify_snapshot_files, FileRef, FileResolver, KeyedFileReader, OperatorMetadata,
+    ResolvedNativeFile, ResolvedNativeHandle, SnapshotMetadata, SnapshotVerifyReport, METADATA_FILE_NAME,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,11 +35,24 @@ pub fn resolve_snapshot_path(path: &Path) -> Result<PathBuf, CheckpointError> {
     }
 }
 
+/// A file a snapshot references, located.
+#[derive(Clone, Debug)]
+pub struct ReferencedFile {
+    /// The reference as `_metadata` records it.
+    pub file: FileRef,
+    /// Its identity ([`FileResolver::identity`]): the absolute path for local files.
+    pub identity: String,
+    /// The storage holding it.
+    pub storage: Arc<dyn Storage>,
+    /// Its path inside `storage`.
+    pub path: String,
+}
+
 /// An open checkpoint or savepoint.
 #[derive(Debug, Clone)]
 pub struct SnapshotReader {
     storage: Arc<dyn Storage>,
-    job_storage: Option<Arc<dyn Storage>>,
+    resolver: FileResolver,
     metadata: SnapshotMetadata,
 }
 
@@ -55,13 +68,12 @@ impl SnapshotReader {
                 .unwrap_or_else(|| METADATA_FILE_NAME.to_string()),
             _ => METADATA_FILE_NAME.to_string(),
         };
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&dir));
-        let job_storage: Option<Arc<dyn Storage>> =
-            dir.parent().map(|p| Arc::new(LocalStorage::new(p)) as Arc<dyn Storage>);
+        let resolver = FileResolver::local(&dir);
+        let storage = resolver.snapshot().clone();
         let metadata = read_metadata(storage.as_ref(), &metadata_name)?;
         Ok(SnapshotReader {
             storage,
-            job_storage,
+            resolver,
             metadata,
         })
     }
@@ -70,14 +82,14 @@ impl SnapshotReader {
     /// `job_dir` when given.
     pub fn open_in(storage: Arc<dyn Storage>, dir: &str, job_dir: Option<&str>) -> Result<Self, CheckpointError> {
         let snap: Arc<dyn Storage> = Arc::new(SubdirStorage::new(storage.clone(), dir)?);
-        let job_storage = match job_dir {
-            Some(j) => Some(Arc::new(SubdirStorage::new(storage, j)?) as Arc<dyn Storage>),
-            None => None,
-        };
+        let mut resolver = FileResolver::new(snap.clone()).with_local_absolute();
+        if let Some(j) = job_dir {
+            resolver = resolver.with_job(Arc::new(SubdirStorage::new(storage, j)?));
+        }
         let metadata = read_metadata(snap.as_ref(), METADATA_FILE_NAME)?;
         Ok(SnapshotReader {
             storage: snap,
-            job_storage,
+            resolver,
             metadata,
         })
     }
@@ -103,14 +115,73 @@ impl SnapshotReader {
         })
     }
 
-    fn storage_for(&self, file: &FileRef) -> Result<&dyn Storage, CheckpointError> {
-        match file.scope {
-            FileScope::Exclusive => Ok(self.storage.as_ref()),
-            FileScope::Shared => self
-                .job_storage
-                .as_deref()
-                .ok_or_else(|| CheckpointError::Invalid(format!("{}: shared file without a job directory", file.path))),
+    /// Resolves the snapshot's file references.
+    pub fn resolver(&self) -> &FileResolver {
+        &self.resolver
+    }
+
+    fn open_ref(&self, file: &FileRef) -> Result<(Arc<dyn Storage>, String), CheckpointError> {
+        Ok(self.resolver.resolve(file)?)
+    }
+
+    /// True when some subtask of operator `uid` holds its keyed state as native files.
+    pub fn is_native(&self, uid: &str) -> Result<bool, CheckpointError> {
+        Ok(self.operator(uid)?.subtasks.iter().any(|s| s.native.is_some()))
+    }
+
+    /// The native keyed handles of operator `uid` whose key groups overlap `range`, with every
+    /// file resolved (for a backend that restores from its native files).
+    pub fn native_handles(
+        &self,
+        uid: &str,
+        range: KeyGroupRange,
+    ) -> Result<Vec<ResolvedNativeHandle>, CheckpointError> {
+        let op = self.operator(uid)?;
+        let mut out = Vec::new();
+        for s in &op.subtasks {
+            let Some(handle) = &s.native else { continue };
+            if s.key_groups.intersection(&range).is_empty() {
+                continue;
+            }
+            let mut files = Vec::with_capacity(handle.files.len());
+            for f in &handle.files {
+                let (storage, path) = self.open_ref(&f.file)?;
+                files.push(ResolvedNativeFile {
+                    file: f.clone(),
+                    storage,
+                    path,
+                });
+            }
+            out.push(ResolvedNativeHandle {
+                subtask: s.index,
+                key_groups: s.key_groups,
+                max_parallelism: op.max_parallelism,
+                states: op.keyed_states.clone(),
+                handle: handle.clone(),
+                files,
+            });
         }
+        Ok(out)
+    }
+
+    /// Every file the snapshot references (data files and native files, any scope).
+    pub fn referenced_files(&self) -> Result<Vec<ReferencedFile>, CheckpointError> {
+        let mut out = Vec::new();
+        for op in &self.metadata.operators {
+            for s in &op.subtasks {
+                for f in s.files() {
+                    let (storage, path) = self.open_ref(f)?;
+                    let identity = self.resolver.identity(f)?;
+                    out.push(ReferencedFile {
+                        file: f.clone(),
+                        identity,
+                        storage,
+                        path,
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Opens the keyed data files of operator `uid` whose key groups overlap `range`.
@@ -120,11 +191,8 @@ impl SnapshotReader {
         for s in &op.subtasks {
             if let Some(file) = &s.keyed {
                 if !s.key_groups.intersection(&range).is_empty() {
-                    out.push(KeyedFileReader::open(
-                        self.storage_for(file)?,
-                        &file.path,
-                        Some(file.size),
-                    )?);
+                    let (storage, path) = self.open_ref(file)?;
+                    out.push(KeyedFileReader::open(storage.as_ref(), &path, Some(file.size))?);
                 }
             }
         }
@@ -141,6 +209,23 @@ impl SnapshotReader {
                  changing max parallelism needs a rewrite of the savepoint",
                 op.max_parallelism,
                 backend.max_parallelism()
+            )));
+        }
+        if op
+            .subtasks
+            .iter()
+            .any(|s| s.native.is_some() && !s.key_groups.intersection(&backend.key_group_range()).is_empty())
+        {
+            let backend_name = op
+                .subtasks
+                .iter()
+                .find_map(|s| s.native.as_ref())
+                .map(|n| n.backend.clone())
+                .unwrap_or_default();
+            return Err(CheckpointError::Invalid(format!(
+                "{}: operator {uid:?} holds native {backend_name} state, which restores only into a {backend_name} \
+                 backend (statekit_rocksdb::RocksDbBackend::restore_native); take a canonical savepoint to switch backends",
+                self.storage.describe(METADATA_FILE_NAME)
             )));
         }
         let readers = self.keyed_readers(uid, backend.key_group_range())?;
@@ -167,7 +252,10 @@ impl SnapshotReader {
         let mut old = Vec::with_capacity(op.subtasks.len());
         for s in &op.subtasks {
             old.push(match &s.operator {
-                Some(file) => read_operator_file(self.storage_for(file)?, &file.path, Some(file.size))?,
+                Some(file) => {
+                    let (storage, path) = self.open_ref(file)?;
+                    read_operator_file(storage.as_ref(), &path, Some(file.size))?
+                }
                 None => OperatorStateSnapshot::default(),
             });
         }
@@ -177,6 +265,6 @@ impl SnapshotReader {
 
     /// Checks every byte of the snapshot.
     pub fn verify(&self) -> Result<SnapshotVerifyReport, CheckpointError> {
-        Ok(verify_snapshot(self.storage.as_ref())?)
+        Ok(verify_snapshot_files(&self.resolver)?)
     }
 }

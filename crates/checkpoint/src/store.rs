@@ -3,10 +3,14 @@
 use crate::error::CheckpointError;
 use crate::layout::{checkpoint_dir_name, parse_checkpoint_dir_name, SHARED_DIR, TASK_OWNED_DIR};
 use crate::reader::SnapshotReader;
+use crate::registry::{RestoreMode, SharedStateRegistry};
 use crate::writer::SnapshotWriter;
-use statekit_core::storage::{join, Storage};
-use statekit_format::{read_metadata, SnapshotKind, SnapshotMetadata, WriteOptions, METADATA_FILE_NAME};
-use std::sync::Arc;
+use statekit_core::storage::{join, Storage, SubdirStorage};
+use statekit_format::{
+    read_metadata, FileRef, FileResolver, FileScope, SnapshotKind, SnapshotMetadata, WriteOptions, METADATA_FILE_NAME,
+};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A completed checkpoint.
 #[derive(Clone, Debug)]
@@ -32,13 +36,43 @@ pub struct CheckpointListing {
     pub problem: Option<String>,
 }
 
+/// A file's identity, the storage holding it and its path there.
+type Located = (String, Arc<dyn Storage>, String);
+
+/// The snapshot a job was restored from, as the store tracks it.
+#[derive(Debug)]
+struct Restored {
+    id: u64,
+    mode: RestoreMode,
+    /// Storage rooted at the restored snapshot's directory.
+    dir: Arc<dyn Storage>,
+    /// Identities of its files.
+    files: Vec<String>,
+}
+
+/// What the store knows about shared files: the registry's decisions and where each file is.
+#[derive(Debug)]
+struct Shared {
+    registry: SharedStateRegistry,
+    /// File identity → (storage, path) to delete it.
+    locations: BTreeMap<String, (Arc<dyn Storage>, String)>,
+    restored: Option<Restored>,
+}
+
 /// The checkpoints of one job, under `<storage>/<job-id>/`.
+///
+/// The store decides which files may be deleted: every completed checkpoint's shared and
+/// absolute references are registered in a [`SharedStateRegistry`]; when checkpoints are
+/// subsumed (beyond the retained count), their directories and every shared file no retained
+/// checkpoint references any more are deleted. [`CheckpointStore::restored`] tells it which
+/// snapshot the job was restored from and in which [`RestoreMode`]. Clones share the state.
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
     storage: Arc<dyn Storage>,
     job_id: String,
     retained: usize,
     options: WriteOptions,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl CheckpointStore {
@@ -55,12 +89,113 @@ impl CheckpointStore {
         }
         storage.create_dir_all(&join(job_id, SHARED_DIR))?;
         storage.create_dir_all(&join(job_id, TASK_OWNED_DIR))?;
-        Ok(CheckpointStore {
+        let store = CheckpointStore {
             storage,
             job_id: job_id.to_string(),
             retained,
             options: WriteOptions::default(),
-        })
+            shared: Arc::new(Mutex::new(Shared {
+                registry: SharedStateRegistry::new(retained),
+                locations: BTreeMap::new(),
+                restored: None,
+            })),
+        };
+        // Checkpoints an earlier run of this job left: register what they reference, so the
+        // files stay until they are subsumed.
+        for c in store.completed()? {
+            let files = store.shared_files_of(&c.metadata)?;
+            let mut sh = store.lock();
+            let ids: Vec<String> = files.iter().map(|(id, _, _)| id.clone()).collect();
+            for (id, st, path) in files {
+                sh.locations.insert(id, (st, path));
+            }
+            if sh.registry.begin(c.id, ids).is_ok() {
+                // Older ones beyond the retained count are deleted by the next `complete`.
+                let _ = sh.registry.complete(c.id);
+            }
+        }
+        Ok(store)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A resolver for the files of a checkpoint of this job.
+    fn resolver_for(&self, dir: &str) -> Result<FileResolver, CheckpointError> {
+        Ok(
+            FileResolver::new(Arc::new(SubdirStorage::new(self.storage.clone(), dir)?))
+                .with_job(self.job_storage()?)
+                .with_local_absolute(),
+        )
+    }
+
+    /// Storage rooted at the job directory.
+    pub fn job_storage(&self) -> Result<Arc<dyn Storage>, CheckpointError> {
+        Ok(Arc::new(SubdirStorage::new(self.storage.clone(), &self.job_id)?))
+    }
+
+    /// The shared and absolute references of a checkpoint of this job, as (identity,
+    /// storage, path).
+    fn shared_files_of(&self, meta: &SnapshotMetadata) -> Result<Vec<Located>, CheckpointError> {
+        let resolver = self.resolver_for(&self.checkpoint_dir(meta.checkpoint_id))?;
+        let mut out = Vec::new();
+        for f in meta
+            .operators
+            .iter()
+            .flat_map(|o| &o.subtasks)
+            .flat_map(|s| s.files())
+            .filter(|f| f.scope != FileScope::Exclusive)
+        {
+            out.push(Self::locate(&resolver, f)?);
+        }
+        Ok(out)
+    }
+
+    fn locate(resolver: &FileResolver, f: &FileRef) -> Result<Located, CheckpointError> {
+        let id = resolver.identity(f)?;
+        let (st, path) = resolver.resolve(f)?;
+        Ok((id, st, path))
+    }
+
+    /// Records the snapshot this job was restored from and how it is owned (`mode`). Call
+    /// once, before the first checkpoint begins; new checkpoint ids must be larger than the
+    /// restored one.
+    ///
+    /// * [`RestoreMode::Claim`]: the job owns the snapshot. It counts as a retained
+    ///   checkpoint; once subsumed, its files that no newer checkpoint references are deleted,
+    ///   then its `_metadata` (and its directory, when nothing in it is referenced any more).
+    /// * [`RestoreMode::NoClaim`]: its files are never deleted, and a checkpoint that
+    ///   references one is refused.
+    /// * [`RestoreMode::Legacy`]: its files are never deleted but may be referenced.
+    pub fn restored(&self, reader: &SnapshotReader, mode: RestoreMode) -> Result<(), CheckpointError> {
+        let files = reader.referenced_files()?;
+        let id = reader.metadata().checkpoint_id;
+        let mut sh = self.lock();
+        if sh.restored.is_some() {
+            return Err(CheckpointError::Invalid("the store already recorded a restore".into()));
+        }
+        let mut ids = Vec::with_capacity(files.len());
+        for f in files {
+            ids.push(f.identity.clone());
+            sh.locations.insert(f.identity, (f.storage, f.path));
+        }
+        sh.registry.restored(id, ids.clone(), mode);
+        sh.restored = Some(Restored {
+            id,
+            mode,
+            dir: reader.storage().clone(),
+            files: ids,
+        });
+        tracing::debug!(id, %mode, "restored snapshot registered");
+        Ok(())
+    }
+
+    /// True when `identity` (see [`FileResolver::identity`]) is referenced by a retained
+    /// checkpoint (or protected as part of a restored snapshot).
+    pub fn is_referenced(&self, identity: &str) -> bool {
+        let sh = self.lock();
+        sh.registry.is_live(identity) || sh.registry.is_protected(identity)
     }
 
     /// Sets how data files are written.
@@ -94,32 +229,146 @@ impl CheckpointStore {
                 )));
             }
         }
+        if let Some(r) = &self.lock().restored {
+            if id <= r.id {
+                return Err(CheckpointError::Invalid(format!(
+                    "checkpoint {id} is not newer than the restored checkpoint {}",
+                    r.id
+                )));
+            }
+        }
         let dir = self.checkpoint_dir(id);
         // Leftovers of an earlier attempt with this id (a crash before commit) are removed.
         self.storage.delete_dir_all(&dir)?;
         Ok(
             SnapshotWriter::new(self.storage.clone(), &dir, SnapshotKind::Checkpoint, id, &self.job_id)?
-                .with_options(self.options),
+                .with_options(self.options)
+                .with_job_storage(self.job_storage()?),
         )
     }
 
-    /// Commits a checkpoint started with [`CheckpointStore::begin`], then drops completed
-    /// checkpoints beyond the retained count. Returns the completed checkpoint and the ids
-    /// of the checkpoints it subsumed (deleted).
+    /// Gives up a checkpoint started with [`CheckpointStore::begin`]: deletes its directory
+    /// and the shared files it uploaded that no retained checkpoint references.
+    pub fn abort(&self, writer: SnapshotWriter) -> Result<(), CheckpointError> {
+        let resolver = self.resolver_for(writer.dir())?;
+        let mut doomed = Vec::new();
+        for h in writer.native_handles() {
+            for f in h.files.iter().filter(|f| f.file.scope == FileScope::Shared) {
+                let (id, st, path) = Self::locate(&resolver, &f.file)?;
+                if !self.is_referenced(&id) {
+                    doomed.push((st, path));
+                }
+            }
+        }
+        writer.abort()?;
+        for (st, path) in doomed {
+            st.delete_file(&path)?;
+        }
+        Ok(())
+    }
+
+    /// Commits a checkpoint started with [`CheckpointStore::begin`]: registers the shared
+    /// files it references, commits `_metadata`, then subsumes completed checkpoints beyond
+    /// the retained count — deleting their directories and every shared file no retained
+    /// checkpoint references any more. Returns the completed checkpoint and the ids it
+    /// subsumed.
+    ///
+    /// A checkpoint that references a file of a snapshot restored in NO_CLAIM mode is refused
+    /// (and nothing is committed).
     pub fn complete(&self, writer: SnapshotWriter) -> Result<(CompletedCheckpoint, Vec<u64>), CheckpointError> {
         let id = writer.checkpoint_id();
         let dir = writer.dir().to_string();
-        let metadata = writer.finish()?;
-        let completed = CompletedCheckpoint { id, dir, metadata };
-        let mut subsumed = Vec::new();
-        let all = self.completed()?;
-        if all.len() > self.retained {
-            for old in &all[..all.len() - self.retained] {
-                self.storage.delete_dir_all(&old.dir)?;
-                subsumed.push(old.id);
+        let meta = writer.metadata()?;
+        let files = self.shared_files_of(&meta)?;
+        {
+            let mut sh = self.lock();
+            let ids: Vec<String> = files.iter().map(|(i, _, _)| i.clone()).collect();
+            sh.registry
+                .begin(id, ids)
+                .map_err(|e| CheckpointError::Invalid(format!("checkpoint {id}: {e}")))?;
+            for (i, st, path) in files {
+                sh.locations.entry(i).or_insert((st, path));
             }
         }
+        let metadata = match writer.finish() {
+            Ok(m) => m,
+            Err(e) => {
+                let decision = self.lock().registry.abort(id);
+                if let Ok(d) = decision {
+                    self.delete_files(&d.delete);
+                }
+                return Err(e);
+            }
+        };
+        let decision = self
+            .lock()
+            .registry
+            .complete(id)
+            .map_err(|e| CheckpointError::Invalid(format!("checkpoint {id}: {e}")))?;
+        let completed = CompletedCheckpoint { id, dir, metadata };
+        let mut subsumed = Vec::new();
+        for old in &decision.subsumed {
+            self.discard_subsumed(*old)?;
+            subsumed.push(*old);
+        }
+        self.delete_files(&decision.delete);
+        // Checkpoints of this job the registry never saw (it was opened before they were
+        // written elsewhere) are still bounded by the retained count.
+        let all = self.completed()?;
+        if all.len() > self.retained {
+            let live = self.lock().registry.retained();
+            for old in &all[..all.len() - self.retained] {
+                if !live.contains(&old.id) {
+                    self.storage.delete_dir_all(&old.dir)?;
+                    subsumed.push(old.id);
+                }
+            }
+        }
+        if !subsumed.is_empty() {
+            tracing::debug!(id, ?subsumed, deleted = decision.delete.len(), "checkpoint completed");
+        }
         Ok((completed, subsumed))
+    }
+
+    /// Deletes a subsumed checkpoint's directory (or, for a restored snapshot this job
+    /// claimed, its `_metadata` and — once nothing in it is referenced — its directory).
+    fn discard_subsumed(&self, id: u64) -> Result<(), CheckpointError> {
+        let restored = {
+            let sh = self.lock();
+            sh.restored
+                .as_ref()
+                .filter(|r| r.id == id)
+                .map(|r| (r.mode, r.dir.clone(), r.files.clone()))
+        };
+        match restored {
+            Some((RestoreMode::Claim, dir, files)) => {
+                let still_used = {
+                    let sh = self.lock();
+                    files.iter().any(|f| sh.registry.is_live(f))
+                };
+                dir.delete_file(METADATA_FILE_NAME)?;
+                if !still_used {
+                    dir.delete_dir_all("")?;
+                }
+                tracing::debug!(id, still_used, "claimed restored snapshot discarded");
+            }
+            // LEGACY and NO_CLAIM snapshots are never deleted.
+            Some(_) => {}
+            None => self.storage.delete_dir_all(&self.checkpoint_dir(id))?,
+        }
+        Ok(())
+    }
+
+    fn delete_files(&self, identities: &[String]) {
+        let mut sh = self.lock();
+        for ident in identities {
+            if let Some((st, path)) = sh.locations.remove(ident) {
+                if let Err(e) = st.delete_file(&path) {
+                    // Left for `statekit gc`; never a reason to fail a completed checkpoint.
+                    tracing::warn!(file = %st.describe(&path), error = %e, "could not delete an unreferenced file");
+                }
+            }
+        }
     }
 
     /// Every `chk-<N>` directory with its decoded metadata when complete, ascending by id.

@@ -2,14 +2,17 @@
 
 use crate::error::CheckpointError;
 use crate::layout::new_savepoint_dir_name;
+use crate::layout::SHARED_DIR;
+use statekit_core::storage::SubdirStorage;
 use statekit_core::storage::{join, Storage};
 use statekit_core::{
     keygroup, KeyGroupRange, KeyedStateView, OperatorId, OperatorStateDescriptor, OperatorStateSnapshot,
     StateDescriptor,
 };
 use statekit_format::{
-    encode_metadata, write_keyed_file, write_operator_file, FileRef, FileScope, KeyedStats, OperatorMetadata,
-    SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
+    encode_metadata, write_keyed_file, write_operator_file, FileRef, FileScope, KeyedStats, NativeKeyedHandle,
+    NativeTarget, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions,
+    METADATA_FILE_NAME,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +22,14 @@ struct SubtaskResult {
     meta: SubtaskMetadata,
     keyed_states: Vec<StateDescriptor>,
     operator_states: Vec<OperatorStateDescriptor>,
+}
+
+/// The keyed part of a subtask's state.
+enum KeyedPart<'a> {
+    /// A view to write as a canonical keyed data file.
+    View(Option<&'a dyn KeyedStateView>),
+    /// A native handle already uploaded, with its states.
+    Native(NativeKeyedHandle, Vec<StateDescriptor>),
 }
 
 #[derive(Debug)]
@@ -47,6 +58,8 @@ pub struct SnapshotWriter {
     options: WriteOptions,
     properties: BTreeMap<String, String>,
     operators: Mutex<Vec<OperatorBuilder>>,
+    /// The job directory (checkpoints of a [`crate::CheckpointStore`]): where shared files go.
+    job_storage: Option<Arc<dyn Storage>>,
 }
 
 impl SnapshotWriter {
@@ -75,7 +88,77 @@ impl SnapshotWriter {
             options: WriteOptions::default(),
             properties,
             operators: Mutex::new(Vec::new()),
+            job_storage: None,
         })
+    }
+
+    /// Sets the job directory (storage rooted at it), so native snapshots may put files in
+    /// its `shared/` directory and share them between checkpoints.
+    pub fn with_job_storage(mut self, job: Arc<dyn Storage>) -> Self {
+        self.job_storage = Some(job);
+        self
+    }
+
+    /// The snapshot kind.
+    pub fn kind(&self) -> SnapshotKind {
+        self.kind
+    }
+
+    /// Where subtask `index` of operator `uid` uploads the files of a native keyed snapshot:
+    /// exclusive files under `<operator id>-<index>-native/` in the snapshot directory; shared
+    /// files (checkpoints of a store only) in the job's `shared/`. Savepoints get no shared
+    /// target: they are self-contained.
+    pub fn native_target(&self, uid: &str, index: u32) -> Result<NativeTarget, CheckpointError> {
+        let (id, parallelism, _) = self.operator_shape(uid)?;
+        if index >= parallelism {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}: subtask {index} is not below its parallelism {parallelism}"
+            )));
+        }
+        let snapshot: Arc<dyn Storage> = Arc::new(SubdirStorage::new(self.storage.clone(), &self.dir)?);
+        let job = match self.kind {
+            SnapshotKind::Savepoint => None,
+            SnapshotKind::Checkpoint => self.job_storage.clone(),
+        };
+        Ok(NativeTarget {
+            snapshot,
+            exclusive_dir: format!("{id}-{index}-native"),
+            job,
+            shared_dir: SHARED_DIR.to_string(),
+        })
+    }
+
+    /// Records subtask `index` of operator `uid` whose keyed state is a native handle (written
+    /// through [`SnapshotWriter::native_target`]); `states` are the backend's state
+    /// descriptors. Operator state and `finished` as in [`SnapshotWriter::write_subtask`].
+    pub fn add_native_subtask(
+        &self,
+        uid: &str,
+        index: u32,
+        handle: NativeKeyedHandle,
+        states: Vec<StateDescriptor>,
+        operator: Option<&OperatorStateSnapshot>,
+        finished: bool,
+    ) -> Result<SubtaskMetadata, CheckpointError> {
+        if self.kind == SnapshotKind::Savepoint {
+            if let Some(f) = handle.files.iter().find(|f| f.file.scope != FileScope::Exclusive) {
+                return Err(CheckpointError::Invalid(format!(
+                    "operator {uid:?}, subtask {index}: a savepoint must be self-contained, but native file {:?} is {}",
+                    f.name,
+                    f.file.scope.as_str()
+                )));
+            }
+        }
+        self.record_subtask(uid, index, KeyedPart::Native(handle, states), operator, finished)
+    }
+
+    /// Native keyed handles recorded so far (for cleaning up after an abort).
+    pub fn native_handles(&self) -> Vec<NativeKeyedHandle> {
+        self.lock()
+            .iter()
+            .flat_map(|o| o.subtasks.iter().flatten())
+            .filter_map(|s| s.meta.native.clone())
+            .collect()
     }
 
     /// A writer for a new savepoint directory `savepoint-<job6>-<random>` under `parent`.
@@ -181,6 +264,17 @@ impl SnapshotWriter {
         operator: Option<&OperatorStateSnapshot>,
         finished: bool,
     ) -> Result<SubtaskMetadata, CheckpointError> {
+        self.record_subtask(uid, index, KeyedPart::View(keyed), operator, finished)
+    }
+
+    fn record_subtask(
+        &self,
+        uid: &str,
+        index: u32,
+        keyed: KeyedPart<'_>,
+        operator: Option<&OperatorStateSnapshot>,
+        finished: bool,
+    ) -> Result<SubtaskMetadata, CheckpointError> {
         let (id, parallelism, max_parallelism) = self.operator_shape(uid)?;
         if index >= parallelism {
             return Err(CheckpointError::Invalid(format!(
@@ -190,8 +284,9 @@ impl SnapshotWriter {
         let range = KeyGroupRange::for_subtask(max_parallelism, parallelism, index);
         let mut keyed_states = Vec::new();
         let mut keyed_stats = None;
+        let mut native = None;
         let keyed_ref = match keyed {
-            Some(view) if !view.states().is_empty() => {
+            KeyedPart::View(Some(view)) if !view.states().is_empty() => {
                 if view.max_parallelism() != max_parallelism {
                     return Err(CheckpointError::Invalid(format!(
                         "operator {uid:?}: subtask {index}'s backend has max parallelism {} but the operator has {max_parallelism}",
@@ -214,7 +309,12 @@ impl SnapshotWriter {
                     size: info.file.size,
                 })
             }
-            _ => None,
+            KeyedPart::View(_) => None,
+            KeyedPart::Native(handle, states) => {
+                keyed_states = states;
+                native = Some(handle);
+                None
+            }
         };
         let mut operator_states = Vec::new();
         let operator_ref = match operator {
@@ -237,6 +337,7 @@ impl SnapshotWriter {
             keyed: keyed_ref,
             keyed_stats,
             operator: operator_ref,
+            native,
         };
         let mut ops = self.lock();
         let op = ops
@@ -303,9 +404,14 @@ impl SnapshotWriter {
                 subtasks,
             });
         }
+        let native = operators.iter().flat_map(|o| &o.subtasks).any(|s| s.native.is_some());
         Ok(SnapshotMetadata {
             kind: self.kind,
-            format: SnapshotFormat::Canonical,
+            format: if native {
+                SnapshotFormat::Native
+            } else {
+                SnapshotFormat::Canonical
+            },
             checkpoint_id: self.checkpoint_id,
             job_id: self.job_id.clone(),
             timestamp_ms: self.timestamp_ms,

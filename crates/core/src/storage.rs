@@ -92,6 +92,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Creates a directory and its parents.
     fn create_dir_all(&self, dir: &str) -> Result<(), StorageError>;
 
+    /// The absolute local filesystem path of `path`, when this storage is the local
+    /// filesystem (so the file can be hard-linked, or referenced from another snapshot by an
+    /// absolute path); `None` otherwise.
+    fn absolute_path(&self, _path: &str) -> Option<PathBuf> {
+        None
+    }
+
     /// Writes a whole file atomically.
     fn put_atomic(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
         let mut w = self.create(path)?;
@@ -275,6 +282,11 @@ impl Drop for LocalWriter {
 }
 
 impl Storage for LocalStorage {
+    fn absolute_path(&self, path: &str) -> Option<PathBuf> {
+        let p = self.path(path).ok()?;
+        std::path::absolute(p).ok()
+    }
+
     fn describe(&self, path: &str) -> String {
         if path.is_empty() {
             self.root.display().to_string()
@@ -558,6 +570,9 @@ impl Storage for SubdirStorage {
     }
     fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
         self.inner.create_dir_all(&self.full(dir)?)
+    }
+    fn absolute_path(&self, path: &str) -> Option<PathBuf> {
+        self.inner.absolute_path(&self.full(path).ok()?)
     }
 }
 

@@ -50,6 +50,10 @@ pub enum FormatError {
     /// The state being written is unacceptable, or a visitor failed.
     #[error(transparent)]
     State(#[from] StateError),
+    /// A reference cannot be followed (a shared file without a job directory, an absolute
+    /// reference on a non-local storage).
+    #[error("{0}")]
+    Unresolvable(String),
 }
 
 impl FormatError {

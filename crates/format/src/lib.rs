@@ -53,6 +53,7 @@ pub mod metadata;
 mod metadata_codec;
 mod operator;
 mod pipeline;
+mod resolve;
 mod verify;
 mod wire;
 
@@ -61,9 +62,10 @@ pub use container::FORMAT_VERSION;
 pub use error::FormatError;
 pub use keyed::{write_keyed_file, KeyGroupInfo, KeyedFileInfo, KeyedFileReader, StateStats, VerifyReport};
 pub use metadata::{
-    FileRef, FileScope, KeyGroupStats, KeyedStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
-    SubtaskMetadata, METADATA_FILE_NAME,
+    FileRef, FileScope, KeyGroupStats, KeyedStats, NativeFile, NativeKeyedHandle, NativeStateStats, NativeStats,
+    OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, METADATA_FILE_NAME,
 };
 pub use metadata_codec::{decode_metadata, encode_metadata, read_metadata, write_metadata};
 pub use operator::{decode_operator_file, read_operator_file, write_operator_file};
-pub use verify::{verify_snapshot, SnapshotVerifyReport};
+pub use resolve::{FileResolver, NativeTarget, ResolvedNativeFile, ResolvedNativeHandle};
+pub use verify::{verify_snapshot, verify_snapshot_files, SnapshotVerifyReport};

@@ -22,6 +22,19 @@ pub enum SnapshotKind {
 pub enum SnapshotFormat {
     /// The backend-independent canonical format (restores into any backend).
     Canonical,
+    /// At least one subtask's keyed state is a backend's native files
+    /// ([`NativeKeyedHandle`]); such state restores only into that backend.
+    Native,
+}
+
+impl SnapshotFormat {
+    /// `canonical` or `native`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotFormat::Canonical => "canonical",
+            SnapshotFormat::Native => "native",
+        }
+    }
 }
 
 /// Where a referenced file lives.
@@ -33,6 +46,21 @@ pub enum FileScope {
     /// Shared between checkpoints of one job; the path is relative to the job directory
     /// (`<checkpoint-dir>/<job-id>/`).
     Shared,
+    /// Anywhere on the local filesystem; the path is absolute. Written only in checkpoints, for
+    /// files of a snapshot the job was restored from (CLAIM or LEGACY restore mode) that it
+    /// keeps referencing; savepoints never hold absolute references.
+    Absolute,
+}
+
+impl FileScope {
+    /// `exclusive`, `shared` or `absolute`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileScope::Exclusive => "exclusive",
+            FileScope::Shared => "shared",
+            FileScope::Absolute => "absolute",
+        }
+    }
 }
 
 /// A reference to a data file.
@@ -106,6 +134,85 @@ pub struct SubtaskMetadata {
     pub keyed_stats: Option<KeyedStats>,
     /// Operator state data, when the subtask had any.
     pub operator: Option<FileRef>,
+    /// Keyed state as a backend's native files (instead of `keyed`), when the subtask wrote a
+    /// native snapshot.
+    pub native: Option<NativeKeyedHandle>,
+}
+
+impl SubtaskMetadata {
+    /// Every file the subtask references: keyed data file, native files, operator data file.
+    pub fn files(&self) -> impl Iterator<Item = &FileRef> {
+        self.keyed
+            .iter()
+            .chain(self.native.iter().flat_map(|n| n.files.iter().map(|f| &f.file)))
+            .chain(self.operator.iter())
+    }
+}
+
+/// One file of a native keyed snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NativeFile {
+    /// The file's name inside the backend's database directory (e.g. `000042.sst`,
+    /// `MANIFEST-000005`, `CURRENT`): a plain file name, no `/`.
+    pub name: String,
+    /// Where the file is stored.
+    pub file: FileRef,
+    /// CRC32 of the whole file, computed while uploading.
+    pub crc32: u32,
+}
+
+/// Approximate size of one state in a native snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NativeStateStats {
+    /// State name (= column family name).
+    pub name: String,
+    /// Bytes of the state's table files.
+    pub bytes: u64,
+    /// The backend's estimate of the number of stored keys (a list counts once, a map entry
+    /// once).
+    pub estimated_keys: u64,
+}
+
+/// Approximate sizes of a native snapshot, from the backend's own estimates (no scan), so
+/// tools can show sizes without opening the files.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NativeStats {
+    /// Per state.
+    pub states: Vec<NativeStateStats>,
+    /// Per key group with an estimate above zero, ascending: (key group, approximate bytes).
+    pub key_groups: Vec<(u32, u64)>,
+}
+
+/// A subtask's keyed state as a backend's native files (e.g. a RocksDB database: its SST
+/// files plus `MANIFEST`, `CURRENT`, `OPTIONS`). In an incremental checkpoint, files unchanged
+/// since an earlier checkpoint are referenced where that checkpoint stored them (scope
+/// [`FileScope::Shared`] or [`FileScope::Absolute`]); the list is always complete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeKeyedHandle {
+    /// The backend that wrote the files (`rocksdb`).
+    pub backend: String,
+    /// The backend's data layout version (`statekit-rocksdb-v1`), checked on restore.
+    pub layout: String,
+    /// Identifies the backend instance (32 hex characters), for tracing reuse.
+    pub backend_id: String,
+    /// The checkpoint for which the handle was written.
+    pub checkpoint_id: u64,
+    /// The backend's clock (ms) at the cut: data whose TTL had expired by then is not part
+    /// of the snapshot's content (it may still be in the files until compacted away).
+    pub clock_ms: i64,
+    /// Every file of the database, by local name (unique).
+    pub files: Vec<NativeFile>,
+    /// Bytes of `files` uploaded for this checkpoint (the rest was reused).
+    pub uploaded_bytes: u64,
+    /// Approximate sizes.
+    pub stats: NativeStats,
+}
+
+impl NativeKeyedHandle {
+    /// Total bytes of all files.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.file.size).sum()
+    }
 }
 
 /// One operator.

@@ -3,8 +3,8 @@
 use crate::container::{check_magic_and_version, FORMAT_VERSION};
 use crate::error::FormatError;
 use crate::metadata::{
-    FileRef, FileScope, KeyGroupStats, KeyedStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
-    SubtaskMetadata,
+    FileRef, FileScope, KeyGroupStats, KeyedStats, NativeFile, NativeKeyedHandle, NativeStateStats, NativeStats,
+    OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
 };
 use crate::wire::{
     get_operator_descriptor, get_state_descriptor, le_u32, put_operator_descriptor, put_state_descriptor, put_str,
@@ -24,6 +24,7 @@ const SUBTASK_FINISHED: u8 = 1;
 const SUBTASK_HAS_KEYED: u8 = 2;
 const SUBTASK_HAS_OPERATOR: u8 = 4;
 const SUBTASK_HAS_KEYED_STATS: u8 = 8;
+const SUBTASK_HAS_NATIVE: u8 = 16;
 const OPERATOR_FINISHED: u8 = 1;
 
 /// Absolute offsets of the records of a decoded `_metadata`, for messages about them.
@@ -44,6 +45,7 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
     });
     body.push(match meta.format {
         SnapshotFormat::Canonical => 0,
+        SnapshotFormat::Native => 1,
     });
     put_u64(&mut body, meta.checkpoint_id);
     put_str(&mut body, &meta.job_id);
@@ -100,17 +102,18 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
             if st.keyed_stats.is_some() {
                 flags |= SUBTASK_HAS_KEYED_STATS;
             }
+            if st.native.is_some() {
+                flags |= SUBTASK_HAS_NATIVE;
+            }
             body.push(flags);
             for f in [&st.keyed, &st.operator].into_iter().flatten() {
-                body.push(match f.scope {
-                    FileScope::Exclusive => 0,
-                    FileScope::Shared => 1,
-                });
-                put_str(&mut body, &f.path);
-                put_u64(&mut body, f.size);
+                put_file_ref(&mut body, f);
             }
             if let Some(ks) = &st.keyed_stats {
                 put_keyed_stats(&mut body, ks);
+            }
+            if let Some(n) = &st.native {
+                put_native_handle(&mut body, n);
             }
         }
     }
@@ -202,6 +205,7 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
     let at = c.offset();
     let format = match c.u8("format")? {
         0 => SnapshotFormat::Canonical,
+        1 => SnapshotFormat::Native,
         k => return Err(c.err_at(at, "format", format!("unknown snapshot format {k}"))),
     };
     let checkpoint_id = c.u64("checkpoint_id")?;
@@ -268,9 +272,20 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
                 ));
             };
             let flags = c.flags(
-                SUBTASK_FINISHED | SUBTASK_HAS_KEYED | SUBTASK_HAS_OPERATOR | SUBTASK_HAS_KEYED_STATS,
+                SUBTASK_FINISHED
+                    | SUBTASK_HAS_KEYED
+                    | SUBTASK_HAS_OPERATOR
+                    | SUBTASK_HAS_KEYED_STATS
+                    | SUBTASK_HAS_NATIVE,
                 &g("flags"),
             )?;
+            if flags & SUBTASK_HAS_KEYED != 0 && flags & SUBTASK_HAS_NATIVE != 0 {
+                return Err(c.err_at(
+                    at + 8,
+                    &g("flags"),
+                    "both a keyed data file and a native keyed handle".to_string(),
+                ));
+            }
             let keyed = if flags & SUBTASK_HAS_KEYED != 0 {
                 Some(get_file_ref(&mut c, &g("keyed"))?)
             } else {
@@ -286,6 +301,11 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
             } else {
                 None
             };
+            let native = if flags & SUBTASK_HAS_NATIVE != 0 {
+                Some(get_native_handle(&mut c, &g("native"))?)
+            } else {
+                None
+            };
             subtasks.push(SubtaskMetadata {
                 index,
                 key_groups,
@@ -293,6 +313,7 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
                 keyed,
                 keyed_stats,
                 operator,
+                native,
             });
         }
         offsets.subtasks.push(sub_offsets);
@@ -380,16 +401,41 @@ fn get_keyed_stats(c: &mut Cursor<'_>, field: &str) -> Result<KeyedStats> {
     })
 }
 
+fn put_file_ref(out: &mut Vec<u8>, f: &FileRef) {
+    out.push(match f.scope {
+        FileScope::Exclusive => 0,
+        FileScope::Shared => 1,
+        FileScope::Absolute => 2,
+    });
+    put_str(out, &f.path);
+    put_u64(out, f.size);
+}
+
+/// True for an absolute `/`-separated path without `.`, `..` or empty components.
+pub(crate) fn is_clean_absolute_path(path: &str) -> bool {
+    path.strip_prefix('/')
+        .is_some_and(|rest| !rest.is_empty() && check_path(rest).is_ok())
+}
+
 fn get_file_ref(c: &mut Cursor<'_>, field: &str) -> Result<FileRef> {
     let at = c.offset();
     let scope = match c.u8(&format!("{field}.scope"))? {
         0 => FileScope::Exclusive,
         1 => FileScope::Shared,
+        2 => FileScope::Absolute,
         s => return Err(c.err_at(at, &format!("{field}.scope"), format!("unknown file scope {s}"))),
     };
     let at = c.offset();
     let path = c.string(&format!("{field}.path"))?;
-    if path.is_empty() || check_path(&path).is_err() {
+    if scope == FileScope::Absolute {
+        if !is_clean_absolute_path(&path) {
+            return Err(c.err_at(
+                at,
+                &format!("{field}.path"),
+                format!("{path:?} is not an absolute '/'-separated path without '.', '..' or empty components"),
+            ));
+        }
+    } else if path.is_empty() || check_path(&path).is_err() {
         return Err(c.err_at(
             at,
             &format!("{field}.path"),
@@ -398,4 +444,104 @@ fn get_file_ref(c: &mut Cursor<'_>, field: &str) -> Result<FileRef> {
     }
     let size = c.u64(&format!("{field}.size"))?;
     Ok(FileRef { scope, path, size })
+}
+
+fn put_native_handle(out: &mut Vec<u8>, n: &NativeKeyedHandle) {
+    put_str(out, &n.backend);
+    put_str(out, &n.layout);
+    put_str(out, &n.backend_id);
+    put_u64(out, n.checkpoint_id);
+    put_u64(out, n.clock_ms as u64);
+    put_varint(out, n.files.len() as u64);
+    for f in &n.files {
+        put_str(out, &f.name);
+        put_file_ref(out, &f.file);
+        put_u32(out, f.crc32);
+    }
+    put_varint(out, n.uploaded_bytes);
+    put_varint(out, n.stats.states.len() as u64);
+    for s in &n.stats.states {
+        put_str(out, &s.name);
+        put_varint(out, s.bytes);
+        put_varint(out, s.estimated_keys);
+    }
+    put_varint(out, n.stats.key_groups.len() as u64);
+    for (kg, bytes) in &n.stats.key_groups {
+        put_varint(out, u64::from(*kg));
+        put_varint(out, *bytes);
+    }
+}
+
+/// True for a plain file name: non-empty, no slash, backslash or NUL, and not `.` or `..`.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+fn get_native_handle(c: &mut Cursor<'_>, field: &str) -> Result<NativeKeyedHandle> {
+    let backend = c.string(&format!("{field}.backend"))?;
+    let layout = c.string(&format!("{field}.layout"))?;
+    let backend_id = c.string(&format!("{field}.backend_id"))?;
+    let checkpoint_id = c.u64(&format!("{field}.checkpoint_id"))?;
+    let clock_ms = c.i64(&format!("{field}.clock_ms"))?;
+    let n = c.count(&format!("{field}.files.count"))?;
+    let mut files: Vec<NativeFile> = Vec::with_capacity(n);
+    for j in 0..n {
+        let at = c.offset();
+        let name = c.string(&format!("{field}.files[{j}].name"))?;
+        if !is_plain_file_name(&name) {
+            return Err(c.err_at(
+                at,
+                &format!("{field}.files[{j}].name"),
+                format!("{name:?} is not a plain file name"),
+            ));
+        }
+        if files.iter().any(|f| f.name == name) {
+            return Err(c.err_at(
+                at,
+                &format!("{field}.files[{j}].name"),
+                format!("{name:?} appears twice"),
+            ));
+        }
+        let file = get_file_ref(c, &format!("{field}.files[{j}].file"))?;
+        let crc32 = c.u32(&format!("{field}.files[{j}].crc32"))?;
+        files.push(NativeFile { name, file, crc32 });
+    }
+    let uploaded_bytes = c.varint(&format!("{field}.uploaded_bytes"))?;
+    let n = c.count(&format!("{field}.stats.states.count"))?;
+    let mut states = Vec::with_capacity(n);
+    for j in 0..n {
+        states.push(NativeStateStats {
+            name: c.string(&format!("{field}.stats.states[{j}].name"))?,
+            bytes: c.varint(&format!("{field}.stats.states[{j}].bytes"))?,
+            estimated_keys: c.varint(&format!("{field}.stats.states[{j}].estimated_keys"))?,
+        });
+    }
+    let n = c.count(&format!("{field}.stats.key_groups.count"))?;
+    let mut key_groups: Vec<(u32, u64)> = Vec::with_capacity(n);
+    for j in 0..n {
+        let at = c.offset();
+        let kg = c.varint(&format!("{field}.stats.key_groups[{j}].key_group"))?;
+        let key_group = u32::try_from(kg)
+            .ok()
+            .filter(|kg| key_groups.last().is_none_or(|prev| prev.0 < *kg))
+            .ok_or_else(|| {
+                c.err_at(
+                    at,
+                    &format!("{field}.stats.key_groups[{j}].key_group"),
+                    format!("key group {kg} is not ascending or out of range"),
+                )
+            })?;
+        let bytes = c.varint(&format!("{field}.stats.key_groups[{j}].bytes"))?;
+        key_groups.push((key_group, bytes));
+    }
+    Ok(NativeKeyedHandle {
+        backend,
+        layout,
+        backend_id,
+        checkpoint_id,
+        clock_ms,
+        files,
+        uploaded_bytes,
+        stats: NativeStats { states, key_groups },
+    })
 }

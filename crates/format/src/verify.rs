@@ -2,13 +2,17 @@
 
 use crate::error::FormatError;
 use crate::keyed::KeyedFileReader;
-use crate::metadata::{FileScope, KeyedStats, OperatorMetadata, METADATA_FILE_NAME};
+use crate::metadata::{
+    FileRef, FileScope, KeyedStats, NativeFile, OperatorMetadata, SnapshotFormat, SnapshotKind, METADATA_FILE_NAME,
+};
 use crate::metadata_codec::decode_with_offsets;
 use crate::operator::read_operator_file;
+use crate::resolve::FileResolver;
 use statekit_core::keygroup::{check_max_parallelism, check_parallelism};
 use statekit_core::storage::Storage;
 use statekit_core::{KeyGroupRange, KeyedStateView, OperatorStateData};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The result of [`verify_snapshot`].
 #[derive(Debug, Default)]
@@ -45,7 +49,80 @@ impl SnapshotVerifyReport {
 ///
 /// Returns `Err` only when `_metadata` itself cannot be read or decoded; every other problem
 /// is collected in [`SnapshotVerifyReport::problems`].
+///
+/// Files of native keyed handles ([`crate::NativeKeyedHandle`]) are checked for size and
+/// CRC32; their content is the backend's (the backend crate verifies it).
 pub fn verify_snapshot(storage: &dyn Storage) -> Result<SnapshotVerifyReport, FormatError> {
+    verify_impl(storage, None)
+}
+
+/// [`verify_snapshot`], also reading the shared and absolute files the snapshot references
+/// (resolved by `resolver`, whose snapshot storage is the one verified). A reference that
+/// does not resolve is a problem.
+pub fn verify_snapshot_files(resolver: &FileResolver) -> Result<SnapshotVerifyReport, FormatError> {
+    verify_impl(resolver.snapshot().as_ref(), Some(resolver))
+}
+
+/// A located file: the storage holding it (`None`: the verified storage itself) and its path.
+type Located = (Option<Arc<dyn Storage>>, String);
+
+/// Where `file` is: `(None, path)` for an exclusive file (read from the verified storage
+/// itself), `(Some(storage), path)` for one found through `resolver`; `None` when it lives
+/// outside the snapshot and there is no resolver (it is then not read).
+fn locate(resolver: Option<&FileResolver>, file: &FileRef) -> Option<Result<Located, FormatError>> {
+    match (file.scope, resolver) {
+        (FileScope::Exclusive, _) => Some(Ok((None, file.path.clone()))),
+        (_, None) => None,
+        (_, Some(r)) => Some(r.resolve(file).map(|(s, p)| (Some(s), p))),
+    }
+}
+
+/// Checks one native file's size and CRC32.
+fn verify_native_file(
+    storage: &dyn Storage,
+    path: &str,
+    file: &NativeFile,
+    report: &mut SnapshotVerifyReport,
+) -> Result<(), FormatError> {
+    let blob = storage.open(path)?;
+    let bytes = blob.bytes();
+    let shown = storage.describe(path);
+    if bytes.len() as u64 != file.file.size {
+        return Err(FormatError::corrupt(
+            &shown,
+            bytes.len() as u64,
+            "size",
+            format!(
+                "native file {:?} has {} bytes but _metadata records {} ({})",
+                file.name,
+                bytes.len(),
+                file.file.size,
+                if (bytes.len() as u64) < file.file.size {
+                    "truncated"
+                } else {
+                    "trailing data"
+                }
+            ),
+        ));
+    }
+    let crc = crc32fast::hash(bytes);
+    if crc != file.crc32 {
+        return Err(FormatError::corrupt(
+            &shown,
+            0,
+            "crc32",
+            format!(
+                "native file {:?}: checksum mismatch: recorded {:#010x}, computed {crc:#010x}",
+                file.name, file.crc32
+            ),
+        ));
+    }
+    report.files += 1;
+    report.bytes += file.file.size;
+    Ok(())
+}
+
+fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result<SnapshotVerifyReport, FormatError> {
     let blob = storage.open(METADATA_FILE_NAME)?;
     let meta_file = storage.describe(METADATA_FILE_NAME);
     let (meta, offsets) = decode_with_offsets(blob.bytes(), &meta_file)?;
@@ -123,24 +200,80 @@ pub fn verify_snapshot(storage: &dyn Storage) -> Result<SnapshotVerifyReport, Fo
                     }
                 }
             }
-            if let Some(f) = st.keyed.as_ref().filter(|f| f.scope == FileScope::Exclusive) {
+            if let Some(native) = &st.native {
+                if meta.format != SnapshotFormat::Native {
+                    report.problems.push(sub_problem(
+                        "native",
+                        "a native keyed handle in a snapshot whose format is canonical".to_string(),
+                    ));
+                }
+                for (k, nf) in native.files.iter().enumerate() {
+                    let what = format!("native.files[{k}]");
+                    if nf.file.scope == FileScope::Exclusive {
+                        if let Some(other) = seen.insert(&nf.file.path, field(&what)) {
+                            report.problems.push(sub_problem(
+                                &format!("{what}.path"),
+                                format!("file {:?} is also referenced by {other}", nf.file.path),
+                            ));
+                        }
+                    }
+                    if meta.kind == SnapshotKind::Savepoint && nf.file.scope != FileScope::Exclusive {
+                        report.problems.push(sub_problem(
+                            &what,
+                            format!(
+                                "a savepoint must be self-contained, but {:?} is a {} reference",
+                                nf.file.path,
+                                nf.file.scope.as_str()
+                            ),
+                        ));
+                    }
+                    match locate(resolver, &nf.file) {
+                        None => {}
+                        Some(Err(e)) => report.problems.push(e),
+                        Some(Ok((s, path))) => {
+                            let s: &dyn Storage = s.as_deref().unwrap_or(storage);
+                            if let Err(e) = verify_native_file(s, &path, nf, &mut report) {
+                                report.problems.push(e);
+                            }
+                        }
+                    }
+                }
+            }
+            let keyed = st.keyed.as_ref().and_then(|f| locate(resolver, f).map(|r| (f, r)));
+            let keyed = match keyed {
+                Some((_, Err(e))) => {
+                    report.problems.push(e);
+                    None
+                }
+                Some((f, Ok((s, path)))) => Some((f, s, path)),
+                None => None,
+            };
+            if let Some((f, s, path)) = &keyed {
+                let storage: &dyn Storage = s.as_deref().unwrap_or(storage);
                 if let Some(stats) = &st.keyed_stats {
-                    if let Ok(reader) = KeyedFileReader::open(storage, &f.path, Some(f.size)) {
+                    if let Ok(reader) = KeyedFileReader::open(storage, path, Some(f.size)) {
                         if *stats != KeyedStats::from_info(reader.info()) {
                             report.problems.push(sub_problem(
                                 "keyed_stats",
                                 format!(
                                     "the recorded statistics disagree with the index of {}",
-                                    storage.describe(&f.path)
+                                    storage.describe(path)
                                 ),
                             ));
                         }
                     }
                 }
-                verify_keyed(storage, op, st.key_groups, &f.path, f.size, &mut report);
+                verify_keyed(storage, op, st.key_groups, path, f.size, &mut report);
             }
-            if let Some(f) = st.operator.as_ref().filter(|f| f.scope == FileScope::Exclusive) {
-                verify_operator(storage, op, &f.path, f.size, &mut report);
+            if let Some(f) = &st.operator {
+                match locate(resolver, f) {
+                    None => {}
+                    Some(Err(e)) => report.problems.push(e),
+                    Some(Ok((s, path))) => {
+                        let s: &dyn Storage = s.as_deref().unwrap_or(storage);
+                        verify_operator(s, op, &path, f.size, &mut report);
+                    }
+                }
             }
         }
     }

@@ -51,10 +51,20 @@ fn assert_exactly_once(expected: &BTreeMap<String, i64>, out: &Path) {
 
 /// Runs the job, killing it `kills` times; returns how many kills hit a running job.
 fn run_with_kills(dir: &Path, guarantee: &str, kills: usize, seed: u64) -> usize {
+    run_with_kills_on(dir, guarantee, "hashmap", kills, seed)
+}
+
+/// [`run_with_kills`] on a chosen backend; each restart picks the backend at random when
+/// `backend` is `"mixed"` (restores switch backends through the canonical checkpoints).
+fn run_with_kills_on(dir: &Path, guarantee: &str, backend: &str, kills: usize, seed: u64) -> usize {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut hit = 0;
     for round in 0..=kills {
         let p = rng.gen_range(1..=4).to_string();
+        let b = match backend {
+            "mixed" => ["hashmap", "rocksdb"][rng.gen_range(0..2)],
+            other => other,
+        };
         let mut child = Command::new(bin())
             .current_dir(dir)
             .args([
@@ -74,6 +84,8 @@ fn run_with_kills(dir: &Path, guarantee: &str, kills: usize, seed: u64) -> usize
                 &p,
                 "--guarantee",
                 guarantee,
+                "--backend",
+                b,
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -219,4 +231,18 @@ fn sigterm_stops_with_a_savepoint_and_the_restore_continues_exactly() {
     let out = Command::new(bin()).current_dir(d).args(&args).output().expect("run");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_exactly_once(&expected, &d.join("out"));
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn exactly_once_survives_sigkill_on_rocksdb_and_across_backends() {
+    for (backend, seed) in [("rocksdb", 11), ("mixed", 12)] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
+        let expected = make_input(&d.join("input.txt"));
+        let hit = run_with_kills_on(d, "exactly-once", backend, 4, seed);
+        assert!(hit >= 2, "{backend}: only {hit} kills hit a running job");
+        assert_exactly_once(&expected, &d.join("out"));
+        eprintln!("exactly-once on {backend}: {hit} SIGKILLs, every count committed exactly once");
+    }
 }

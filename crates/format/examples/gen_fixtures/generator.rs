@@ -230,6 +230,7 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             keyed: Some(info.file.clone()),
             keyed_stats: Some(KeyedStats::from_info(&info)),
             operator: Some(oref),
+            native: None,
         });
     }
 
@@ -289,6 +290,7 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             keyed: keyed_ref,
             keyed_stats,
             operator: operator_ref,
+            native: None,
         });
     }
 

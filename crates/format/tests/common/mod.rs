@@ -192,20 +192,68 @@ pub fn arb_operator_snapshot() -> impl Strategy<Value = OperatorStateSnapshot> {
 }
 
 fn arb_file_ref() -> impl Strategy<Value = FileRef> {
-    (
-        any::<bool>(),
-        "[a-z0-9_-]{1,6}(/[a-zA-Z0-9_.-]{0,4}[a-z]){0,2}",
-        any::<u64>(),
-    )
-        .prop_map(|(shared, path, size)| FileRef {
-            scope: if shared {
-                FileScope::Shared
-            } else {
-                FileScope::Exclusive
+    (0u8..3, "[a-z0-9_-]{1,6}(/[a-zA-Z0-9_.-]{0,4}[a-z]){0,2}", any::<u64>()).prop_map(
+        |(scope, path, size)| match scope {
+            0 => FileRef {
+                scope: FileScope::Exclusive,
+                path,
+                size,
             },
-            path,
-            size,
-        })
+            1 => FileRef {
+                scope: FileScope::Shared,
+                path,
+                size,
+            },
+            _ => FileRef {
+                scope: FileScope::Absolute,
+                path: format!("/{path}"),
+                size,
+            },
+        },
+    )
+}
+
+fn arb_native_handle() -> impl Strategy<Value = statekit_format::NativeKeyedHandle> {
+    (
+        (
+            "[a-z]{0,8}",
+            "[a-z0-9-]{0,12}",
+            "[0-9a-f]{0,32}",
+            any::<u64>(),
+            any::<i64>(),
+        ),
+        proptest::collection::btree_map("[A-Z0-9_-][A-Z0-9_.-]{0,11}", (arb_file_ref(), any::<u32>()), 0..5),
+        any::<u64>(),
+        proptest::collection::vec(("\\PC{0,8}", any::<(u64, u64)>()), 0..4),
+        proptest::collection::btree_map(any::<u32>(), any::<u64>(), 0..6),
+    )
+        .prop_map(
+            |((backend, layout, backend_id, checkpoint_id, clock_ms), files, uploaded_bytes, states, kgs)| {
+                statekit_format::NativeKeyedHandle {
+                    backend,
+                    layout,
+                    backend_id,
+                    checkpoint_id,
+                    clock_ms,
+                    files: files
+                        .into_iter()
+                        .map(|(name, (file, crc32))| statekit_format::NativeFile { name, file, crc32 })
+                        .collect(),
+                    uploaded_bytes,
+                    stats: statekit_format::NativeStats {
+                        states: states
+                            .into_iter()
+                            .map(|(name, (bytes, estimated_keys))| statekit_format::NativeStateStats {
+                                name,
+                                bytes,
+                                estimated_keys,
+                            })
+                            .collect(),
+                        key_groups: kgs.into_iter().collect(),
+                    },
+                }
+            },
+        )
 }
 
 fn arb_subtask(index: u32) -> impl Strategy<Value = SubtaskMetadata> {
@@ -215,15 +263,18 @@ fn arb_subtask(index: u32) -> impl Strategy<Value = SubtaskMetadata> {
         proptest::option::of(arb_file_ref()),
         proptest::option::of(arb_file_ref()),
         proptest::option::of(arb_keyed_stats()),
+        proptest::option::of(arb_native_handle()),
     )
         .prop_map(
-            move |((a, b), finished, keyed, operator, keyed_stats)| SubtaskMetadata {
+            move |((a, b), finished, keyed, operator, keyed_stats, native)| SubtaskMetadata {
                 index,
                 key_groups: KeyGroupRange::new(u32::from(a.min(b)), u32::from(a.max(b))),
                 finished,
-                keyed,
+                // A subtask has a keyed data file or a native handle, never both.
+                keyed: if native.is_some() { None } else { keyed },
                 keyed_stats,
                 operator,
+                native,
             },
         )
 }
@@ -308,7 +359,11 @@ pub fn arb_metadata() -> impl Strategy<Value = SnapshotMetadata> {
                 } else {
                     SnapshotKind::Checkpoint
                 },
-                format: SnapshotFormat::Canonical,
+                format: if operators.iter().flat_map(|o| &o.subtasks).any(|s| s.native.is_some()) {
+                    SnapshotFormat::Native
+                } else {
+                    SnapshotFormat::Canonical
+                },
                 checkpoint_id,
                 job_id,
                 timestamp_ms,

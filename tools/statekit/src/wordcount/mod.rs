@@ -86,10 +86,37 @@ pub struct WordcountArgs {
     /// Also print every emitted line to standard output (not transactional).
     #[arg(long)]
     pub echo: bool,
+    /// Keyed state backend of the counter.
+    #[arg(long, value_enum, default_value_t = BackendKind::Hashmap)]
+    pub backend: BackendKind,
+}
+
+/// The keyed state backends the demo can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// The heap backend (`statekit-hashmap`).
+    Hashmap,
+    /// The RocksDB backend (`statekit-rocksdb`; needs the `rocksdb` cargo feature, on by default).
+    Rocksdb,
+}
+
+/// A backend of the chosen kind for one subtask. Savepoints are canonical, so a job may restore
+/// a snapshot taken on either kind into either kind.
+fn new_backend(kind: BackendKind, config: BackendConfig) -> Result<Box<dyn KeyedStateBackend>> {
+    Ok(match kind {
+        BackendKind::Hashmap => Box::new(HashMapBackend::new(config)?),
+        #[cfg(feature = "rocksdb")]
+        BackendKind::Rocksdb => Box::new(statekit_rocksdb::RocksDbBackend::new(
+            config,
+            statekit_rocksdb::RocksDbOptions::default(),
+        )?),
+        #[cfg(not(feature = "rocksdb"))]
+        BackendKind::Rocksdb => bail!("this statekit was built without the `rocksdb` feature"),
+    })
 }
 
 struct Counter {
-    backend: HashMapBackend,
+    backend: Box<dyn KeyedStateBackend>,
     count: StateHandle,
     positions: StateHandle,
     followers: StateHandle,
@@ -185,7 +212,7 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     // Keyed state: one backend per counter subtask, owning its key-group range.
     let mut counters = Vec::new();
     for i in 0..p {
-        let mut backend = HashMapBackend::new(BackendConfig::for_subtask(max_p, p, i)?)?;
+        let mut backend = new_backend(args.backend, BackendConfig::for_subtask(max_p, p, i)?)?;
         let [c, l, m] = counter_states();
         let count = backend.register(c, StateFunctions::None)?;
         let positions = backend.register(l, StateFunctions::None)?;
@@ -222,7 +249,7 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     if let Some(path) = &restore_path {
         let reader = SnapshotReader::open(path)?;
         for c in counters.iter_mut() {
-            reader.restore_keyed(COUNTER_UID, &mut c.backend)?;
+            reader.restore_keyed(COUNTER_UID, c.backend.as_mut())?;
         }
         source_state = OperatorStateStore::from_snapshot(reader.operator_state(SOURCE_UID, 1, 0)?);
         if reader.metadata().operator(SINK_UID).is_some() {

@@ -1,0 +1,1495 @@
+//! [`RocksDbBackend`]: the keyed state backend over one RocksDB column family per state.
+
+use crate::db::{CfHandles, Db, DbCfs, Inner, OwnedSnapshot};
+use crate::error::{db_err, RocksDbError};
+use crate::layout::{
+    encode_value, prefix_successor, push_add_operand, push_element, push_list_operand, split_value, KeyLayout,
+    ListElements,
+};
+use crate::native::{assemble, check_handle, CutFile, NativeCut, NativeSnapshotView, Reusable, Uploads, DB_DIR};
+use crate::options::RocksDbOptions;
+use crate::snapshot::RocksDbSnapshot;
+use rocksdb::{ColumnFamilyDescriptor, ReadOptions, WriteBatch, WriteOptions};
+use statekit_core::keygroup::check_max_parallelism;
+use statekit_core::state::{KeyedStateKind, TtlConfig, TtlUpdateType};
+use statekit_core::stream::check_entry_shape;
+use statekit_core::{
+    key_group_for_key, BackendConfig, Clock, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
+    StateError, StateFunctions, StateHandle,
+};
+use statekit_format::{FileRef, FileScope, NativeStateStats, NativeStats, ResolvedNativeHandle};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Write batches are flushed to RocksDB once they hold this many bytes.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// One registered state.
+struct Registered {
+    desc: StateDescriptor,
+    functions: StateFunctions,
+}
+
+/// TTL context of one operation: the state's TTL and, when it has one, the time now.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ttl {
+    pub(crate) cfg: Option<TtlConfig>,
+    pub(crate) now: i64,
+}
+
+impl Ttl {
+    /// True when data stamped `ts` is visible.
+    #[inline]
+    pub(crate) fn live(&self, ts: i64) -> bool {
+        match &self.cfg {
+            None => true,
+            Some(cfg) => !cfg.is_expired(ts, self.now),
+        }
+    }
+
+    /// True when values carry a timestamp.
+    #[inline]
+    fn stamped(&self) -> bool {
+        self.cfg.is_some()
+    }
+
+    /// The timestamp a write records (`None` without TTL).
+    #[inline]
+    fn stamp(&self) -> Option<i64> {
+        self.cfg.map(|_| self.now)
+    }
+
+    #[inline]
+    fn refresh_on_read(&self) -> bool {
+        matches!(&self.cfg, Some(c) if c.update_type == TtlUpdateType::OnReadAndWrite)
+    }
+}
+
+#[cold]
+fn wrong_kind(desc: &StateDescriptor, expected: &'static str) -> StateError {
+    StateError::WrongKind {
+        state: desc.name.clone(),
+        expected,
+        actual: desc.kind,
+    }
+}
+
+const SINGLE: &str = "a value, reducing or aggregating state";
+const LIST: &str = "a list state";
+const MAP: &str = "a map state";
+const ADDABLE: &str = "a list, reducing or aggregating state";
+const MERGEABLE: &str = "a list, reducing or aggregating state";
+
+/// Checks that `functions` fit the kind of `desc` (`None` always fits).
+fn check_functions(desc: &StateDescriptor, functions: &StateFunctions) -> Result<(), StateError> {
+    let fits = match functions {
+        StateFunctions::None => true,
+        StateFunctions::Reduce(_) => desc.kind == KeyedStateKind::Reducing,
+        StateFunctions::Aggregate(_) => desc.kind == KeyedStateKind::Aggregating,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(StateError::Incompatible(format!(
+            "state {:?} is a {} state and cannot take {:?} functions",
+            desc.name, desc.kind, functions
+        )))
+    }
+}
+
+/// The open database, the column-family handles and the options every call uses.
+struct Store {
+    cfs: DbCfs,
+    cf_options: rocksdb::Options,
+    read: ReadOptions,
+    write: WriteOptions,
+}
+
+impl Store {
+    fn inner(&self) -> &Arc<Inner> {
+        self.cfs.borrow_owner()
+    }
+
+    /// Reads `key` of state `s` and passes the value to `f`; `None` when absent.
+    #[inline]
+    fn get<R>(&self, s: usize, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            let v = inner
+                .db
+                .get_pinned_cf_opt(&cfs[s], key, &self.read)
+                .map_err(db_err("get"))?;
+            Ok(v.map(|v| f(v.as_ref())))
+        })
+    }
+
+    #[inline]
+    fn put(&self, s: usize, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            inner
+                .db
+                .put_cf_opt(&cfs[s], key, value, &self.write)
+                .map_err(db_err("put"))
+        })
+    }
+
+    #[inline]
+    fn merge(&self, s: usize, key: &[u8], operand: &[u8]) -> Result<(), StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            inner
+                .db
+                .merge_cf_opt(&cfs[s], key, operand, &self.write)
+                .map_err(db_err("merge"))
+        })
+    }
+
+    #[inline]
+    fn delete(&self, s: usize, key: &[u8]) -> Result<(), StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            inner
+                .db
+                .delete_cf_opt(&cfs[s], key, &self.write)
+                .map_err(db_err("delete"))
+        })
+    }
+
+    /// Adds writes to `batch` for state `s`.
+    fn batch<R>(&self, s: usize, f: impl FnOnce(&dyn BatchCf) -> R) -> R {
+        self.cfs.with_dependent(|_, cfs| f(&cfs[s]))
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner()
+            .db
+            .write_opt(batch, &self.write)
+            .map_err(db_err("write batch"))
+    }
+
+    /// Calls `f(stored key, stored value)` for every key of state `s` starting with
+    /// `prefix` (every key of the column family when `prefix` is empty), in byte order.
+    fn scan(
+        &self,
+        s: usize,
+        prefix: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            let mut ro = ReadOptions::default();
+            if let Some(upper) = prefix_successor(prefix) {
+                ro.set_iterate_upper_bound(upper);
+            }
+            let mut it = inner.db.raw_iterator_cf_opt(&cfs[s], ro);
+            it.seek(prefix);
+            while let Some((k, v)) = it.item() {
+                f(k, v)?;
+                it.next();
+            }
+            it.status().map_err(db_err("scan"))
+        })
+    }
+
+    /// Creates (or opens, for `default`) the column family of a new state and caches its
+    /// handle at the next index.
+    fn add_cf(&mut self, name: &str) -> Result<(), StateError> {
+        let opts = &self.cf_options;
+        self.cfs.with_dependent_mut(|inner, cfs: &mut CfHandles<'_>| {
+            if inner.db.cf_handle(name).is_none() {
+                inner
+                    .db
+                    .create_cf(name, opts)
+                    .map_err(db_err(format!("create column family {name:?}")))?;
+            }
+            let cf = inner
+                .db
+                .cf_handle(name)
+                .ok_or_else(|| RocksDbError::Corrupt(format!("column family {name:?} vanished")))?;
+            cfs.push(cf);
+            Ok(())
+        })
+    }
+}
+
+/// Writing to one column family inside a [`WriteBatch`].
+trait BatchCf {
+    fn put(&self, b: &mut WriteBatch, key: &[u8], value: &[u8]);
+    fn delete(&self, b: &mut WriteBatch, key: &[u8]);
+    fn merge(&self, b: &mut WriteBatch, key: &[u8], operand: &[u8]);
+}
+
+impl BatchCf for Arc<rocksdb::BoundColumnFamily<'_>> {
+    fn put(&self, b: &mut WriteBatch, key: &[u8], value: &[u8]) {
+        b.put_cf(self, key, value);
+    }
+    fn delete(&self, b: &mut WriteBatch, key: &[u8]) {
+        b.delete_cf(self, key);
+    }
+    fn merge(&self, b: &mut WriteBatch, key: &[u8], operand: &[u8]) {
+        b.merge_cf(self, key, operand);
+    }
+}
+
+#[inline]
+fn live_store(store: &Option<Store>) -> Result<&Store, StateError> {
+    store.as_ref().ok_or_else(|| RocksDbError::Disposed.into())
+}
+
+/// The RocksDB keyed state backend: one column family per state, keys in key-group order
+/// (`docs/rocksdb-layout.md`), snapshots from RocksDB snapshots. Semantics (TTL, merging,
+/// restore, errors) are those of the heap backend, `statekit_hashmap::HashMapBackend`.
+///
+/// ```
+/// use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, TypeSchema};
+/// use statekit_rocksdb::{RocksDbBackend, RocksDbOptions};
+///
+/// let mut backend = RocksDbBackend::new(BackendConfig::for_subtask(128, 1, 0)?, RocksDbOptions::default())?;
+/// let count = backend.register(
+///     StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64),
+///     StateFunctions::None,
+/// )?;
+/// backend.put(count, b"alice", b"", &7i64.to_be_bytes())?;
+/// let mut out = Vec::new();
+/// assert!(backend.get(count, b"alice", b"", &mut out)?);
+/// assert_eq!(out, 7i64.to_be_bytes());
+///
+/// // A frozen view; the backend may keep changing while another thread reads it.
+/// let view = backend.snapshot(1)?;
+/// backend.put(count, b"alice", b"", &8i64.to_be_bytes())?;
+/// let copy = statekit_core::MemoryView::collect(view.as_ref(), view.key_group_range())?;
+/// assert_eq!(copy.entries()[0].value, 7i64.to_be_bytes());
+/// # Ok::<(), statekit_core::StateError>(())
+/// ```
+pub struct RocksDbBackend {
+    max_parallelism: u32,
+    range: KeyGroupRange,
+    clock: Arc<dyn Clock>,
+    layout: KeyLayout,
+    options: RocksDbOptions,
+    states: Vec<Registered>,
+    names: HashMap<String, StateHandle>,
+    /// `None` once disposed.
+    store: Option<Store>,
+    /// Scratch buffer for stored keys.
+    key: Vec<u8>,
+    /// Scratch buffer for stored values.
+    val: Vec<u8>,
+    /// Identifies this backend instance in native handles (32 hex characters).
+    backend_id: String,
+    /// Files of native checkpoints, pending and confirmed (for incremental reuse).
+    uploads: Arc<Mutex<Uploads>>,
+    /// Native cuts taken (names their directories).
+    cuts: u64,
+}
+
+/// A fresh working directory `statekit-rocksdb-XXXXXX` under the options' local directory
+/// (default: the system temporary directory); the database lives in its `db/`.
+pub(crate) fn new_working_dir(options: &RocksDbOptions) -> Result<tempfile::TempDir, StateError> {
+    let base = options.local_dir.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base).map_err(|e| StateError::io(format!("create {}", base.display()), e))?;
+    tempfile::Builder::new()
+        .prefix("statekit-rocksdb-")
+        .tempdir_in(&base)
+        .map_err(|e| StateError::io(format!("create a working directory in {}", base.display()), e))
+}
+
+/// Opens the database in `dir/db`: a new one, or (`existing`) the one already there with
+/// all its column families.
+fn open_store(options: &RocksDbOptions, dir: tempfile::TempDir, existing: bool) -> Result<Store, StateError> {
+    let cache = rocksdb::Cache::new_lru_cache(options.block_cache_bytes);
+    let cf_options = options.to_rocksdb(&cache);
+    let path = dir.path().join(DB_DIR);
+    let names = if existing {
+        Db::list_cf(&cf_options, &path).map_err(db_err(format!("list column families of {}", path.display())))?
+    } else {
+        vec![rocksdb::DEFAULT_COLUMN_FAMILY_NAME.to_string()]
+    };
+    let db = Db::open_cf_descriptors(
+        &cf_options,
+        &path,
+        names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options.clone())),
+    )
+    .map_err(db_err(format!("open {}", path.display())))?;
+    let mut write = WriteOptions::default();
+    // The working directory is scratch space; checkpoints make state durable.
+    write.disable_wal(true);
+    let inner = Arc::new(Inner { db, dir });
+    Ok(Store {
+        cfs: DbCfs::new(inner, |_| Vec::new()),
+        cf_options,
+        read: ReadOptions::default(),
+        write,
+    })
+}
+
+/// A random backend instance id: 32 lowercase hex characters.
+pub(crate) fn new_backend_id() -> String {
+    let v: u128 = rand::random();
+    format!("{v:032x}")
+}
+
+impl fmt::Debug for RocksDbBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RocksDbBackend")
+            .field("max_parallelism", &self.max_parallelism)
+            .field("key_group_range", &self.range)
+            .field("path", &self.path())
+            .field("profile", &self.options.profile)
+            .field("states", &self.states.iter().map(|s| &s.desc.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl RocksDbBackend {
+    /// A backend for `config`, with its database in a fresh working directory (under
+    /// `options.local_dir`, else the system temporary directory), removed again when the
+    /// backend is disposed of or dropped and no snapshot view uses it any more.
+    pub fn new(config: BackendConfig, options: RocksDbOptions) -> Result<Self, StateError> {
+        check_max_parallelism(config.max_parallelism)?;
+        let range = config.key_group_range;
+        if !range.is_empty() && range.end_exclusive() > config.max_parallelism {
+            return Err(StateError::InvalidParallelism(format!(
+                "key-group range {range} exceeds max parallelism {}",
+                config.max_parallelism
+            )));
+        }
+        let dir = new_working_dir(&options)?;
+        let store = open_store(&options, dir, false)?;
+        tracing::debug!(
+            max_parallelism = config.max_parallelism,
+            %range,
+            dir = %store.inner().db.path().display(),
+            profile = %options.profile,
+            "new RocksDB keyed state backend"
+        );
+        Ok(RocksDbBackend {
+            max_parallelism: config.max_parallelism,
+            range,
+            clock: config.clock,
+            layout: KeyLayout::for_max_parallelism(config.max_parallelism),
+            options,
+            states: Vec::new(),
+            names: HashMap::new(),
+            store: Some(store),
+            key: Vec::with_capacity(64),
+            val: Vec::with_capacity(64),
+            backend_id: new_backend_id(),
+            uploads: Arc::new(Mutex::new(Uploads::default())),
+            cuts: 0,
+        })
+    }
+
+    /// The directory of the working database (`None` once disposed).
+    pub fn path(&self) -> Option<&Path> {
+        self.store.as_ref().map(|s| s.inner().db.path())
+    }
+
+    /// Identifies this backend instance in native handles.
+    pub fn backend_id(&self) -> &str {
+        &self.backend_id
+    }
+
+    /// The options the backend was created with.
+    pub fn options(&self) -> &RocksDbOptions {
+        &self.options
+    }
+
+    /// The key layout (key-group prefix width) of this backend.
+    pub fn layout(&self) -> KeyLayout {
+        self.layout
+    }
+
+    /// The clock used for TTL.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Flushes every memtable to SST files.
+    pub fn flush(&self) -> Result<(), StateError> {
+        let store = live_store(&self.store)?;
+        store
+            .cfs
+            .with_dependent(|inner, cfs| {
+                let refs: Vec<&Arc<rocksdb::BoundColumnFamily<'_>>> = cfs.iter().collect();
+                if refs.is_empty() {
+                    return Ok(());
+                }
+                inner.db.flush_cfs_opt(&refs, &rocksdb::FlushOptions::default())
+            })
+            .map_err(db_err("flush"))
+    }
+
+    /// True when (key, namespace) holds a visible value, list element or map entry. Does not
+    /// refresh TTL timestamps.
+    pub fn contains(&self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<bool, StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let store = live_store(&self.store)?;
+        let mut k = Vec::new();
+        self.layout.encode_key_ns(&mut k, kg, key, namespace);
+        let stamped = ttl.stamped();
+        match self.states[i].desc.kind {
+            KeyedStateKind::Map => {
+                let mut any = false;
+                store.scan(i, &k, |_, v| {
+                    any |= ttl.live(split_value(v, stamped)?.0);
+                    Ok(())
+                })?;
+                Ok(any)
+            }
+            KeyedStateKind::List => store
+                .get(i, &k, |v| -> Result<bool, StateError> {
+                    for e in ListElements::new(v, stamped) {
+                        if ttl.live(e?.0) {
+                            return Ok(true);
+                        }
+                    }
+                    Ok(false)
+                })?
+                .transpose()
+                .map(|x| x.unwrap_or(false)),
+            _ => store
+                .get(i, &k, |v| split_value(v, stamped).map(|(ts, _)| ttl.live(ts)))?
+                .transpose()
+                .map(|x| x.unwrap_or(false)),
+        }
+    }
+
+    /// Drops every TTL-expired value, list element and map entry now (a full scan of every
+    /// state with TTL). Returns the number of stored RocksDB keys removed entirely.
+    pub fn purge_expired(&mut self) -> Result<usize, StateError> {
+        let now = self.clock.now_ms();
+        let store = live_store(&self.store)?;
+        let mut removed = 0;
+        for (i, st) in self.states.iter().enumerate() {
+            let Some(cfg) = st.desc.ttl else { continue };
+            let ttl = Ttl { cfg: Some(cfg), now };
+            let kind = st.desc.kind;
+            let mut batch = WriteBatch::default();
+            let mut rebuilt = Vec::new();
+            store.batch(i, |cf| -> Result<(), StateError> {
+                store.scan(i, &[], |k, v| {
+                    if kind == KeyedStateKind::List {
+                        rebuilt.clear();
+                        let mut dropped = false;
+                        for e in ListElements::new(v, true) {
+                            let (ts, e) = e?;
+                            if ttl.live(ts) {
+                                push_element(&mut rebuilt, Some(ts), e);
+                            } else {
+                                dropped = true;
+                            }
+                        }
+                        if rebuilt.is_empty() {
+                            cf.delete(&mut batch, k);
+                            removed += 1;
+                        } else if dropped {
+                            cf.put(&mut batch, k, &rebuilt);
+                        }
+                    } else if !ttl.live(split_value(v, true)?.0) {
+                        cf.delete(&mut batch, k);
+                        removed += 1;
+                    }
+                    if batch.size_in_bytes() >= BATCH_BYTES {
+                        store.write(std::mem::take(&mut batch))?;
+                    }
+                    Ok(())
+                })
+            })?;
+            store.write(batch)?;
+        }
+        Ok(removed)
+    }
+
+    /// The frozen view [`KeyedStateBackend::snapshot`] returns, as its concrete type.
+    pub fn snapshot_view(&self, checkpoint_id: u64) -> Result<RocksDbSnapshot, StateError> {
+        let store = live_store(&self.store)?;
+        let now = if self.states.iter().any(|s| s.desc.ttl.is_some()) {
+            self.clock.now_ms()
+        } else {
+            0
+        };
+        let snapshot = OwnedSnapshot::new(Arc::clone(store.inner()), |inner| inner.db.snapshot());
+        Ok(RocksDbSnapshot::new(
+            checkpoint_id,
+            self.max_parallelism,
+            self.range,
+            self.layout,
+            now,
+            self.states.iter().map(|s| s.desc.clone()).collect(),
+            snapshot,
+        ))
+    }
+
+    /// The synchronous part of a native snapshot for `checkpoint_id`: flushes the memtables
+    /// and creates a RocksDB checkpoint (table files hard-linked, `MANIFEST`, `CURRENT`,
+    /// `OPTIONS` copied) in a directory beside the database. Takes milliseconds whatever the
+    /// state size; write it out with [`NativeCut::upload`] (on any thread) while this backend
+    /// keeps processing. After the upload of a checkpoint, report its completion or abort
+    /// ([`KeyedStateBackend::notify_checkpoint_complete`] / `…_aborted`): only files of
+    /// completed checkpoints are referenced again by later ones.
+    pub fn native_snapshot(&mut self, checkpoint_id: u64) -> Result<NativeCut, StateError> {
+        self.flush()?;
+        let store = live_store(&self.store)?;
+        let inner = Arc::clone(store.inner());
+        self.cuts += 1;
+        let dir = inner.dir.path().join(format!("cut-{checkpoint_id}-{}", self.cuts));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| StateError::io(format!("remove {}", dir.display()), e))?;
+        }
+        rocksdb::checkpoint::Checkpoint::new(&inner.db)
+            .and_then(|c| c.create_checkpoint(&dir))
+            .map_err(db_err(format!("create a RocksDB checkpoint in {}", dir.display())))?;
+        let mut files = Vec::new();
+        let entries = std::fs::read_dir(&dir).map_err(|e| StateError::io(format!("list {}", dir.display()), e))?;
+        for e in entries {
+            let e = e.map_err(|e| StateError::io(format!("list {}", dir.display()), e))?;
+            let md = e
+                .metadata()
+                .map_err(|err| StateError::io(format!("stat {}", e.path().display()), err))?;
+            if !md.is_file() {
+                continue;
+            }
+            files.push(CutFile {
+                name: e.file_name().to_string_lossy().into_owned(),
+                size: md.len(),
+            });
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        let stats = self.native_stats(store)?;
+        let reusable = self.uploads.lock().unwrap_or_else(|p| p.into_inner()).confirmed();
+        tracing::debug!(checkpoint_id, files = files.len(), dir = %dir.display(), "native cut");
+        Ok(NativeCut {
+            checkpoint_id,
+            backend_id: self.backend_id.clone(),
+            clock_ms: self.clock.now_ms(),
+            dir,
+            files,
+            reusable,
+            stats,
+            uploads: Arc::clone(&self.uploads),
+            _inner: inner,
+        })
+    }
+
+    /// RocksDB's own size estimates per state and per key group (index-based, no scan).
+    fn native_stats(&self, store: &Store) -> Result<NativeStats, StateError> {
+        let mut stats = NativeStats::default();
+        let mut per_kg: Vec<u64> = vec![0; self.range.len() as usize];
+        let bounds: Vec<Vec<u8>> = (self.range.start()..=self.range.end_exclusive())
+            .map(|kg| self.layout.key_group_prefix(kg))
+            .collect();
+        store.cfs.with_dependent(|inner, cfs| -> Result<(), StateError> {
+            for (st, cf) in self.states.iter().zip(cfs.iter()) {
+                let bytes = inner
+                    .db
+                    .property_int_value_cf(cf, rocksdb::properties::TOTAL_SST_FILES_SIZE)
+                    .map_err(db_err("read a size property"))?
+                    .unwrap_or(0);
+                let keys = inner
+                    .db
+                    .property_int_value_cf(cf, rocksdb::properties::ESTIMATE_NUM_KEYS)
+                    .map_err(db_err("read a size property"))?
+                    .unwrap_or(0);
+                stats.states.push(NativeStateStats {
+                    name: st.desc.name.clone(),
+                    bytes,
+                    estimated_keys: keys,
+                });
+                if self.range.is_empty() || bytes == 0 {
+                    continue;
+                }
+                let ranges: Vec<rocksdb::Range<'_>> =
+                    bounds.windows(2).map(|w| rocksdb::Range::new(&w[0], &w[1])).collect();
+                for (slot, size) in per_kg.iter_mut().zip(inner.db.get_approximate_sizes_cf(cf, &ranges)) {
+                    *slot += size;
+                }
+            }
+            Ok(())
+        })?;
+        if !self.range.is_empty() {
+            stats.key_groups = self.range.into_iter().zip(per_kg).filter(|(_, b)| *b > 0).collect();
+        }
+        Ok(stats)
+    }
+
+    /// Restores from native handles (a fresh backend only: no state registered yet), at any
+    /// parallelism of the same max parallelism: the handle with the largest key-group overlap
+    /// becomes the database (its table files hard-linked, the rest copied; the snapshot is
+    /// never modified), key groups outside this backend's range are clipped with range
+    /// deletes, and the overlapping part of every other handle is copied in key by key.
+    ///
+    /// `reuse_restored_files`: when true (CLAIM and LEGACY restore modes), the base handle's
+    /// table files that live on the local filesystem count as already uploaded, so the next
+    /// incremental checkpoint references them (by absolute path) instead of copying them;
+    /// when false (NO_CLAIM), the next checkpoint uploads every file anew and shares nothing
+    /// with the restored snapshot.
+    pub fn restore_native(
+        &mut self,
+        handles: &[ResolvedNativeHandle],
+        reuse_restored_files: bool,
+    ) -> Result<(), StateError> {
+        if !self.states.is_empty() {
+            return Err(StateError::Restore(
+                "a native restore needs a fresh backend (states are already registered)".into(),
+            ));
+        }
+        let overlapping: Vec<&ResolvedNativeHandle> = handles
+            .iter()
+            .filter(|h| !h.key_groups.intersection(&self.range).is_empty())
+            .collect();
+        for h in &overlapping {
+            check_handle(h, self.max_parallelism)?;
+        }
+        let Some(base) = overlapping
+            .iter()
+            .copied()
+            .max_by_key(|h| h.key_groups.intersection(&self.range).len())
+        else {
+            return Ok(());
+        };
+        // Build the new database in a fresh working directory, then swap it in.
+        let dir = new_working_dir(&self.options)?;
+        let db_path = dir.path().join(DB_DIR);
+        let copied = assemble(base, &db_path)?;
+        let store = open_store(&self.options, dir, true)?;
+        // The old (empty) database goes; views of it keep their share.
+        self.store = Some(store);
+        let mut descs: Vec<StateDescriptor> = Vec::new();
+        for h in &overlapping {
+            for d in &h.states {
+                if !descs.iter().any(|x| x.name == d.name) {
+                    descs.push(d.clone());
+                }
+            }
+        }
+        {
+            let store = live_store(&self.store)?;
+            let names = store.inner().db.path().to_path_buf();
+            let existing = Db::list_cf(&store.cf_options, &names).map_err(db_err("list column families"))?;
+            if let Some(n) = existing
+                .iter()
+                .find(|n| *n != rocksdb::DEFAULT_COLUMN_FAMILY_NAME && !descs.iter().any(|d| &d.name == *n))
+            {
+                return Err(RocksDbError::Corrupt(format!(
+                    "subtask {}: column family {n:?} has no state descriptor in _metadata",
+                    base.subtask
+                ))
+                .into());
+            }
+        }
+        for d in &descs {
+            self.register_for_restore(d)?;
+        }
+        // Clip: drop the base's key groups outside this backend's range.
+        let store = live_store(&self.store)?;
+        let low = self.layout.key_group_prefix(self.range.start());
+        let high = self.layout.key_group_prefix(self.range.end_exclusive());
+        store.cfs.with_dependent(|inner, cfs| -> Result<(), StateError> {
+            for cf in cfs.iter() {
+                if base.key_groups.start() < self.range.start() {
+                    inner
+                        .db
+                        .delete_range_cf_opt(cf, [0u8].as_slice(), low.as_slice(), &store.write)
+                        .map_err(db_err("clip key groups below the range"))?;
+                }
+                if base.key_groups.end_exclusive() > self.range.end_exclusive() {
+                    inner
+                        .db
+                        .delete_range_cf_opt(cf, high.as_slice(), [0xFFu8; 3].as_slice(), &store.write)
+                        .map_err(db_err("clip key groups above the range"))?;
+                }
+            }
+            Ok(())
+        })?;
+        // Copy the other handles' part of the range.
+        let mut copied_keys = 0u64;
+        for h in overlapping.iter().filter(|h| !std::ptr::eq(**h, base)) {
+            let view = NativeSnapshotView::open(h, &self.options)?;
+            let part = h.key_groups.intersection(&self.range);
+            let mut batch = WriteBatch::default();
+            let names = &self.names;
+            view.for_each_raw(part, |state, k, v| {
+                let s = names
+                    .get(state)
+                    .ok_or_else(|| StateError::Restore(format!("state {state:?} is not registered")))?
+                    .0 as usize;
+                store.batch(s, |cf| cf.put(&mut batch, k, v));
+                copied_keys += 1;
+                if batch.size_in_bytes() >= BATCH_BYTES {
+                    store.write(std::mem::take(&mut batch))?;
+                }
+                Ok(())
+            })?;
+            store.write(batch)?;
+        }
+        let reuse: BTreeMap<String, Reusable> = if reuse_restored_files {
+            base.files
+                .iter()
+                .filter(|f| f.file.name.ends_with(".sst"))
+                .filter_map(|f| {
+                    f.absolute_path().map(|p| {
+                        (
+                            f.file.name.clone(),
+                            Reusable {
+                                file: FileRef {
+                                    scope: FileScope::Absolute,
+                                    path: p.display().to_string(),
+                                    size: f.file.file.size,
+                                },
+                                crc32: f.file.crc32,
+                            },
+                        )
+                    })
+                })
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        tracing::debug!(
+            range = %self.range,
+            base = base.subtask,
+            others = overlapping.len() - 1,
+            copied_bytes = copied,
+            copied_keys,
+            reused = reuse.len(),
+            "restored from native handles"
+        );
+        self.uploads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_confirmed(reuse);
+        Ok(())
+    }
+
+    /// Resolves the handle and the key's key group, and reads the clock for TTL states.
+    #[inline]
+    fn prepare(&self, h: StateHandle, key: &[u8]) -> Result<(usize, u32, Ttl), StateError> {
+        let i = h.0 as usize;
+        let Some(st) = self.states.get(i) else {
+            return Err(StateError::UnknownState(format!("handle {i}")));
+        };
+        let kg = key_group_for_key(key, self.max_parallelism);
+        if !self.range.contains(kg) {
+            return Err(StateError::KeyGroupOutOfRange {
+                key_group: kg,
+                range: self.range,
+            });
+        }
+        let cfg = st.desc.ttl;
+        let now = if cfg.is_some() { self.clock.now_ms() } else { 0 };
+        Ok((i, kg, Ttl { cfg, now }))
+    }
+
+    /// Registers a state found in a restored view: existing states are only checked for
+    /// compatibility (their TTL and functions are kept).
+    fn register_for_restore(&mut self, desc: &StateDescriptor) -> Result<StateHandle, StateError> {
+        if let Some(&h) = self.names.get(&desc.name) {
+            self.states[h.0 as usize]
+                .desc
+                .check_compatible(desc)
+                .map_err(StateError::Incompatible)?;
+            return Ok(h);
+        }
+        self.register(desc.clone(), StateFunctions::None)
+    }
+
+    /// Rewrites every stored value of state `i` with (`stamp = Some(now)`) or without
+    /// (`None`) TTL timestamps, when a TTL is added to or removed from a registered state.
+    fn restamp(&self, i: usize, stamp: Option<i64>) -> Result<(), StateError> {
+        let store = live_store(&self.store)?;
+        let kind = self.states[i].desc.kind;
+        let was_stamped = self.states[i].desc.ttl.is_some();
+        let mut batch = WriteBatch::default();
+        let mut value = Vec::new();
+        store.batch(i, |cf| {
+            store.scan(i, &[], |k, v| {
+                value.clear();
+                if kind == KeyedStateKind::List {
+                    for e in ListElements::new(v, was_stamped) {
+                        push_element(&mut value, stamp, e?.1);
+                    }
+                } else {
+                    encode_value(&mut value, stamp, split_value(v, was_stamped)?.1);
+                }
+                cf.put(&mut batch, k, &value);
+                if batch.size_in_bytes() >= BATCH_BYTES {
+                    store.write(std::mem::take(&mut batch))?;
+                }
+                Ok(())
+            })
+        })?;
+        store.write(batch)
+    }
+}
+
+/// Collects the live elements of a stored list into `out` (re-encoded), refreshing their
+/// timestamps when `refresh`; returns (visible elements, whether anything changed).
+fn rebuild_list(raw: &[u8], ttl: Ttl, refresh: bool, out: &mut Vec<u8>) -> Result<(usize, bool), StateError> {
+    out.clear();
+    let mut visible = 0;
+    let mut changed = false;
+    for e in ListElements::new(raw, ttl.stamped()) {
+        let (ts, e) = e?;
+        if ttl.live(ts) {
+            visible += 1;
+            let ts = if refresh { ttl.now } else { ts };
+            push_element(out, ttl.cfg.map(|_| ts), e);
+            changed |= refresh && ts != ttl.now;
+        } else {
+            changed = true;
+        }
+    }
+    Ok((visible, changed))
+}
+
+impl KeyedStateBackend for RocksDbBackend {
+    fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
+        check_functions(&descriptor, &functions)?;
+        if let Some(&h) = self.names.get(&descriptor.name) {
+            let i = h.0 as usize;
+            self.states[i]
+                .desc
+                .check_compatible(&descriptor)
+                .map_err(StateError::Incompatible)?;
+            let had_ttl = self.states[i].desc.ttl.is_some();
+            if had_ttl != descriptor.ttl.is_some() {
+                // Entries written without TTL start living now; removing the TTL strips
+                // the timestamps (and makes everything visible again, as on the heap).
+                let stamp = descriptor.ttl.map(|_| self.clock.now_ms());
+                self.restamp(i, stamp)?;
+            }
+            self.states[i].desc.ttl = descriptor.ttl;
+            if !matches!(functions, StateFunctions::None) {
+                self.states[i].functions = functions;
+            }
+            return Ok(h);
+        }
+        let h = StateHandle(
+            u32::try_from(self.states.len()).map_err(|_| StateError::Incompatible("too many states".into()))?,
+        );
+        let store = self.store.as_mut().ok_or(RocksDbError::Disposed)?;
+        store.add_cf(&descriptor.name)?;
+        tracing::debug!(name = %descriptor.name, kind = %descriptor.kind, handle = h.0, "register state");
+        self.names.insert(descriptor.name.clone(), h);
+        self.states.push(Registered {
+            desc: descriptor,
+            functions,
+        });
+        Ok(h)
+    }
+
+    fn handle(&self, name: &str) -> Option<StateHandle> {
+        self.names.get(name).copied()
+    }
+
+    fn descriptors(&self) -> Vec<StateDescriptor> {
+        self.states.iter().map(|s| s.desc.clone()).collect()
+    }
+
+    fn get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError> {
+        out.clear();
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if !desc.kind.is_single_value() {
+            return Err(wrong_kind(desc, SINGLE));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+        let stamped = ttl.stamped();
+        let Some(ts) = store
+            .get(i, &self.key, |v| -> Result<i64, StateError> {
+                let (ts, v) = split_value(v, stamped)?;
+                out.extend_from_slice(v);
+                Ok(ts)
+            })?
+            .transpose()?
+        else {
+            return Ok(false);
+        };
+        if !stamped {
+            return Ok(true);
+        }
+        if !ttl.live(ts) {
+            out.clear();
+            store.delete(i, &self.key)?;
+            return Ok(false);
+        }
+        if ttl.refresh_on_read() && ts != ttl.now {
+            encode_value(&mut self.val, Some(ttl.now), out);
+            store.put(i, &self.key, &self.val)?;
+        }
+        Ok(true)
+    }
+
+    fn put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if !desc.kind.is_single_value() {
+            return Err(wrong_kind(desc, SINGLE));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+        if ttl.stamped() {
+            encode_value(&mut self.val, ttl.stamp(), value);
+            store.put(i, &self.key, &self.val)
+        } else {
+            store.put(i, &self.key, value)
+        }
+    }
+
+    fn add(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let Registered { desc, functions } = &self.states[i];
+        let store = live_store(&self.store)?;
+        let stamped = ttl.stamped();
+        match desc.kind {
+            KeyedStateKind::List => {
+                self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+                self.val.clear();
+                // Append without reading: the merge operator drops what expired by now
+                // (as the heap backend does on add) and appends.
+                push_add_operand(&mut self.val, ttl.cfg.map(|c| (ttl.now, c.ttl_ms)), value);
+                store.merge(i, &self.key, &self.val)
+            }
+            KeyedStateKind::Reducing => {
+                let StateFunctions::Reduce(reduce) = functions else {
+                    return Err(StateError::MissingFunction(desc.name.clone()));
+                };
+                self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+                let reduced = store
+                    .get(i, &self.key, |v| -> Result<Option<Vec<u8>>, StateError> {
+                        let (ts, old) = split_value(v, stamped)?;
+                        Ok(ttl.live(ts).then(|| reduce(old, value)))
+                    })?
+                    .transpose()?
+                    .flatten();
+                encode_value(&mut self.val, ttl.stamp(), reduced.as_deref().unwrap_or(value));
+                store.put(i, &self.key, &self.val)
+            }
+            KeyedStateKind::Aggregating => {
+                let StateFunctions::Aggregate(agg) = functions else {
+                    return Err(StateError::MissingFunction(desc.name.clone()));
+                };
+                self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+                let acc = store
+                    .get(i, &self.key, |v| -> Result<Option<Vec<u8>>, StateError> {
+                        let (ts, old) = split_value(v, stamped)?;
+                        Ok(ttl.live(ts).then(|| (agg.add)(Some(old), value)))
+                    })?
+                    .transpose()?
+                    .flatten()
+                    .unwrap_or_else(|| (agg.add)(None, value));
+                encode_value(&mut self.val, ttl.stamp(), &acc);
+                store.put(i, &self.key, &self.val)
+            }
+            _ => Err(wrong_kind(desc, ADDABLE)),
+        }
+    }
+
+    fn clear(&mut self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<(), StateError> {
+        let (i, kg, _) = self.prepare(state, key)?;
+        let store = live_store(&self.store)?;
+        self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+        if self.states[i].desc.kind != KeyedStateKind::Map {
+            return store.delete(i, &self.key);
+        }
+        let mut batch = WriteBatch::default();
+        store.batch(i, |cf| {
+            store.scan(i, &self.key, |k, _| {
+                cf.delete(&mut batch, k);
+                Ok(())
+            })
+        })?;
+        store.write(batch)
+    }
+
+    fn list_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if desc.kind != KeyedStateKind::List {
+            return Err(wrong_kind(desc, LIST));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+        let stamped = ttl.stamped();
+        let val = &mut self.val;
+        let r = store.get(i, &self.key, |raw| -> Result<(usize, bool), StateError> {
+            let mut visible = 0;
+            let mut stale = false;
+            for e in ListElements::new(raw, stamped) {
+                let (ts, e) = e?;
+                if ttl.live(ts) {
+                    f(e);
+                    visible += 1;
+                    stale |= ttl.refresh_on_read() && ts != ttl.now;
+                } else {
+                    stale = true;
+                }
+            }
+            if stale {
+                rebuild_list(raw, ttl, ttl.refresh_on_read(), val)?;
+            }
+            Ok((visible, stale))
+        })?;
+        let Some((visible, stale)) = r.transpose()? else {
+            return Ok(0);
+        };
+        if stale {
+            if visible == 0 {
+                store.delete(i, &self.key)?;
+            } else {
+                store.put(i, &self.key, &self.val)?;
+            }
+        }
+        Ok(visible)
+    }
+
+    fn list_update(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        elements: &[&[u8]],
+    ) -> Result<(), StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if desc.kind != KeyedStateKind::List {
+            return Err(wrong_kind(desc, LIST));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+        if elements.is_empty() {
+            return store.delete(i, &self.key);
+        }
+        self.val.clear();
+        for e in elements {
+            push_element(&mut self.val, ttl.stamp(), e);
+        }
+        store.put(i, &self.key, &self.val)
+    }
+
+    fn map_get(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, StateError> {
+        out.clear();
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if desc.kind != KeyedStateKind::Map {
+            return Err(wrong_kind(desc, MAP));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_map_key(&mut self.key, kg, key, namespace, user_key);
+        let stamped = ttl.stamped();
+        let Some(ts) = store
+            .get(i, &self.key, |v| -> Result<i64, StateError> {
+                let (ts, v) = split_value(v, stamped)?;
+                out.extend_from_slice(v);
+                Ok(ts)
+            })?
+            .transpose()?
+        else {
+            return Ok(false);
+        };
+        if !stamped {
+            return Ok(true);
+        }
+        if !ttl.live(ts) {
+            out.clear();
+            store.delete(i, &self.key)?;
+            return Ok(false);
+        }
+        if ttl.refresh_on_read() && ts != ttl.now {
+            encode_value(&mut self.val, Some(ttl.now), out);
+            store.put(i, &self.key, &self.val)?;
+        }
+        Ok(true)
+    }
+
+    fn map_put(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if desc.kind != KeyedStateKind::Map {
+            return Err(wrong_kind(desc, MAP));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_map_key(&mut self.key, kg, key, namespace, user_key);
+        if ttl.stamped() {
+            encode_value(&mut self.val, ttl.stamp(), value);
+            store.put(i, &self.key, &self.val)
+        } else {
+            store.put(i, &self.key, value)
+        }
+    }
+
+    fn map_remove(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+    ) -> Result<bool, StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if desc.kind != KeyedStateKind::Map {
+            return Err(wrong_kind(desc, MAP));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_map_key(&mut self.key, kg, key, namespace, user_key);
+        let stamped = ttl.stamped();
+        let Some(live) = store
+            .get(i, &self.key, |v| split_value(v, stamped).map(|(ts, _)| ttl.live(ts)))?
+            .transpose()?
+        else {
+            return Ok(false);
+        };
+        store.delete(i, &self.key)?;
+        Ok(live)
+    }
+
+    fn map_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let desc = &self.states[i].desc;
+        if desc.kind != KeyedStateKind::Map {
+            return Err(wrong_kind(desc, MAP));
+        }
+        let store = live_store(&self.store)?;
+        self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
+        let prefix_len = self.key.len();
+        let stamped = ttl.stamped();
+        let mut visible = 0;
+        let mut batch = WriteBatch::default();
+        let val = &mut self.val;
+        store.batch(i, |cf| {
+            store.scan(i, &self.key, |k, v| {
+                let (ts, v) = split_value(v, stamped)?;
+                if !ttl.live(ts) {
+                    cf.delete(&mut batch, k);
+                    return Ok(());
+                }
+                f(&k[prefix_len..], v);
+                visible += 1;
+                if ttl.refresh_on_read() && ts != ttl.now {
+                    encode_value(val, Some(ttl.now), v);
+                    cf.put(&mut batch, k, val);
+                }
+                Ok(())
+            })
+        })?;
+        store.write(batch)?;
+        Ok(visible)
+    }
+
+    fn merge_namespaces(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        target: &[u8],
+        sources: &[&[u8]],
+    ) -> Result<(), StateError> {
+        let (i, kg, ttl) = self.prepare(state, key)?;
+        let Registered { desc, functions } = &self.states[i];
+        let store = live_store(&self.store)?;
+        let stamped = ttl.stamped();
+        // Each distinct source once, in order, never the target.
+        let mut unique: Vec<&[u8]> = Vec::with_capacity(sources.len());
+        for s in sources {
+            if *s != target && !unique.contains(s) {
+                unique.push(s);
+            }
+        }
+        let mut batch = WriteBatch::default();
+        let mut src_key = Vec::new();
+        match desc.kind {
+            KeyedStateKind::List => {
+                let mut moved = Vec::new();
+                for src in &unique {
+                    self.layout.encode_key_ns(&mut src_key, kg, key, src);
+                    let found = store
+                        .get(i, &src_key, |raw| -> Result<(), StateError> {
+                            for e in ListElements::new(raw, stamped) {
+                                let (ts, e) = e?;
+                                if ttl.live(ts) {
+                                    push_element(&mut moved, ttl.cfg.map(|_| ts), e);
+                                }
+                            }
+                            Ok(())
+                        })?
+                        .transpose()?;
+                    if found.is_some() {
+                        store.batch(i, |cf| cf.delete(&mut batch, &src_key));
+                    }
+                }
+                if !moved.is_empty() {
+                    self.layout.encode_key_ns(&mut self.key, kg, key, target);
+                    // Drop the target's expired elements, then append (as on the heap).
+                    self.val.clear();
+                    push_list_operand(&mut self.val, stamped, ttl.cfg.map(|c| (ttl.now, c.ttl_ms)), &moved);
+                    store.batch(i, |cf| cf.merge(&mut batch, &self.key, &self.val));
+                }
+                store.write(batch)
+            }
+            kind @ (KeyedStateKind::Reducing | KeyedStateKind::Aggregating) => {
+                type MergeFn = dyn Fn(&[u8], &[u8]) -> Vec<u8> + Send + Sync;
+                let merge: &MergeFn = match functions {
+                    StateFunctions::Reduce(f) if kind == KeyedStateKind::Reducing => f.as_ref(),
+                    StateFunctions::Aggregate(f) if kind == KeyedStateKind::Aggregating => f.merge.as_ref(),
+                    _ => return Err(StateError::MissingFunction(desc.name.clone())),
+                };
+                let mut merged: Option<Vec<u8>> = None;
+                for src in &unique {
+                    self.layout.encode_key_ns(&mut src_key, kg, key, src);
+                    let found = store
+                        .get(i, &src_key, |raw| -> Result<(), StateError> {
+                            let (ts, v) = split_value(raw, stamped)?;
+                            if ttl.live(ts) {
+                                merged = Some(match merged.take() {
+                                    None => v.to_vec(),
+                                    Some(acc) => merge(&acc, v),
+                                });
+                            }
+                            Ok(())
+                        })?
+                        .transpose()?;
+                    if found.is_some() {
+                        store.batch(i, |cf| cf.delete(&mut batch, &src_key));
+                    }
+                }
+                if let Some(merged) = merged {
+                    self.layout.encode_key_ns(&mut self.key, kg, key, target);
+                    let combined = store
+                        .get(i, &self.key, |raw| -> Result<Option<Vec<u8>>, StateError> {
+                            let (ts, v) = split_value(raw, stamped)?;
+                            Ok(ttl.live(ts).then(|| merge(v, &merged)))
+                        })?
+                        .transpose()?
+                        .flatten();
+                    encode_value(&mut self.val, ttl.stamp(), combined.as_deref().unwrap_or(&merged));
+                    store.batch(i, |cf| cf.put(&mut batch, &self.key, &self.val));
+                }
+                store.write(batch)
+            }
+            _ => Err(wrong_kind(desc, MERGEABLE)),
+        }
+    }
+
+    fn snapshot(&mut self, checkpoint_id: u64) -> Result<Arc<dyn KeyedStateView>, StateError> {
+        let view = self.snapshot_view(checkpoint_id)?;
+        tracing::debug!(
+            checkpoint_id,
+            states = self.states.len(),
+            "RocksDB backend snapshot cut"
+        );
+        Ok(Arc::new(view))
+    }
+
+    fn restore(&mut self, views: &[&dyn KeyedStateView]) -> Result<(), StateError> {
+        for view in views {
+            if view.max_parallelism() != self.max_parallelism {
+                return Err(StateError::Restore(format!(
+                    "view has max parallelism {} but this backend has {}",
+                    view.max_parallelism(),
+                    self.max_parallelism
+                )));
+            }
+            let view_states = view.states().to_vec();
+            let mapping = view_states
+                .iter()
+                .map(|d| self.register_for_restore(d).map(|h| h.0 as usize))
+                .collect::<Result<Vec<_>, _>>()?;
+            let now = self.clock.now_ms();
+            let range = view.key_group_range().intersection(&self.range);
+            let store = live_store(&self.store)?;
+            let (layout, max_p, states) = (self.layout, self.max_parallelism, &self.states);
+            let mut ingest = Ingest {
+                store,
+                batch: WriteBatch::default(),
+                key: Vec::new(),
+                val: Vec::new(),
+                list: None,
+                count: 0,
+            };
+            for kg in range {
+                view.visit_key_group(kg, &mut |e| {
+                    check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
+                    let actual = key_group_for_key(e.key, max_p);
+                    if actual != kg {
+                        return Err(StateError::Restore(format!(
+                            "entry of key group {kg} has a key that belongs to key group {actual}"
+                        )));
+                    }
+                    let s = mapping[e.state as usize];
+                    let desc = &states[s].desc;
+                    let ts = match desc.ttl {
+                        None => None,
+                        Some(cfg) => {
+                            let ts = e.timestamp.unwrap_or(now);
+                            if cfg.is_expired(ts, now) {
+                                return Ok(());
+                            }
+                            Some(ts)
+                        }
+                    };
+                    ingest.count += 1;
+                    match desc.kind {
+                        KeyedStateKind::List => {
+                            layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
+                            ingest.list_element(s, desc.ttl.is_some(), ts, e.value)
+                        }
+                        KeyedStateKind::Map => {
+                            let user_key = e.user_key.ok_or_else(|| {
+                                StateError::Restore(format!("map state {:?} entry without user key", desc.name))
+                            })?;
+                            layout.encode_map_key(&mut ingest.key, kg, e.key, e.namespace, user_key);
+                            encode_value(&mut ingest.val, ts, e.value);
+                            ingest.put(s)
+                        }
+                        _ => {
+                            layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
+                            encode_value(&mut ingest.val, ts, e.value);
+                            ingest.put(s)
+                        }
+                    }
+                })?;
+            }
+            let count = ingest.count;
+            ingest.finish()?;
+            tracing::debug!(%range, entries = count, "restored from view");
+        }
+        Ok(())
+    }
+
+    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), StateError> {
+        self.uploads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .complete(checkpoint_id);
+        Ok(())
+    }
+
+    fn notify_checkpoint_aborted(&mut self, checkpoint_id: u64) -> Result<(), StateError> {
+        self.uploads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .abort(checkpoint_id);
+        Ok(())
+    }
+
+    fn dispose(&mut self) {
+        self.states.clear();
+        self.names.clear();
+        // Snapshot views keep their share of the database; the directory goes with the last.
+        self.store = None;
+    }
+}
+
+/// Bulk ingestion of restored entries into write batches (the WAL is off).
+struct Ingest<'s> {
+    store: &'s Store,
+    batch: WriteBatch,
+    key: Vec<u8>,
+    val: Vec<u8>,
+    /// The list being collected: (state, stamped, stored key, encoded elements).
+    list: Option<(usize, bool, Vec<u8>, Vec<u8>)>,
+    count: usize,
+}
+
+impl Ingest<'_> {
+    fn put(&mut self, s: usize) -> Result<(), StateError> {
+        self.flush_list()?;
+        let (batch, key, val) = (&mut self.batch, &self.key, &self.val);
+        self.store.batch(s, |cf| cf.put(batch, key, val));
+        self.maybe_write()
+    }
+
+    /// Collects consecutive elements of one list into one append.
+    fn list_element(&mut self, s: usize, stamped: bool, ts: Option<i64>, element: &[u8]) -> Result<(), StateError> {
+        if let Some((ls, _, lk, elems)) = &mut self.list {
+            if *ls == s && *lk == self.key {
+                push_element(elems, ts, element);
+                return Ok(());
+            }
+        }
+        self.flush_list()?;
+        let mut elems = Vec::new();
+        push_element(&mut elems, ts, element);
+        self.list = Some((s, stamped, self.key.clone(), elems));
+        Ok(())
+    }
+
+    /// Appends the collected list (a merge, so lists met in several views concatenate as
+    /// they do on the heap).
+    fn flush_list(&mut self) -> Result<(), StateError> {
+        if let Some((s, stamped, key, elems)) = self.list.take() {
+            // Not `self.val`: it may hold the value of the entry being put next.
+            let mut operand = Vec::with_capacity(elems.len() + 12);
+            push_list_operand(&mut operand, stamped, None, &elems);
+            let batch = &mut self.batch;
+            self.store.batch(s, |cf| cf.merge(batch, &key, &operand));
+            self.maybe_write()?;
+        }
+        Ok(())
+    }
+
+    fn maybe_write(&mut self) -> Result<(), StateError> {
+        if self.batch.size_in_bytes() >= BATCH_BYTES {
+            self.store.write(std::mem::take(&mut self.batch))?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(), StateError> {
+        self.flush_list()?;
+        self.store.write(std::mem::take(&mut self.batch))
+    }
+}
+
+#[cfg(test)]
+impl RocksDbBackend {
+    /// The raw (stored key, stored value) pairs of a state, for layout tests.
+    pub(crate) fn raw_entries(&self, state: StateHandle) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        if let Some(store) = &self.store {
+            store
+                .scan(state.0 as usize, &[], |k, v| {
+                    out.push((k.to_vec(), v.to_vec()));
+                    Ok(())
+                })
+                .expect("scan");
+        }
+        out
+    }
+}

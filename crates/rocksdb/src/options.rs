@@ -1,0 +1,269 @@
+//! [`RocksDbOptions`]: named profiles and the knobs that matter, turned into RocksDB options.
+
+use crate::layout::{list_full_merge, list_partial_merge, MERGE_OPERATOR_NAME};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// A named starting point for [`RocksDbOptions`], after Flink's `PredefinedOptions`.
+///
+/// | profile | block cache | block size | write buffers | compression (bottommost) | compaction | background jobs |
+/// |---|---|---|---|---|---|---|
+/// | `default` | 64 MiB | 4 KiB | 2 × 64 MiB | lz4 (lz4) | level, 64 MiB files | 2 |
+/// | `spinning-disk` | 256 MiB | 128 KiB | 4 × 64 MiB, merge 3 | lz4 (zstd) | level, dynamic level sizes, 256 MiB files, 2 MiB compaction readahead | 4 |
+/// | `flash-ssd` | 128 MiB | 16 KiB | 3 × 64 MiB | lz4 (lz4) | level, dynamic level sizes, 64 MiB files | 4 |
+///
+/// Every profile uses a 10-bit bloom filter per key (state access is point lookups), keeps
+/// index and filter blocks in the block cache, and never fsyncs (the working directory is
+/// scratch space: durability comes from checkpoints, so the write-ahead log is off too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// Moderate memory, general-purpose.
+    #[default]
+    Default,
+    /// Spinning disks: big blocks and files, compaction readahead and more memory, so that
+    /// reads and compactions turn into fewer, longer sequential I/Os (Flink's
+    /// `SPINNING_DISK_OPTIMIZED_HIGH_MEM`).
+    SpinningDisk,
+    /// Local flash / SSD: random reads are cheap, so small blocks and more background
+    /// compaction threads (Flink's `FLASH_SSD_OPTIMIZED`).
+    FlashSsd,
+}
+
+impl Profile {
+    /// Every profile.
+    pub const ALL: [Profile; 3] = [Profile::Default, Profile::SpinningDisk, Profile::FlashSsd];
+
+    /// The profile's name: `default`, `spinning-disk` or `flash-ssd`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::SpinningDisk => "spinning-disk",
+            Profile::FlashSsd => "flash-ssd",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown RocksDB profile {s:?} (expected default, spinning-disk or flash-ssd)"))
+    }
+}
+
+/// Block compression of SST files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// No compression.
+    None,
+    /// LZ4: fast, moderate ratio.
+    Lz4,
+    /// Zstandard: slower, better ratio.
+    Zstd,
+}
+
+impl Compression {
+    fn to_rocksdb(self) -> rocksdb::DBCompressionType {
+        match self {
+            Compression::None => rocksdb::DBCompressionType::None,
+            Compression::Lz4 => rocksdb::DBCompressionType::Lz4,
+            Compression::Zstd => rocksdb::DBCompressionType::Zstd,
+        }
+    }
+
+    /// The name: `none`, `lz4` or `zstd`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+impl FromStr for Compression {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            other => Err(format!("unknown compression {other:?} (expected none, lz4 or zstd)")),
+        }
+    }
+}
+
+/// How a [`RocksDbBackend`](crate::RocksDbBackend) sets up its database. Start from a
+/// [`Profile`] ([`RocksDbOptions::profile`], or [`Default`] for [`Profile::Default`]) and
+/// adjust the public fields or use the `with_*` methods.
+///
+/// ```
+/// use statekit_rocksdb::{Compression, Profile, RocksDbOptions};
+/// let opts = RocksDbOptions::profile(Profile::FlashSsd)
+///     .with_block_cache_bytes(512 << 20)
+///     .with_compression(Compression::Zstd);
+/// assert_eq!(opts.block_size, 16 << 10);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct RocksDbOptions {
+    /// The profile these settings started from (informational once fields are changed).
+    pub profile: Profile,
+    /// Directory under which the backend creates its own fresh working directory
+    /// (`statekit-rocksdb-XXXXXX`), removed again when the backend and all its snapshot
+    /// views are dropped. `None`: [`std::env::temp_dir`].
+    pub local_dir: Option<PathBuf>,
+    /// Size of the LRU block cache shared by all column families (uncompressed data,
+    /// index and filter blocks), in bytes.
+    pub block_cache_bytes: usize,
+    /// Size of one memtable per column family, in bytes (`write_buffer_size`).
+    pub write_buffer_bytes: usize,
+    /// Memtables per column family, including the active one (`max_write_buffer_number`).
+    pub max_write_buffers: i32,
+    /// Immutable memtables merged into one flush (`min_write_buffer_number_to_merge`).
+    pub min_write_buffers_to_merge: i32,
+    /// Compression of all levels but the last.
+    pub compression: Compression,
+    /// Compression of the bottommost level (most of the data).
+    pub bottommost_compression: Compression,
+    /// Uncompressed size of an SST data block, in bytes.
+    pub block_size: usize,
+    /// Bloom filter bits per key; 0 disables the filter.
+    pub bloom_bits_per_key: f64,
+    /// Background flush and compaction threads (`max_background_jobs`).
+    pub background_jobs: i32,
+    /// Target size of an SST file at level 1 (`target_file_size_base`), in bytes.
+    pub target_file_bytes: u64,
+    /// Total size of level 1 (`max_bytes_for_level_base`), in bytes.
+    pub level_base_bytes: u64,
+    /// Size levels dynamically from the last one (`level_compaction_dynamic_level_bytes`).
+    pub dynamic_level_bytes: bool,
+    /// Readahead of compaction inputs (`compaction_readahead_size`), in bytes; 0 = RocksDB's
+    /// default.
+    pub compaction_readahead_bytes: usize,
+}
+
+impl Default for RocksDbOptions {
+    fn default() -> Self {
+        Self::profile(Profile::Default)
+    }
+}
+
+impl RocksDbOptions {
+    /// The settings of a named profile (see [`Profile`] for the table).
+    pub fn profile(profile: Profile) -> Self {
+        const MIB: usize = 1 << 20;
+        let base = RocksDbOptions {
+            profile,
+            local_dir: None,
+            block_cache_bytes: 64 * MIB,
+            write_buffer_bytes: 64 * MIB,
+            max_write_buffers: 2,
+            min_write_buffers_to_merge: 1,
+            compression: Compression::Lz4,
+            bottommost_compression: Compression::Lz4,
+            block_size: 4 << 10,
+            bloom_bits_per_key: 10.0,
+            background_jobs: 2,
+            target_file_bytes: 64 << 20,
+            level_base_bytes: 256 << 20,
+            dynamic_level_bytes: false,
+            compaction_readahead_bytes: 0,
+        };
+        match profile {
+            Profile::Default => base,
+            Profile::SpinningDisk => RocksDbOptions {
+                block_cache_bytes: 256 * MIB,
+                max_write_buffers: 4,
+                min_write_buffers_to_merge: 3,
+                bottommost_compression: Compression::Zstd,
+                block_size: 128 << 10,
+                background_jobs: 4,
+                target_file_bytes: 256 << 20,
+                level_base_bytes: 1 << 30,
+                dynamic_level_bytes: true,
+                compaction_readahead_bytes: 2 * MIB,
+                ..base
+            },
+            Profile::FlashSsd => RocksDbOptions {
+                block_cache_bytes: 128 * MIB,
+                max_write_buffers: 3,
+                block_size: 16 << 10,
+                background_jobs: 4,
+                dynamic_level_bytes: true,
+                ..base
+            },
+        }
+    }
+
+    /// Sets the directory the working directory is created in.
+    pub fn with_local_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.local_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the block cache size.
+    pub fn with_block_cache_bytes(mut self, bytes: usize) -> Self {
+        self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Sets the memtable size.
+    pub fn with_write_buffer_bytes(mut self, bytes: usize) -> Self {
+        self.write_buffer_bytes = bytes;
+        self
+    }
+
+    /// Sets the compression of every level, including the bottommost.
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self.bottommost_compression = compression;
+        self
+    }
+
+    /// The RocksDB options for the database and for every column family (the merge
+    /// operator is set on all of them, so any column family can hold a list state).
+    pub fn to_rocksdb(&self, cache: &rocksdb::Cache) -> rocksdb::Options {
+        let mut o = rocksdb::Options::default();
+        o.create_if_missing(true);
+        o.set_use_fsync(false);
+        o.set_log_level(rocksdb::LogLevel::Warn);
+        o.set_keep_log_file_num(2);
+        o.set_max_log_file_size(4 << 20);
+        o.set_stats_dump_period_sec(0);
+        o.set_max_open_files(-1);
+        o.set_max_background_jobs(self.background_jobs.max(1));
+        o.set_write_buffer_size(self.write_buffer_bytes.max(64 << 10));
+        o.set_max_write_buffer_number(self.max_write_buffers.max(2));
+        o.set_min_write_buffer_number_to_merge(self.min_write_buffers_to_merge.max(1));
+        o.set_compression_type(self.compression.to_rocksdb());
+        o.set_bottommost_compression_type(self.bottommost_compression.to_rocksdb());
+        o.set_target_file_size_base(self.target_file_bytes.max(1 << 20));
+        o.set_max_bytes_for_level_base(self.level_base_bytes.max(1 << 20));
+        o.set_level_compaction_dynamic_level_bytes(self.dynamic_level_bytes);
+        if self.compaction_readahead_bytes > 0 {
+            o.set_compaction_readahead_size(self.compaction_readahead_bytes);
+        }
+        o.set_merge_operator(MERGE_OPERATOR_NAME, list_full_merge, list_partial_merge);
+
+        let mut t = rocksdb::BlockBasedOptions::default();
+        t.set_block_cache(cache);
+        t.set_block_size(self.block_size.max(1 << 10));
+        t.set_cache_index_and_filter_blocks(true);
+        t.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        t.set_format_version(5);
+        if self.bloom_bits_per_key > 0.0 {
+            t.set_bloom_filter(self.bloom_bits_per_key, false);
+        }
+        o.set_block_based_table_factory(&t);
+        o
+    }
+}
