@@ -14,12 +14,16 @@
 //! proptest cases per test.
 
 use proptest::prelude::*;
+use statekit_checkpoint::{CheckpointStore, SnapshotReader};
 use statekit_core::keygroup::subtask_for_key_group;
 use statekit_core::state::KeyedStateKind;
+use statekit_core::storage::{LocalStorage, MemoryStorage, Storage};
 use statekit_core::{
     key_group_for_key, AggregateFn, BackendConfig, Clock, KeyedStateView, ManualClock, MemoryView, OwnedEntry,
     StateDescriptor, StateError, StateFunctions, StateHandle, TtlConfig, TtlUpdateType, TypeSchema,
 };
+use statekit_core::{KeyGroupRange, KeyedStateBackend};
+use statekit_rocksdb::NativeSnapshotView;
 use statekit_tests::{AnyBackend, BackendKind};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -504,10 +508,29 @@ impl Cluster {
     }
 
     /// Snapshot all, build `new_p` subtasks (kinds drawn from `seed`) and restore each from
-    /// all old views.
+    /// all old views — or, when old and new subtasks all run RocksDB and `id % 3 != 0`, from
+    /// native checkpoint files (written through a real `CheckpointStore`, on the local
+    /// filesystem so table files are hard-linked when `id` is even, in memory otherwise).
     fn rescale(&mut self, model: &Model, new_p: u32, advance: i64, id: u64, seed: u8) {
         let (views, got) = self.snapshot(id);
         assert_eq!(got, model.expected_entries(self.max_p), "snapshot before rescale");
+        let all_rocks_new = (0..new_p).all(|i| self.kinds.kind(seed, i) == BackendKind::RocksDb);
+        let all_rocks_old = self.backends.iter().all(|b| b.kind() == BackendKind::RocksDb);
+        let native = (all_rocks_new && all_rocks_old && id % 3 != 0).then(|| self.native_checkpoint(id, id % 2 == 0));
+        if let Some((reader, _)) = &native {
+            NATIVE_RESCALES.with(|n| n.set(n.get() + 1));
+            // The native files read back as exactly the snapshot's content.
+            let mut from_files = Vec::new();
+            for h in reader
+                .native_handles(UID, KeyGroupRange::all(self.max_p))
+                .expect("handles")
+            {
+                let view = NativeSnapshotView::open(&h, &statekit_tests::test_rocksdb_options()).expect("native view");
+                let mv = MemoryView::collect(&view, view.key_group_range()).expect("collect");
+                from_files.extend_from_slice(mv.entries());
+            }
+            assert_eq!(from_files, got, "native checkpoint content");
+        }
         if advance > 0 {
             self.clock.advance(advance);
         }
@@ -519,7 +542,13 @@ impl Cluster {
                 .expect("config")
                 .with_clock(self.clock.clone());
             let mut b = AnyBackend::new(self.kinds.kind(seed, i), cfg);
-            b.restore(&refs).expect("restore");
+            match (&native, &mut b) {
+                (Some((reader, _)), AnyBackend::RocksDb(r)) => {
+                    let hs = reader.native_handles(UID, r.key_group_range()).expect("handles");
+                    r.restore_native(&hs, id % 4 == 1).expect("native restore");
+                }
+                _ => b.restore(&refs).expect("restore"),
+            }
             // Functions are not in snapshots: register every state again (same handles).
             let hs: Vec<StateHandle> = specs()
                 .into_iter()
@@ -540,6 +569,46 @@ impl Cluster {
         self.backends = backends;
         self.handles = handles;
     }
+
+    /// A native checkpoint of every (RocksDB) subtask through a `CheckpointStore`; returns
+    /// the reader of the completed checkpoint and the directory it lives in (if local).
+    fn native_checkpoint(&mut self, id: u64, local: bool) -> (SnapshotReader, Option<tempfile::TempDir>) {
+        let tmp = local.then(|| tempfile::tempdir().expect("tempdir"));
+        let storage: Arc<dyn Storage> = match &tmp {
+            Some(t) => Arc::new(LocalStorage::new(t.path())),
+            None => Arc::new(MemoryStorage::new()),
+        };
+        let store = CheckpointStore::open(storage, "job", 1).expect("store");
+        let writer = store.begin(id).expect("begin");
+        writer.register_operator(UID, self.p(), self.max_p).expect("register");
+        for (i, b) in self.backends.iter_mut().enumerate() {
+            let AnyBackend::RocksDb(r) = b else {
+                unreachable!("native checkpoints of RocksDB subtasks only")
+            };
+            let cut = r.native_snapshot(id).expect("native cut");
+            let target = writer.native_target(UID, i as u32).expect("target");
+            let handle = cut.upload(&target).expect("upload");
+            writer
+                .add_native_subtask(UID, i as u32, handle, r.descriptors(), None, false)
+                .expect("add");
+        }
+        store.complete(writer).expect("complete");
+        for b in self.backends.iter_mut() {
+            b.notify_checkpoint_complete(id).expect("notify");
+        }
+        let reader = store.reader(id).expect("reader");
+        let report = reader.verify().expect("verify");
+        assert!(report.is_ok(), "{:?}", report.problems);
+        (reader, tmp)
+    }
+}
+
+const UID: &str = "op";
+
+thread_local! {
+    /// Rescales on this thread that went through native checkpoint files (checked by a
+    /// deterministic test; each test runs on its own thread).
+    static NATIVE_RESCALES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -925,6 +994,26 @@ fn mixed_long_deterministic_sequence() {
         assert!(rescales > 3);
         run(Kinds::Mixed, max_p, 5, ops);
     }
+}
+
+/// A fixed RocksDB-only run: many rescales go through native checkpoints (local and in
+/// memory, with and without reuse of the restored files), whatever proptest draws.
+#[test]
+fn rocksdb_long_deterministic_sequence_with_native_rescales() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[12; 32]);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    let before = NATIVE_RESCALES.with(|n| n.get());
+    for max_p in [7, 300] {
+        let ops = proptest::collection::vec(op(), 500)
+            .new_tree(&mut runner)
+            .expect("tree")
+            .current();
+        run(Kinds::Only(BackendKind::RocksDb), max_p, 3, ops);
+    }
+    let native = NATIVE_RESCALES.with(|n| n.get()) - before;
+    assert!(native >= 4, "only {native} native rescales");
 }
 
 /// The factory really builds both kinds, and a RocksDB-only cluster stays RocksDB.

@@ -147,6 +147,12 @@ impl SharedStateRegistry {
         self.latest_completed = Some(self.latest_completed.map_or(id, |l| l.max(id)));
     }
 
+    /// Protects `files`: they are never deleted (files a restored snapshot references but
+    /// did not own, e.g. absolute references into another job's directory).
+    pub fn protect(&mut self, files: impl IntoIterator<Item = String>) {
+        self.protected.extend(files);
+    }
+
     /// Checkpoint `id` is being written and will reference `files` (new uploads and reused
     /// ones). Reused files stay live even if an older checkpoint is subsumed meanwhile.
     pub fn begin(&mut self, id: u64, files: impl IntoIterator<Item = String>) -> Result<(), RegistryError> {

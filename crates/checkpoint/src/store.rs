@@ -165,6 +165,8 @@ impl CheckpointStore {
     /// * [`RestoreMode::Claim`]: the job owns the snapshot. It counts as a retained
     ///   checkpoint; once subsumed, its files that no newer checkpoint references are deleted,
     ///   then its `_metadata` (and its directory, when nothing in it is referenced any more).
+    ///   Files it references by absolute path (outside its own job directory) are not
+    ///   claimed: they are never deleted by this job.
     /// * [`RestoreMode::NoClaim`]: its files are never deleted, and a checkpoint that
     ///   references one is refused.
     /// * [`RestoreMode::Legacy`]: its files are never deleted but may be referenced.
@@ -176,11 +178,19 @@ impl CheckpointStore {
             return Err(CheckpointError::Invalid("the store already recorded a restore".into()));
         }
         let mut ids = Vec::with_capacity(files.len());
+        let mut foreign = Vec::new();
         for f in files {
             ids.push(f.identity.clone());
+            if f.file.scope == FileScope::Absolute {
+                foreign.push(f.identity.clone());
+            }
             sh.locations.insert(f.identity, (f.storage, f.path));
         }
         sh.registry.restored(id, ids.clone(), mode);
+        // A claimed snapshot owns its own files, not those it references in other
+        // directories: they may belong to a snapshot an earlier job restored in LEGACY or
+        // NO_CLAIM mode (`statekit gc` collects them once nothing references them).
+        sh.registry.protect(foreign);
         sh.restored = Some(Restored {
             id,
             mode,

@@ -149,6 +149,13 @@ pub struct RocksDbOptions {
     /// Readahead of compaction inputs (`compaction_readahead_size`), in bytes; 0 = RocksDB's
     /// default.
     pub compaction_readahead_bytes: usize,
+    /// Let RocksDB compact in the background (`!disable_auto_compactions`). Off, files are only
+    /// compacted by [`RocksDbBackend::compact`](crate::RocksDbBackend::compact): reads slow down
+    /// as level-0 files pile up, but incremental checkpoints upload exactly the new flushes.
+    pub auto_compactions: bool,
+    /// Largest `MANIFEST` before RocksDB starts a new one (`max_manifest_file_size`), in bytes.
+    /// The `MANIFEST` is private to every native checkpoint, so it stays small.
+    pub max_manifest_bytes: usize,
 }
 
 impl Default for RocksDbOptions {
@@ -177,6 +184,8 @@ impl RocksDbOptions {
             level_base_bytes: 256 << 20,
             dynamic_level_bytes: false,
             compaction_readahead_bytes: 0,
+            auto_compactions: true,
+            max_manifest_bytes: 4 * MIB,
         };
         match profile {
             Profile::Default => base,
@@ -202,6 +211,12 @@ impl RocksDbOptions {
                 ..base
             },
         }
+    }
+
+    /// Turns background compactions on or off.
+    pub fn with_auto_compactions(mut self, on: bool) -> Self {
+        self.auto_compactions = on;
+        self
     }
 
     /// Sets the directory the working directory is created in.
@@ -253,6 +268,8 @@ impl RocksDbOptions {
             o.set_compaction_readahead_size(self.compaction_readahead_bytes);
         }
         o.set_merge_operator(MERGE_OPERATOR_NAME, list_full_merge, list_partial_merge);
+        o.set_disable_auto_compactions(!self.auto_compactions);
+        o.set_max_manifest_file_size(self.max_manifest_bytes.max(64 << 10));
 
         let mut t = rocksdb::BlockBasedOptions::default();
         t.set_block_cache(cache);
