@@ -464,21 +464,34 @@ fn restore_modes_own_protect_or_detach_the_restored_files() {
                 );
             }
             RestoreMode::Claim => {
-                // Job B owns chk-2: it is gone, with its files nobody references any more.
+                // Job B owns chk-2: it is gone, with its files nobody references any more —
+                // but not those job A's chk-1 still references (claiming one checkpoint never
+                // breaks another), and chk-1 still verifies.
                 assert!(
                     !restored_dir.join("_metadata").exists(),
                     "claimed checkpoint still complete"
                 );
+                let sibling = SnapshotReader::open(base.join("job-a/chk-1")).expect("chk-1");
+                let sibling_refs: BTreeSet<PathBuf> = sibling
+                    .referenced_files()
+                    .expect("files")
+                    .into_iter()
+                    .map(|f| PathBuf::from(f.identity))
+                    .collect();
+                assert!(sibling.verify().expect("verify").is_ok(), "claiming chk-2 broke chk-1");
+                let mut deleted = 0;
                 for p in restored_files.keys() {
+                    let keep = b_refs.contains(p) || sibling_refs.contains(p);
                     assert_eq!(
                         p.exists(),
-                        b_refs.contains(p),
-                        "claimed file {} exists={} referenced={}",
+                        keep,
+                        "claimed file {} exists={} kept={keep}",
                         p.display(),
-                        p.exists(),
-                        b_refs.contains(p)
+                        p.exists()
                     );
+                    deleted += usize::from(!keep);
                 }
+                assert!(deleted > 0, "the claimed checkpoint's own files were deleted");
             }
         }
         // B's latest checkpoint restores exactly.
@@ -519,8 +532,8 @@ struct RestoredSnapshot {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 100, ..ProptestConfig::default() })]
 
-    /// Over random schedules: no file referenced by a retained checkpoint is ever missing or
-    /// changed; after the schedule (plus compaction and `retained` more checkpoints), every
+    /// Over random schedules: no file referenced by a complete checkpoint (of any job) is ever
+    /// missing or changed; after the schedule (plus compaction and `retained` more checkpoints), every
     /// file in a job's `shared/` is referenced; NO_CLAIM and LEGACY restored snapshots never
     /// change; CLAIM'ed ones lose exactly their files nobody references; every restore is
     /// exact.
@@ -580,12 +593,17 @@ proptest! {
                     completed_model = None;
                 }
             }
-            // Invariant: every file a retained checkpoint of the current job references is
-            // there, intact (size and CRC).
-            for c in store.completed().expect("completed") {
-                let reader = SnapshotReader::open(base.join(&c.dir)).expect("open");
-                let report = reader.verify().expect("verify");
-                prop_assert!(report.is_ok(), "checkpoint {} broken: {:?}", c.id, report.problems);
+            // Invariant: every complete checkpoint under the base directory — of the current
+            // job and of every earlier one — has all its files, intact (size and CRC).
+            for job_dir in std::fs::read_dir(base).expect("list").flatten() {
+                for chk in std::fs::read_dir(job_dir.path()).expect("list").flatten() {
+                    if !chk.path().join("_metadata").is_file() {
+                        continue;
+                    }
+                    let reader = SnapshotReader::open(chk.path()).expect("open");
+                    let report = reader.verify().expect("verify");
+                    prop_assert!(report.is_ok(), "{} broken: {:?}", chk.path().display(), report.problems);
+                }
             }
             for r in &restored {
                 if r.mode != RestoreMode::Claim {

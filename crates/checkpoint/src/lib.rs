@@ -10,9 +10,13 @@
 //! * [`CheckpointStore`]: checkpoint ids, completion, retention of the newest N, listing;
 //! * [`SnapshotReader`]: opens a checkpoint or savepoint by path and hands each new subtask
 //!   the state it owns at any parallelism (keyed state by key-group range, operator state
-//!   redistributed as in Flink).
+//!   redistributed as in Flink);
+//! * the shared-file registry ([`SharedStateRegistry`], driven by [`CheckpointStore`]) and the
+//!   restore modes ([`RestoreMode`]); [`plan_gc`] / [`apply_gc`] find and delete files no
+//!   complete snapshot references.
 
 mod error;
+mod gc;
 mod layout;
 mod reader;
 mod registry;
@@ -20,6 +24,7 @@ mod store;
 mod writer;
 
 pub use error::CheckpointError;
+pub use gc::{apply_gc, plan_gc, GcPlan, Orphan, OrphanReason};
 pub use layout::{
     checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, JOB_ID_HEX_LEN, SHARED_DIR,
     TASK_OWNED_DIR,

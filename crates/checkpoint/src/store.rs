@@ -75,6 +75,38 @@ pub struct CheckpointStore {
     shared: Arc<Mutex<Shared>>,
 }
 
+/// Identities among `files` that other complete checkpoints in the job directory of the
+/// snapshot `reader` reads also reference.
+fn sibling_references(reader: &SnapshotReader, files: &[String]) -> Result<Vec<String>, CheckpointError> {
+    let Some(job) = reader.resolver().job().cloned() else {
+        return Ok(Vec::new());
+    };
+    let own = reader.storage().absolute_path("");
+    let wanted: std::collections::BTreeSet<&String> = files.iter().collect();
+    let mut out = std::collections::BTreeSet::new();
+    for e in job.list("")? {
+        if !e.is_dir || parse_checkpoint_dir_name(&e.name).is_none() {
+            continue;
+        }
+        if own.is_some() && job.absolute_path(&e.name) == own {
+            continue;
+        }
+        if !job.exists(&join(&e.name, METADATA_FILE_NAME))? {
+            continue;
+        }
+        // An unreadable sibling protects nothing; `verify` reports it.
+        let Ok(sibling) = SnapshotReader::open_in(job.clone(), &e.name, Some("")) else {
+            continue;
+        };
+        for f in sibling.referenced_files()? {
+            if wanted.contains(&f.identity) {
+                out.insert(f.identity);
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 impl CheckpointStore {
     /// Opens (creating the directories) the checkpoint store of `job_id`, keeping the newest
     /// `retained` (≥ 1) completed checkpoints.
@@ -165,14 +197,23 @@ impl CheckpointStore {
     /// * [`RestoreMode::Claim`]: the job owns the snapshot. It counts as a retained
     ///   checkpoint; once subsumed, its files that no newer checkpoint references are deleted,
     ///   then its `_metadata` (and its directory, when nothing in it is referenced any more).
-    ///   Files it references by absolute path (outside its own job directory) are not
-    ///   claimed: they are never deleted by this job.
+    ///   Files it references by absolute path (outside its own job directory), and files
+    ///   other complete checkpoints of its job still reference, are not claimed: this job
+    ///   never deletes them (claiming one checkpoint never breaks another).
     /// * [`RestoreMode::NoClaim`]: its files are never deleted, and a checkpoint that
     ///   references one is refused.
     /// * [`RestoreMode::Legacy`]: its files are never deleted but may be referenced.
     pub fn restored(&self, reader: &SnapshotReader, mode: RestoreMode) -> Result<(), CheckpointError> {
         let files = reader.referenced_files()?;
         let id = reader.metadata().checkpoint_id;
+        // Claiming one checkpoint never breaks another: files its sibling checkpoints (other
+        // complete checkpoints of its job) still reference are not claimed.
+        let siblings = if mode == RestoreMode::Claim {
+            let ids: Vec<String> = files.iter().map(|f| f.identity.clone()).collect();
+            sibling_references(reader, &ids)?
+        } else {
+            Vec::new()
+        };
         let mut sh = self.lock();
         if sh.restored.is_some() {
             return Err(CheckpointError::Invalid("the store already recorded a restore".into()));
@@ -191,6 +232,7 @@ impl CheckpointStore {
         // directories: they may belong to a snapshot an earlier job restored in LEGACY or
         // NO_CLAIM mode (`statekit gc` collects them once nothing references them).
         sh.registry.protect(foreign);
+        sh.registry.protect(siblings);
         sh.restored = Some(Restored {
             id,
             mode,

@@ -1,4 +1,5 @@
-//! The `statekit` command: run the word-count demo, list, show and verify snapshots.
+//! The `statekit` command: run the word-count demo, list, show, dump and verify snapshots,
+//! collect garbage in checkpoint directories.
 //!
 //! Exit codes: 0 success, 1 a check found problems, 2 an error (bad arguments, unreadable
 //! input).
@@ -32,6 +33,8 @@ enum Command {
     Dump(cmd::dump::DumpArgs),
     /// Read and check every byte of a snapshot (CRCs, references, sizes, order).
     Verify(cmd::inspect::VerifyArgs),
+    /// List (and with confirmation delete) files no complete checkpoint references.
+    Gc(cmd::gc::GcArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Show(args) => cmd::inspect::show(args),
         Command::Dump(args) => cmd::dump::dump(args),
         Command::Verify(args) => cmd::inspect::verify(args),
+        Command::Gc(args) => cmd::gc::gc(args),
     };
     match result {
         Ok(code) => code,

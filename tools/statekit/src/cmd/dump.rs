@@ -5,7 +5,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, KeyedStateView, OperatorStateData, StateError};
+use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, OperatorStateData, StateError};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -101,7 +101,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             range = range.intersection(&KeyGroupRange::new(kg, kg));
         }
         let mut result = Ok(());
-        'files: for file in reader.keyed_readers(&args.uid, range)? {
+        'files: for file in super::views::keyed_views(&reader, &args.uid, range)? {
             let Some(idx) = file.states().iter().position(|d| d.name == desc.name) else {
                 continue;
             };

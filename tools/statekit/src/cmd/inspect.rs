@@ -5,7 +5,9 @@ use clap::Args;
 use serde_json::json;
 use statekit_checkpoint::{parse_checkpoint_dir_name, SnapshotReader};
 use statekit_core::uid_looks_auto_generated;
-use statekit_format::{OperatorMetadata, SnapshotKind, SnapshotMetadata, METADATA_FILE_NAME};
+use statekit_format::{
+    FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, METADATA_FILE_NAME,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -34,6 +36,7 @@ pub struct ShowArgs {
 }
 
 /// Entries and raw bytes of each keyed state, summed over subtasks (from `_metadata` only).
+/// For native subtasks these are RocksDB's estimates (stored keys, table-file bytes).
 fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)> {
     let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for st in &o.subtasks {
@@ -42,8 +45,47 @@ fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)> {
             e.0 += s.entries;
             e.1 += s.raw_bytes;
         }
+        for s in st.native.iter().flat_map(|n| &n.stats.states) {
+            let e = m.entry(s.name.clone()).or_default();
+            e.0 += s.estimated_keys;
+            e.1 += s.bytes;
+        }
     }
     m
+}
+
+/// `canonical-v1`, or `native-<backend>` when some subtask holds native files.
+pub fn format_label(m: &SnapshotMetadata) -> String {
+    match m.format {
+        SnapshotFormat::Canonical => "canonical-v1".to_string(),
+        SnapshotFormat::Native => {
+            let backend = m
+                .operators
+                .iter()
+                .flat_map(|o| &o.subtasks)
+                .find_map(|s| s.native.as_ref())
+                .map(|n| n.backend.clone())
+                .unwrap_or_else(|| "?".into());
+            format!("native-{backend}")
+        }
+    }
+}
+
+/// (total bytes of every file the snapshot references, bytes this snapshot wrote itself):
+/// for an incremental checkpoint the second is what it uploaded.
+fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
+    let (mut total, mut own) = (0, 0);
+    for s in m.operators.iter().flat_map(|o| &o.subtasks) {
+        for f in s.keyed.iter().chain(s.operator.iter()) {
+            total += f.size;
+            own += f.size;
+        }
+        if let Some(n) = &s.native {
+            total += n.total_bytes();
+            own += n.uploaded_bytes;
+        }
+    }
+    (total, own)
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for milliseconds since the epoch.
@@ -84,7 +126,12 @@ struct Found {
     complete: bool,
     problem: Option<String>,
     meta: Option<SnapshotMetadata>,
+    /// Every file the snapshot references (shared ones too), plus `_metadata`.
     bytes: u64,
+    /// What the snapshot wrote itself (for an incremental checkpoint: what it uploaded).
+    own_bytes: u64,
+    /// Bytes inside its directory.
+    dir_bytes: u64,
 }
 
 fn dir_size(p: &Path) -> u64 {
@@ -117,12 +164,23 @@ fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
         } else {
             (false, Some("no _metadata: incomplete".to_string()), None)
         };
+        let dir_bytes = dir_size(dir);
+        let md_bytes = std::fs::metadata(&md).map(|m| m.len()).unwrap_or(0);
+        let (bytes, own_bytes) = match &meta {
+            Some(m) => {
+                let (t, o) = referenced_bytes(m);
+                (t + md_bytes, o + md_bytes)
+            }
+            None => (dir_bytes, dir_bytes),
+        };
         out.push(Found {
             path: dir.to_path_buf(),
             complete,
             problem,
             meta,
-            bytes: dir_size(dir),
+            bytes,
+            own_bytes,
+            dir_bytes,
         });
         return;
     }
@@ -157,10 +215,12 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                     "path": f.path.display().to_string(),
                     "kind": f.meta.as_ref().map(|m| kind_name(m.kind)),
                     "id": f.meta.as_ref().map(|m| m.checkpoint_id),
-                    "format": f.meta.as_ref().map(|_| "canonical-v1"),
+                    "format": f.meta.as_ref().map(format_label),
                     "timestamp_ms": f.meta.as_ref().map(|m| m.timestamp_ms),
                     "time": f.meta.as_ref().map(|m| utc_time(m.timestamp_ms)),
                     "bytes": f.bytes,
+                    "own_bytes": f.own_bytes,
+                    "dir_bytes": f.dir_bytes,
                     "complete": f.complete,
                     "problem": f.problem,
                 })
@@ -169,19 +229,20 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
         println!(
-            "{:<11} {:>6} {:<13} {:<20} {:>12} {:<10} PATH",
-            "KIND", "ID", "FORMAT", "TIME (UTC)", "BYTES", "STATUS"
+            "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {:<10} PATH",
+            "KIND", "ID", "FORMAT", "TIME (UTC)", "BYTES", "OWN BYTES", "STATUS"
         );
         for f in &found {
             let (kind, id, time) = match &f.meta {
                 Some(m) => (kind_name(m.kind), m.checkpoint_id.to_string(), utc_time(m.timestamp_ms)),
                 None => ("checkpoint", "-".to_string(), "-".to_string()),
             };
-            let format = if f.meta.is_some() { "canonical-v1" } else { "-" };
+            let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
             let status = if f.complete { "complete" } else { "INCOMPLETE" };
             println!(
-                "{kind:<11} {id:>6} {format:<13} {time:<20} {:>12} {status:<10} {}",
+                "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status:<10} {}",
                 f.bytes,
+                f.own_bytes,
                 f.path.display()
             );
             if let Some(p) = &f.problem {
@@ -195,6 +256,22 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which backends a snapshot restores into.
+fn restores_into(m: &SnapshotMetadata) -> String {
+    match m.format {
+        SnapshotFormat::Canonical => "any backend".into(),
+        SnapshotFormat::Native => {
+            let backends: std::collections::BTreeSet<&str> = m
+                .operators
+                .iter()
+                .flat_map(|o| &o.subtasks)
+                .filter_map(|s| s.native.as_ref().map(|n| n.backend.as_str()))
+                .collect();
+            backends.into_iter().collect::<Vec<_>>().join(", ")
+        }
+    }
 }
 
 fn kind_name(k: SnapshotKind) -> &'static str {
@@ -237,6 +314,15 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                         "keyed_file": s.keyed.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
                         "operator_file": s.operator.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
                         "entries": s.keyed_stats.as_ref().map(|k| k.entries),
+                        "native": s.native.as_ref().map(|n| json!({
+                            "backend": n.backend, "layout": n.layout, "backend_id": n.backend_id,
+                            "checkpoint_id": n.checkpoint_id, "files": n.files.len(), "bytes": n.total_bytes(),
+                            "uploaded_bytes": n.uploaded_bytes,
+                            "shared_files": n.files.iter().filter(|f| f.file.scope != FileScope::Exclusive).count(),
+                            "estimated_bytes_per_key_group": n.stats.key_groups.iter().map(|(kg, b)| json!({
+                                "key_group": kg, "bytes": b,
+                            })).collect::<Vec<_>>(),
+                        })),
                         "key_groups_with_data": s.keyed_stats.as_ref().map(|k| k.key_groups.iter().map(|g| json!({
                             "key_group": g.key_group, "bytes": g.stored_bytes, "entries": g.entries,
                         })).collect::<Vec<_>>()),
@@ -246,13 +332,22 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             .collect();
         let doc = json!({
             "kind": kind_name(m.kind), "checkpoint_id": m.checkpoint_id, "job_id": m.job_id,
-            "timestamp_ms": m.timestamp_ms, "format": "canonical-v1", "properties": m.properties, "operators": ops,
+            "timestamp_ms": m.timestamp_ms, "format": format_label(m),
+            "restores_into": restores_into(m), "properties": m.properties, "operators": ops,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let format = match m.format {
+        SnapshotFormat::Canonical => "format canonical v1".to_string(),
+        SnapshotFormat::Native => format!(
+            "format {}: the backend's own files; restores into {} only",
+            format_label(m),
+            restores_into(m)
+        ),
+    };
     println!(
-        "{} {} of job {} (format canonical v1, {} operators)",
+        "{} {} of job {} ({format}, {} operators)",
         kind_name(m.kind),
         m.checkpoint_id,
         m.job_id,
@@ -274,6 +369,8 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             );
         }
         let totals = state_totals(o);
+        let native = o.subtasks.iter().any(|s| s.native.is_some());
+        let (entries_word, approx) = if native { ("keys", "~") } else { ("entries", "") };
         for s in &o.keyed_states {
             let uk = s
                 .user_key_schema
@@ -283,7 +380,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             let ttl = s.ttl.map(|t| format!(" ttl {}ms", t.ttl_ms)).unwrap_or_default();
             let (entries, bytes) = totals.get(&s.name).copied().unwrap_or_default();
             println!(
-                "  keyed {:<16} {:<11} {entries:>10} entries {bytes:>12} B  key {} ns {}{uk} value {}{ttl}",
+                "  keyed {:<16} {:<11} {approx}{entries:>10} {entries_word} {approx}{bytes:>12} B  key {} ns {}{uk} value {}{ttl}",
                 s.name,
                 s.kind.to_string(),
                 s.key_schema,
@@ -317,6 +414,21 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 }
                 _ => String::new(),
             };
+            let (kb, kg_summary) = match &s.native {
+                Some(n) => {
+                    let shared = n.files.iter().filter(|f| f.file.scope != FileScope::Exclusive).count();
+                    (
+                        n.total_bytes(),
+                        format!(
+                            "  native: {} files, {} B uploaded for checkpoint {}, {shared} files shared with other snapshots",
+                            n.files.len(),
+                            n.uploaded_bytes,
+                            n.checkpoint_id
+                        ),
+                    )
+                }
+                None => (kb, kg_summary),
+            };
             println!(
                 "  subtask {:>3} key groups {:<12} keyed {kb:>10} B  operator {ob:>8} B{}{kg_summary}",
                 s.index,
@@ -324,6 +436,13 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 if s.finished { "  finished" } else { "" }
             );
             if args.key_groups {
+                if let Some(n) = &s.native {
+                    let max = n.stats.key_groups.iter().map(|g| g.1).max().unwrap_or(1).max(1);
+                    for (kg, b) in &n.stats.key_groups {
+                        let bar = "#".repeat(((b * 40).div_ceil(max)) as usize);
+                        println!("      kg {kg:>5} ~{b:>9} B (estimate)  {bar}");
+                    }
+                }
                 if let Some(k) = &s.keyed_stats {
                     let max = k.key_groups.iter().map(|g| g.stored_bytes).max().unwrap_or(1).max(1);
                     for g in &k.key_groups {
@@ -344,31 +463,50 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
 pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     let reader = SnapshotReader::open(&args.path)?;
     let report = reader.verify()?;
-    let ok = report.problems.is_empty();
+    let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    let (files, bytes, mut entries) = (report.files, report.bytes, report.entries);
+    // Native files: the format checks sizes and CRCs; the backend decodes every entry.
+    for o in &reader.metadata().operators {
+        if !o.subtasks.iter().any(|s| s.native.is_some()) {
+            continue;
+        }
+        #[cfg(feature = "rocksdb")]
+        for h in reader.native_handles(&o.uid, statekit_core::KeyGroupRange::all(o.max_parallelism))? {
+            match statekit_rocksdb::verify_native(&h, &statekit_rocksdb::RocksDbOptions::default()) {
+                Ok(r) => entries += r.entries,
+                Err(e) => problems.push(format!("operator {:?}, subtask {}: {e}", o.uid, h.subtask)),
+            }
+        }
+        #[cfg(not(feature = "rocksdb"))]
+        problems.push(format!(
+            "operator {:?}: native state not decoded (this statekit was built without the `rocksdb` feature)",
+            o.uid
+        ));
+    }
+    let ok = problems.is_empty();
     if args.json {
         let doc = json!({
             "path": args.path.display().to_string(),
             "ok": ok,
-            "files": report.files,
-            "bytes": report.bytes,
-            "entries": report.entries,
-            "problems": report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "format": format_label(reader.metadata()),
+            "files": files,
+            "bytes": bytes,
+            "entries": entries,
+            "problems": problems,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        for p in &report.problems {
+        for p in &problems {
             println!("problem: {p}");
         }
         println!(
-            "{}: {} files, {} bytes, {} entries checked; {}",
+            "{}: {} files, {bytes} bytes, {entries} entries checked; {}",
             args.path.display(),
-            report.files,
-            report.bytes,
-            report.entries,
+            files,
             if ok {
                 "OK".to_string()
             } else {
-                format!("{} problems", report.problems.len())
+                format!("{} problems", problems.len())
             }
         );
     }

@@ -2,4 +2,6 @@
 //! itself.
 
 pub mod dump;
+pub mod gc;
 pub mod inspect;
+pub mod views;

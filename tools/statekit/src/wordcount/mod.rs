@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use sink::FileSink;
 use source::WordSource;
-use statekit_checkpoint::{new_job_id, CheckpointStore, SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::{new_job_id, CheckpointStore, RestoreMode, SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     decode_value, key_group_for_key, keygroup, BackendConfig, Codec, KeyedStateBackend, OperatorStateDescriptor,
@@ -89,6 +89,42 @@ pub struct WordcountArgs {
     /// Keyed state backend of the counter.
     #[arg(long, value_enum, default_value_t = BackendKind::Hashmap)]
     pub backend: BackendKind,
+    /// Checkpoints: `full` writes the canonical format (any backend); `incremental` uploads
+    /// only the RocksDB files new since the last completed checkpoint (needs `--backend
+    /// rocksdb`).
+    #[arg(long, value_enum, default_value_t = CheckpointType::Full)]
+    pub checkpoint_type: CheckpointType,
+    /// Savepoints: `canonical` (restores into any backend) or `native` (the RocksDB files,
+    /// self-contained; restores into RocksDB only; needs `--backend rocksdb`).
+    #[arg(long, value_enum, default_value_t = SavepointFormat::Canonical)]
+    pub savepoint_format: SavepointFormat,
+    /// Who owns the snapshot given to `--restore`: `claim` (this job deletes it once
+    /// subsumed), `no-claim` (never touched, nothing shared with it), `legacy` (never
+    /// deleted, its files may be shared).
+    #[arg(long, default_value = "no-claim", value_parser = parse_restore_mode)]
+    pub restore_mode: RestoreMode,
+}
+
+fn parse_restore_mode(s: &str) -> std::result::Result<RestoreMode, String> {
+    s.parse()
+}
+
+/// How checkpoints store keyed state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckpointType {
+    /// Every checkpoint holds all state in the canonical format.
+    Full,
+    /// Native RocksDB checkpoints sharing unchanged files with earlier ones.
+    Incremental,
+}
+
+/// The format of savepoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SavepointFormat {
+    /// Backend-independent.
+    Canonical,
+    /// The backend's own files.
+    Native,
 }
 
 /// The keyed state backends the demo can run on.
@@ -100,23 +136,68 @@ pub enum BackendKind {
     Rocksdb,
 }
 
-/// A backend of the chosen kind for one subtask. Savepoints are canonical, so a job may restore
-/// a snapshot taken on either kind into either kind.
-fn new_backend(kind: BackendKind, config: BackendConfig) -> Result<Box<dyn KeyedStateBackend>> {
-    Ok(match kind {
-        BackendKind::Hashmap => Box::new(HashMapBackend::new(config)?),
-        #[cfg(feature = "rocksdb")]
-        BackendKind::Rocksdb => Box::new(statekit_rocksdb::RocksDbBackend::new(
-            config,
-            statekit_rocksdb::RocksDbOptions::default(),
-        )?),
-        #[cfg(not(feature = "rocksdb"))]
-        BackendKind::Rocksdb => bail!("this statekit was built without the `rocksdb` feature"),
-    })
+/// The keyed state backend of one counter subtask.
+enum Keyed {
+    Heap(HashMapBackend),
+    #[cfg(feature = "rocksdb")]
+    RocksDb(Box<statekit_rocksdb::RocksDbBackend>),
+}
+
+impl Keyed {
+    /// A backend of the chosen kind for one subtask. Canonical snapshots restore into either
+    /// kind, so a job may switch backends through a savepoint.
+    fn new(kind: BackendKind, config: BackendConfig) -> Result<Self> {
+        Ok(match kind {
+            BackendKind::Hashmap => Keyed::Heap(HashMapBackend::new(config)?),
+            #[cfg(feature = "rocksdb")]
+            BackendKind::Rocksdb => Keyed::RocksDb(Box::new(statekit_rocksdb::RocksDbBackend::new(
+                config,
+                statekit_rocksdb::RocksDbOptions::default(),
+            )?)),
+            #[cfg(not(feature = "rocksdb"))]
+            BackendKind::Rocksdb => bail!("this statekit was built without the `rocksdb` feature"),
+        })
+    }
+
+    fn as_dyn(&mut self) -> &mut dyn KeyedStateBackend {
+        match self {
+            Keyed::Heap(b) => b,
+            #[cfg(feature = "rocksdb")]
+            Keyed::RocksDb(b) => b.as_mut(),
+        }
+    }
+
+    /// Restores operator `uid`'s keyed state from `reader`: native RocksDB files into a
+    /// RocksDB backend (reusing them in later incremental checkpoints when `mode` allows),
+    /// the canonical format into either kind.
+    fn restore(&mut self, reader: &SnapshotReader, uid: &str, mode: RestoreMode) -> Result<()> {
+        if reader.is_native(uid)? {
+            #[cfg(feature = "rocksdb")]
+            if let Keyed::RocksDb(b) = self {
+                let handles = reader.native_handles(uid, b.key_group_range())?;
+                b.restore_native(&handles, mode.may_reference_restored_files())?;
+                return Ok(());
+            }
+            let _ = mode;
+            bail!(
+                "{} is a native RocksDB snapshot: restore it with --backend rocksdb (or take a canonical savepoint to switch backends)",
+                reader.storage().describe("")
+            );
+        }
+        reader.restore_keyed(uid, self.as_dyn())?;
+        Ok(())
+    }
+}
+
+/// The synchronous part of one subtask's keyed snapshot.
+enum Cut {
+    View(Arc<dyn statekit_core::KeyedStateView>),
+    #[cfg(feature = "rocksdb")]
+    Native(statekit_rocksdb::NativeCut, Vec<StateDescriptor>),
 }
 
 struct Counter {
-    backend: Box<dyn KeyedStateBackend>,
+    backend: Keyed,
     count: StateHandle,
     positions: StateHandle,
     followers: StateHandle,
@@ -207,22 +288,20 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     if args.checkpoint_every == 0 {
         bail!("--checkpoint-every must be at least 1");
     }
+    if args.backend != BackendKind::Rocksdb {
+        if args.checkpoint_type == CheckpointType::Incremental {
+            bail!("--checkpoint-type incremental needs --backend rocksdb (the heap backend checkpoints in full)");
+        }
+        if args.savepoint_format == SavepointFormat::Native {
+            bail!("--savepoint-format native needs --backend rocksdb");
+        }
+    }
     let source = WordSource::open(args.input.as_deref())?;
 
     // Keyed state: one backend per counter subtask, owning its key-group range.
     let mut counters = Vec::new();
     for i in 0..p {
-        let mut backend = new_backend(args.backend, BackendConfig::for_subtask(max_p, p, i)?)?;
-        let [c, l, m] = counter_states();
-        let count = backend.register(c, StateFunctions::None)?;
-        let positions = backend.register(l, StateFunctions::None)?;
-        let followers = backend.register(m, StateFunctions::None)?;
-        counters.push(Counter {
-            backend,
-            count,
-            positions,
-            followers,
-        });
+        counters.push(Keyed::new(args.backend, BackendConfig::for_subtask(max_p, p, i)?)?);
     }
 
     // Restore, if asked.
@@ -246,10 +325,11 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
         },
         Some(path) => Some(PathBuf::from(path)),
     };
+    let mut restored_reader = None;
     if let Some(path) = &restore_path {
         let reader = SnapshotReader::open(path)?;
         for c in counters.iter_mut() {
-            reader.restore_keyed(COUNTER_UID, c.backend.as_mut())?;
+            c.restore(&reader, COUNTER_UID, args.restore_mode)?;
         }
         source_state = OperatorStateStore::from_snapshot(reader.operator_state(SOURCE_UID, 1, 0)?);
         if reader.metadata().operator(SINK_UID).is_some() {
@@ -264,11 +344,32 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
         }
         restored_id = reader.metadata().checkpoint_id;
         eprintln!(
-            "restored {} (checkpoint {restored_id}, counter parallelism {} -> {p})",
+            "restored {} ({} checkpoint {restored_id}, counter parallelism {} -> {p}, {} mode)",
             path.display(),
-            reader.operator(COUNTER_UID)?.parallelism
+            reader.metadata().format.as_str(),
+            reader.operator(COUNTER_UID)?.parallelism,
+            args.restore_mode
         );
+        restored_reader = Some(reader);
     }
+    // States are registered after the restore (a native restore needs a fresh backend);
+    // registering again only attaches what snapshots do not hold.
+    let counters = counters
+        .into_iter()
+        .map(|mut backend| -> Result<Counter> {
+            let [c, l, m] = counter_states();
+            let b = backend.as_dyn();
+            let count = b.register(c, StateFunctions::None)?;
+            let positions = b.register(l, StateFunctions::None)?;
+            let followers = b.register(m, StateFunctions::None)?;
+            Ok(Counter {
+                backend,
+                count,
+                positions,
+                followers,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let offsets = source_state.register(offsets_descriptor())?;
 
     // The sink's recovery: commit what the snapshot pre-committed, abort everything else.
@@ -297,7 +398,11 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
         None
     } else {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&args.checkpoint_dir));
-        Some(CheckpointStore::open(storage, &run_id, args.retained_checkpoints)?)
+        let store = CheckpointStore::open(storage, &run_id, args.retained_checkpoints)?;
+        if let Some(reader) = &restored_reader {
+            store.restored(reader, args.restore_mode)?;
+        }
+        Some(store)
     };
     let next_checkpoint = restored_id + 1;
     let sinks = (0..p)
@@ -350,17 +455,19 @@ impl Job {
         let key = word.as_bytes();
         let o = self.owner(key);
         let c = &mut self.counters[o];
-        let count = if c.backend.get(c.count, key, &[], &mut self.buf)? {
+        let (count_h, positions_h) = (c.count, c.positions);
+        let b = c.backend.as_dyn();
+        let count = if b.get(count_h, key, &[], &mut self.buf)? {
             i64::decode(&self.buf)? + 1
         } else {
             1
         };
-        c.backend.put(c.count, key, &[], &count.to_bytes())?;
+        b.put(count_h, key, &[], &count.to_bytes())?;
         // The last three positions of the word.
-        let mut recent = c.backend.list_get(c.positions, key, &[])?;
+        let mut recent = b.list_get(positions_h, key, &[])?;
         recent.push(position.to_bytes());
         let keep: Vec<&[u8]> = recent.iter().rev().take(3).rev().map(Vec::as_slice).collect();
-        c.backend.list_update(c.positions, key, &[], &keep)?;
+        b.list_update(positions_h, key, &[], &keep)?;
         let line = format!("({word},{count})");
         if self.args.echo {
             println!("{line}");
@@ -373,16 +480,14 @@ impl Job {
         let pk = prev.as_bytes();
         let o = self.owner(pk);
         let c = &mut self.counters[o];
-        let n = if c
-            .backend
-            .map_get(c.followers, pk, &[], word.as_bytes(), &mut self.buf)?
-        {
+        let followers = c.followers;
+        let b = c.backend.as_dyn();
+        let n = if b.map_get(followers, pk, &[], word.as_bytes(), &mut self.buf)? {
             i64::decode(&self.buf)? + 1
         } else {
             1
         };
-        c.backend
-            .map_put(c.followers, pk, &[], word.as_bytes(), &n.to_bytes())?;
+        b.map_put(followers, pk, &[], word.as_bytes(), &n.to_bytes())?;
         Ok(())
     }
 
@@ -488,11 +593,25 @@ impl Job {
             st.list_update(h, s.pre_commit(id)?.iter().map(|n| n.to_bytes()).collect())?;
             sink_states.push(st.snapshot());
         }
+        let native = match writer.kind() {
+            statekit_format::SnapshotKind::Checkpoint => self.args.checkpoint_type == CheckpointType::Incremental,
+            statekit_format::SnapshotKind::Savepoint => self.args.savepoint_format == SavepointFormat::Native,
+        };
         let views = self
             .counters
             .iter_mut()
-            .map(|c| c.backend.snapshot(id))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|c| -> Result<Cut> {
+                #[cfg(feature = "rocksdb")]
+                if let (true, Keyed::RocksDb(b)) = (native, &mut c.backend) {
+                    let cut = b.native_snapshot(id)?;
+                    return Ok(Cut::Native(cut, b.descriptors()));
+                }
+                if native {
+                    bail!("native snapshots need the RocksDB backend");
+                }
+                Ok(Cut::View(c.backend.as_dyn().snapshot(id)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let source_snapshot: OperatorStateSnapshot = self.source_state.snapshot();
         // Asynchronous part: write files on background threads.
         std::thread::scope(|scope| -> Result<()> {
@@ -502,8 +621,18 @@ impl Job {
                 .enumerate()
                 .map(|(i, (v, sink))| {
                     scope.spawn(move || -> Result<()> {
-                        writer.write_subtask(COUNTER_UID, i as u32, Some(v.as_ref()), None, false)?;
-                        writer.write_subtask(SINK_UID, i as u32, None, Some(sink), false)?;
+                        let i = i as u32;
+                        match v {
+                            Cut::View(v) => {
+                                writer.write_subtask(COUNTER_UID, i, Some(v.as_ref()), None, false)?;
+                            }
+                            #[cfg(feature = "rocksdb")]
+                            Cut::Native(cut, states) => {
+                                let handle = cut.upload(&writer.native_target(COUNTER_UID, i)?)?;
+                                writer.add_native_subtask(COUNTER_UID, i, handle, states.clone(), None, false)?;
+                            }
+                        }
+                        writer.write_subtask(SINK_UID, i, None, Some(sink), false)?;
                         Ok(())
                     })
                 })
@@ -518,9 +647,10 @@ impl Job {
 
     fn notify_complete(&mut self, id: u64, subsumed: &[u64]) -> Result<()> {
         for c in self.counters.iter_mut() {
-            c.backend.notify_checkpoint_complete(id)?;
+            let b = c.backend.as_dyn();
+            b.notify_checkpoint_complete(id)?;
             for s in subsumed {
-                c.backend.notify_checkpoint_subsumed(*s)?;
+                b.notify_checkpoint_subsumed(*s)?;
             }
         }
         for s in self.sinks.iter_mut() {
@@ -534,7 +664,14 @@ impl Job {
         self.next_checkpoint += 1;
         let store = self.store.clone().context("checkpoints are off")?;
         let writer = store.begin(id)?;
-        self.write_snapshot(&writer, source_finished)?;
+        if let Err(e) = self.write_snapshot(&writer, source_finished) {
+            // Nothing of a failed checkpoint stays: its directory and new shared files go.
+            store.abort(writer)?;
+            for c in self.counters.iter_mut() {
+                c.backend.as_dyn().notify_checkpoint_aborted(id)?;
+            }
+            return Err(e.context(format!("checkpoint {id} failed")));
+        }
         let (done, subsumed) = store.complete(writer)?;
         self.checkpoints += 1;
         self.notify_complete(done.id, &subsumed)

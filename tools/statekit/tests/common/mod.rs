@@ -57,3 +57,24 @@ pub fn counts_by_word(lines: &[String]) -> BTreeMap<String, Vec<i64>> {
     }
     m
 }
+
+/// Every regular file below `dir` with its size and modification time (to check that a
+/// read-only command changed nothing).
+#[allow(dead_code)]
+pub fn files_under(dir: &Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(md) = e.metadata() else { continue };
+            if md.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p, (md.len(), md.modified().unwrap_or(std::time::UNIX_EPOCH)));
+            }
+        }
+    }
+    out
+}

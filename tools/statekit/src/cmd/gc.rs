@@ -1,0 +1,127 @@
+//! `statekit gc`: files no complete snapshot references.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use serde_json::json;
+use statekit_checkpoint::{apply_gc, plan_gc};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Arguments of `statekit gc`.
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// Checkpoint base directory (holding `<job-id>/chk-N/`, `<job-id>/shared/`).
+    pub dir: PathBuf,
+    /// Only list what would be deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Delete without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Leave files modified less than this long ago (a running job may be writing them), e.g.
+    /// `10m`, `30s`, `0s`, `2h`.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub min_age: Duration,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number with a unit (s, m, h), e.g. 10m"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (use s, m, h or d)")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// `statekit gc`.
+pub fn gc(args: GcArgs) -> Result<ExitCode> {
+    let plan = plan_gc(&args.dir, args.min_age)?;
+    let bytes = plan.orphan_bytes();
+    let mut deleted = None;
+    let delete = !args.dry_run && !plan.orphans.is_empty() && {
+        if args.yes {
+            true
+        } else if std::io::stdin().is_terminal() {
+            eprint!(
+                "delete {} unreferenced files ({bytes} bytes) under {}? [y/N] ",
+                plan.orphans.len(),
+                args.dir.display()
+            );
+            std::io::stderr().flush()?;
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line)?;
+            matches!(line.trim(), "y" | "Y" | "yes")
+        } else {
+            bail!("refusing to delete without confirmation: pass --yes (or --dry-run to list)");
+        }
+    };
+    if delete {
+        deleted = Some(apply_gc(&plan)?);
+    }
+    if args.json {
+        let doc = json!({
+            "dir": args.dir.display().to_string(),
+            "dry_run": args.dry_run,
+            "snapshots": plan.snapshots,
+            "referenced_files": plan.referenced,
+            "orphans": plan.orphans.iter().map(|o| json!({
+                "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
+            })).collect::<Vec<_>>(),
+            "orphan_bytes": bytes,
+            "too_young": plan.too_young.iter().map(|o| json!({
+                "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
+            })).collect::<Vec<_>>(),
+            "unreadable": plan.unreadable.iter().map(|(p, e)| json!({"path": p.display().to_string(), "error": e})).collect::<Vec<_>>(),
+            "deleted_files": deleted.map(|d| d.0),
+            "deleted_bytes": deleted.map(|d| d.1),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for o in &plan.orphans {
+        println!("{:>12} B  {}  ({})", o.bytes, o.path.display(), o.reason.as_str());
+    }
+    for o in &plan.too_young {
+        println!(
+            "{:>12} B  {}  ({}; younger than --min-age, left alone)",
+            o.bytes,
+            o.path.display(),
+            o.reason.as_str()
+        );
+    }
+    for (p, e) in &plan.unreadable {
+        println!(
+            "warning: {}: unreadable _metadata, its directory is left alone: {e}",
+            p.display()
+        );
+    }
+    println!(
+        "{} complete snapshots reference {} files; {} unreferenced files ({bytes} bytes){}{}",
+        plan.snapshots,
+        plan.referenced,
+        plan.orphans.len(),
+        if plan.too_young.is_empty() {
+            String::new()
+        } else {
+            format!(", {} more younger than --min-age", plan.too_young.len())
+        },
+        match deleted {
+            Some((n, b)) => format!("; deleted {n} files ({b} bytes)"),
+            None if args.dry_run => "; dry run, nothing deleted".to_string(),
+            None if plan.orphans.is_empty() => String::new(),
+            None => "; nothing deleted".to_string(),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
