@@ -8,6 +8,12 @@
 //!
 //! `--rocksdb` runs only the RocksDB section (the RocksDB backend beside raw `rocksdb` doing
 //! the same work on the same bytes); it also runs by default, after the others.
+//!
+//! `--checkpoints` runs only the checkpoint section: about 1 GB of RocksDB state
+//! (`--checkpoint-state-mb`), a full (canonical) checkpoint, then rounds of 1% churn followed
+//! by an incremental (native) checkpoint — bytes uploaded and wall time of each beside the
+//! full one, and beside `fs::copy` + fsync of the database's files — then restores of the
+//! native checkpoint and of a canonical savepoint of the same state into RocksDB.
 
 use statekit_benches as w;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -27,6 +33,12 @@ struct Opts {
     /// Run only the RocksDB section.
     rocksdb_only: bool,
     skip_rocksdb: bool,
+    /// Run only the RocksDB checkpoint section (incremental vs full, restores).
+    checkpoints_only: bool,
+    /// State size of the checkpoint section.
+    checkpoint_state_mb: u64,
+    /// Incremental rounds of the checkpoint section.
+    checkpoint_rounds: usize,
 }
 
 fn parse() -> Opts {
@@ -38,6 +50,9 @@ fn parse() -> Opts {
         rounds: 3,
         rocksdb_only: false,
         skip_rocksdb: false,
+        checkpoints_only: false,
+        checkpoint_state_mb: 1024,
+        checkpoint_rounds: 8,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -61,11 +76,20 @@ fn parse() -> Opts {
                 i += 1;
             }
             "--skip-io" => o.skip_io = true,
+            "--checkpoints" => o.checkpoints_only = true,
+            "--checkpoint-state-mb" => {
+                o.checkpoint_state_mb = val().parse().expect("--checkpoint-state-mb MB");
+                i += 1;
+            }
+            "--checkpoint-rounds" => {
+                o.checkpoint_rounds = val().parse().expect("--checkpoint-rounds N");
+                i += 1;
+            }
             "--rocksdb" => o.rocksdb_only = true,
             "--skip-rocksdb" => o.skip_rocksdb = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb]"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--dir DIR]"
                 );
                 std::process::exit(0);
             }
@@ -301,6 +325,236 @@ fn savepoint_io(o: &Opts) {
     }
 }
 
+/// Bytes of every regular file below `dir`.
+fn tree_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => tree_bytes(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// `fs::copy` + fsync of every file of a RocksDB checkpoint of the backend (the upload of a
+/// full native checkpoint without any statekit code): the anchor of checkpoint time.
+fn copy_db_files(b: &mut w::RocksDbBackend, dst: &std::path::Path) -> (Duration, u64) {
+    let cut = b.native_snapshot(u64::MAX).expect("cut");
+    std::fs::create_dir_all(dst).expect("mkdir");
+    let cut_dir = cut.dir().to_path_buf();
+    let t = Instant::now();
+    let mut bytes = 0;
+    for f in cut.files() {
+        let to = dst.join(&f.name);
+        bytes += std::fs::copy(cut_dir.join(&f.name), &to).expect("copy");
+        File::open(&to).expect("open").sync_all().expect("fsync");
+    }
+    let d = t.elapsed();
+    drop(cut);
+    std::fs::remove_dir_all(dst).expect("rm");
+    (d, bytes)
+}
+
+/// Incremental (native) vs full (canonical) checkpoints of ~1 GB of RocksDB state with 1% of
+/// the keys changed between checkpoints, and restores of both kinds into RocksDB.
+fn rocksdb_checkpoints(o: &Opts) {
+    use rand::{RngCore, SeedableRng};
+    use statekit_checkpoint::CheckpointStore;
+    let value_len = 1000usize;
+    let n = ((o.checkpoint_state_mb * 1_000_000) / (value_len as u64 + 16)) as usize;
+    let base = match &o.dir {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
+    };
+    let tmp = tempfile::tempdir_in(&base).expect("tempdir");
+    let opts = w::rocksdb_options(tmp.path());
+    let mut b = w::rocksdb_backend(&opts);
+    let h = b
+        .register(
+            statekit_core::StateDescriptor::value(
+                "v",
+                statekit_core::TypeSchema::Bytes,
+                statekit_core::TypeSchema::Bytes,
+            ),
+            statekit_core::StateFunctions::None,
+        )
+        .expect("register");
+    let keys = w::keys(n, 5);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let mut value = vec![0u8; value_len];
+    let t = Instant::now();
+    for k in &keys {
+        rng.fill_bytes(&mut value);
+        b.put(h, k, &[], &value).expect("put");
+    }
+    b.flush().expect("flush");
+    let load = t.elapsed();
+    println!(
+        "\n== RocksDB checkpoints: {n} keys x {value_len} B random values = {:.0} MB of state, 1 subtask, profile {}, in {} ==",
+        (n * (value_len + 16)) as f64 / 1e6,
+        opts.profile,
+        tmp.path().display()
+    );
+    println!(
+        "  loaded in {:.1} s ({:.0} MB/s); database {:.0} MB on disk",
+        load.as_secs_f64(),
+        mbps((n * (value_len + 16)) as u64, load),
+        tree_bytes(b.path().expect("path")) as f64 / 1e6
+    );
+    let storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(LocalStorage::new(tmp.path().join("checkpoints")));
+    let store = CheckpointStore::open(storage, "0123456789abcdef0123456789abcdef", 2).expect("store");
+    let uid = "op";
+    let mut id = 0u64;
+
+    // A full checkpoint: the canonical format, every entry streamed out.
+    let full = |b: &mut w::RocksDbBackend, id: u64| -> (Duration, Duration, u64) {
+        let t = Instant::now();
+        let writer = store.begin(id).expect("begin");
+        writer.register_operator(uid, 1, 128).expect("register");
+        let view = b.snapshot(id).expect("snapshot");
+        let sync = t.elapsed();
+        let meta = writer
+            .write_subtask(uid, 0, Some(view.as_ref()), None, false)
+            .expect("write");
+        store.complete(writer).expect("complete");
+        b.notify_checkpoint_complete(id).expect("notify");
+        (t.elapsed(), sync, meta.keyed.map_or(0, |f| f.size))
+    };
+    // A native checkpoint: cut + upload of the files new since the last completed one.
+    let native = |b: &mut w::RocksDbBackend, id: u64| -> (Duration, Duration, u64, u64) {
+        let t = Instant::now();
+        let writer = store.begin(id).expect("begin");
+        writer.register_operator(uid, 1, 128).expect("register");
+        let cut = b.native_snapshot(id).expect("cut");
+        let sync = t.elapsed();
+        let handle = cut
+            .upload(&writer.native_target(uid, 0).expect("target"))
+            .expect("upload");
+        let (up, total) = (handle.uploaded_bytes, handle.total_bytes());
+        writer
+            .add_native_subtask(uid, 0, handle, b.descriptors(), None, false)
+            .expect("add");
+        store.complete(writer).expect("complete");
+        b.notify_checkpoint_complete(id).expect("notify");
+        (t.elapsed(), sync, up, total)
+    };
+
+    id += 1;
+    let (full_time, full_sync, full_bytes) = full(&mut b, id);
+    id += 1;
+    let (first_time, first_sync, first_up, _) = native(&mut b, id);
+    let (copy_time, copy_bytes) = copy_db_files(&mut b, &tmp.path().join("copy"));
+    println!(
+        "  anchors: fs::copy + fsync of the database's files ({:.0} MB); the full checkpoint",
+        copy_bytes as f64 / 1e6
+    );
+    println!(
+        "  {:<44} {:>8.3} s  {:>9.1} MB written   (sync part {:.1} ms)",
+        "full checkpoint (canonical, lz4)",
+        full_time.as_secs_f64(),
+        full_bytes as f64 / 1e6,
+        full_sync.as_secs_f64() * 1e3
+    );
+    println!(
+        "  {:<44} {:>8.3} s  {:>9.1} MB uploaded  (sync part {:.1} ms; {:.2}x the time of fs::copy+fsync)",
+        "first native checkpoint (uploads every file)",
+        first_time.as_secs_f64(),
+        first_up as f64 / 1e6,
+        first_sync.as_secs_f64() * 1e3,
+        first_time.as_secs_f64() / copy_time.as_secs_f64()
+    );
+    println!(
+        "  {:<44} {:>8.3} s  {:>9.1} MB",
+        "fs::copy + fsync of the same files",
+        copy_time.as_secs_f64(),
+        copy_bytes as f64 / 1e6
+    );
+
+    // Rounds: 1% of the keys get new values, then an incremental checkpoint.
+    let churn = (n / 100).max(1);
+    let mut rounds = Vec::new();
+    for r in 0..o.checkpoint_rounds.max(1) {
+        for i in 0..churn {
+            let k = &keys[(r * churn * 7 + i * 97) % n];
+            rng.fill_bytes(&mut value);
+            b.put(h, k, &[], &value).expect("put");
+        }
+        id += 1;
+        let (t, sync, up, total) = native(&mut b, id);
+        println!(
+            "  incremental checkpoint {:>2} (1% churn: {churn} keys)  {:>8.3} s  {:>9.1} MB uploaded of {:.0} MB  (sync part {:.1} ms)",
+            r + 1,
+            t.as_secs_f64(),
+            up as f64 / 1e6,
+            total as f64 / 1e6,
+            sync.as_secs_f64() * 1e3
+        );
+        rounds.push((t, up));
+    }
+    let mut times: Vec<Duration> = rounds.iter().map(|r| r.0).collect();
+    times.sort();
+    let mut ups: Vec<u64> = rounds.iter().map(|r| r.1).collect();
+    ups.sort();
+    let (t_med, t_max) = (times[times.len() / 2], *times.last().expect("rounds"));
+    let (u_med, u_max) = (ups[ups.len() / 2], *ups.last().expect("rounds"));
+    let u_mean = ups.iter().sum::<u64>() / ups.len() as u64;
+    // A full checkpoint of the state after churn, for the same-moment comparison.
+    id += 1;
+    let (full2_time, _, full2_bytes) = full(&mut b, id);
+    println!(
+        "  full checkpoint after the rounds               {:>8.3} s  {:>9.1} MB written",
+        full2_time.as_secs_f64(),
+        full2_bytes as f64 / 1e6
+    );
+    println!(
+        "  incremental / full, bytes: median {:.2}%  mean {:.2}%  max {:.2}%   (target <= 5%)",
+        100.0 * u_med as f64 / full2_bytes as f64,
+        100.0 * u_mean as f64 / full2_bytes as f64,
+        100.0 * u_max as f64 / full2_bytes as f64
+    );
+    println!(
+        "  incremental / full, time:  median {:.2}%  max {:.2}%   (target <= 15%)",
+        100.0 * t_med.as_secs_f64() / full2_time.as_secs_f64(),
+        100.0 * t_max.as_secs_f64() / full2_time.as_secs_f64()
+    );
+
+    // Restores into a fresh RocksDB backend: the latest native checkpoint, and a canonical
+    // savepoint of the same state (the full checkpoint just taken has exactly that content).
+    let native_id = id - 1;
+    let reader = store.reader(native_id).expect("native reader");
+    let t = Instant::now();
+    let mut r1 = w::rocksdb_backend(&opts);
+    let hs = reader.native_handles(uid, KeyGroupRange::all(128)).expect("handles");
+    r1.restore_native(&hs, false).expect("restore native");
+    let native_restore = t.elapsed();
+    let canonical = store.reader(id).expect("canonical reader");
+    let t = Instant::now();
+    let mut r2 = w::rocksdb_backend(&opts);
+    canonical.restore_keyed(uid, &mut r2).expect("restore canonical");
+    r2.flush().expect("flush");
+    let canonical_restore = t.elapsed();
+    println!(
+        "  restore into RocksDB: native checkpoint {:.3} s   canonical savepoint {:.3} s   (native / canonical {:.3}x)",
+        native_restore.as_secs_f64(),
+        canonical_restore.as_secs_f64(),
+        native_restore.as_secs_f64() / canonical_restore.as_secs_f64()
+    );
+    // Spot check: both restored databases answer like the source.
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for k in keys.iter().step_by(997) {
+        let hv = r1.handle("v").expect("v");
+        assert!(r1.get(hv, k, &[], &mut x).expect("get"));
+        let hv = r2.handle("v").expect("v");
+        assert!(r2.get(hv, k, &[], &mut y).expect("get"));
+        assert_eq!(x, y);
+    }
+}
+
 /// The RocksDB backend beside raw `rocksdb` (same crate, same options, same column-family
 /// setup) doing the same operations on the same stored key and value bytes, precomputed for
 /// the raw side: the ratio is the backend's own overhead (key-group hash, key encoding,
@@ -386,6 +640,10 @@ fn main() {
         "statekit benchmark report — release build, 1 thread; each figure beside its anchor from this run (best of {})",
         o.rounds
     );
+    if o.checkpoints_only {
+        rocksdb_checkpoints(&o);
+        return;
+    }
     if !o.rocksdb_only {
         state_ops(&o);
         if !o.skip_io {

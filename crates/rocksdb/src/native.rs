@@ -174,6 +174,11 @@ impl NativeCut {
         self.checkpoint_id
     }
 
+    /// The directory holding the cut's files (removed when the cut is dropped).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The cut's files.
     pub fn files(&self) -> &[CutFile] {
         &self.files
@@ -355,6 +360,30 @@ fn copy_checked(f: &ResolvedNativeFile, dst: &Path) -> Result<(), StateError> {
     Ok(())
 }
 
+/// Checks the CRC32 of the local file `path` against the handle's.
+fn check_crc(f: &ResolvedNativeFile, shown: &str, path: &Path) -> Result<(), StateError> {
+    let mut input = File::open(path).map_err(|e| StateError::io(format!("open {}", path.display()), e))?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; COPY_BUFFER];
+    loop {
+        let n = input
+            .read(&mut buf)
+            .map_err(|e| StateError::io(format!("read {shown}"), e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let crc = hasher.finalize();
+    if crc != f.file.crc32 {
+        return Err(StateError::Restore(format!(
+            "{shown}: native file {:?}: checksum mismatch: recorded {:#010x}, computed {crc:#010x}",
+            f.file.name, f.file.crc32
+        )));
+    }
+    Ok(())
+}
+
 fn check_size(f: &ResolvedNativeFile, shown: &str, size: u64) -> Result<(), StateError> {
     if size != f.file.file.size {
         return Err(StateError::Restore(format!(
@@ -374,8 +403,9 @@ fn check_size(f: &ResolvedNativeFile, shown: &str, size: u64) -> Result<(), Stat
 /// Puts every file of `handle` into `dir` under its local name: table files are hard-linked
 /// when the storage is local and linking works (RocksDB never writes to a table file; its
 /// compactions only unlink), everything else is copied (RocksDB appends to the `MANIFEST`,
-/// and a restored snapshot must not change). Sizes are always checked, CRC32s of copies too.
-/// Returns the bytes copied (not linked).
+/// and a restored snapshot must not change). Every file's size and CRC32 is checked, so a
+/// damaged snapshot fails here, not at some later read. Returns the bytes copied (not
+/// linked).
 pub(crate) fn assemble(handle: &ResolvedNativeHandle, dir: &Path) -> Result<u64, StateError> {
     std::fs::create_dir_all(dir).map_err(|e| StateError::io(format!("create {}", dir.display()), e))?;
     let mut copied = 0;
@@ -387,6 +417,9 @@ pub(crate) fn assemble(handle: &ResolvedNativeHandle, dir: &Path) -> Result<u64,
                 let md = std::fs::metadata(&abs).map_err(|e| StateError::io(format!("stat {shown}"), e))?;
                 check_size(f, &shown, md.len())?;
                 if std::fs::hard_link(&abs, &dst).is_ok() {
+                    // RocksDB checks blocks only when it reads them: check the whole file now,
+                    // so damage is an error of the restore, not of some later read.
+                    check_crc(f, &shown, &dst)?;
                     continue;
                 }
             }

@@ -998,6 +998,29 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The layout decoders are total: arbitrary bytes give a value or an error, never a panic
+    /// (these are the functions a reader of damaged or foreign SST files runs).
+    #[test]
+    fn layout_decoders_never_panic(raw in proptest::collection::vec(any::<u8>(), 0..64), big in any::<bool>(), stamped in any::<bool>()) {
+        let l = KeyLayout::for_max_parallelism(if big { 32_768 } else { 128 });
+        let _ = l.decode(&raw);
+        let _ = split_value(&raw, stamped);
+        for e in ListElements::new(&raw, stamped) {
+            if e.is_err() {
+                break;
+            }
+        }
+        let _ = apply_list_operands(None, [&raw[..]].into_iter());
+        let _ = apply_list_operands(Some(&raw[..]), [&raw[..], &raw[..]].into_iter());
+        for op in crate::layout::list_operands(&raw) {
+            if op.is_err() {
+                break;
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Options and the working directory
 
