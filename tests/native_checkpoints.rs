@@ -651,6 +651,9 @@ proptest! {
     }
 }
 
+/// A named way to damage a file.
+type Damage = (&'static str, fn(&Path));
+
 /// A native savepoint of `job` in `dir` (returns its directory).
 fn native_savepoint(job: &mut Job, storage: Arc<dyn Storage>, base: &Path) -> PathBuf {
     let writer = SnapshotWriter::new_savepoint(storage, "sp", "0123456789abcdef0123456789abcdef", 3).expect("writer");
@@ -687,7 +690,7 @@ fn damaged_native_files_are_detected_by_verify_and_refused_by_restore() {
         .collect();
     assert!(files.iter().any(|p| p.extension().is_some_and(|e| e == "sst")));
     let pristine: BTreeMap<PathBuf, Vec<u8>> = files_under(&sp);
-    let damages: [(&str, fn(&Path)); 3] = [
+    let damages: [Damage; 3] = [
         ("flipped byte", |p| {
             let mut b = std::fs::read(p).expect("read");
             let i = b.len() / 2;
