@@ -18,6 +18,9 @@ cargo fmt --all -- --check
 echo "==> cargo clippy (all targets, -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "==> cargo clippy: the statekit binary without the rocksdb feature"
+cargo clippy -p statekit --no-default-features --locked --quiet -- -D warnings
+
 echo "==> cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
