@@ -104,3 +104,78 @@ impl std::ops::DerefMut for AnyBackend {
         }
     }
 }
+
+/// The golden native fixture (`fixtures/v1/native-savepoint`): its operator, shape and the
+/// deterministic state it holds, shared by the generator (`examples/gen_native_fixture.rs`)
+/// and the test that reads it back (`native_fixture.rs`).
+pub mod native_fixture {
+    use statekit_core::{
+        BackendConfig, KeyedStateBackend, ManualClock, OwnedEntry, StateDescriptor, StateFunctions, TtlConfig,
+        TtlUpdateType, TypeSchema,
+    };
+
+    /// Operator uid.
+    pub const UID: &str = "word-counter";
+    /// Max parallelism.
+    pub const MAX_P: u32 = 8;
+    /// Parallelism when written.
+    pub const P: u32 = 2;
+    /// The clock of the writing job (TTL timestamps).
+    pub const NOW_MS: i64 = 1_700_000_000_000;
+
+    /// The states: a value, a list with TTL, a windowed map.
+    pub fn descriptors() -> Vec<StateDescriptor> {
+        vec![
+            StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64),
+            StateDescriptor::list("seen", TypeSchema::Utf8, TypeSchema::Bytes).with_ttl(TtlConfig {
+                ttl_ms: 86_400_000,
+                update_type: TtlUpdateType::OnCreateAndWrite,
+            }),
+            StateDescriptor::map("followers", TypeSchema::Utf8, TypeSchema::Utf8, TypeSchema::I64)
+                .with_namespace(TypeSchema::I64),
+        ]
+    }
+
+    /// Subtask `i` of the writing job, filled with its part of the state.
+    pub fn filled_backend(i: u32) -> statekit_rocksdb::RocksDbBackend {
+        let clock = ManualClock::new(NOW_MS);
+        let cfg = BackendConfig::for_subtask(MAX_P, P, i)
+            .expect("config")
+            .with_clock(clock);
+        let mut b = statekit_rocksdb::RocksDbBackend::new(cfg, crate::test_rocksdb_options()).expect("backend");
+        let hs: Vec<_> = descriptors()
+            .into_iter()
+            .map(|d| b.register(d, StateFunctions::None).expect("register"))
+            .collect();
+        for w in 0..60u32 {
+            let key = format!("word-{w}").into_bytes();
+            if crate::owner(&key, MAX_P, P) != i as usize {
+                continue;
+            }
+            b.put(hs[0], &key, &[], &i64::from(w * 3 + 1).to_be_bytes())
+                .expect("put");
+            for e in 0..(w % 4) {
+                b.add(hs[1], &key, &[], &[w as u8, e as u8, 0, 0xFF]).expect("add");
+            }
+            for f in 0..(w % 3) {
+                let window = i64::from(f).to_be_bytes();
+                let follower = format!("word-{}", (w + f + 1) % 60).into_bytes();
+                b.map_put(hs[2], &key, &window, &follower, &i64::from(f + 1).to_be_bytes())
+                    .expect("map_put");
+            }
+        }
+        b
+    }
+
+    /// Every entry of the fixture, in key-group then canonical order (from fresh backends).
+    pub fn expected_entries() -> Vec<OwnedEntry> {
+        let mut all = Vec::new();
+        for i in 0..P {
+            let mut b = filled_backend(i);
+            let view = b.snapshot(0).expect("snapshot");
+            let mv = statekit_core::MemoryView::collect(view.as_ref(), view.key_group_range()).expect("collect");
+            all.extend_from_slice(mv.entries());
+        }
+        all
+    }
+}
