@@ -103,6 +103,12 @@ pub struct WordcountArgs {
     /// deleted, its files may be shared).
     #[arg(long, default_value = "no-claim", value_parser = parse_restore_mode)]
     pub restore_mode: RestoreMode,
+    /// RocksDB options profile: `default`, `spinning-disk` or `flash-ssd`.
+    #[arg(long, default_value = "default")]
+    pub rocksdb_profile: String,
+    /// Where RocksDB keeps its working databases (default: the system temporary directory).
+    #[arg(long)]
+    pub rocksdb_dir: Option<PathBuf>,
 }
 
 fn parse_restore_mode(s: &str) -> std::result::Result<RestoreMode, String> {
@@ -146,14 +152,21 @@ enum Keyed {
 impl Keyed {
     /// A backend of the chosen kind for one subtask. Canonical snapshots restore into either
     /// kind, so a job may switch backends through a savepoint.
-    fn new(kind: BackendKind, config: BackendConfig) -> Result<Self> {
-        Ok(match kind {
+    fn new(args: &WordcountArgs, config: BackendConfig) -> Result<Self> {
+        Ok(match args.backend {
             BackendKind::Hashmap => Keyed::Heap(HashMapBackend::new(config)?),
             #[cfg(feature = "rocksdb")]
-            BackendKind::Rocksdb => Keyed::RocksDb(Box::new(statekit_rocksdb::RocksDbBackend::new(
-                config,
-                statekit_rocksdb::RocksDbOptions::default(),
-            )?)),
+            BackendKind::Rocksdb => {
+                let profile: statekit_rocksdb::Profile = args
+                    .rocksdb_profile
+                    .parse()
+                    .map_err(|e: String| anyhow::anyhow!("--rocksdb-profile: {e}"))?;
+                let mut options = statekit_rocksdb::RocksDbOptions::profile(profile);
+                if let Some(dir) = &args.rocksdb_dir {
+                    options = options.with_local_dir(dir);
+                }
+                Keyed::RocksDb(Box::new(statekit_rocksdb::RocksDbBackend::new(config, options)?))
+            }
             #[cfg(not(feature = "rocksdb"))]
             BackendKind::Rocksdb => bail!("this statekit was built without the `rocksdb` feature"),
         })
@@ -301,7 +314,7 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     // Keyed state: one backend per counter subtask, owning its key-group range.
     let mut counters = Vec::new();
     for i in 0..p {
-        counters.push(Keyed::new(args.backend, BackendConfig::for_subtask(max_p, p, i)?)?);
+        counters.push(Keyed::new(&args, BackendConfig::for_subtask(max_p, p, i)?)?);
     }
 
     // Restore, if asked.
