@@ -5,13 +5,15 @@
 //! (1..=min(max parallelism, 8)) and restored from all old snapshots, and its whole content
 //! is compared with the model.
 //!
-//! The cluster's subtasks are built by a factory per backend kind: all RocksDB
-//! (`rocksdb_*`), or a random kind per subtask at every rescale (`mixed_*`), so snapshots of
-//! one backend are restored into the other at a random parallelism, and one job may even
-//! run both kinds side by side. (The heap-only run is `crates/hashmap/tests/model.rs`.)
+//! The cluster's subtasks are built by a factory per backend kind: all heap (`heap_*`), all
+//! RocksDB (`rocksdb_*`; there, two rescales in three go through native checkpoint files), or
+//! a random kind per subtask at every rescale (`mixed_*`), so snapshots of one backend are
+//! restored into the other at a random parallelism, and one job may even run both kinds side
+//! by side.
 //!
 //! RocksDB is slower than the heap: `BACKEND_MODEL_CASES` (default 12) sets the number of
-//! proptest cases per test.
+//! proptest cases of the RocksDB and mixed tests, `MODEL_CASES` (default 256) those of the
+//! heap test.
 
 use proptest::prelude::*;
 use statekit_checkpoint::{CheckpointStore, SnapshotReader};
@@ -974,6 +976,44 @@ proptest! {
         ops in proptest::collection::vec(op(), ops_len()),
     ) {
         run(Kinds::Mixed, max_p, p_seed, ops);
+    }
+}
+
+fn heap_cases() -> u32 {
+    std::env::var("MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: heap_cases(), max_shrink_iters: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn heap_matches_model_across_rescales(
+        max_p in proptest::sample::select(MAX_PARALLELISMS.to_vec()),
+        p_seed in any::<u8>(),
+        ops in proptest::collection::vec(op(), ops_len()),
+    ) {
+        run(Kinds::Only(BackendKind::Heap), max_p, p_seed, ops);
+    }
+}
+
+/// A fixed long heap-only run, so every build exercises many rescales whatever proptest draws.
+#[test]
+fn heap_long_deterministic_sequence() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    for max_p in MAX_PARALLELISMS {
+        let ops = proptest::collection::vec(op(), 1500)
+            .new_tree(&mut runner)
+            .expect("tree")
+            .current();
+        let rescales = ops.iter().filter(|o| matches!(o, Op::Rescale { .. })).count();
+        assert!(rescales > 5);
+        run(Kinds::Only(BackendKind::Heap), max_p, 3, ops);
     }
 }
 
