@@ -837,6 +837,44 @@ impl RocksDbBackend {
     }
 }
 
+/// Reads the one stored value at `key` of state `i` (a value, reducing or aggregating state's
+/// value, or a map entry) into `out` under TTL: an expired value is deleted and reported
+/// absent; an `OnReadAndWrite` TTL re-stamps what it returns (`val` is scratch space).
+#[inline]
+fn read_single(
+    store: &Store,
+    i: usize,
+    key: &[u8],
+    val: &mut Vec<u8>,
+    ttl: Ttl,
+    out: &mut Vec<u8>,
+) -> Result<bool, StateError> {
+    let stamped = ttl.stamped();
+    let Some(ts) = store
+        .get(i, key, |v| -> Result<i64, StateError> {
+            let (ts, v) = split_value(v, stamped)?;
+            out.extend_from_slice(v);
+            Ok(ts)
+        })?
+        .transpose()?
+    else {
+        return Ok(false);
+    };
+    if !stamped {
+        return Ok(true);
+    }
+    if !ttl.live(ts) {
+        out.clear();
+        store.delete(i, key)?;
+        return Ok(false);
+    }
+    if ttl.refresh_on_read() && ts != ttl.now {
+        encode_value(val, Some(ttl.now), out);
+        store.put(i, key, val)?;
+    }
+    Ok(true)
+}
+
 /// Collects the live elements of a stored list into `out` (re-encoded), refreshing their
 /// timestamps when `refresh`; returns (visible elements, whether anything changed).
 fn rebuild_list(raw: &[u8], ttl: Ttl, refresh: bool, out: &mut Vec<u8>) -> Result<(usize, bool), StateError> {
@@ -918,30 +956,7 @@ impl KeyedStateBackend for RocksDbBackend {
         }
         let store = live_store(&self.store)?;
         self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
-        let stamped = ttl.stamped();
-        let Some(ts) = store
-            .get(i, &self.key, |v| -> Result<i64, StateError> {
-                let (ts, v) = split_value(v, stamped)?;
-                out.extend_from_slice(v);
-                Ok(ts)
-            })?
-            .transpose()?
-        else {
-            return Ok(false);
-        };
-        if !stamped {
-            return Ok(true);
-        }
-        if !ttl.live(ts) {
-            out.clear();
-            store.delete(i, &self.key)?;
-            return Ok(false);
-        }
-        if ttl.refresh_on_read() && ts != ttl.now {
-            encode_value(&mut self.val, Some(ttl.now), out);
-            store.put(i, &self.key, &self.val)?;
-        }
-        Ok(true)
+        read_single(store, i, &self.key, &mut self.val, ttl, out)
     }
 
     fn put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
@@ -1113,30 +1128,7 @@ impl KeyedStateBackend for RocksDbBackend {
         }
         let store = live_store(&self.store)?;
         self.layout.encode_map_key(&mut self.key, kg, key, namespace, user_key);
-        let stamped = ttl.stamped();
-        let Some(ts) = store
-            .get(i, &self.key, |v| -> Result<i64, StateError> {
-                let (ts, v) = split_value(v, stamped)?;
-                out.extend_from_slice(v);
-                Ok(ts)
-            })?
-            .transpose()?
-        else {
-            return Ok(false);
-        };
-        if !stamped {
-            return Ok(true);
-        }
-        if !ttl.live(ts) {
-            out.clear();
-            store.delete(i, &self.key)?;
-            return Ok(false);
-        }
-        if ttl.refresh_on_read() && ts != ttl.now {
-            encode_value(&mut self.val, Some(ttl.now), out);
-            store.put(i, &self.key, &self.val)?;
-        }
-        Ok(true)
+        read_single(store, i, &self.key, &mut self.val, ttl, out)
     }
 
     fn map_put(

@@ -140,25 +140,46 @@ fn storage_err(e: statekit_core::storage::StorageError) -> StateError {
     StateError::Other(Box::new(e))
 }
 
-/// Copies a local file into `storage` (temp name, fsync, rename); returns (size, CRC32).
-fn upload_file(src: &Path, storage: &dyn Storage, path: &str) -> Result<(u64, u32), StateError> {
-    let mut input = File::open(src).map_err(|e| StateError::io(format!("open {}", src.display()), e))?;
-    let mut out = storage.create(path).map_err(storage_err)?;
+/// Streams `input` (described as `from`) into `out` (described as `to`; `None`: read only),
+/// returning (bytes, CRC32).
+fn stream_crc(
+    input: &mut dyn Read,
+    from: &str,
+    mut out: Option<&mut dyn Write>,
+    to: &str,
+) -> Result<(u64, u32), StateError> {
     let mut hasher = crc32fast::Hasher::new();
     let mut buf = vec![0u8; COPY_BUFFER];
+    let mut size = 0u64;
     loop {
         let n = input
             .read(&mut buf)
-            .map_err(|e| StateError::io(format!("read {}", src.display()), e))?;
+            .map_err(|e| StateError::io(format!("read {from}"), e))?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
-        out.write_all(&buf[..n])
-            .map_err(|e| StateError::io(format!("write {}", storage.describe(path)), e))?;
+        size += n as u64;
+        if let Some(out) = out.as_mut() {
+            out.write_all(&buf[..n])
+                .map_err(|e| StateError::io(format!("write {to}"), e))?;
+        }
     }
-    let size = out.commit().map_err(storage_err)?;
     Ok((size, hasher.finalize()))
+}
+
+fn open_file(path: &Path, shown: &str) -> Result<File, StateError> {
+    File::open(path).map_err(|e| StateError::io(format!("open {shown}"), e))
+}
+
+/// Copies a local file into `storage` (temp name, fsync, rename); returns (size, CRC32).
+fn upload_file(src: &Path, storage: &dyn Storage, path: &str) -> Result<(u64, u32), StateError> {
+    let from = src.display().to_string();
+    let mut input = open_file(src, &from)?;
+    let mut out = storage.create(path).map_err(storage_err)?;
+    let (_, crc) = stream_crc(&mut input, &from, Some(&mut out), &storage.describe(path))?;
+    let size = out.commit().map_err(storage_err)?;
+    Ok((size, crc))
 }
 
 /// A random name for a shared file.
@@ -323,34 +344,19 @@ pub(crate) fn check_handle(handle: &ResolvedNativeHandle, max_parallelism: u32) 
 /// Copies a resolved file to `dst`, checking its size and CRC32.
 fn copy_checked(f: &ResolvedNativeFile, dst: &Path) -> Result<(), StateError> {
     let shown = f.storage.describe(&f.path);
-    let mut out = File::create(dst).map_err(|e| StateError::io(format!("create {}", dst.display()), e))?;
-    let mut hasher = crc32fast::Hasher::new();
-    let mut size = 0u64;
-    if let Some(abs) = f.absolute_path() {
-        let mut input = File::open(&abs).map_err(|e| StateError::io(format!("open {shown}"), e))?;
-        let mut buf = vec![0u8; COPY_BUFFER];
-        loop {
-            let n = input
-                .read(&mut buf)
-                .map_err(|e| StateError::io(format!("read {shown}"), e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            size += n as u64;
-            out.write_all(&buf[..n])
-                .map_err(|e| StateError::io(format!("write {}", dst.display()), e))?;
-        }
+    let to = dst.display().to_string();
+    let mut out = File::create(dst).map_err(|e| StateError::io(format!("create {to}"), e))?;
+    let (size, crc) = if let Some(abs) = f.absolute_path() {
+        stream_crc(&mut open_file(&abs, &shown)?, &shown, Some(&mut out), &to)?
     } else {
         let blob = f.storage.open(&f.path).map_err(storage_err)?;
-        let bytes = blob.bytes();
-        hasher.update(bytes);
-        size = bytes.len() as u64;
-        out.write_all(bytes)
-            .map_err(|e| StateError::io(format!("write {}", dst.display()), e))?;
-    }
+        stream_crc(&mut blob.bytes(), &shown, Some(&mut out), &to)?
+    };
     check_size(f, &shown, size)?;
-    let crc = hasher.finalize();
+    check_crc_value(f, &shown, crc)
+}
+
+fn check_crc_value(f: &ResolvedNativeFile, shown: &str, crc: u32) -> Result<(), StateError> {
     if crc != f.file.crc32 {
         return Err(StateError::Restore(format!(
             "{shown}: native file {:?}: checksum mismatch: recorded {:#010x}, computed {crc:#010x}",
@@ -362,26 +368,8 @@ fn copy_checked(f: &ResolvedNativeFile, dst: &Path) -> Result<(), StateError> {
 
 /// Checks the CRC32 of the local file `path` against the handle's.
 fn check_crc(f: &ResolvedNativeFile, shown: &str, path: &Path) -> Result<(), StateError> {
-    let mut input = File::open(path).map_err(|e| StateError::io(format!("open {}", path.display()), e))?;
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; COPY_BUFFER];
-    loop {
-        let n = input
-            .read(&mut buf)
-            .map_err(|e| StateError::io(format!("read {shown}"), e))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    let crc = hasher.finalize();
-    if crc != f.file.crc32 {
-        return Err(StateError::Restore(format!(
-            "{shown}: native file {:?}: checksum mismatch: recorded {:#010x}, computed {crc:#010x}",
-            f.file.name, f.file.crc32
-        )));
-    }
-    Ok(())
+    let (_, crc) = stream_crc(&mut open_file(path, shown)?, shown, None, "")?;
+    check_crc_value(f, shown, crc)
 }
 
 fn check_size(f: &ResolvedNativeFile, shown: &str, size: u64) -> Result<(), StateError> {
