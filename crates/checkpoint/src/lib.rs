@@ -31,5 +31,5 @@ pub use layout::{
 };
 pub use reader::{resolve_snapshot_path, ReferencedFile, SnapshotReader};
 pub use registry::{Decision, RegistryError, RestoreMode, SharedStateRegistry};
-pub use store::{CheckpointListing, CheckpointStore, CompletedCheckpoint};
+pub use store::{CheckpointListing, CheckpointStore, Cleanup, CompletedCheckpoint};
 pub use writer::SnapshotWriter;

@@ -36,6 +36,64 @@ pub struct CheckpointListing {
     pub problem: Option<String>,
 }
 
+/// The deletions a completed checkpoint made possible (see
+/// [`CheckpointStore::complete_deferred`]): subsumed checkpoints and the shared files no
+/// retained checkpoint references any more.
+#[derive(Debug)]
+#[must_use = "a Cleanup deletes nothing until it is run"]
+pub struct Cleanup {
+    store: CheckpointStore,
+    id: u64,
+    subsumed: Vec<u64>,
+    delete: Vec<String>,
+}
+
+impl Cleanup {
+    /// The checkpoints the new one subsumed (their files go when the cleanup runs).
+    pub fn subsumed(&self) -> &[u64] {
+        &self.subsumed
+    }
+
+    /// Shared files to delete.
+    pub fn files(&self) -> usize {
+        self.delete.len()
+    }
+
+    /// Deletes the subsumed checkpoints' directories and the unreferenced shared files.
+    /// Returns every checkpoint id it discarded (the subsumed ones, plus older checkpoints of
+    /// the job beyond the retained count that the store had not seen).
+    pub fn run(self) -> Result<Vec<u64>, CheckpointError> {
+        let store = &self.store;
+        let mut subsumed = Vec::new();
+        for old in &self.subsumed {
+            store.discard_subsumed(*old)?;
+            subsumed.push(*old);
+        }
+        store.delete_files(&self.delete);
+        // Checkpoints of this job the registry never saw (written elsewhere after the store
+        // was opened) are still bounded by the retained count.
+        let all = store.completed()?;
+        if all.len() > store.retained {
+            let live = store.lock().registry.retained();
+            for old in &all[..all.len() - store.retained] {
+                if !live.contains(&old.id) {
+                    store.storage.delete_dir_all(&old.dir)?;
+                    subsumed.push(old.id);
+                }
+            }
+        }
+        if !subsumed.is_empty() {
+            tracing::debug!(
+                id = self.id,
+                ?subsumed,
+                deleted = self.delete.len(),
+                "subsumed checkpoints deleted"
+            );
+        }
+        Ok(subsumed)
+    }
+}
+
 /// A file's identity, the storage holding it and its path there.
 type Located = (String, Arc<dyn Storage>, String);
 
@@ -328,6 +386,17 @@ impl CheckpointStore {
     /// A checkpoint that references a file of a snapshot restored in NO_CLAIM mode is refused
     /// (and nothing is committed).
     pub fn complete(&self, writer: SnapshotWriter) -> Result<(CompletedCheckpoint, Vec<u64>), CheckpointError> {
+        let (completed, cleanup) = self.complete_deferred(writer)?;
+        let subsumed = cleanup.run()?;
+        Ok((completed, subsumed))
+    }
+
+    /// [`CheckpointStore::complete`] without the deletions: the checkpoint is committed when
+    /// this returns, and the returned [`Cleanup`] deletes what it subsumed — run it on any
+    /// thread, later (a crash before it runs leaves files for `statekit gc`, never a broken
+    /// checkpoint). Keeps the deletion of a large subsumed checkpoint out of the checkpoint's
+    /// own latency.
+    pub fn complete_deferred(&self, writer: SnapshotWriter) -> Result<(CompletedCheckpoint, Cleanup), CheckpointError> {
         let id = writer.checkpoint_id();
         let dir = writer.dir().to_string();
         let meta = writer.metadata()?;
@@ -358,28 +427,15 @@ impl CheckpointStore {
             .complete(id)
             .map_err(|e| CheckpointError::Invalid(format!("checkpoint {id}: {e}")))?;
         let completed = CompletedCheckpoint { id, dir, metadata };
-        let mut subsumed = Vec::new();
-        for old in &decision.subsumed {
-            self.discard_subsumed(*old)?;
-            subsumed.push(*old);
-        }
-        self.delete_files(&decision.delete);
-        // Checkpoints of this job the registry never saw (it was opened before they were
-        // written elsewhere) are still bounded by the retained count.
-        let all = self.completed()?;
-        if all.len() > self.retained {
-            let live = self.lock().registry.retained();
-            for old in &all[..all.len() - self.retained] {
-                if !live.contains(&old.id) {
-                    self.storage.delete_dir_all(&old.dir)?;
-                    subsumed.push(old.id);
-                }
-            }
-        }
-        if !subsumed.is_empty() {
-            tracing::debug!(id, ?subsumed, deleted = decision.delete.len(), "checkpoint completed");
-        }
-        Ok((completed, subsumed))
+        Ok((
+            completed,
+            Cleanup {
+                store: self.clone(),
+                id,
+                subsumed: decision.subsumed,
+                delete: decision.delete,
+            },
+        ))
     }
 
     /// Deletes a subsumed checkpoint's directory (or, for a restored snapshot this job

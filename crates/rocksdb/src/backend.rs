@@ -421,6 +421,60 @@ impl RocksDbBackend {
             .map_err(db_err("flush"))
     }
 
+    /// Level-0 table files over all column families (each flush adds one per state).
+    pub fn level0_files(&self) -> Result<u64, StateError> {
+        let store = live_store(&self.store)?;
+        store.cfs.with_dependent(|inner, cfs| {
+            let mut n = 0;
+            for cf in cfs.iter() {
+                n += inner
+                    .db
+                    .property_int_value_cf(cf, "rocksdb.num-files-at-level0")
+                    .map_err(db_err("read a property"))?
+                    .unwrap_or(0);
+            }
+            Ok(n)
+        })
+    }
+
+    /// True while RocksDB has flushes or compactions running or pending (any column family).
+    pub fn background_work_pending(&self) -> Result<bool, StateError> {
+        let store = live_store(&self.store)?;
+        let db = &store.inner().db;
+        for p in [
+            rocksdb::properties::NUM_RUNNING_COMPACTIONS,
+            rocksdb::properties::NUM_RUNNING_FLUSHES,
+        ] {
+            if db
+                .property_int_value(p)
+                .map_err(db_err("read a property"))?
+                .unwrap_or(0)
+                > 0
+            {
+                return Ok(true);
+            }
+        }
+        store.cfs.with_dependent(|inner, cfs| {
+            for cf in cfs.iter() {
+                for p in [
+                    rocksdb::properties::COMPACTION_PENDING,
+                    rocksdb::properties::MEM_TABLE_FLUSH_PENDING,
+                ] {
+                    if inner
+                        .db
+                        .property_int_value_cf(cf, p)
+                        .map_err(db_err("read a property"))?
+                        .unwrap_or(0)
+                        > 0
+                    {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok(false)
+        })
+    }
+
     /// Compacts every column family completely (merges list operands into their lists, drops
     /// deleted and overwritten data). Native checkpoints taken afterwards share few files
     /// with earlier ones.

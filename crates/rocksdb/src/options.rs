@@ -153,6 +153,12 @@ pub struct RocksDbOptions {
     /// compacted by [`RocksDbBackend::compact`](crate::RocksDbBackend::compact): reads slow down
     /// as level-0 files pile up, but incremental checkpoints upload exactly the new flushes.
     pub auto_compactions: bool,
+    /// Level-0 files that trigger a compaction into level 1
+    /// (`level0_file_num_compaction_trigger`). Each native checkpoint flushes one level-0 file
+    /// per state; a level-0 compaction rewrites what it overlaps in level 1, which the next
+    /// incremental checkpoint uploads — a higher trigger spreads that over more checkpoints,
+    /// at some cost to reads.
+    pub level0_compaction_trigger: i32,
     /// Largest `MANIFEST` before RocksDB starts a new one (`max_manifest_file_size`), in bytes.
     /// The `MANIFEST` is private to every native checkpoint, so it stays small.
     pub max_manifest_bytes: usize,
@@ -185,6 +191,7 @@ impl RocksDbOptions {
             dynamic_level_bytes: false,
             compaction_readahead_bytes: 0,
             auto_compactions: true,
+            level0_compaction_trigger: 4,
             max_manifest_bytes: 4 * MIB,
         };
         match profile {
@@ -269,6 +276,11 @@ impl RocksDbOptions {
         }
         o.set_merge_operator(MERGE_OPERATOR_NAME, list_full_merge, list_partial_merge);
         o.set_disable_auto_compactions(!self.auto_compactions);
+        let l0 = self.level0_compaction_trigger.max(1);
+        o.set_level_zero_file_num_compaction_trigger(l0);
+        // RocksDB's defaults (20 and 36) keep their distance from a raised trigger.
+        o.set_level_zero_slowdown_writes_trigger(l0.max(4) * 5);
+        o.set_level_zero_stop_writes_trigger(l0.max(4) * 9);
         o.set_max_manifest_file_size(self.max_manifest_bytes.max(64 << 10));
 
         let mut t = rocksdb::BlockBasedOptions::default();
