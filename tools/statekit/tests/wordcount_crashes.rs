@@ -317,5 +317,56 @@ fn exactly_once_survives_sigkill_with_incremental_checkpoints_in_every_restore_m
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gc json");
     assert!(plan["snapshots"].as_u64().expect("snapshots") >= 1);
     assert_eq!(common::files_under(&d.join("ck")), before, "gc --dry-run changed files");
-    eprintln!("exactly-once with incremental RocksDB checkpoints: {hit} SIGKILLs, every count committed exactly once");
+    // Without --yes and without a terminal to ask on, gc refuses to delete.
+    let out = Command::new(bin())
+        .current_dir(d)
+        .args(["gc", "ck", "--min-age", "0s"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("gc");
+    let orphans = plan["orphans"].as_array().expect("orphans").len();
+    if orphans > 0 {
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    }
+    assert_eq!(
+        common::files_under(&d.join("ck")),
+        before,
+        "gc without --yes changed files"
+    );
+    // With --yes it deletes exactly the orphans: every complete checkpoint still verifies,
+    // and nothing is left to collect.
+    let out = Command::new(bin())
+        .current_dir(d)
+        .args(["gc", "ck", "--min-age", "0s", "--yes", "--json"])
+        .output()
+        .expect("gc");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gc json");
+    assert_eq!(done["deleted_files"].as_u64().unwrap_or(0) as usize, orphans);
+    for item in listed.as_array().expect("array") {
+        if item["complete"] == serde_json::Value::Bool(true) {
+            let path = item["path"].as_str().expect("path");
+            let out = Command::new(bin())
+                .current_dir(d)
+                .args(["verify", path])
+                .output()
+                .expect("verify");
+            assert!(
+                out.status.success(),
+                "{path} broken by gc: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+    let out = Command::new(bin())
+        .current_dir(d)
+        .args(["gc", "ck", "--dry-run", "--min-age", "0s", "--json"])
+        .output()
+        .expect("gc");
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gc json");
+    assert_eq!(again["orphans"].as_array().map(Vec::len), Some(0), "{again}");
+    eprintln!(
+        "exactly-once with incremental RocksDB checkpoints: {hit} SIGKILLs, every count committed exactly once; gc collected {orphans} orphaned files"
+    );
 }
