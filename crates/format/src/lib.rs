@@ -69,3 +69,4 @@ pub use metadata_codec::{decode_metadata, encode_metadata, read_metadata, write_
 pub use operator::{decode_operator_file, read_operator_file, write_operator_file};
 pub use resolve::{FileResolver, NativeTarget, ResolvedNativeFile, ResolvedNativeHandle};
 pub use verify::{verify_snapshot, verify_snapshot_files, SnapshotVerifyReport};
+pub use wire::{decode_state_descriptor, encode_state_descriptor};

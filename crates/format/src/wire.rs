@@ -436,6 +436,27 @@ pub(crate) fn check_operator_descriptor(d: &OperatorStateDescriptor) -> Result<(
     Ok(())
 }
 
+/// Appends the encoding of a keyed state descriptor (the `StateDescriptor` of
+/// `docs/format.md`), for other formats that embed descriptors (the changelog's metadata
+/// records).
+pub fn encode_state_descriptor(out: &mut Vec<u8>, d: &StateDescriptor) {
+    put_state_descriptor(out, d);
+}
+
+/// Decodes a keyed state descriptor from the start of `bytes`, which sit at absolute offset
+/// `base` of `file`; returns it and the bytes it took. Errors name `file`, offset and `field`.
+pub fn decode_state_descriptor(
+    bytes: &[u8],
+    base: u64,
+    file: &str,
+    field: &str,
+) -> std::result::Result<(StateDescriptor, usize), FormatError> {
+    let mut c = Cursor::new(bytes, base, file);
+    let d = get_state_descriptor(&mut c, field)?;
+    let used = (c.offset() - base) as usize;
+    Ok((d, used))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

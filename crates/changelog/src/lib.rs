@@ -1,0 +1,24 @@
+//! # statekit-changelog
+//!
+//! The changelog (Flink's DSTL, "generic incremental checkpoints"): a wrapper around any keyed
+//! state backend that also appends every state change to a durable log, uploaded
+//! continuously; the backend is materialized (snapshotted) now and then, independently of
+//! checkpoints, and a checkpoint is the last materialization plus the log since — so a
+//! checkpoint costs what it takes to make the last few milliseconds of changes durable,
+//! whatever the backend and the state size. Design: `docs/design/0006-changelog.md`; the log
+//! file format, byte by byte: `docs/changelog-format.md`.
+//!
+//! * [`record`]: the change records (one state mutation each) and their codec;
+//! * [`file`]: the log file format — header, change sets (each compressed on its own, CRC32),
+//!   an index by log, sequence number and key group, trailer — with its writer and reader.
+
+mod error;
+pub mod file;
+pub mod record;
+
+pub use error::ChangelogError;
+pub use file::{
+    ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, SealedChangeSet,
+    META_KEY_GROUP,
+};
+pub use record::{Change, Op, ReadKind, Record};

@@ -1,0 +1,388 @@
+//! Change records: what one state mutation appends to the log (`docs/changelog-format.md`,
+//! "Records"). Encoding appends to a buffer; decoding is total over byte slices and borrows
+//! from them.
+
+use crate::error::ChangelogError;
+use statekit_core::schema::{get_varint, put_varint};
+use statekit_core::StateDescriptor;
+
+/// Op codes (low 4 bits of the first byte).
+mod code {
+    pub const METADATA: u8 = 0;
+    pub const CLEAR: u8 = 1;
+    pub const PUT: u8 = 2;
+    pub const ADD_ELEMENT: u8 = 3;
+    pub const SET_LIST: u8 = 4;
+    pub const MAP_PUT: u8 = 5;
+    pub const MAP_REMOVE: u8 = 6;
+    pub const MERGE_LIST: u8 = 7;
+    pub const READ: u8 = 8;
+}
+
+/// Bit of the op byte: an 8-byte little-endian operation time follows the state id.
+const HAS_TIME: u8 = 0x80;
+/// Bits of the op byte that must be zero.
+const RESERVED_BITS: u8 = 0x70;
+
+/// A read that changes state: on a state whose TTL is refreshed on read
+/// (`OnReadAndWrite`), a read re-stamps what it returns; replaying it at the same time gives
+/// the same stamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadKind {
+    /// `get` of a value, reducing or aggregating state.
+    Get,
+    /// `list_for_each` / `list_get`.
+    List,
+    /// `map_for_each`.
+    MapAll,
+    /// `map_get` of one user key (the record carries it).
+    MapEntry,
+}
+
+impl ReadKind {
+    fn code(self) -> u8 {
+        match self {
+            ReadKind::Get => 0,
+            ReadKind::List => 1,
+            ReadKind::MapAll => 2,
+            ReadKind::MapEntry => 3,
+        }
+    }
+}
+
+/// What a data record does to (state, key, namespace).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op<'a> {
+    /// Remove the entry (all list elements, all map entries).
+    Clear,
+    /// Set the stored value (value state; the *result* of a reducing or aggregating `add` or
+    /// merge).
+    Put(&'a [u8]),
+    /// Append one list element.
+    AddElement(&'a [u8]),
+    /// Replace the whole list.
+    SetList(Vec<&'a [u8]>),
+    /// Insert or replace one map entry.
+    MapPut {
+        /// User key.
+        user_key: &'a [u8],
+        /// Value.
+        value: &'a [u8],
+    },
+    /// Remove one map entry.
+    MapRemove(&'a [u8]),
+    /// Merge the lists of these namespaces into the record's namespace and clear them.
+    MergeList(Vec<&'a [u8]>),
+    /// A read that refreshes TTL stamps (only logged for `OnReadAndWrite` states).
+    Read {
+        /// Which read.
+        kind: ReadKind,
+        /// The user key of a [`ReadKind::MapEntry`] read (empty otherwise).
+        user_key: &'a [u8],
+    },
+}
+
+/// One data record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change<'a> {
+    /// The state, by the id its metadata record declared.
+    pub state: u32,
+    /// The operation's time on the backend's clock, for states with TTL.
+    pub time: Option<i64>,
+    /// Serialized key.
+    pub key: &'a [u8],
+    /// Serialized namespace.
+    pub namespace: &'a [u8],
+    /// The operation.
+    pub op: Op<'a>,
+}
+
+/// A decoded record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Record<'a> {
+    /// Declares state id `state` (first record of a state in every log segment).
+    Metadata {
+        /// The id data records use.
+        state: u32,
+        /// The state.
+        descriptor: StateDescriptor,
+    },
+    /// A state change.
+    Change(Change<'a>),
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// Appends a metadata record.
+pub fn encode_metadata(out: &mut Vec<u8>, state: u32, descriptor: &StateDescriptor) {
+    out.push(code::METADATA);
+    put_varint(out, u64::from(state));
+    statekit_format::encode_state_descriptor(out, descriptor);
+}
+
+/// Appends a data record.
+pub fn encode_change(out: &mut Vec<u8>, c: &Change<'_>) {
+    let (op, time_bit) = (
+        match &c.op {
+            Op::Clear => code::CLEAR,
+            Op::Put(_) => code::PUT,
+            Op::AddElement(_) => code::ADD_ELEMENT,
+            Op::SetList(_) => code::SET_LIST,
+            Op::MapPut { .. } => code::MAP_PUT,
+            Op::MapRemove(_) => code::MAP_REMOVE,
+            Op::MergeList(_) => code::MERGE_LIST,
+            Op::Read { .. } => code::READ,
+        },
+        if c.time.is_some() { HAS_TIME } else { 0 },
+    );
+    out.push(op | time_bit);
+    put_varint(out, u64::from(c.state));
+    if let Some(t) = c.time {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    put_bytes(out, c.key);
+    put_bytes(out, c.namespace);
+    match &c.op {
+        Op::Clear => {}
+        Op::Put(v) | Op::AddElement(v) | Op::MapRemove(v) => put_bytes(out, v),
+        Op::SetList(items) | Op::MergeList(items) => {
+            put_varint(out, items.len() as u64);
+            for i in items {
+                put_bytes(out, i);
+            }
+        }
+        Op::MapPut { user_key, value } => {
+            put_bytes(out, user_key);
+            put_bytes(out, value);
+        }
+        Op::Read { kind, user_key } => {
+            out.push(kind.code());
+            if *kind == ReadKind::MapEntry {
+                put_bytes(out, user_key);
+            }
+        }
+    }
+}
+
+/// A bounds-checked reader over one record's bytes; errors carry the field and the position
+/// within the record (callers add file and offset).
+struct R<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> R<'a> {
+    fn err(&self, field: &str, why: impl Into<String>) -> ChangelogError {
+        ChangelogError::Record {
+            position: self.pos,
+            field: field.to_string(),
+            reason: why.into(),
+        }
+    }
+
+    fn u8(&mut self, field: &str) -> Result<u8, ChangelogError> {
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| self.err(field, "record ends early"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self, field: &str) -> Result<u64, ChangelogError> {
+        get_varint(self.buf, &mut self.pos).ok_or_else(|| self.err(field, "truncated or overlong varint"))
+    }
+
+    fn u32v(&mut self, field: &str) -> Result<u32, ChangelogError> {
+        let v = self.varint(field)?;
+        u32::try_from(v).map_err(|_| self.err(field, format!("{v} does not fit 32 bits")))
+    }
+
+    fn bytes(&mut self, field: &str) -> Result<&'a [u8], ChangelogError> {
+        let n = self.varint(field)?;
+        let left = self.buf.len() - self.pos;
+        if n > left as u64 {
+            return Err(self.err(field, format!("length {n} runs past the record ({left} bytes left)")));
+        }
+        let s = &self.buf[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+
+    fn list(&mut self, field: &str) -> Result<Vec<&'a [u8]>, ChangelogError> {
+        let n = self.varint(field)?;
+        // Every item takes at least one byte: reject counts the record cannot hold before
+        // allocating.
+        let left = (self.buf.len() - self.pos) as u64;
+        if n > left {
+            return Err(self.err(field, format!("count {n} exceeds the {left} bytes left")));
+        }
+        (0..n).map(|_| self.bytes(field)).collect()
+    }
+}
+
+/// Decodes one record (the whole of `buf`: trailing bytes are an error).
+pub fn decode_record(buf: &[u8]) -> Result<Record<'_>, ChangelogError> {
+    let mut r = R { buf, pos: 0 };
+    let first = r.u8("op")?;
+    if first & RESERVED_BITS != 0 {
+        return Err(r.err("op", format!("reserved bits set in {first:#04x}")));
+    }
+    let op_code = first & 0x0F;
+    let state = r.u32v("state")?;
+    let rec = if op_code == code::METADATA {
+        if first & HAS_TIME != 0 {
+            return Err(r.err("op", "a metadata record has no time"));
+        }
+        let (descriptor, used) =
+            statekit_format::decode_state_descriptor(&buf[r.pos..], 0, "change record", "descriptor")
+                .map_err(|e| r.err("descriptor", e.to_string()))?;
+        r.pos += used;
+        Record::Metadata { state, descriptor }
+    } else {
+        let time = if first & HAS_TIME != 0 {
+            let end = r.pos + 8;
+            let b = buf.get(r.pos..end).ok_or_else(|| r.err("time", "record ends early"))?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            r.pos = end;
+            Some(i64::from_le_bytes(a))
+        } else {
+            None
+        };
+        let key = r.bytes("key")?;
+        let namespace = r.bytes("namespace")?;
+        let op = match op_code {
+            code::CLEAR => Op::Clear,
+            code::PUT => Op::Put(r.bytes("value")?),
+            code::ADD_ELEMENT => Op::AddElement(r.bytes("element")?),
+            code::SET_LIST => Op::SetList(r.list("elements")?),
+            code::MAP_PUT => Op::MapPut {
+                user_key: r.bytes("user_key")?,
+                value: r.bytes("value")?,
+            },
+            code::MAP_REMOVE => Op::MapRemove(r.bytes("user_key")?),
+            code::MERGE_LIST => Op::MergeList(r.list("sources")?),
+            code::READ => {
+                let kind = match r.u8("read_kind")? {
+                    0 => ReadKind::Get,
+                    1 => ReadKind::List,
+                    2 => ReadKind::MapAll,
+                    3 => ReadKind::MapEntry,
+                    k => return Err(r.err("read_kind", format!("unknown read kind {k}"))),
+                };
+                let user_key = if kind == ReadKind::MapEntry {
+                    r.bytes("user_key")?
+                } else {
+                    &[]
+                };
+                Op::Read { kind, user_key }
+            }
+            other => return Err(r.err("op", format!("unknown op code {other}"))),
+        };
+        Record::Change(Change {
+            state,
+            time,
+            key,
+            namespace,
+            op,
+        })
+    };
+    if r.pos != buf.len() {
+        return Err(r.err("record", format!("{} trailing bytes", buf.len() - r.pos)));
+    }
+    Ok(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use statekit_core::TypeSchema;
+
+    fn round_trip(c: Change<'_>) {
+        let mut buf = Vec::new();
+        encode_change(&mut buf, &c);
+        assert_eq!(decode_record(&buf).expect("decode"), Record::Change(c));
+    }
+
+    #[test]
+    fn every_op_round_trips() {
+        let base = |op| Change {
+            state: 3,
+            time: None,
+            key: b"k",
+            namespace: b"",
+            op,
+        };
+        for op in [
+            Op::Clear,
+            Op::Put(b"v"),
+            Op::AddElement(b""),
+            Op::SetList(vec![b"a", b"", b"ccc"]),
+            Op::MapPut {
+                user_key: b"u",
+                value: b"v",
+            },
+            Op::MapRemove(b"u"),
+            Op::MergeList(vec![b"n1", b"n2"]),
+            Op::Read {
+                kind: ReadKind::Get,
+                user_key: b"",
+            },
+            Op::Read {
+                kind: ReadKind::MapEntry,
+                user_key: b"uk",
+            },
+        ] {
+            round_trip(base(op.clone()));
+            round_trip(Change {
+                time: Some(-5),
+                ..base(op)
+            });
+        }
+        let mut buf = Vec::new();
+        let d = StateDescriptor::map("m", TypeSchema::Utf8, TypeSchema::Utf8, TypeSchema::I64);
+        encode_metadata(&mut buf, 7, &d);
+        assert_eq!(
+            decode_record(&buf).expect("decode"),
+            Record::Metadata {
+                state: 7,
+                descriptor: d
+            }
+        );
+    }
+
+    #[test]
+    fn bad_records_are_errors() {
+        assert!(decode_record(&[]).is_err());
+        assert!(decode_record(&[0x42, 0]).is_err(), "reserved bits");
+        assert!(decode_record(&[15, 0, 0, 0]).is_err(), "unknown op");
+        let mut buf = Vec::new();
+        encode_change(
+            &mut buf,
+            &Change {
+                state: 1,
+                time: Some(1),
+                key: b"key",
+                namespace: b"ns",
+                op: Op::Put(b"value"),
+            },
+        );
+        for cut in 0..buf.len() {
+            assert!(decode_record(&buf[..cut]).is_err(), "truncated at {cut}");
+        }
+        buf.push(0);
+        assert!(decode_record(&buf).is_err(), "trailing byte");
+    }
+
+    proptest! {
+        #[test]
+        fn decoder_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = decode_record(&raw);
+        }
+    }
+}
