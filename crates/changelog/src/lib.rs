@@ -9,7 +9,7 @@
 //! file format, byte by byte: `docs/changelog-format.md`.
 //!
 //! * [`record`]: the change records (one state mutation each) and their codec;
-//! * [`file`]: the log file format — header, change sets (each compressed on its own, CRC32),
+//! * [`file`](mod@file): the log file format — header, change sets (each compressed on its own, CRC32),
 //!   an index by log, sequence number and key group, trailer — with its writer and reader.
 
 mod error;
