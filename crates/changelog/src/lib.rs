@@ -10,11 +10,15 @@
 //!
 //! * [`record`]: the change records (one state mutation each) and their codec;
 //! * [`file`](mod@file): the log file format — header, change sets (each compressed on its own, CRC32),
-//!   an index by log, sequence number and key group, trailer — with its writer and reader.
+//!   an index by log, sequence number and key group, trailer — with its writer and reader;
+//! * [`ChangelogStorage`] / [`ChangelogWriter`]: the upload service shared by every backend of
+//!   a job (one file per upload, batching, back-pressure, retries) and the per-backend log
+//!   (sequence numbers, persist, truncate).
 
 mod error;
 pub mod file;
 pub mod record;
+mod writer;
 
 pub use error::ChangelogError;
 pub use file::{
@@ -22,3 +26,4 @@ pub use file::{
     META_KEY_GROUP,
 };
 pub use record::{Change, Op, ReadKind, Record};
+pub use writer::{ChangelogStorage, ChangelogWriter, LogSegment, PendingPersist, UploadConfig, UploadStats};

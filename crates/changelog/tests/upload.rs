@@ -1,0 +1,196 @@
+//! The upload service under injected faults: failed attempts are retried, a slow attempt gets a
+//! second one beside it (and the loser's file is deleted), an upload that fails every attempt
+//! fails one persist only — the next persist uploads the same change sets again — and the
+//! bytes queued or in flight stay within the bound.
+
+use statekit_changelog::{Change, ChangelogStorage, LogFileReader, Op, UploadConfig};
+use statekit_core::storage::{join, Blob, DirEntry, MemoryStorage, Storage, StorageError, StorageWriter};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Memory storage whose next `fail` file creations fail and whose next `slow` commits sleep.
+#[derive(Debug, Default)]
+struct Faulty {
+    inner: MemoryStorage,
+    fail: AtomicU32,
+    slow: AtomicU32,
+    slow_ms: AtomicU64,
+    creates: AtomicU32,
+}
+
+struct SlowWriter {
+    inner: Box<dyn StorageWriter>,
+    delay: Option<Duration>,
+}
+
+impl std::io::Write for SlowWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl StorageWriter for SlowWriter {
+    fn commit(self: Box<Self>) -> Result<u64, StorageError> {
+        if let Some(d) = self.delay {
+            std::thread::sleep(d);
+        }
+        self.inner.commit()
+    }
+}
+
+fn take(c: &AtomicU32) -> bool {
+    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
+        .is_ok()
+}
+
+impl Storage for Faulty {
+    fn describe(&self, path: &str) -> String {
+        self.inner.describe(path)
+    }
+    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        self.creates.fetch_add(1, Ordering::SeqCst);
+        if take(&self.fail) {
+            return Err(StorageError::Io {
+                path: path.to_string(),
+                source: std::io::Error::other("injected failure"),
+            });
+        }
+        let delay = take(&self.slow).then(|| Duration::from_millis(self.slow_ms.load(Ordering::SeqCst)));
+        Ok(Box::new(SlowWriter {
+            inner: self.inner.create(path)?,
+            delay,
+        }))
+    }
+    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        self.inner.open(path)
+    }
+    fn exists(&self, path: &str) -> Result<bool, StorageError> {
+        self.inner.exists(path)
+    }
+    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        self.inner.list(dir)
+    }
+    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
+        self.inner.delete_file(path)
+    }
+    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        self.inner.delete_dir_all(dir)
+    }
+    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        self.inner.create_dir_all(dir)
+    }
+}
+
+fn put(v: &[u8]) -> Change<'_> {
+    Change {
+        state: 0,
+        time: None,
+        key: b"key",
+        namespace: b"",
+        op: Op::Put(v),
+    }
+}
+
+fn config() -> UploadConfig {
+    UploadConfig {
+        persist_delay: Duration::from_millis(1),
+        retry_delay: Duration::from_millis(1),
+        timeout: Duration::from_millis(300),
+        ..UploadConfig::default()
+    }
+}
+
+fn files(s: &Faulty) -> usize {
+    s.list("dstl").expect("list").len()
+}
+
+#[test]
+fn failed_attempts_are_retried() {
+    let f = Arc::new(Faulty::default());
+    f.fail.store(2, Ordering::SeqCst);
+    let st = ChangelogStorage::new(f.clone(), "dstl", config()).expect("storage");
+    let mut w = st.writer();
+    w.append(3, &put(b"v"));
+    let segs = w.persist(0).expect("persist").wait().expect("third attempt succeeds");
+    assert_eq!(segs.len(), 1);
+    assert_eq!(st.stats().failed_attempts, 2);
+    assert_eq!(files(&f), 1);
+}
+
+#[test]
+fn an_upload_failing_every_attempt_fails_one_persist_only() {
+    let f = Arc::new(Faulty::default());
+    f.fail.store(3, Ordering::SeqCst);
+    let st = ChangelogStorage::new(f.clone(), "dstl", config()).expect("storage");
+    let mut w = st.writer();
+    w.append(3, &put(b"first"));
+    let err = w.persist(0).expect("persist").wait().expect_err("all attempts fail");
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    assert_eq!(st.stats().failed_uploads, 1);
+    // The next persist (the next checkpoint) uploads the failed change set again, plus new ones.
+    w.append(4, &put(b"second"));
+    let segs = w.persist(0).expect("persist").wait().expect("recovered");
+    assert_eq!(segs.iter().map(|s| s.sqn).collect::<Vec<_>>(), vec![0, 1]);
+    let r = LogFileReader::open(f.as_ref(), &join("dstl", &segs[0].path), None).expect("open");
+    assert_eq!(r.verify().expect("verify"), (2, 2));
+}
+
+#[test]
+fn a_slow_attempt_gets_a_second_one_and_the_loser_is_deleted() {
+    let f = Arc::new(Faulty::default());
+    f.slow.store(1, Ordering::SeqCst);
+    f.slow_ms.store(1_500, Ordering::SeqCst);
+    let st = ChangelogStorage::new(f.clone(), "dstl", config()).expect("storage");
+    let mut w = st.writer();
+    w.append(1, &put(b"v"));
+    let t = std::time::Instant::now();
+    let segs = w.persist(0).expect("persist").wait().expect("hedged attempt wins");
+    assert!(
+        t.elapsed() < Duration::from_millis(1_400),
+        "waited for the slow attempt: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(f.creates.load(Ordering::SeqCst), 2);
+    // The slow attempt finishes later; its file is deleted, the winner's stays.
+    std::thread::sleep(Duration::from_millis(1_800));
+    let names: Vec<String> = f.list("dstl").expect("list").into_iter().map(|e| e.name).collect();
+    assert_eq!(names, vec![segs[0].path.clone()]);
+}
+
+#[test]
+fn in_flight_bytes_stay_bounded_and_appends_wait() {
+    let f = Arc::new(Faulty::default());
+    // Every upload is slow: appends outrun the uploader and must wait.
+    f.slow.store(u32::MAX, Ordering::SeqCst);
+    f.slow_ms.store(30, Ordering::SeqCst);
+    let cfg = UploadConfig {
+        max_in_flight: 64 << 10,
+        persist_size_threshold: 16 << 10,
+        preemptive_persist_threshold: 8 << 10,
+        timeout: Duration::from_secs(5),
+        ..config()
+    };
+    let st = ChangelogStorage::new(f.clone(), "dstl", cfg).expect("storage");
+    let mut w = st.writer();
+    let value = vec![7u8; 1000];
+    let t = std::time::Instant::now();
+    for _ in 0..400 {
+        w.append(1, &put(&value));
+    }
+    let segs = w.persist(0).expect("persist").wait().expect("durable");
+    // 400 KB through a 64 KB window of 30 ms uploads: the appends were held back.
+    assert!(
+        t.elapsed() >= Duration::from_millis(120),
+        "no back-pressure: {:?}",
+        t.elapsed()
+    );
+    let peak = st.stats().peak_pending_bytes;
+    assert!(peak <= (64 << 10) + 9_000, "{peak} bytes pending at once");
+    let records: u32 = segs.iter().map(|s| s.records).sum();
+    assert_eq!(records, 400, "nothing lost");
+    assert!(st.stats().files >= 4);
+}
