@@ -3,7 +3,7 @@
 //! deletes them on request — never a referenced file.
 
 use crate::error::CheckpointError;
-use crate::layout::{parse_checkpoint_dir_name, SHARED_DIR, TASK_OWNED_DIR};
+use crate::layout::{parse_checkpoint_dir_name, DSTL_DIR, SHARED_DIR, TASK_OWNED_DIR};
 use crate::reader::SnapshotReader;
 use statekit_format::METADATA_FILE_NAME;
 use std::collections::BTreeSet;
@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 /// Why a file is garbage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum OrphanReason {
-    /// In a job's `shared/` or `taskowned/`, and no complete checkpoint references it.
+    /// In a job's `shared/`, `taskowned/` or `dstl/`, and no complete checkpoint references it.
     UnreferencedShared,
     /// In a `chk-N/` directory without a readable `_metadata`: a checkpoint that never
     /// completed (or was discarded after a CLAIM restore).
@@ -170,7 +170,7 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
     jobs.sort();
     for job in jobs {
         let mut candidates: Vec<(PathBuf, std::fs::Metadata, OrphanReason)> = Vec::new();
-        for sub in [SHARED_DIR, TASK_OWNED_DIR] {
+        for sub in [SHARED_DIR, TASK_OWNED_DIR, DSTL_DIR] {
             let mut files = Vec::new();
             files_below(&job.join(sub), &mut files)?;
             candidates.extend(files.into_iter().map(|(p, m)| (p, m, OrphanReason::UnreferencedShared)));

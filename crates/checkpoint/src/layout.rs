@@ -4,6 +4,8 @@ use rand::Rng;
 
 /// Directory (under the job directory) for files shared between checkpoints.
 pub const SHARED_DIR: &str = "shared";
+/// Changelog (DSTL) log files of a job, when its checkpoints and logs share a base directory.
+pub const DSTL_DIR: &str = "dstl";
 /// Directory (under the job directory) for files whose lifetime tasks manage.
 pub const TASK_OWNED_DIR: &str = "taskowned";
 /// Length of a job id in hex characters.

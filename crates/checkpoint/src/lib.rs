@@ -26,8 +26,8 @@ mod writer;
 pub use error::CheckpointError;
 pub use gc::{apply_gc, plan_gc, GcPlan, Orphan, OrphanReason};
 pub use layout::{
-    checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, JOB_ID_HEX_LEN, SHARED_DIR,
-    TASK_OWNED_DIR,
+    checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, DSTL_DIR, JOB_ID_HEX_LEN,
+    SHARED_DIR, TASK_OWNED_DIR,
 };
 pub use reader::{resolve_snapshot_path, ReferencedFile, SnapshotReader};
 pub use registry::{Decision, RegistryError, RestoreMode, SharedStateRegistry};

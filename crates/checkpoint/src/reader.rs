@@ -5,7 +5,8 @@ use statekit_core::storage::{Storage, SubdirStorage};
 use statekit_core::{keygroup, redistribute, KeyGroupRange, KeyedStateBackend, KeyedStateView, OperatorStateSnapshot};
 use statekit_format::{
     read_metadata, read_operator_file, verify_snapshot_files, FileRef, FileResolver, KeyedFileReader, OperatorMetadata,
-    ResolvedNativeFile, ResolvedNativeHandle, SnapshotMetadata, SnapshotVerifyReport, METADATA_FILE_NAME,
+    ResolvedChangelogHandle, ResolvedFile, ResolvedNativeFile, ResolvedNativeHandle, SnapshotMetadata,
+    SnapshotVerifyReport, METADATA_FILE_NAME,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -164,6 +165,50 @@ impl SnapshotReader {
         Ok(out)
     }
 
+    /// True when some subtask of operator `uid` holds its keyed state as a changelog handle.
+    pub fn is_changelog(&self, uid: &str) -> Result<bool, CheckpointError> {
+        Ok(self.operator(uid)?.subtasks.iter().any(|s| s.changelog.is_some()))
+    }
+
+    /// The changelog handles of operator `uid` whose key groups overlap `range`, with every
+    /// file resolved (for the changelog crate to restore from or read).
+    pub fn changelog_handles(
+        &self,
+        uid: &str,
+        range: KeyGroupRange,
+    ) -> Result<Vec<ResolvedChangelogHandle>, CheckpointError> {
+        let op = self.operator(uid)?;
+        let mut out = Vec::new();
+        for s in &op.subtasks {
+            let Some(handle) = &s.changelog else { continue };
+            if s.key_groups.intersection(&range).is_empty() {
+                continue;
+            }
+            let resolve = |f: &FileRef| -> Result<ResolvedFile, CheckpointError> {
+                let (storage, path) = self.open_ref(f)?;
+                Ok(ResolvedFile {
+                    storage,
+                    path,
+                    size: f.size,
+                })
+            };
+            out.push(ResolvedChangelogHandle {
+                subtask: s.index,
+                key_groups: s.key_groups,
+                max_parallelism: op.max_parallelism,
+                states: op.keyed_states.clone(),
+                handle: handle.clone(),
+                materialized: handle
+                    .materialized
+                    .iter()
+                    .map(|m| resolve(&m.file))
+                    .collect::<Result<_, _>>()?,
+                tail: handle.tail.iter().map(|t| resolve(&t.file)).collect::<Result<_, _>>()?,
+            });
+        }
+        Ok(out)
+    }
+
     /// Every file the snapshot references (data files and native files, any scope).
     pub fn referenced_files(&self) -> Result<Vec<ReferencedFile>, CheckpointError> {
         let mut out = Vec::new();
@@ -225,6 +270,17 @@ impl SnapshotReader {
             return Err(CheckpointError::Invalid(format!(
                 "{}: operator {uid:?} holds native {backend_name} state, which restores only into a {backend_name} \
                  backend (statekit_rocksdb::RocksDbBackend::restore_native); take a canonical savepoint to switch backends",
+                self.storage.describe(METADATA_FILE_NAME)
+            )));
+        }
+        if op
+            .subtasks
+            .iter()
+            .any(|s| s.changelog.is_some() && !s.key_groups.intersection(&backend.key_group_range()).is_empty())
+        {
+            return Err(CheckpointError::Invalid(format!(
+                "{}: operator {uid:?} holds changelog state (materializations plus a log tail): restore it with \
+                 statekit_changelog (ChangelogBackend::restore_changelog, or restore_plain for a backend without the changelog)",
                 self.storage.describe(METADATA_FILE_NAME)
             )));
         }

@@ -10,9 +10,9 @@ use statekit_core::{
     StateDescriptor,
 };
 use statekit_format::{
-    encode_metadata, write_keyed_file, write_operator_file, FileRef, FileScope, KeyedStats, NativeKeyedHandle,
-    NativeTarget, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions,
-    METADATA_FILE_NAME,
+    encode_metadata, write_keyed_file, write_operator_file, ChangelogKeyedHandle, FileRef, FileScope, KeyedStats,
+    NativeKeyedHandle, NativeTarget, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
+    WriteOptions, METADATA_FILE_NAME,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +30,8 @@ enum KeyedPart<'a> {
     View(Option<&'a dyn KeyedStateView>),
     /// A native handle already uploaded, with its states.
     Native(NativeKeyedHandle, Vec<StateDescriptor>),
+    /// A changelog handle (materializations and log tail already durable), with its states.
+    Changelog(ChangelogKeyedHandle, Vec<StateDescriptor>),
 }
 
 #[derive(Debug)]
@@ -150,6 +152,26 @@ impl SnapshotWriter {
             }
         }
         self.record_subtask(uid, index, KeyedPart::Native(handle, states), operator, finished)
+    }
+
+    /// Records subtask `index` of operator `uid` whose keyed state is a changelog handle
+    /// (materializations and log tail, already durable); `states` are the backend's state
+    /// descriptors. Savepoints take canonical state instead.
+    pub fn add_changelog_subtask(
+        &self,
+        uid: &str,
+        index: u32,
+        handle: ChangelogKeyedHandle,
+        states: Vec<StateDescriptor>,
+        operator: Option<&OperatorStateSnapshot>,
+        finished: bool,
+    ) -> Result<SubtaskMetadata, CheckpointError> {
+        if self.kind == SnapshotKind::Savepoint {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}, subtask {index}: a savepoint is self-contained; write the backend's canonical state, not its changelog"
+            )));
+        }
+        self.record_subtask(uid, index, KeyedPart::Changelog(handle, states), operator, finished)
     }
 
     /// Native keyed handles recorded so far (for cleaning up after an abort).
@@ -285,6 +307,7 @@ impl SnapshotWriter {
         let mut keyed_states = Vec::new();
         let mut keyed_stats = None;
         let mut native = None;
+        let mut changelog = None;
         let keyed_ref = match keyed {
             KeyedPart::View(Some(view)) if !view.states().is_empty() => {
                 if view.max_parallelism() != max_parallelism {
@@ -315,6 +338,11 @@ impl SnapshotWriter {
                 native = Some(handle);
                 None
             }
+            KeyedPart::Changelog(handle, states) => {
+                keyed_states = states;
+                changelog = Some(handle);
+                None
+            }
         };
         let mut operator_states = Vec::new();
         let operator_ref = match operator {
@@ -338,6 +366,7 @@ impl SnapshotWriter {
             keyed_stats,
             operator: operator_ref,
             native,
+            changelog,
         };
         let mut ops = self.lock();
         let op = ops

@@ -62,11 +62,14 @@ pub use container::FORMAT_VERSION;
 pub use error::FormatError;
 pub use keyed::{write_keyed_file, KeyGroupInfo, KeyedFileInfo, KeyedFileReader, StateStats, VerifyReport};
 pub use metadata::{
-    FileRef, FileScope, KeyGroupStats, KeyedStats, NativeFile, NativeKeyedHandle, NativeStateStats, NativeStats,
-    OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, METADATA_FILE_NAME,
+    ChangelogKeyedHandle, FileRef, FileScope, KeyGroupStats, KeyedStats, LogSegmentRef, MaterializedPart, NativeFile,
+    NativeKeyedHandle, NativeStateStats, NativeStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
+    SubtaskMetadata, METADATA_FILE_NAME,
 };
 pub use metadata_codec::{decode_metadata, encode_metadata, read_metadata, write_metadata};
 pub use operator::{decode_operator_file, read_operator_file, write_operator_file};
-pub use resolve::{FileResolver, NativeTarget, ResolvedNativeFile, ResolvedNativeHandle};
+pub use resolve::{
+    FileResolver, NativeTarget, ResolvedChangelogHandle, ResolvedFile, ResolvedNativeFile, ResolvedNativeHandle,
+};
 pub use verify::{verify_snapshot, verify_snapshot_files, SnapshotVerifyReport};
 pub use wire::{decode_state_descriptor, encode_state_descriptor};

@@ -25,6 +25,10 @@ pub enum SnapshotFormat {
     /// At least one subtask's keyed state is a backend's native files
     /// ([`NativeKeyedHandle`]); such state restores only into that backend.
     Native,
+    /// At least one subtask's keyed state is a changelog handle ([`ChangelogKeyedHandle`]):
+    /// canonical materializations plus a log tail to replay (any backend, through the
+    /// changelog crate).
+    Changelog,
 }
 
 impl SnapshotFormat {
@@ -33,6 +37,7 @@ impl SnapshotFormat {
         match self {
             SnapshotFormat::Canonical => "canonical",
             SnapshotFormat::Native => "native",
+            SnapshotFormat::Changelog => "changelog",
         }
     }
 }
@@ -137,15 +142,96 @@ pub struct SubtaskMetadata {
     /// Keyed state as a backend's native files (instead of `keyed`), when the subtask wrote a
     /// native snapshot.
     pub native: Option<NativeKeyedHandle>,
+    /// Keyed state as materializations plus a changelog tail (instead of `keyed`), when the
+    /// subtask ran the changelog.
+    pub changelog: Option<ChangelogKeyedHandle>,
 }
 
 impl SubtaskMetadata {
-    /// Every file the subtask references: keyed data file, native files, operator data file.
+    /// Every file the subtask references: keyed data file, native files, changelog
+    /// materializations and log files (each once), operator data file.
     pub fn files(&self) -> impl Iterator<Item = &FileRef> {
+        let mut log_files: Vec<&FileRef> = Vec::new();
+        if let Some(c) = &self.changelog {
+            for m in &c.materialized {
+                log_files.push(&m.file);
+            }
+            for t in &c.tail {
+                if !log_files
+                    .iter()
+                    .any(|f| f.scope == t.file.scope && f.path == t.file.path)
+                {
+                    log_files.push(&t.file);
+                }
+            }
+        }
         self.keyed
             .iter()
             .chain(self.native.iter().flat_map(|n| n.files.iter().map(|f| &f.file)))
+            .chain(log_files)
             .chain(self.operator.iter())
+    }
+}
+
+/// A materialization of a changelog backend: a canonical keyed data file of the delegate's
+/// state at some sequence number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MaterializedPart {
+    /// The keyed data file.
+    pub file: FileRef,
+    /// The key groups it holds.
+    pub key_groups: KeyGroupRange,
+    /// Its statistics (entries and bytes per state and key group).
+    pub stats: Option<KeyedStats>,
+}
+
+/// One change set of a changelog tail: where it is in which log file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSegmentRef {
+    /// The log file (`docs/changelog-format.md`).
+    pub file: FileRef,
+    /// Offset of the change set in the file.
+    pub offset: u64,
+    /// Its length.
+    pub length: u64,
+    /// The log (backend instance) it belongs to.
+    pub log: [u8; 16],
+    /// Its sequence number.
+    pub sqn: u64,
+    /// Its records.
+    pub records: u32,
+}
+
+/// A subtask's keyed state under the changelog: the materializations (each the state of some
+/// key groups at a sequence number) and the change sets made after them, to be replayed in
+/// order (filtered by key group). After a rescale a subtask inherits several materializations
+/// and tails until its first own materialization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangelogKeyedHandle {
+    /// The subtask's own log.
+    pub log: [u8; 16],
+    /// Id of the newest materialization.
+    pub materialization_id: u64,
+    /// Materializations, disjoint in key groups.
+    pub materialized: Vec<MaterializedPart>,
+    /// Change sets to replay, in order.
+    pub tail: Vec<LogSegmentRef>,
+}
+
+impl ChangelogKeyedHandle {
+    /// Bytes of the tail (change sets, not whole files).
+    pub fn tail_bytes(&self) -> u64 {
+        self.tail.iter().map(|t| t.length).sum()
+    }
+
+    /// Records of the tail.
+    pub fn tail_records(&self) -> u64 {
+        self.tail.iter().map(|t| u64::from(t.records)).sum()
+    }
+
+    /// Bytes of the materialized files.
+    pub fn materialized_bytes(&self) -> u64 {
+        self.materialized.iter().map(|m| m.file.size).sum()
     }
 }
 

@@ -3,8 +3,9 @@
 use crate::container::{check_magic_and_version, FORMAT_VERSION};
 use crate::error::FormatError;
 use crate::metadata::{
-    FileRef, FileScope, KeyGroupStats, KeyedStats, NativeFile, NativeKeyedHandle, NativeStateStats, NativeStats,
-    OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
+    ChangelogKeyedHandle, FileRef, FileScope, KeyGroupStats, KeyedStats, LogSegmentRef, MaterializedPart, NativeFile,
+    NativeKeyedHandle, NativeStateStats, NativeStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
+    SubtaskMetadata,
 };
 use crate::wire::{
     get_operator_descriptor, get_state_descriptor, le_u32, put_operator_descriptor, put_state_descriptor, put_str,
@@ -25,6 +26,8 @@ const SUBTASK_HAS_KEYED: u8 = 2;
 const SUBTASK_HAS_OPERATOR: u8 = 4;
 const SUBTASK_HAS_KEYED_STATS: u8 = 8;
 const SUBTASK_HAS_NATIVE: u8 = 16;
+const SUBTASK_HAS_CHANGELOG: u8 = 32;
+const PART_HAS_STATS: u8 = 1;
 const OPERATOR_FINISHED: u8 = 1;
 
 /// Absolute offsets of the records of a decoded `_metadata`, for messages about them.
@@ -46,6 +49,7 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
     body.push(match meta.format {
         SnapshotFormat::Canonical => 0,
         SnapshotFormat::Native => 1,
+        SnapshotFormat::Changelog => 2,
     });
     put_u64(&mut body, meta.checkpoint_id);
     put_str(&mut body, &meta.job_id);
@@ -105,6 +109,9 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
             if st.native.is_some() {
                 flags |= SUBTASK_HAS_NATIVE;
             }
+            if st.changelog.is_some() {
+                flags |= SUBTASK_HAS_CHANGELOG;
+            }
             body.push(flags);
             for f in [&st.keyed, &st.operator].into_iter().flatten() {
                 put_file_ref(&mut body, f);
@@ -114,6 +121,9 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
             }
             if let Some(n) = &st.native {
                 put_native_handle(&mut body, n);
+            }
+            if let Some(c) = &st.changelog {
+                put_changelog_handle(&mut body, c);
             }
         }
     }
@@ -206,6 +216,7 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
     let format = match c.u8("format")? {
         0 => SnapshotFormat::Canonical,
         1 => SnapshotFormat::Native,
+        2 => SnapshotFormat::Changelog,
         k => return Err(c.err_at(at, "format", format!("unknown snapshot format {k}"))),
     };
     let checkpoint_id = c.u64("checkpoint_id")?;
@@ -276,14 +287,19 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
                     | SUBTASK_HAS_KEYED
                     | SUBTASK_HAS_OPERATOR
                     | SUBTASK_HAS_KEYED_STATS
-                    | SUBTASK_HAS_NATIVE,
+                    | SUBTASK_HAS_NATIVE
+                    | SUBTASK_HAS_CHANGELOG,
                 &g("flags"),
             )?;
-            if flags & SUBTASK_HAS_KEYED != 0 && flags & SUBTASK_HAS_NATIVE != 0 {
+            let keyed_kinds = [SUBTASK_HAS_KEYED, SUBTASK_HAS_NATIVE, SUBTASK_HAS_CHANGELOG]
+                .iter()
+                .filter(|b| flags & **b != 0)
+                .count();
+            if keyed_kinds > 1 {
                 return Err(c.err_at(
                     at + 8,
                     &g("flags"),
-                    "both a keyed data file and a native keyed handle".to_string(),
+                    "more than one of a keyed data file, a native handle and a changelog handle".to_string(),
                 ));
             }
             let keyed = if flags & SUBTASK_HAS_KEYED != 0 {
@@ -306,6 +322,11 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
             } else {
                 None
             };
+            let changelog = if flags & SUBTASK_HAS_CHANGELOG != 0 {
+                Some(get_changelog_handle(&mut c, &g("changelog"))?)
+            } else {
+                None
+            };
             subtasks.push(SubtaskMetadata {
                 index,
                 key_groups,
@@ -314,6 +335,7 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
                 keyed_stats,
                 operator,
                 native,
+                changelog,
             });
         }
         offsets.subtasks.push(sub_offsets);
@@ -543,5 +565,103 @@ fn get_native_handle(c: &mut Cursor<'_>, field: &str) -> Result<NativeKeyedHandl
         files,
         uploaded_bytes,
         stats: NativeStats { states, key_groups },
+    })
+}
+
+fn put_range(out: &mut Vec<u8>, r: &KeyGroupRange) {
+    let (a, b) = if r.is_empty() {
+        (0, 0)
+    } else {
+        (r.start(), r.end_exclusive())
+    };
+    put_u32(out, a);
+    put_u32(out, b);
+}
+
+fn get_range(c: &mut Cursor<'_>, field: &str) -> Result<KeyGroupRange> {
+    let at = c.offset();
+    let start = c.u32(&format!("{field}.start"))?;
+    let end = c.u32(&format!("{field}.end"))?;
+    if start == 0 && end == 0 {
+        Ok(KeyGroupRange::EMPTY)
+    } else if start < end {
+        Ok(KeyGroupRange::new(start, end - 1))
+    } else {
+        Err(c.err_at(at, field, format!("[{start}, {end}) is not a valid key group range")))
+    }
+}
+
+fn put_changelog_handle(out: &mut Vec<u8>, h: &ChangelogKeyedHandle) {
+    out.extend_from_slice(&h.log);
+    put_u64(out, h.materialization_id);
+    put_varint(out, h.materialized.len() as u64);
+    for m in &h.materialized {
+        put_file_ref(out, &m.file);
+        put_range(out, &m.key_groups);
+        out.push(if m.stats.is_some() { PART_HAS_STATS } else { 0 });
+        if let Some(s) = &m.stats {
+            put_keyed_stats(out, s);
+        }
+    }
+    put_varint(out, h.tail.len() as u64);
+    for t in &h.tail {
+        put_file_ref(out, &t.file);
+        put_varint(out, t.offset);
+        put_varint(out, t.length);
+        out.extend_from_slice(&t.log);
+        put_varint(out, t.sqn);
+        put_varint(out, u64::from(t.records));
+    }
+}
+
+fn get_changelog_handle(c: &mut Cursor<'_>, field: &str) -> Result<ChangelogKeyedHandle> {
+    let mut log = [0u8; 16];
+    log.copy_from_slice(c.take(16, &format!("{field}.log"))?);
+    let materialization_id = c.u64(&format!("{field}.materialization_id"))?;
+    let n = c.count(&format!("{field}.materialized.count"))?;
+    let mut materialized = Vec::with_capacity(n);
+    for j in 0..n {
+        let f = |s: &str| format!("{field}.materialized[{j}].{s}");
+        let file = get_file_ref(c, &f("file"))?;
+        let key_groups = get_range(c, &f("key_groups"))?;
+        let flags = c.flags(PART_HAS_STATS, &f("flags"))?;
+        let stats = if flags & PART_HAS_STATS != 0 {
+            Some(get_keyed_stats(c, &f("stats"))?)
+        } else {
+            None
+        };
+        materialized.push(MaterializedPart {
+            file,
+            key_groups,
+            stats,
+        });
+    }
+    let n = c.count(&format!("{field}.tail.count"))?;
+    let mut tail = Vec::with_capacity(n);
+    for j in 0..n {
+        let f = |s: &str| format!("{field}.tail[{j}].{s}");
+        let file = get_file_ref(c, &f("file"))?;
+        let offset = c.varint(&f("offset"))?;
+        let length = c.varint(&f("length"))?;
+        let mut log = [0u8; 16];
+        log.copy_from_slice(c.take(16, &f("log"))?);
+        let sqn = c.varint(&f("sqn"))?;
+        let at = c.offset();
+        let records = u32::try_from(c.varint(&f("records"))?)
+            .map_err(|_| c.err_at(at, &f("records"), "does not fit 32 bits".to_string()))?;
+        tail.push(LogSegmentRef {
+            file,
+            offset,
+            length,
+            log,
+            sqn,
+            records,
+        });
+    }
+    Ok(ChangelogKeyedHandle {
+        log,
+        materialization_id,
+        materialized,
+        tail,
     })
 }

@@ -141,3 +141,34 @@ pub struct ResolvedNativeHandle {
     /// Its files, in the handle's order.
     pub files: Vec<ResolvedNativeFile>,
 }
+
+/// A file of a changelog handle, resolved for reading.
+#[derive(Clone, Debug)]
+pub struct ResolvedFile {
+    /// The storage holding it.
+    pub storage: Arc<dyn Storage>,
+    /// Its path inside `storage`.
+    pub path: String,
+    /// Its size as recorded.
+    pub size: u64,
+}
+
+/// A subtask's changelog handle with every file resolved, handed to the changelog crate to
+/// restore from or to read.
+#[derive(Clone, Debug)]
+pub struct ResolvedChangelogHandle {
+    /// The subtask that wrote it.
+    pub subtask: u32,
+    /// The key groups it holds.
+    pub key_groups: statekit_core::KeyGroupRange,
+    /// Max parallelism of its operator.
+    pub max_parallelism: u32,
+    /// The keyed states of its operator.
+    pub states: Vec<statekit_core::StateDescriptor>,
+    /// The handle.
+    pub handle: crate::ChangelogKeyedHandle,
+    /// Its materializations' files, in the handle's order.
+    pub materialized: Vec<ResolvedFile>,
+    /// Its tail's log files, per tail entry, in the handle's order.
+    pub tail: Vec<ResolvedFile>,
+}

@@ -231,6 +231,7 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             keyed_stats: Some(KeyedStats::from_info(&info)),
             operator: Some(oref),
             native: None,
+            changelog: None,
         });
     }
 
@@ -291,6 +292,7 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             keyed_stats,
             operator: operator_ref,
             native: None,
+            changelog: None,
         });
     }
 

@@ -264,17 +264,79 @@ fn arb_subtask(index: u32) -> impl Strategy<Value = SubtaskMetadata> {
         proptest::option::of(arb_file_ref()),
         proptest::option::of(arb_keyed_stats()),
         proptest::option::of(arb_native_handle()),
+        proptest::option::of(arb_changelog_handle()),
     )
         .prop_map(
-            move |((a, b), finished, keyed, operator, keyed_stats, native)| SubtaskMetadata {
-                index,
-                key_groups: KeyGroupRange::new(u32::from(a.min(b)), u32::from(a.max(b))),
-                finished,
-                // A subtask has a keyed data file or a native handle, never both.
-                keyed: if native.is_some() { None } else { keyed },
-                keyed_stats,
-                operator,
-                native,
+            move |((a, b), finished, keyed, operator, keyed_stats, native, changelog)| {
+                // A subtask has at most one of a keyed data file, a native handle and a
+                // changelog handle.
+                let (keyed, native, changelog) = match (keyed, native, changelog) {
+                    (_, Some(n), _) => (None, Some(n), None),
+                    (_, None, Some(c)) => (None, None, Some(c)),
+                    (k, None, None) => (k, None, None),
+                };
+                SubtaskMetadata {
+                    index,
+                    key_groups: KeyGroupRange::new(u32::from(a.min(b)), u32::from(a.max(b))),
+                    finished,
+                    keyed,
+                    keyed_stats,
+                    operator,
+                    native,
+                    changelog,
+                }
+            },
+        )
+}
+
+fn arb_changelog_handle() -> impl Strategy<Value = statekit_format::ChangelogKeyedHandle> {
+    (
+        any::<[u8; 16]>(),
+        any::<u64>(),
+        proptest::collection::vec(
+            (
+                arb_file_ref(),
+                any::<(u16, u16)>(),
+                proptest::option::of(arb_keyed_stats()),
+            ),
+            0..3,
+        ),
+        proptest::collection::vec(
+            (
+                arb_file_ref(),
+                any::<(u64, u64)>(),
+                any::<[u8; 16]>(),
+                any::<u64>(),
+                any::<u32>(),
+            ),
+            0..4,
+        ),
+    )
+        .prop_map(
+            |(log, materialization_id, parts, tail)| statekit_format::ChangelogKeyedHandle {
+                log,
+                materialization_id,
+                materialized: parts
+                    .into_iter()
+                    .map(|(file, (a, b), stats)| statekit_format::MaterializedPart {
+                        file,
+                        key_groups: KeyGroupRange::new(u32::from(a.min(b)), u32::from(a.max(b))),
+                        stats,
+                    })
+                    .collect(),
+                tail: tail
+                    .into_iter()
+                    .map(
+                        |(file, (offset, length), log, sqn, records)| statekit_format::LogSegmentRef {
+                            file,
+                            offset,
+                            length,
+                            log,
+                            sqn,
+                            records,
+                        },
+                    )
+                    .collect(),
             },
         )
 }
@@ -361,6 +423,12 @@ pub fn arb_metadata() -> impl Strategy<Value = SnapshotMetadata> {
                 },
                 format: if operators.iter().flat_map(|o| &o.subtasks).any(|s| s.native.is_some()) {
                     SnapshotFormat::Native
+                } else if operators
+                    .iter()
+                    .flat_map(|o| &o.subtasks)
+                    .any(|s| s.changelog.is_some())
+                {
+                    SnapshotFormat::Changelog
                 } else {
                     SnapshotFormat::Canonical
                 },

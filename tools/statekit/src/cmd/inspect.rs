@@ -68,6 +68,7 @@ pub fn format_label(m: &SnapshotMetadata) -> String {
                 .unwrap_or_else(|| "?".into());
             format!("native-{backend}")
         }
+        SnapshotFormat::Changelog => "changelog-v1".to_string(),
     }
 }
 
@@ -271,6 +272,7 @@ fn restores_into(m: &SnapshotMetadata) -> String {
                 .collect();
             backends.into_iter().collect::<Vec<_>>().join(", ")
         }
+        SnapshotFormat::Changelog => "any backend (materializations + log replay)".into(),
     }
 }
 
@@ -342,6 +344,11 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
         SnapshotFormat::Canonical => "format canonical v1".to_string(),
         SnapshotFormat::Native => format!(
             "format {}: the backend's own files; restores into {} only",
+            format_label(m),
+            restores_into(m)
+        ),
+        SnapshotFormat::Changelog => format!(
+            "format {}: materializations plus a log tail; restores into {}",
             format_label(m),
             restores_into(m)
         ),
