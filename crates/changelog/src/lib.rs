@@ -15,15 +15,19 @@
 //!   a job (one file per upload, batching, back-pressure, retries) and the per-backend log
 //!   (sequence numbers, persist, truncate).
 
+mod backend;
 mod error;
 pub mod file;
+mod materialize;
 pub mod record;
 mod writer;
 
+pub use backend::{restore_into, ChangelogBackend, ChangelogCut, ReplayClock, ReplayStats};
 pub use error::ChangelogError;
 pub use file::{
     ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, SealedChangeSet,
     META_KEY_GROUP,
 };
+pub use materialize::{MaterializationPolicy, Materializer, MATERIALIZATION_DIR};
 pub use record::{Change, Op, ReadKind, Record};
-pub use writer::{ChangelogStorage, ChangelogWriter, LogSegment, PendingPersist, UploadConfig, UploadStats};
+pub use writer::{ChangelogStorage, ChangelogWriter, LogSegment, PendingPersist, UploadConfig, UploadStats, DSTL_DIR};

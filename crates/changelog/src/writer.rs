@@ -15,6 +15,10 @@ use crate::file::{ChangeSetBuffer, IndexEntry, LogCompression, LogFileWriter, Lo
 use crate::record::Change;
 use statekit_core::storage::{join, Storage};
 use statekit_core::StateDescriptor;
+use statekit_format::{FileRef, FileScope};
+
+/// The directory of a job's log files when they live in its checkpoint job directory.
+pub const DSTL_DIR: &str = "dstl";
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -145,6 +149,8 @@ struct FileUse {
 struct StorageInner {
     storage: Arc<dyn Storage>,
     dir: String,
+    /// When the storage is a job directory: the prefix of shared references (`dstl`).
+    job_prefix: Option<String>,
     config: UploadConfig,
     queue: Mutex<Queue>,
     /// Signals the uploader (work queued) and waiting appenders (capacity freed).
@@ -210,8 +216,26 @@ impl Drop for UploaderThread {
 }
 
 impl ChangelogStorage {
-    /// A service writing log files into `dir` of `storage` (created when missing).
+    /// A service writing log files into `<job directory>/dstl/` of a checkpoint store (its
+    /// [`job_storage`](https://docs.rs/statekit-checkpoint)): checkpoints reference them as
+    /// shared files of the job.
+    pub fn for_job(job_storage: Arc<dyn Storage>, config: UploadConfig) -> Result<Self, ChangelogError> {
+        Self::build(job_storage, DSTL_DIR, Some(DSTL_DIR.to_string()), config)
+    }
+
+    /// A service writing log files into `dir` of `storage` (created when missing), elsewhere
+    /// than a job directory (`dstl.dfs.base-path`): checkpoints reference them by absolute path,
+    /// so the storage must be the local filesystem.
     pub fn new(storage: Arc<dyn Storage>, dir: &str, config: UploadConfig) -> Result<Self, ChangelogError> {
+        Self::build(storage, dir, None, config)
+    }
+
+    fn build(
+        storage: Arc<dyn Storage>,
+        dir: &str,
+        job_prefix: Option<String>,
+        config: UploadConfig,
+    ) -> Result<Self, ChangelogError> {
         if config.persist_size_threshold > config.max_in_flight {
             return Err(ChangelogError::Config(format!(
                 "dstl.dfs.batch.persist-size-threshold ({} bytes) must not exceed dstl.dfs.upload.max-in-flight ({} bytes)",
@@ -227,6 +251,7 @@ impl ChangelogStorage {
         let inner = Arc::new(StorageInner {
             storage,
             dir: dir.to_string(),
+            job_prefix,
             config,
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
@@ -255,6 +280,52 @@ impl ChangelogStorage {
     /// The directory (relative to [`ChangelogStorage::storage`]) of the log files.
     pub fn dir(&self) -> &str {
         &self.inner.dir
+    }
+
+    /// How a checkpoint references the log file of `segment`: a shared file of the job, or an
+    /// absolute path.
+    pub fn file_ref(&self, segment: &LogSegment) -> Result<FileRef, ChangelogError> {
+        match &self.inner.job_prefix {
+            Some(prefix) => Ok(FileRef {
+                scope: FileScope::Shared,
+                path: join(prefix, &segment.path),
+                size: segment.file_size,
+            }),
+            None => {
+                let full = join(&self.inner.dir, &segment.path);
+                let abs = self.inner.storage.absolute_path(&full).ok_or_else(|| {
+                    ChangelogError::Config(format!(
+                        "{}: log files outside the job directory must be on the local filesystem",
+                        self.inner.storage.describe(&full)
+                    ))
+                })?;
+                Ok(FileRef {
+                    scope: FileScope::Absolute,
+                    path: abs.display().to_string(),
+                    size: segment.file_size,
+                })
+            }
+        }
+    }
+
+    /// The log file name a checkpoint reference points to, as the storage tracks it (the
+    /// inverse of [`ChangelogStorage::file_ref`] for this storage's own files).
+    pub fn own_path(&self, file: &FileRef) -> Option<String> {
+        match (&self.inner.job_prefix, file.scope) {
+            (Some(prefix), FileScope::Shared) => file
+                .path
+                .strip_prefix(prefix.as_str())
+                .and_then(|p| p.strip_prefix('/'))
+                .map(str::to_string),
+            (None, FileScope::Absolute) => {
+                let base = self.inner.storage.absolute_path(&self.inner.dir)?;
+                std::path::Path::new(&file.path)
+                    .strip_prefix(base)
+                    .ok()
+                    .map(|p| p.display().to_string())
+            }
+            _ => None,
+        }
     }
 
     /// The upload settings.
@@ -739,6 +810,18 @@ impl ChangelogWriter {
         for p in released {
             self.storage.release(&p);
         }
+    }
+
+    /// The uploaded segments of `[from, to)` (those not truncated).
+    pub fn segments(&self, from: u64, to: u64) -> Vec<LogSegment> {
+        let w = lock(&self.cell.state);
+        w.sets
+            .range(from..to)
+            .filter_map(|(_, s)| match s {
+                SetState::Uploaded(seg) => Some(seg.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The lowest sequence number not truncated.
