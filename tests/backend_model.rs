@@ -16,6 +16,7 @@
 //! heap test.
 
 use proptest::prelude::*;
+use statekit_changelog::{restore_into, ChangelogStorage, MaterializationPolicy, ReplayClock, UploadConfig};
 use statekit_checkpoint::{CheckpointStore, SnapshotReader};
 use statekit_core::keygroup::subtask_for_key_group;
 use statekit_core::state::KeyedStateKind;
@@ -26,7 +27,7 @@ use statekit_core::{
 };
 use statekit_core::{KeyGroupRange, KeyedStateBackend};
 use statekit_rocksdb::NativeSnapshotView;
-use statekit_tests::{AnyBackend, BackendKind};
+use statekit_tests::{AnyBackend, BackendKind, ChangelogEnv};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -424,6 +425,10 @@ enum Kinds {
     Only(BackendKind),
     /// Subtask `i` runs RocksDB when bit `i` of the generation's seed is set, else the heap.
     Mixed,
+    /// Each generation (all its subtasks) runs one of heap, RocksDB, changelog over heap,
+    /// changelog over RocksDB, drawn from its seed: the changelog is switched on and off
+    /// across restores.
+    Switch,
 }
 
 impl Kinds {
@@ -432,6 +437,56 @@ impl Kinds {
             Kinds::Only(k) => k,
             Kinds::Mixed if (seed >> (subtask % 8)) & 1 == 1 => BackendKind::RocksDb,
             Kinds::Mixed => BackendKind::Heap,
+            Kinds::Switch => [
+                BackendKind::ChangelogHeap,
+                BackendKind::ChangelogRocksDb,
+                BackendKind::Heap,
+                BackendKind::RocksDb,
+            ][usize::from(seed >> 5) % 4],
+        }
+    }
+
+    fn uses_changelog(self) -> bool {
+        match self {
+            Kinds::Only(k) => k.is_changelog(),
+            Kinds::Mixed => false,
+            Kinds::Switch => true,
+        }
+    }
+}
+
+/// The changelog's surroundings: a checkpoint store on the local filesystem and the upload
+/// service writing into its job directory.
+struct ClusterChangelog {
+    _dir: tempfile::TempDir,
+    env: ChangelogEnv,
+    store: CheckpointStore,
+    next_id: u64,
+}
+
+impl ClusterChangelog {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()));
+        let store = CheckpointStore::open(storage, "job", 2).expect("store");
+        let job = store.job_storage().expect("job storage");
+        let upload = UploadConfig {
+            persist_delay: std::time::Duration::from_millis(1),
+            // Small: change sets are uploaded continuously between checkpoints.
+            preemptive_persist_threshold: 2 << 10,
+            ..UploadConfig::default()
+        };
+        let storage = ChangelogStorage::for_job(job.clone(), upload).expect("changelog storage");
+        let policy = MaterializationPolicy {
+            interval: None,
+            max_tail_bytes: Some(24 << 10),
+            max_failures: 3,
+        };
+        ClusterChangelog {
+            _dir: dir,
+            env: ChangelogEnv { storage, job, policy },
+            store,
+            next_id: 1,
         }
     }
 }
@@ -443,17 +498,20 @@ struct Cluster {
     backends: Vec<AnyBackend>,
     /// Per backend, the handle of each model state.
     handles: Vec<Vec<StateHandle>>,
+    /// For clusters that run the changelog.
+    cl: Option<ClusterChangelog>,
 }
 
 impl Cluster {
     fn new(max_p: u32, p: u32, clock: Arc<ManualClock>, kinds: Kinds, seed: u8) -> Self {
+        let cl = kinds.uses_changelog().then(ClusterChangelog::new);
         let mut backends = Vec::new();
         let mut handles = Vec::new();
         for i in 0..p {
             let cfg = BackendConfig::for_subtask(max_p, p, i)
                 .expect("config")
                 .with_clock(clock.clone());
-            let mut b = AnyBackend::new(kinds.kind(seed, i), cfg);
+            let mut b = AnyBackend::with_changelog(kinds.kind(seed, i), cfg, cl.as_ref().map(|c| &c.env), i);
             let hs = specs()
                 .into_iter()
                 .map(|(d, f)| b.register(d, f).expect("register"))
@@ -467,6 +525,7 @@ impl Cluster {
             kinds,
             backends,
             handles,
+            cl,
         }
     }
 
@@ -537,17 +596,49 @@ impl Cluster {
             self.clock.advance(advance);
         }
         let refs: Vec<&dyn KeyedStateView> = views.iter().map(|v| v.as_ref()).collect();
+        // A changelog generation restores from a changelog checkpoint.
+        let changelog_reader = if self.backends.iter().all(|b| b.kind().is_changelog()) {
+            Some(
+                self.changelog_checkpoint(false)
+                    .expect("a changelog generation checkpoints"),
+            )
+        } else {
+            None
+        };
         let mut backends = Vec::new();
         let mut handles = Vec::new();
         for i in 0..new_p {
             let cfg = BackendConfig::for_subtask(self.max_p, new_p, i)
                 .expect("config")
                 .with_clock(self.clock.clone());
-            let mut b = AnyBackend::new(self.kinds.kind(seed, i), cfg);
-            match (&native, &mut b) {
-                (Some((reader, _)), AnyBackend::RocksDb(r)) => {
+            let kind = self.kinds.kind(seed, i);
+            let env = self.cl.as_ref().map(|c| c.env.clone());
+            // Changelog off: replay into a plain backend on a replay clock, which follows
+            // the real clock once the replay is done.
+            let replay_clock = (changelog_reader.is_some() && !kind.is_changelog())
+                .then(|| ReplayClock::new(self.clock.clone()));
+            let mut b = match &replay_clock {
+                Some(rc) => AnyBackend::new(kind, cfg.with_clock(rc.clone())),
+                None => AnyBackend::with_changelog(kind, cfg, env.as_ref(), i),
+            };
+            let range = b.key_group_range();
+            match (&native, &changelog_reader, &mut b) {
+                (Some((reader, _)), _, AnyBackend::RocksDb(r)) => {
                     let hs = reader.native_handles(UID, r.key_group_range()).expect("handles");
                     r.restore_native(&hs, id % 4 == 1).expect("native restore");
+                }
+                (_, Some(reader), b) => {
+                    let hs = reader.changelog_handles(UID, range).expect("changelog handles");
+                    match b.changelog() {
+                        Some(cl) => {
+                            cl.restore_changelog(&hs, seed & 1 == 0).expect("changelog restore");
+                        }
+                        None => {
+                            let rc = replay_clock.as_ref().expect("a replay clock");
+                            restore_into(&mut **b, Some(rc), range, &hs).expect("restore into a plain backend");
+                            rc.follow();
+                        }
+                    }
                 }
                 _ => b.restore(&refs).expect("restore"),
             }
@@ -570,6 +661,67 @@ impl Cluster {
         }
         self.backends = backends;
         self.handles = handles;
+    }
+
+    /// A changelog checkpoint of every subtask (all changelog backends) through the store;
+    /// completed (and notified) or aborted. Returns the reader of a completed one, which is
+    /// verified in full.
+    fn changelog_checkpoint(&mut self, abort: bool) -> Option<SnapshotReader> {
+        let cl = self.cl.as_mut().expect("a changelog cluster");
+        let id = cl.next_id;
+        cl.next_id += 1;
+        let writer = cl.store.begin(id).expect("begin");
+        writer
+            .register_operator(UID, self.backends.len() as u32, self.max_p)
+            .expect("register");
+        let mut cuts = Vec::new();
+        for b in self.backends.iter_mut() {
+            let states = b.descriptors();
+            let cut = b.changelog().expect("changelog backend").checkpoint(id).expect("cut");
+            cuts.push((cut, states));
+        }
+        // Processing could go on here; the handles wait for the tail uploads.
+        for (i, (cut, states)) in cuts.into_iter().enumerate() {
+            let handle = cut.finish().expect("tail durable");
+            writer
+                .add_changelog_subtask(UID, i as u32, handle, states, None, false)
+                .expect("add");
+        }
+        if abort {
+            cl.store.abort(writer).expect("abort");
+            for b in self.backends.iter_mut() {
+                b.notify_checkpoint_aborted(id).expect("notify aborted");
+            }
+            return None;
+        }
+        let (_, subsumed) = cl.store.complete(writer).expect("complete");
+        for b in self.backends.iter_mut() {
+            b.notify_checkpoint_complete(id).expect("notify");
+            for s in &subsumed {
+                b.notify_checkpoint_subsumed(*s).expect("notify subsumed");
+            }
+        }
+        let reader = cl.store.reader(id).expect("reader");
+        let report = reader.verify().expect("verify");
+        assert!(report.is_ok(), "changelog checkpoint {id}: {:?}", report.problems);
+        CHANGELOG_CHECKPOINTS.with(|n| n.set(n.get() + 1));
+        Some(reader)
+    }
+
+    /// Materializes subtask `sub` now (`force`), or runs every changelog backend's policy.
+    fn maintain(&mut self, sub: u8, force: bool) {
+        let p = self.backends.len();
+        for (i, b) in self.backends.iter_mut().enumerate() {
+            let Some(cl) = b.changelog() else { continue };
+            if force {
+                if i == usize::from(sub) % p {
+                    cl.materialize_now().expect("materialize");
+                    MATERIALIZATIONS.with(|n| n.set(n.get() + 1));
+                }
+            } else {
+                cl.poll().expect("poll");
+            }
+        }
     }
 
     /// A native checkpoint of every (RocksDB) subtask through a `CheckpointStore`; returns
@@ -611,6 +763,10 @@ thread_local! {
     /// Rescales on this thread that went through native checkpoint files (checked by a
     /// deterministic test; each test runs on its own thread).
     static NATIVE_RESCALES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Completed changelog checkpoints on this thread.
+    static CHANGELOG_CHECKPOINTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Forced materializations on this thread.
+    static MATERIALIZATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -618,21 +774,95 @@ thread_local! {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Get { s: u8, k: u8, n: u8 },
-    Put { s: u8, k: u8, n: u8, v: u8 },
-    Add { s: u8, k: u8, n: u8, v: u8 },
-    Clear { s: u8, k: u8, n: u8 },
-    Contains { s: u8, k: u8, n: u8 },
-    ListGet { s: u8, k: u8, n: u8 },
-    ListUpdate { s: u8, k: u8, n: u8, elems: Vec<u8> },
-    MapGet { s: u8, k: u8, n: u8, u: u8 },
-    MapPut { s: u8, k: u8, n: u8, u: u8, v: u8 },
-    MapRemove { s: u8, k: u8, n: u8, u: u8 },
-    MapIter { s: u8, k: u8, n: u8 },
-    Merge { s: u8, k: u8, target: u8, sources: Vec<u8> },
-    Misroute { s: u8, k: u8 },
-    Advance { ms: u8 },
-    Rescale { p_seed: u8, advance: u8, kinds: u8 },
+    Get {
+        s: u8,
+        k: u8,
+        n: u8,
+    },
+    Put {
+        s: u8,
+        k: u8,
+        n: u8,
+        v: u8,
+    },
+    Add {
+        s: u8,
+        k: u8,
+        n: u8,
+        v: u8,
+    },
+    Clear {
+        s: u8,
+        k: u8,
+        n: u8,
+    },
+    Contains {
+        s: u8,
+        k: u8,
+        n: u8,
+    },
+    ListGet {
+        s: u8,
+        k: u8,
+        n: u8,
+    },
+    ListUpdate {
+        s: u8,
+        k: u8,
+        n: u8,
+        elems: Vec<u8>,
+    },
+    MapGet {
+        s: u8,
+        k: u8,
+        n: u8,
+        u: u8,
+    },
+    MapPut {
+        s: u8,
+        k: u8,
+        n: u8,
+        u: u8,
+        v: u8,
+    },
+    MapRemove {
+        s: u8,
+        k: u8,
+        n: u8,
+        u: u8,
+    },
+    MapIter {
+        s: u8,
+        k: u8,
+        n: u8,
+    },
+    Merge {
+        s: u8,
+        k: u8,
+        target: u8,
+        sources: Vec<u8>,
+    },
+    Misroute {
+        s: u8,
+        k: u8,
+    },
+    Advance {
+        ms: u8,
+    },
+    Rescale {
+        p_seed: u8,
+        advance: u8,
+        kinds: u8,
+    },
+    /// A changelog checkpoint (no-op without the changelog), completed or aborted.
+    Checkpoint {
+        abort: bool,
+    },
+    /// Materialize one subtask now, or run the materialization policies.
+    Maintain {
+        sub: u8,
+        force: bool,
+    },
 }
 
 /// A state index: usually one of the states that fit the op (`fits`), sometimes any.
@@ -673,6 +903,8 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (0u8..40).prop_map(|ms| Op::Advance { ms }),
         2 => (any::<u8>(), prop_oneof![3 => Just(0u8), 1 => 0u8..60], any::<u8>())
             .prop_map(|(p_seed, advance, kinds)| Op::Rescale { p_seed, advance, kinds }),
+        2 => prop_oneof![5 => Just(false), 1 => Just(true)].prop_map(|abort| Op::Checkpoint { abort }),
+        2 => (any::<u8>(), any::<bool>()).prop_map(|(sub, force)| Op::Maintain { sub, force }),
     ]
 }
 
@@ -743,6 +975,16 @@ fn run(kinds: Kinds, max_p: u32, p_seed: u8, ops: Vec<Op>) {
                 clock.advance(i64::from(*ms));
                 continue;
             }
+            Op::Checkpoint { abort } => {
+                if cluster.backends.iter().all(|b| b.kind().is_changelog()) {
+                    cluster.changelog_checkpoint(*abort);
+                }
+                continue;
+            }
+            Op::Maintain { sub, force } => {
+                cluster.maintain(*sub, *force);
+                continue;
+            }
             Op::Rescale {
                 p_seed,
                 advance,
@@ -778,7 +1020,7 @@ fn run(kinds: Kinds, max_p: u32, p_seed: u8, ops: Vec<Op>) {
             | Op::MapIter { s, .. }
             | Op::Merge { s, .. }
             | Op::Misroute { s, .. } => usize::from(*s),
-            Op::Advance { .. } | Op::Rescale { .. } => unreachable!(),
+            Op::Advance { .. } | Op::Rescale { .. } | Op::Checkpoint { .. } | Op::Maintain { .. } => unreachable!(),
         };
         let kind = model.kind(s);
         let ok = fits(kind, &op);
@@ -923,7 +1165,7 @@ fn run(kinds: Kinds, max_p: u32, p_seed: u8, ops: Vec<Op>) {
                     assert!(matches!(r, Err(StateError::KeyGroupOutOfRange { .. })), "{r:?}");
                 }
             }
-            Op::Advance { .. } | Op::Rescale { .. } => unreachable!(),
+            Op::Advance { .. } | Op::Rescale { .. } | Op::Checkpoint { .. } | Op::Maintain { .. } => unreachable!(),
         }
     }
 
@@ -1054,6 +1296,74 @@ fn rocksdb_long_deterministic_sequence_with_native_rescales() {
     }
     let native = NATIVE_RESCALES.with(|n| n.get()) - before;
     assert!(native >= 4, "only {native} native rescales");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 500, ..ProptestConfig::default() })]
+
+    /// Through the changelog over the heap: random operations, checkpoints (some aborted),
+    /// materializations, truncations, and restores at random parallelism from changelog
+    /// checkpoints (sharing the restored files or not).
+    #[test]
+    fn changelog_over_heap_matches_model(
+        max_p in proptest::sample::select(MAX_PARALLELISMS.to_vec()),
+        p_seed in any::<u8>(),
+        ops in proptest::collection::vec(op(), ops_len()),
+    ) {
+        run(Kinds::Only(BackendKind::ChangelogHeap), max_p, p_seed, ops);
+    }
+
+    /// The same over RocksDB.
+    #[test]
+    fn changelog_over_rocksdb_matches_model(
+        max_p in proptest::sample::select(MAX_PARALLELISMS.to_vec()),
+        p_seed in any::<u8>(),
+        ops in proptest::collection::vec(op(), ops_len()),
+    ) {
+        run(Kinds::Only(BackendKind::ChangelogRocksDb), max_p, p_seed, ops);
+    }
+
+    /// Each generation picks changelog-over-heap, changelog-over-RocksDB, heap or RocksDB:
+    /// switching the changelog on and off across restores keeps the state.
+    #[test]
+    fn switching_the_changelog_on_and_off_keeps_the_state(
+        max_p in proptest::sample::select(MAX_PARALLELISMS.to_vec()),
+        p_seed in any::<u8>(),
+        ops in proptest::collection::vec(op(), ops_len()),
+    ) {
+        run(Kinds::Switch, max_p, p_seed, ops);
+    }
+}
+
+/// Fixed long changelog runs (heap and RocksDB delegates, and switching), so every build
+/// exercises many checkpoints, materializations and restores whatever proptest draws.
+#[test]
+fn changelog_long_deterministic_sequences() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[13; 32]);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    let before = (
+        CHANGELOG_CHECKPOINTS.with(|n| n.get()),
+        MATERIALIZATIONS.with(|n| n.get()),
+    );
+    for (kinds, max_p) in [
+        (Kinds::Only(BackendKind::ChangelogHeap), 128),
+        (Kinds::Only(BackendKind::ChangelogRocksDb), 7),
+        (Kinds::Switch, 300),
+    ] {
+        let ops = proptest::collection::vec(op(), 600)
+            .new_tree(&mut runner)
+            .expect("tree")
+            .current();
+        run(kinds, max_p, 5, ops);
+    }
+    let checkpoints = CHANGELOG_CHECKPOINTS.with(|n| n.get()) - before.0;
+    let materializations = MATERIALIZATIONS.with(|n| n.get()) - before.1;
+    assert!(
+        checkpoints >= 10 && materializations >= 3,
+        "{checkpoints} checkpoints, {materializations} materializations"
+    );
 }
 
 /// The factory really builds both kinds, and a RocksDB-only cluster stays RocksDB.

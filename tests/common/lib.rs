@@ -35,6 +35,29 @@ pub enum BackendKind {
     Heap,
     /// `statekit_rocksdb::RocksDbBackend`.
     RocksDb,
+    /// `statekit_changelog::ChangelogBackend` over the heap backend.
+    ChangelogHeap,
+    /// `statekit_changelog::ChangelogBackend` over the RocksDB backend.
+    ChangelogRocksDb,
+}
+
+impl BackendKind {
+    /// True for the changelog kinds.
+    pub fn is_changelog(self) -> bool {
+        matches!(self, BackendKind::ChangelogHeap | BackendKind::ChangelogRocksDb)
+    }
+}
+
+/// What a changelog backend needs besides its config: the upload service and where
+/// materializations go (a job directory).
+#[derive(Clone, Debug)]
+pub struct ChangelogEnv {
+    /// The upload service.
+    pub storage: statekit_changelog::ChangelogStorage,
+    /// The job directory.
+    pub job: std::sync::Arc<dyn statekit_core::storage::Storage>,
+    /// The materialization policy.
+    pub policy: statekit_changelog::MaterializationPolicy,
 }
 
 /// A backend of either kind; derefs to `dyn KeyedStateBackend`, plus `contains`.
@@ -44,6 +67,10 @@ pub enum AnyBackend {
     Heap(HashMapBackend),
     /// The RocksDB backend.
     RocksDb(Box<statekit_rocksdb::RocksDbBackend>),
+    /// The changelog over the heap backend.
+    ChangelogHeap(Box<statekit_changelog::ChangelogBackend<HashMapBackend>>),
+    /// The changelog over the RocksDB backend.
+    ChangelogRocksDb(Box<statekit_changelog::ChangelogBackend<statekit_rocksdb::RocksDbBackend>>),
 }
 
 /// RocksDB options small enough for tests that hold many databases at once.
@@ -54,13 +81,43 @@ pub fn test_rocksdb_options() -> statekit_rocksdb::RocksDbOptions {
 }
 
 impl AnyBackend {
-    /// A backend of `kind` for `config` (RocksDB with [`test_rocksdb_options`]).
+    /// A backend of `kind` for `config` (RocksDB with [`test_rocksdb_options`]); the changelog
+    /// kinds need [`AnyBackend::with_changelog`].
     pub fn new(kind: BackendKind, config: statekit_core::BackendConfig) -> Self {
         match kind {
             BackendKind::Heap => AnyBackend::Heap(HashMapBackend::new(config).expect("heap backend")),
             BackendKind::RocksDb => AnyBackend::RocksDb(Box::new(
                 statekit_rocksdb::RocksDbBackend::new(config, test_rocksdb_options()).expect("rocksdb backend"),
             )),
+            BackendKind::ChangelogHeap | BackendKind::ChangelogRocksDb => {
+                panic!("changelog backends need AnyBackend::with_changelog")
+            }
+        }
+    }
+
+    /// A backend of any kind; changelog kinds use `env` (subtask `index` seeds the
+    /// materialization jitter).
+    pub fn with_changelog(
+        kind: BackendKind,
+        config: statekit_core::BackendConfig,
+        env: Option<&ChangelogEnv>,
+        index: u32,
+    ) -> Self {
+        let make = |env: &ChangelogEnv| {
+            statekit_changelog::Materializer::new(env.job.clone(), env.policy.clone(), u64::from(index))
+        };
+        match (kind, env) {
+            (BackendKind::ChangelogHeap, Some(env)) => AnyBackend::ChangelogHeap(Box::new(
+                statekit_changelog::ChangelogBackend::new(config, &env.storage, make(env), HashMapBackend::new)
+                    .expect("changelog backend"),
+            )),
+            (BackendKind::ChangelogRocksDb, Some(env)) => AnyBackend::ChangelogRocksDb(Box::new(
+                statekit_changelog::ChangelogBackend::new(config, &env.storage, make(env), |c| {
+                    statekit_rocksdb::RocksDbBackend::new(c, test_rocksdb_options())
+                })
+                .expect("changelog backend"),
+            )),
+            (k, _) => AnyBackend::new(k, config),
         }
     }
 
@@ -69,6 +126,17 @@ impl AnyBackend {
         match self {
             AnyBackend::Heap(_) => BackendKind::Heap,
             AnyBackend::RocksDb(_) => BackendKind::RocksDb,
+            AnyBackend::ChangelogHeap(_) => BackendKind::ChangelogHeap,
+            AnyBackend::ChangelogRocksDb(_) => BackendKind::ChangelogRocksDb,
+        }
+    }
+
+    /// The changelog operations of a changelog backend.
+    pub fn changelog(&mut self) -> Option<&mut dyn ChangelogOps> {
+        match self {
+            AnyBackend::ChangelogHeap(b) => Some(b.as_mut()),
+            AnyBackend::ChangelogRocksDb(b) => Some(b.as_mut()),
+            _ => None,
         }
     }
 
@@ -82,6 +150,8 @@ impl AnyBackend {
         match self {
             AnyBackend::Heap(b) => b.contains(state, key, namespace),
             AnyBackend::RocksDb(b) => b.contains(state, key, namespace),
+            AnyBackend::ChangelogHeap(b) => b.delegate().contains(state, key, namespace),
+            AnyBackend::ChangelogRocksDb(b) => b.delegate().contains(state, key, namespace),
         }
     }
 }
@@ -92,6 +162,8 @@ impl std::ops::Deref for AnyBackend {
         match self {
             AnyBackend::Heap(b) => b,
             AnyBackend::RocksDb(b) => b.as_ref(),
+            AnyBackend::ChangelogHeap(b) => b.as_ref(),
+            AnyBackend::ChangelogRocksDb(b) => b.as_ref(),
         }
     }
 }
@@ -101,6 +173,8 @@ impl std::ops::DerefMut for AnyBackend {
         match self {
             AnyBackend::Heap(b) => b,
             AnyBackend::RocksDb(b) => b.as_mut(),
+            AnyBackend::ChangelogHeap(b) => b.as_mut(),
+            AnyBackend::ChangelogRocksDb(b) => b.as_mut(),
         }
     }
 }
@@ -177,5 +251,40 @@ pub mod native_fixture {
             all.extend_from_slice(mv.entries());
         }
         all
+    }
+}
+
+/// The changelog-specific operations of a changelog backend, whatever its delegate.
+pub trait ChangelogOps {
+    /// See `ChangelogBackend::checkpoint`.
+    fn checkpoint(&mut self, id: u64) -> Result<statekit_changelog::ChangelogCut, statekit_core::StateError>;
+    /// See `ChangelogBackend::materialize_now`.
+    fn materialize_now(&mut self) -> Result<(), statekit_core::StateError>;
+    /// See `ChangelogBackend::restore_changelog`.
+    fn restore_changelog(
+        &mut self,
+        handles: &[statekit_format::ResolvedChangelogHandle],
+        share: bool,
+    ) -> Result<statekit_changelog::ReplayStats, statekit_core::StateError>;
+    /// See `ChangelogBackend::poll`.
+    fn poll(&mut self) -> Result<(), statekit_core::StateError>;
+}
+
+impl<D: KeyedStateBackend> ChangelogOps for statekit_changelog::ChangelogBackend<D> {
+    fn checkpoint(&mut self, id: u64) -> Result<statekit_changelog::ChangelogCut, statekit_core::StateError> {
+        statekit_changelog::ChangelogBackend::checkpoint(self, id)
+    }
+    fn materialize_now(&mut self) -> Result<(), statekit_core::StateError> {
+        statekit_changelog::ChangelogBackend::materialize_now(self)
+    }
+    fn restore_changelog(
+        &mut self,
+        handles: &[statekit_format::ResolvedChangelogHandle],
+        share: bool,
+    ) -> Result<statekit_changelog::ReplayStats, statekit_core::StateError> {
+        statekit_changelog::ChangelogBackend::restore_changelog(self, handles, share)
+    }
+    fn poll(&mut self) -> Result<(), statekit_core::StateError> {
+        statekit_changelog::ChangelogBackend::poll(self)
     }
 }

@@ -27,6 +27,7 @@ use std::sync::Arc;
 pub struct ReplayClock {
     real: Arc<dyn Clock>,
     pinned: AtomicI64,
+    following: std::sync::atomic::AtomicBool,
 }
 
 impl ReplayClock {
@@ -36,12 +37,20 @@ impl ReplayClock {
         Arc::new(ReplayClock {
             real,
             pinned: AtomicI64::new(now),
+            following: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Pins the time.
+    /// Pins the time (and stops following the real clock).
     pub fn pin(&self, ms: i64) {
         self.pinned.store(ms, Ordering::Relaxed);
+        self.following.store(false, Ordering::Relaxed);
+    }
+
+    /// Follows the real clock from now on (for a backend without the changelog, after
+    /// [`restore_into`] replayed into it).
+    pub fn follow(&self) {
+        self.following.store(true, Ordering::Relaxed);
     }
 
     /// Pins the real clock's current reading and returns it.
@@ -54,7 +63,11 @@ impl ReplayClock {
 
 impl Clock for ReplayClock {
     fn now_ms(&self) -> i64 {
-        self.pinned.load(Ordering::Relaxed)
+        if self.following.load(Ordering::Relaxed) {
+            self.real.now_ms()
+        } else {
+            self.pinned.load(Ordering::Relaxed)
+        }
     }
 }
 
@@ -106,8 +119,8 @@ struct Inherited {
 /// backend) and appends it to a changelog; checkpoints are the last materialization plus the
 /// log since ([`ChangelogBackend::checkpoint`]). Savepoints ([`KeyedStateBackend::snapshot`])
 /// are the delegate's canonical state.
-pub struct ChangelogBackend {
-    delegate: Box<dyn KeyedStateBackend>,
+pub struct ChangelogBackend<D: KeyedStateBackend = Box<dyn KeyedStateBackend>> {
+    delegate: D,
     clock: Arc<ReplayClock>,
     writer: ChangelogWriter,
     max_parallelism: u32,
@@ -124,7 +137,7 @@ pub struct ChangelogBackend {
     buf: Vec<u8>,
 }
 
-impl std::fmt::Debug for ChangelogBackend {
+impl<D: KeyedStateBackend> std::fmt::Debug for ChangelogBackend<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChangelogBackend")
             .field("log", &self.writer.log())
@@ -139,6 +152,7 @@ impl std::fmt::Debug for ChangelogBackend {
 #[derive(Debug)]
 pub struct ChangelogCut {
     checkpoint_id: u64,
+    range: KeyGroupRange,
     pending: PendingPersist,
     storage: ChangelogStorage,
     log: LogId,
@@ -166,6 +180,7 @@ impl ChangelogCut {
                 log: s.log.0,
                 sqn: s.sqn,
                 records: s.records,
+                key_groups: self.range,
             });
         }
         Ok(ChangelogKeyedHandle {
@@ -182,7 +197,7 @@ fn wrong(e: ChangelogError) -> StateError {
     e.into()
 }
 
-impl ChangelogBackend {
+impl<D: KeyedStateBackend> ChangelogBackend<D> {
     /// A backend for `config` whose delegate `make_delegate` builds (it gets the config with
     /// the [`ReplayClock`] the wrapper controls), logging through `storage`, materializing
     /// with `materializer`.
@@ -190,7 +205,7 @@ impl ChangelogBackend {
         config: BackendConfig,
         storage: &ChangelogStorage,
         materializer: Materializer,
-        make_delegate: impl FnOnce(BackendConfig) -> Result<Box<dyn KeyedStateBackend>, StateError>,
+        make_delegate: impl FnOnce(BackendConfig) -> Result<D, StateError>,
     ) -> Result<Self, StateError> {
         let clock = ReplayClock::new(config.clock.clone());
         let delegate = make_delegate(config.clone().with_clock(clock.clone()))?;
@@ -211,9 +226,10 @@ impl ChangelogBackend {
         })
     }
 
-    /// The delegate.
-    pub fn delegate(&self) -> &dyn KeyedStateBackend {
-        self.delegate.as_ref()
+    /// The delegate (reading it directly bypasses the log; writing to it would make the log
+    /// incomplete, hence no `&mut`).
+    pub fn delegate(&self) -> &D {
+        &self.delegate
     }
 
     /// The log's id.
@@ -428,6 +444,7 @@ impl ChangelogBackend {
         );
         Ok(ChangelogCut {
             checkpoint_id,
+            range: self.range,
             pending,
             storage: self.writer.storage().clone(),
             log: self.writer.log(),
@@ -451,21 +468,34 @@ impl ChangelogBackend {
         handles: &[ResolvedChangelogHandle],
         share_restored: bool,
     ) -> Result<ReplayStats, StateError> {
-        let stats = restore_into(self.delegate.as_mut(), Some(&self.clock), self.range, handles)?;
+        let stats = restore_into(&mut self.delegate, Some(&self.clock), self.range, handles)?;
+        self.clock.pin_now();
         self.sync_states();
         let overlapping = handles
             .iter()
             .filter(|h| !h.key_groups.intersection(&self.range).is_empty());
         let mut inherited = Inherited::default();
         for h in overlapping {
-            inherited.materialized.extend(
-                h.handle
-                    .materialized
-                    .iter()
-                    .filter(|m| !m.key_groups.intersection(&self.range).is_empty())
-                    .cloned(),
-            );
-            inherited.tail.extend(h.handle.tail.iter().cloned());
+            // What this backend inherits applies to the key groups it takes over only.
+            let effective = h.key_groups.intersection(&self.range);
+            for m in &h.handle.materialized {
+                let key_groups = m.key_groups.intersection(&effective);
+                if !key_groups.is_empty() {
+                    inherited.materialized.push(MaterializedPart {
+                        key_groups,
+                        ..m.clone()
+                    });
+                }
+            }
+            for t in &h.handle.tail {
+                let key_groups = t.key_groups.intersection(&effective);
+                if !key_groups.is_empty() {
+                    inherited.tail.push(LogSegmentRef {
+                        key_groups,
+                        ..t.clone()
+                    });
+                }
+            }
             self.materializer.observe_id(h.handle.materialization_id);
         }
         self.inherited = inherited;
@@ -490,7 +520,8 @@ pub struct ReplayStats {
 /// Restores `backend` (any keyed backend, with or without the changelog) from changelog
 /// handles: their materializations overlapping `range`, then their tails replayed in order,
 /// filtered by key group. When the backend runs on a [`ReplayClock`], pass it, so TTL data
-/// gets exactly its recorded timestamps (without one, replayed TTL data is stamped "now").
+/// gets exactly its recorded timestamps (without one, replayed TTL data is stamped "now"),
+/// and call [`ReplayClock::follow`] once this returns: the clock is left pinned in the past.
 pub fn restore_into(
     backend: &mut dyn KeyedStateBackend,
     clock: Option<&ReplayClock>,
@@ -502,8 +533,19 @@ pub fn restore_into(
         .iter()
         .filter(|h| !h.key_groups.intersection(&range).is_empty())
         .collect();
-    // Materializations.
-    let mut readers = Vec::new();
+    // Every state of the operator, registered first (in the operator's order), so the
+    // backend knows them even when neither a materialization nor the tail mentions them.
+    for h in &overlapping {
+        for d in &h.states {
+            if backend.handle(&d.name).is_none() {
+                backend.register(d.clone(), StateFunctions::None)?;
+            }
+        }
+    }
+    // Materializations. A handle is authoritative exactly for its own key groups: after a
+    // rescale it may list inherited files and change sets covering more (its predecessor's
+    // range), which must not be applied outside them — another handle covers those.
+    let mut readers: Vec<(KeyedFileReader, KeyGroupRange)> = Vec::new();
     for h in &overlapping {
         if h.max_parallelism != backend.max_parallelism() {
             return Err(StateError::Restore(format!(
@@ -513,29 +555,44 @@ pub fn restore_into(
                 backend.max_parallelism()
             )));
         }
+        let effective = h.key_groups.intersection(&range);
         for (part, file) in h.handle.materialized.iter().zip(&h.materialized) {
-            if part.key_groups.intersection(&range).is_empty() {
+            let part_range = part.key_groups.intersection(&effective);
+            if part_range.is_empty() {
                 continue;
             }
-            readers.push(
-                KeyedFileReader::open(file.storage.as_ref(), &file.path, Some(file.size))
-                    .map_err(|e| StateError::Other(Box::new(e)))?,
-            );
+            let reader = KeyedFileReader::open(file.storage.as_ref(), &file.path, Some(file.size))
+                .map_err(|e| StateError::Other(Box::new(e)))?;
+            readers.push((reader, part_range));
         }
     }
+    // The materialization is older than the tail: restored "now", entries a tail record
+    // still touches (a refreshing read, say) could count as expired and be dropped before
+    // the record is replayed. Restore with nothing expired; the replay then runs at the
+    // recorded times, and whatever stays untouched expires against the real clock later.
     if let Some(c) = clock {
-        c.pin_now();
+        c.pin(i64::MIN);
     }
-    let views: Vec<&dyn KeyedStateView> = readers.iter().map(|r| r as &dyn KeyedStateView).collect();
+    let clipped: Vec<ClippedView<'_>> = readers
+        .iter()
+        .map(|(r, rg)| ClippedView { inner: r, range: *rg })
+        .collect();
+    let views: Vec<&dyn KeyedStateView> = clipped.iter().map(|v| v as &dyn KeyedStateView).collect();
     backend.restore(&views)?;
     stats.materialized_files = readers.len();
     drop(views);
+    drop(clipped);
     drop(readers);
     // Tails.
     let mut files: HashMap<(usize, String), LogFileReader> = HashMap::new();
     let mut ids: HashMap<([u8; 16], u32), StateHandle> = HashMap::new();
     for (hi, h) in overlapping.iter().enumerate() {
+        let handle_range = h.key_groups.intersection(&range);
         for (seg, file) in h.handle.tail.iter().zip(&h.tail) {
+            let effective = seg.key_groups.intersection(&handle_range);
+            if effective.is_empty() {
+                continue;
+            }
             let key = (hi, file.path.clone());
             if !files.contains_key(&key) {
                 let r = LogFileReader::open(file.storage.as_ref(), &file.path, Some(file.size))
@@ -553,7 +610,7 @@ pub fn restore_into(
                     seg.offset
                 )));
             }
-            if !entry.concerns(&range) {
+            if !entry.concerns(&effective) {
                 stats.change_sets_skipped += 1;
                 continue;
             }
@@ -562,7 +619,7 @@ pub fn restore_into(
             let log = seg.log;
             let file_name = reader.file().to_string();
             let mut apply_err: Option<StateError> = None;
-            data.for_each_record(Some(&range), &mut |kg, rec| {
+            data.for_each_record(Some(&effective), &mut |kg, rec| {
                 let r = apply(backend, clock, &mut ids, log, kg, rec);
                 match r {
                     Ok(()) => {
@@ -584,6 +641,31 @@ pub fn restore_into(
         }
     }
     Ok(stats)
+}
+
+/// A view restricted to some of its key groups.
+struct ClippedView<'a> {
+    inner: &'a dyn KeyedStateView,
+    range: KeyGroupRange,
+}
+
+impl KeyedStateView for ClippedView<'_> {
+    fn max_parallelism(&self) -> u32 {
+        self.inner.max_parallelism()
+    }
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.inner.key_group_range().intersection(&self.range)
+    }
+    fn states(&self) -> &[StateDescriptor] {
+        self.inner.states()
+    }
+    fn visit_key_group(&self, key_group: u32, visitor: &mut statekit_core::EntryVisitor<'_>) -> Result<(), StateError> {
+        if self.range.contains(key_group) {
+            self.inner.visit_key_group(key_group, visitor)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// Applies one record to `backend`.
@@ -644,7 +726,7 @@ fn apply(
     }
 }
 
-impl KeyedStateBackend for ChangelogBackend {
+impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
     }

@@ -433,14 +433,17 @@ impl SnapshotWriter {
                 subtasks,
             });
         }
-        let native = operators.iter().flat_map(|o| &o.subtasks).any(|s| s.native.is_some());
+        let subtasks = || operators.iter().flat_map(|o| &o.subtasks);
+        let format = if subtasks().any(|s| s.native.is_some()) {
+            SnapshotFormat::Native
+        } else if subtasks().any(|s| s.changelog.is_some()) {
+            SnapshotFormat::Changelog
+        } else {
+            SnapshotFormat::Canonical
+        };
         Ok(SnapshotMetadata {
             kind: self.kind,
-            format: if native {
-                SnapshotFormat::Native
-            } else {
-                SnapshotFormat::Canonical
-            },
+            format,
             checkpoint_id: self.checkpoint_id,
             job_id: self.job_id.clone(),
             timestamp_ms: self.timestamp_ms,

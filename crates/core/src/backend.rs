@@ -217,3 +217,121 @@ pub trait KeyedStateBackend: Send {
         Ok(out)
     }
 }
+
+/// A boxed backend is a backend (so wrappers can hold `Box<dyn KeyedStateBackend>` or a
+/// concrete type alike).
+impl<B: KeyedStateBackend + ?Sized> KeyedStateBackend for Box<B> {
+    fn max_parallelism(&self) -> u32 {
+        (**self).max_parallelism()
+    }
+    fn key_group_range(&self) -> KeyGroupRange {
+        (**self).key_group_range()
+    }
+    fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
+        (**self).register(descriptor, functions)
+    }
+    fn handle(&self, name: &str) -> Option<StateHandle> {
+        (**self).handle(name)
+    }
+    fn descriptors(&self) -> Vec<StateDescriptor> {
+        (**self).descriptors()
+    }
+    fn get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError> {
+        (**self).get(state, key, namespace, out)
+    }
+    fn put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
+        (**self).put(state, key, namespace, value)
+    }
+    fn add(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
+        (**self).add(state, key, namespace, value)
+    }
+    fn clear(&mut self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<(), StateError> {
+        (**self).clear(state, key, namespace)
+    }
+    fn list_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, StateError> {
+        (**self).list_for_each(state, key, namespace, f)
+    }
+    fn list_update(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        elements: &[&[u8]],
+    ) -> Result<(), StateError> {
+        (**self).list_update(state, key, namespace, elements)
+    }
+    fn map_get(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, StateError> {
+        (**self).map_get(state, key, namespace, user_key, out)
+    }
+    fn map_put(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        (**self).map_put(state, key, namespace, user_key, value)
+    }
+    fn map_remove(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+    ) -> Result<bool, StateError> {
+        (**self).map_remove(state, key, namespace, user_key)
+    }
+    fn map_for_each(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StateError> {
+        (**self).map_for_each(state, key, namespace, f)
+    }
+    fn merge_namespaces(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        target: &[u8],
+        sources: &[&[u8]],
+    ) -> Result<(), StateError> {
+        (**self).merge_namespaces(state, key, target, sources)
+    }
+    fn snapshot(&mut self, checkpoint_id: u64) -> Result<Arc<dyn KeyedStateView>, StateError> {
+        (**self).snapshot(checkpoint_id)
+    }
+    fn restore(&mut self, views: &[&dyn KeyedStateView]) -> Result<(), StateError> {
+        (**self).restore(views)
+    }
+    fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), StateError> {
+        (**self).notify_checkpoint_complete(checkpoint_id)
+    }
+    fn notify_checkpoint_aborted(&mut self, checkpoint_id: u64) -> Result<(), StateError> {
+        (**self).notify_checkpoint_aborted(checkpoint_id)
+    }
+    fn notify_checkpoint_subsumed(&mut self, checkpoint_id: u64) -> Result<(), StateError> {
+        (**self).notify_checkpoint_subsumed(checkpoint_id)
+    }
+    fn dispose(&mut self) {
+        (**self).dispose()
+    }
+    fn list_get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Result<Vec<Vec<u8>>, StateError> {
+        (**self).list_get(state, key, namespace)
+    }
+}

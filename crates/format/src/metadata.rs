@@ -174,7 +174,8 @@ impl SubtaskMetadata {
 }
 
 /// A materialization of a changelog backend: a canonical keyed data file of the delegate's
-/// state at some sequence number.
+/// state at some sequence number, applied to `key_groups` only (narrowed like
+/// [`LogSegmentRef::key_groups`] when inherited).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MaterializedPart {
     /// The keyed data file.
@@ -200,6 +201,10 @@ pub struct LogSegmentRef {
     pub sqn: u64,
     /// Its records.
     pub records: u32,
+    /// The key groups it is applied to: the subtask's range when it was written, narrowed to
+    /// the inheriting subtask's range each time a restore passes it on (a change set of an
+    /// earlier, larger subtask must not be replayed over key groups another handle covers).
+    pub key_groups: KeyGroupRange,
 }
 
 /// A subtask's keyed state under the changelog: the materializations (each the state of some

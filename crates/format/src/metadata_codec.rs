@@ -611,6 +611,7 @@ fn put_changelog_handle(out: &mut Vec<u8>, h: &ChangelogKeyedHandle) {
         out.extend_from_slice(&t.log);
         put_varint(out, t.sqn);
         put_varint(out, u64::from(t.records));
+        put_range(out, &t.key_groups);
     }
 }
 
@@ -649,6 +650,7 @@ fn get_changelog_handle(c: &mut Cursor<'_>, field: &str) -> Result<ChangelogKeye
         let at = c.offset();
         let records = u32::try_from(c.varint(&f("records"))?)
             .map_err(|_| c.err_at(at, &f("records"), "does not fit 32 bits".to_string()))?;
+        let key_groups = get_range(c, &f("key_groups"))?;
         tail.push(LogSegmentRef {
             file,
             offset,
@@ -656,6 +658,7 @@ fn get_changelog_handle(c: &mut Cursor<'_>, field: &str) -> Result<ChangelogKeye
             log,
             sqn,
             records,
+            key_groups,
         });
     }
     Ok(ChangelogKeyedHandle {

@@ -264,7 +264,10 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                         Some(Err(e)) => report.problems.push(e),
                         Some(Ok((s, path))) => {
                             let s: &dyn Storage = s.as_deref().unwrap_or(storage);
-                            verify_keyed(s, op, part.key_groups, &path, part.file.size, &mut report);
+                            // A materialization may hold more key groups than the part
+                            // applies to (it was inherited and narrowed).
+                            let all = KeyGroupRange::all(op.max_parallelism);
+                            verify_keyed(s, op, all, &path, part.file.size, &mut report);
                         }
                     }
                 }

@@ -308,6 +308,7 @@ fn arb_changelog_handle() -> impl Strategy<Value = statekit_format::ChangelogKey
                 any::<[u8; 16]>(),
                 any::<u64>(),
                 any::<u32>(),
+                any::<(u16, u16)>(),
             ),
             0..4,
         ),
@@ -327,13 +328,14 @@ fn arb_changelog_handle() -> impl Strategy<Value = statekit_format::ChangelogKey
                 tail: tail
                     .into_iter()
                     .map(
-                        |(file, (offset, length), log, sqn, records)| statekit_format::LogSegmentRef {
+                        |(file, (offset, length), log, sqn, records, (a, b))| statekit_format::LogSegmentRef {
                             file,
                             offset,
                             length,
                             log,
                             sqn,
                             records,
+                            key_groups: KeyGroupRange::new(u32::from(a.min(b)), u32::from(a.max(b))),
                         },
                     )
                     .collect(),
