@@ -13,9 +13,12 @@
 //!   an index by log, sequence number and key group, trailer — with its writer and reader;
 //! * [`ChangelogStorage`] / [`ChangelogWriter`]: the upload service shared by every backend of
 //!   a job (one file per upload, batching, back-pressure, retries) and the per-backend log
-//!   (sequence numbers, persist, truncate).
+//!   (sequence numbers, persist, truncate);
+//! * [`ChangelogBackend`]: the wrapper — logging, materialization, checkpoints, restore;
+//! * [`config`]: the settings under Flink's key names (old and new spellings), validated.
 
 mod backend;
+pub mod config;
 mod error;
 pub mod file;
 mod materialize;
@@ -23,6 +26,7 @@ pub mod record;
 mod writer;
 
 pub use backend::{restore_into, ChangelogBackend, ChangelogCut, ReplayClock, ReplayStats};
+pub use config::{ChangelogConfig, ConfigError, ConfigNote, StorageKind};
 pub use error::ChangelogError;
 pub use file::{
     ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, SealedChangeSet,
