@@ -13,7 +13,8 @@ use statekit_core::{
     StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{
-    ChangelogKeyedHandle, FileRef, KeyedFileReader, LogSegmentRef, MaterializedPart, ResolvedChangelogHandle,
+    ChangelogKeyedHandle, FileRef, FileScope, KeyedFileReader, LogSegmentRef, MaterializedPart, ResolvedChangelogHandle,
+    ResolvedFile,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -226,9 +227,20 @@ impl<D: KeyedStateBackend> ChangelogBackend<D> {
         })
     }
 
+    /// Declares that the delegate `make_delegate` returned already holds state it restored
+    /// by its own means (native RocksDB files, say): the wrapper learns its states, and the
+    /// first checkpoint materializes first, since the log does not hold that state.
+    pub fn delegate_restored(&mut self) {
+        self.clock.pin_now();
+        self.sync_states();
+        self.needs_materialization = true;
+    }
+
     /// The delegate (reading it directly bypasses the log; writing to it would make the log
-    /// incomplete, hence no `&mut`).
+    /// incomplete, hence no `&mut`). Its clock follows the real one again, so direct reads
+    /// see TTL expiry as of now (each logged operation pins the time it records).
     pub fn delegate(&self) -> &D {
+        self.clock.follow();
         &self.delegate
     }
 
@@ -478,20 +490,22 @@ impl<D: KeyedStateBackend> ChangelogBackend<D> {
         for h in overlapping {
             // What this backend inherits applies to the key groups it takes over only.
             let effective = h.key_groups.intersection(&self.range);
-            for m in &h.handle.materialized {
+            for (m, file) in h.handle.materialized.iter().zip(&h.materialized) {
                 let key_groups = m.key_groups.intersection(&effective);
                 if !key_groups.is_empty() {
                     inherited.materialized.push(MaterializedPart {
                         key_groups,
+                        file: portable(&m.file, file),
                         ..m.clone()
                     });
                 }
             }
-            for t in &h.handle.tail {
+            for (t, file) in h.handle.tail.iter().zip(&h.tail) {
                 let key_groups = t.key_groups.intersection(&effective);
                 if !key_groups.is_empty() {
                     inherited.tail.push(LogSegmentRef {
                         key_groups,
+                        file: portable(&t.file, file),
                         ..t.clone()
                     });
                 }
@@ -641,6 +655,21 @@ pub fn restore_into(
         }
     }
     Ok(stats)
+}
+
+/// How a checkpoint of this backend refers to a restored file: by absolute path when it has
+/// one (the snapshot may belong to another job, whose `shared` paths would not resolve from
+/// this job's directory; the file's identity — its absolute path — stays the same, so the
+/// checkpoint store's reference counts and protections apply unchanged), else as restored.
+fn portable(original: &FileRef, resolved: &ResolvedFile) -> FileRef {
+    match resolved.storage.absolute_path(&resolved.path) {
+        Some(p) => FileRef {
+            scope: FileScope::Absolute,
+            path: p.display().to_string(),
+            size: original.size,
+        },
+        None => original.clone(),
+    }
 }
 
 /// A view restricted to some of its key groups.
