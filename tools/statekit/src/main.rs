@@ -5,6 +5,7 @@
 //! input).
 
 mod cmd;
+mod config;
 mod demo;
 mod render;
 mod wordcount;

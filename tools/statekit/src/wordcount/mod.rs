@@ -36,6 +36,12 @@ use statekit_core::{
     StateHandle, TypeSchema, Value,
 };
 use statekit_hashmap::HashMapBackend;
+use statekit_changelog::{
+    restore_into, ChangelogBackend, ChangelogConfig, ChangelogCut, ChangelogStorage, Materializer, ReplayClock,
+    StorageKind,
+};
+use statekit_core::StateError;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,6 +115,98 @@ pub struct WordcountArgs {
     /// Where RocksDB keeps its working databases (default: the system temporary directory).
     #[arg(long)]
     pub rocksdb_dir: Option<PathBuf>,
+    /// Turn the changelog on (same as `-D state.changelog.enabled=true`): every state change
+    /// is also logged and uploaded continuously, the backend is materialized now and then,
+    /// and a checkpoint is the last materialization plus the log since — incremental for
+    /// either backend.
+    #[arg(long)]
+    pub changelog: bool,
+    /// A configuration entry under Flink's key names, repeatable, e.g.
+    /// `-D state.changelog.periodic-materialize.interval=1min`,
+    /// `-D dstl.dfs.upload.max-in-flight=64mb`,
+    /// `-D execution.checkpointing.max-concurrent-checkpoints=2`. Wins over --config.
+    #[arg(short = 'D', value_name = "KEY=VALUE")]
+    pub define: Vec<String>,
+    /// A YAML configuration file with Flink's key names (nested maps or flat dotted keys, as
+    /// in Flink's `config.yaml`); keys statekit does not use are listed and ignored.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The job's settings from `--config`, `-D` and the flags.
+struct Settings {
+    /// The changelog's configuration, when it is on.
+    changelog: Option<ChangelogConfig>,
+    /// Checkpoints whose asynchronous part may run at once
+    /// (`execution.checkpointing.max-concurrent-checkpoints`, default 1).
+    max_concurrent: usize,
+}
+
+const MAX_CONCURRENT_KEY: &str = "execution.checkpointing.max-concurrent-checkpoints";
+
+impl Settings {
+    fn resolve(args: &WordcountArgs) -> Result<Self> {
+        let mut entries = crate::config::load(args.config.as_deref(), &args.define)?;
+        if args.changelog {
+            entries.push(crate::config::Entry {
+                key: "state.changelog.enabled".into(),
+                value: "true".into(),
+                origin: "--changelog".into(),
+            });
+        }
+        let (changelog, notes) = ChangelogConfig::from_entries(
+            entries
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str(), e.origin.as_str())),
+        )?;
+        for n in notes {
+            eprintln!("note: {}: {}", n.key, n.note);
+        }
+        let mut max_concurrent = 1usize;
+        let mut ignored = Vec::new();
+        for e in &entries {
+            if e.key == MAX_CONCURRENT_KEY {
+                max_concurrent = match e.value.trim().parse::<usize>() {
+                    Ok(n) if n >= 1 => n,
+                    _ => bail!("{}: {MAX_CONCURRENT_KEY}: `{}`: expected a whole number ≥ 1", e.origin, e.value),
+                };
+            } else if !ChangelogConfig::owns_key(&e.key) && !ignored.contains(&e.key) {
+                ignored.push(e.key.clone());
+            }
+        }
+        if !ignored.is_empty() {
+            eprintln!(
+                "note: ignored {} configuration key(s) the word count does not use: {}",
+                ignored.len(),
+                ignored.join(", ")
+            );
+        }
+        let changelog = changelog.enabled.then_some(changelog);
+        if let Some(c) = &changelog {
+            if c.storage == StorageKind::Memory {
+                bail!(
+                    "state.changelog.storage: memory keeps the log inside this process, so no checkpoint could be restored once it exits; use filesystem (the default)"
+                );
+            }
+            if args.checkpoint_type == CheckpointType::Incremental {
+                bail!(
+                    "--checkpoint-type incremental and the changelog exclude each other: the changelog already makes checkpoints incremental, for either backend"
+                );
+            }
+            if args.savepoint_format == SavepointFormat::Native {
+                bail!(
+                    "--savepoint-format native needs the RocksDB backend without the changelog (savepoints of a changelog job are canonical)"
+                );
+            }
+            if args.guarantee == Guarantee::AtMostOnce {
+                bail!("the changelog needs checkpoints; at-most-once takes none");
+            }
+        }
+        Ok(Settings {
+            changelog,
+            max_concurrent,
+        })
+    }
 }
 
 fn parse_restore_mode(s: &str) -> std::result::Result<RestoreMode, String> {
@@ -147,29 +245,147 @@ enum Keyed {
     Heap(HashMapBackend),
     #[cfg(feature = "rocksdb")]
     RocksDb(Box<statekit_rocksdb::RocksDbBackend>),
+    /// Either kind behind the changelog.
+    Changelog(Box<ChangelogBackend>),
+}
+
+/// What the changelog backends of a job share: the upload service and where
+/// materializations go.
+struct ChangelogContext {
+    storage: ChangelogStorage,
+    job: Arc<dyn Storage>,
+    config: ChangelogConfig,
+}
+
+/// How operator `uid`'s keyed state is stored in a snapshot.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    Canonical,
+    Native,
+    Changelog,
+}
+
+fn stored(reader: &SnapshotReader, uid: &str) -> Result<Stored> {
+    Ok(if reader.is_changelog(uid)? {
+        Stored::Changelog
+    } else if reader.is_native(uid)? {
+        Stored::Native
+    } else {
+        Stored::Canonical
+    })
+}
+
+/// A plain backend of the chosen kind, restored natively from `native` when given.
+fn plain_backend(
+    args: &WordcountArgs,
+    config: BackendConfig,
+    native: Option<(&SnapshotReader, bool)>,
+) -> Result<Keyed> {
+    Ok(match args.backend {
+        BackendKind::Hashmap => {
+            if let Some((reader, _)) = native {
+                bail!(
+                    "{} is a native RocksDB snapshot: restore it with --backend rocksdb (or take a canonical savepoint to switch backends)",
+                    reader.storage().describe("")
+                );
+            }
+            Keyed::Heap(HashMapBackend::new(config)?)
+        }
+        #[cfg(feature = "rocksdb")]
+        BackendKind::Rocksdb => {
+            let profile: statekit_rocksdb::Profile = args
+                .rocksdb_profile
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--rocksdb-profile: {e}"))?;
+            let mut options = statekit_rocksdb::RocksDbOptions::profile(profile);
+            if let Some(dir) = &args.rocksdb_dir {
+                options = options.with_local_dir(dir);
+            }
+            let mut b = statekit_rocksdb::RocksDbBackend::new(config, options)?;
+            if let Some((reader, reuse)) = native {
+                let handles = reader.native_handles(COUNTER_UID, b.key_group_range())?;
+                b.restore_native(&handles, reuse)?;
+            }
+            Keyed::RocksDb(Box::new(b))
+        }
+        #[cfg(not(feature = "rocksdb"))]
+        BackendKind::Rocksdb => bail!("this statekit was built without the `rocksdb` feature"),
+    })
 }
 
 impl Keyed {
-    /// A backend of the chosen kind for one subtask. Canonical snapshots restore into either
-    /// kind, so a job may switch backends through a savepoint.
-    fn new(args: &WordcountArgs, config: BackendConfig) -> Result<Self> {
-        Ok(match args.backend {
-            BackendKind::Hashmap => Keyed::Heap(HashMapBackend::new(config)?),
-            #[cfg(feature = "rocksdb")]
-            BackendKind::Rocksdb => {
-                let profile: statekit_rocksdb::Profile = args
-                    .rocksdb_profile
-                    .parse()
-                    .map_err(|e: String| anyhow::anyhow!("--rocksdb-profile: {e}"))?;
-                let mut options = statekit_rocksdb::RocksDbOptions::profile(profile);
-                if let Some(dir) = &args.rocksdb_dir {
-                    options = options.with_local_dir(dir);
+    /// The backend of counter subtask `index`, restored from `restore` when given. Any
+    /// snapshot restores into any configuration, except native RocksDB files into the heap
+    /// backend: canonical state through the backend's restore, native files through
+    /// RocksDB's (under the changelog too), changelog state by materializations plus
+    /// replay — into a changelog backend (which keeps referencing the restored files until
+    /// its first materialization, unless `NO_CLAIM`) or, with the changelog off, into a plain
+    /// one.
+    fn open(
+        args: &WordcountArgs,
+        changelog: Option<&ChangelogContext>,
+        config: BackendConfig,
+        index: u32,
+        restore: Option<(&SnapshotReader, RestoreMode)>,
+    ) -> Result<Self> {
+        let how = restore.map(|(r, _)| stored(r, COUNTER_UID)).transpose()?;
+        let Some(ctx) = changelog else {
+            return Ok(match (restore, how) {
+                (Some((reader, _)), Some(Stored::Changelog)) => {
+                    // Changelog off: replay into a plain backend on a replay clock, so TTL
+                    // data keeps its recorded timestamps.
+                    let rc = ReplayClock::new(config.clock.clone());
+                    let mut b = plain_backend(args, config.with_clock(rc.clone()), None)?;
+                    let range = b.as_dyn().key_group_range();
+                    let handles = reader.changelog_handles(COUNTER_UID, range)?;
+                    restore_into(b.as_dyn(), Some(&rc), range, &handles)?;
+                    rc.follow();
+                    b
                 }
-                Keyed::RocksDb(Box::new(statekit_rocksdb::RocksDbBackend::new(config, options)?))
+                (Some((reader, mode)), Some(Stored::Native)) => {
+                    plain_backend(args, config, Some((reader, mode.may_reference_restored_files())))?
+                }
+                (Some((reader, _)), _) => {
+                    let mut b = plain_backend(args, config, None)?;
+                    reader.restore_keyed(COUNTER_UID, b.as_dyn())?;
+                    b
+                }
+                (None, _) => plain_backend(args, config, None)?,
+            });
+        };
+        let materializer = Materializer::new(ctx.job.clone(), ctx.config.materialization.clone(), u64::from(index));
+        let native = match (restore, how) {
+            // Restored natively inside the wrapper (so on its replay clock); the files are
+            // not referenced later: the first checkpoint materializes.
+            (Some((reader, _)), Some(Stored::Native)) => Some((reader, false)),
+            _ => None,
+        };
+        let mut b = ChangelogBackend::new(config, &ctx.storage, materializer, |c| {
+            match plain_backend(args, c, native) {
+                Ok(k) => Ok(k.into_dyn()),
+                Err(e) => Err(StateError::Other(e.into())),
             }
-            #[cfg(not(feature = "rocksdb"))]
-            BackendKind::Rocksdb => bail!("this statekit was built without the `rocksdb` feature"),
-        })
+        })?;
+        match (restore, how) {
+            (Some((reader, mode)), Some(Stored::Changelog)) => {
+                let handles = reader.changelog_handles(COUNTER_UID, b.key_group_range())?;
+                let stats = b.restore_changelog(&handles, mode.may_reference_restored_files())?;
+                tracing::debug!(index, ?stats, "changelog restored");
+            }
+            (Some(_), Some(Stored::Native)) => b.delegate_restored(),
+            (Some((reader, _)), _) => reader.restore_keyed(COUNTER_UID, &mut b)?,
+            (None, _) => {}
+        }
+        Ok(Keyed::Changelog(Box::new(b)))
+    }
+
+    fn into_dyn(self) -> Box<dyn KeyedStateBackend> {
+        match self {
+            Keyed::Heap(b) => Box::new(b),
+            #[cfg(feature = "rocksdb")]
+            Keyed::RocksDb(b) => b,
+            Keyed::Changelog(b) => b,
+        }
     }
 
     fn as_dyn(&mut self) -> &mut dyn KeyedStateBackend {
@@ -177,28 +393,8 @@ impl Keyed {
             Keyed::Heap(b) => b,
             #[cfg(feature = "rocksdb")]
             Keyed::RocksDb(b) => b.as_mut(),
+            Keyed::Changelog(b) => b.as_mut(),
         }
-    }
-
-    /// Restores operator `uid`'s keyed state from `reader`: native RocksDB files into a
-    /// RocksDB backend (reusing them in later incremental checkpoints when `mode` allows),
-    /// the canonical format into either kind.
-    fn restore(&mut self, reader: &SnapshotReader, uid: &str, mode: RestoreMode) -> Result<()> {
-        if reader.is_native(uid)? {
-            #[cfg(feature = "rocksdb")]
-            if let Keyed::RocksDb(b) = self {
-                let handles = reader.native_handles(uid, b.key_group_range())?;
-                b.restore_native(&handles, mode.may_reference_restored_files())?;
-                return Ok(());
-            }
-            let _ = mode;
-            bail!(
-                "{} is a native RocksDB snapshot: restore it with --backend rocksdb (or take a canonical savepoint to switch backends)",
-                reader.storage().describe("")
-            );
-        }
-        reader.restore_keyed(uid, self.as_dyn())?;
-        Ok(())
     }
 }
 
@@ -207,6 +403,7 @@ enum Cut {
     View(Arc<dyn statekit_core::KeyedStateView>),
     #[cfg(feature = "rocksdb")]
     Native(statekit_rocksdb::NativeCut, Vec<StateDescriptor>),
+    Changelog(ChangelogCut, Vec<StateDescriptor>),
 }
 
 struct Counter {
@@ -292,6 +489,17 @@ struct Job {
     next_checkpoint: u64,
     checkpoints: u64,
     buf: Vec<u8>,
+    /// Checkpoints whose asynchronous part runs, oldest first.
+    in_flight: VecDeque<InFlight>,
+    max_concurrent: usize,
+    /// Keeps the changelog's upload service alive (and reports its figures at the end).
+    changelog: Option<ChangelogContext>,
+}
+
+/// A checkpoint between its synchronous part and its completion.
+struct InFlight {
+    id: u64,
+    task: std::thread::JoinHandle<(SnapshotWriter, Result<()>)>,
 }
 
 /// Runs the job.
@@ -303,24 +511,15 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     }
     if args.backend != BackendKind::Rocksdb {
         if args.checkpoint_type == CheckpointType::Incremental {
-            bail!("--checkpoint-type incremental needs --backend rocksdb (the heap backend checkpoints in full)");
+            bail!("--checkpoint-type incremental needs --backend rocksdb (the heap backend checkpoints in full; or use --changelog)");
         }
         if args.savepoint_format == SavepointFormat::Native {
             bail!("--savepoint-format native needs --backend rocksdb");
         }
     }
+    let settings = Settings::resolve(&args)?;
     let source = WordSource::open(args.input.as_deref())?;
 
-    // Keyed state: one backend per counter subtask, owning its key-group range.
-    let mut counters = Vec::new();
-    for i in 0..p {
-        counters.push(Keyed::new(&args, BackendConfig::for_subtask(max_p, p, i)?)?);
-    }
-
-    // Restore, if asked.
-    let mut source_state = OperatorStateStore::new();
-    let mut restored_pending: Vec<String> = Vec::new();
-    let mut restored_id = 0;
     let restore_path = match args.restore.as_deref() {
         None => None,
         Some("latest") => match latest_checkpoint(&args.checkpoint_dir)? {
@@ -338,12 +537,49 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
         },
         Some(path) => Some(PathBuf::from(path)),
     };
-    let mut restored_reader = None;
-    if let Some(path) = &restore_path {
-        let reader = SnapshotReader::open(path)?;
-        for c in counters.iter_mut() {
-            c.restore(&reader, COUNTER_UID, args.restore_mode)?;
+    let restored_reader = restore_path.as_deref().map(SnapshotReader::open).transpose()?;
+
+    // The checkpoint store of this run, and the changelog's upload service in it.
+    let run_id = new_job_id();
+    let store = if args.guarantee == Guarantee::AtMostOnce {
+        None
+    } else {
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&args.checkpoint_dir));
+        Some(CheckpointStore::open(storage, &run_id, args.retained_checkpoints)?)
+    };
+    let changelog = match (&settings.changelog, &store) {
+        (Some(cfg), Some(store)) => {
+            let job = store.job_storage()?;
+            let storage = match &cfg.base_path {
+                None => ChangelogStorage::for_job(job.clone(), cfg.upload.clone())?,
+                Some(base) => {
+                    std::fs::create_dir_all(base)
+                        .with_context(|| format!("dstl.dfs.base-path: cannot create {}", base.display()))?;
+                    ChangelogStorage::new(Arc::new(LocalStorage::new(base)), &run_id, cfg.upload.clone())?
+                }
+            };
+            Some(ChangelogContext {
+                storage,
+                job,
+                config: cfg.clone(),
+            })
         }
+        _ => None,
+    };
+
+    // Keyed state: one backend per counter subtask, owning its key-group range, restored.
+    let mut counters = Vec::new();
+    for i in 0..p {
+        let config = BackendConfig::for_subtask(max_p, p, i)?;
+        let restore = restored_reader.as_ref().map(|r| (r, args.restore_mode));
+        counters.push(Keyed::open(&args, changelog.as_ref(), config, i, restore)?);
+    }
+
+    // Operator state.
+    let mut source_state = OperatorStateStore::new();
+    let mut restored_pending: Vec<String> = Vec::new();
+    let mut restored_id = 0;
+    if let (Some(reader), Some(path)) = (&restored_reader, &restore_path) {
         source_state = OperatorStateStore::from_snapshot(reader.operator_state(SOURCE_UID, 1, 0)?);
         if reader.metadata().operator(SINK_UID).is_some() {
             for i in 0..p {
@@ -357,13 +593,16 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
         }
         restored_id = reader.metadata().checkpoint_id;
         eprintln!(
-            "restored {} ({} checkpoint {restored_id}, counter parallelism {} -> {p}, {} mode)",
+            "restored {} ({} checkpoint {restored_id}, counter parallelism {} -> {p}, {} mode{})",
             path.display(),
             reader.metadata().format.as_str(),
             reader.operator(COUNTER_UID)?.parallelism,
-            args.restore_mode
+            args.restore_mode,
+            if changelog.is_some() { ", changelog on" } else { "" }
         );
-        restored_reader = Some(reader);
+        if let Some(store) = &store {
+            store.restored(reader, args.restore_mode)?;
+        }
     }
     // States are registered after the restore (a native restore needs a fresh backend);
     // registering again only attaches what snapshots do not hold.
@@ -406,17 +645,6 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     }
     source.seek(start.unwrap_or(0));
 
-    let run_id = new_job_id();
-    let store = if args.guarantee == Guarantee::AtMostOnce {
-        None
-    } else {
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&args.checkpoint_dir));
-        let store = CheckpointStore::open(storage, &run_id, args.retained_checkpoints)?;
-        if let Some(reader) = &restored_reader {
-            store.restored(reader, args.restore_mode)?;
-        }
-        Some(store)
-    };
     let next_checkpoint = restored_id + 1;
     let sinks = (0..p)
         .map(|i| FileSink::new(&args.output, i, &run_id[..6], args.guarantee, next_checkpoint))
@@ -433,8 +661,13 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
         next_checkpoint,
         checkpoints: 0,
         buf: Vec::new(),
+        in_flight: VecDeque::new(),
+        max_concurrent: settings.max_concurrent,
+        changelog,
     };
-    job.run_loop()
+    let code = job.run_loop()?;
+    job.shutdown();
+    Ok(code)
 }
 
 fn auto_commit_path(base: &Path, input: &str) -> PathBuf {
@@ -542,7 +775,12 @@ impl Job {
             if !at_most_once && records % every == 0 {
                 self.checkpoint(false)?;
             }
+            if records % 64 == 0 {
+                self.maintain()?;
+            }
         }
+        // Every checkpoint still running completes before the last snapshot.
+        self.drain()?;
         let finished = !stop.load(Ordering::SeqCst);
         let mut savepoint = None;
         if at_most_once {
@@ -565,6 +803,13 @@ impl Job {
             self.args.checkpoint_dir.join(&self.run_id).display(),
             self.args.output.display()
         );
+        if let Some(cl) = &self.changelog {
+            let st = cl.storage.stats();
+            eprintln!(
+                "changelog: {} change sets uploaded in {} files ({} bytes), {} failed attempts, {} unreferenced files deleted",
+                st.change_sets, st.files, st.bytes, st.failed_attempts, st.deleted_files
+            );
+        }
         if let Some(path) = savepoint {
             eprintln!("savepoint:");
             println!("{}", path.display());
@@ -591,70 +836,66 @@ impl Job {
         Ok(())
     }
 
-    /// The synchronous part and the writing of one snapshot into `writer`.
-    fn write_snapshot(&mut self, writer: &SnapshotWriter, source_finished: bool) -> Result<()> {
+    /// Lets changelog backends start a due materialization and apply finished ones; completes
+    /// checkpoints whose asynchronous part is done.
+    fn maintain(&mut self) -> Result<()> {
+        for c in self.counters.iter_mut() {
+            if let Keyed::Changelog(b) = &mut c.backend {
+                b.poll()?;
+            }
+        }
+        while self.in_flight.front().is_some_and(|f| f.task.is_finished()) {
+            self.complete_oldest()?;
+        }
+        Ok(())
+    }
+
+    /// The synchronous part of snapshot `writer` (sinks pre-commit, backends cut, operator
+    /// state copied); what it returns writes the rest, on any thread.
+    fn sync_part(&mut self, writer: &SnapshotWriter, source_finished: bool) -> Result<AsyncPart> {
         let id = writer.checkpoint_id();
         let (p, max_p) = (self.args.parallelism, self.args.max_parallelism);
         writer.register_operator(SOURCE_UID, 1, max_p)?;
         writer.register_operator(COUNTER_UID, p, max_p)?;
         writer.register_operator(SINK_UID, p, max_p)?;
-        // Synchronous part: pre-commit sinks, freeze backends, copy operator state.
-        let mut sink_states = Vec::with_capacity(self.sinks.len());
+        let mut sinks = Vec::with_capacity(self.sinks.len());
         for s in self.sinks.iter_mut() {
             let mut st = OperatorStateStore::new();
             let h = st.register(pending_commits_descriptor())?;
             st.list_update(h, s.pre_commit(id)?.iter().map(|n| n.to_bytes()).collect())?;
-            sink_states.push(st.snapshot());
+            sinks.push(st.snapshot());
         }
-        let native = match writer.kind() {
-            statekit_format::SnapshotKind::Checkpoint => self.args.checkpoint_type == CheckpointType::Incremental,
-            statekit_format::SnapshotKind::Savepoint => self.args.savepoint_format == SavepointFormat::Native,
+        let checkpoint = writer.kind() == statekit_format::SnapshotKind::Checkpoint;
+        let native = if checkpoint {
+            self.args.checkpoint_type == CheckpointType::Incremental
+        } else {
+            self.args.savepoint_format == SavepointFormat::Native
         };
-        let views = self
+        let cuts = self
             .counters
             .iter_mut()
             .map(|c| -> Result<Cut> {
-                #[cfg(feature = "rocksdb")]
-                if let (true, Keyed::RocksDb(b)) = (native, &mut c.backend) {
-                    let cut = b.native_snapshot(id)?;
-                    return Ok(Cut::Native(cut, b.descriptors()));
-                }
-                if native {
-                    bail!("native snapshots need the RocksDB backend");
+                match &mut c.backend {
+                    Keyed::Changelog(b) if checkpoint => {
+                        let states = b.descriptors();
+                        return Ok(Cut::Changelog(b.checkpoint(id)?, states));
+                    }
+                    #[cfg(feature = "rocksdb")]
+                    Keyed::RocksDb(b) if native => {
+                        let cut = b.native_snapshot(id)?;
+                        return Ok(Cut::Native(cut, b.descriptors()));
+                    }
+                    _ if native => bail!("native snapshots need the RocksDB backend without the changelog"),
+                    _ => {}
                 }
                 Ok(Cut::View(c.backend.as_dyn().snapshot(id)?))
             })
             .collect::<Result<Vec<_>>>()?;
-        let source_snapshot: OperatorStateSnapshot = self.source_state.snapshot();
-        // Asynchronous part: write files on background threads.
-        std::thread::scope(|scope| -> Result<()> {
-            let handles: Vec<_> = views
-                .iter()
-                .zip(&sink_states)
-                .enumerate()
-                .map(|(i, (v, sink))| {
-                    scope.spawn(move || -> Result<()> {
-                        let i = i as u32;
-                        match v {
-                            Cut::View(v) => {
-                                writer.write_subtask(COUNTER_UID, i, Some(v.as_ref()), None, false)?;
-                            }
-                            #[cfg(feature = "rocksdb")]
-                            Cut::Native(cut, states) => {
-                                let handle = cut.upload(&writer.native_target(COUNTER_UID, i)?)?;
-                                writer.add_native_subtask(COUNTER_UID, i, handle, states.clone(), None, false)?;
-                            }
-                        }
-                        writer.write_subtask(SINK_UID, i, None, Some(sink), false)?;
-                        Ok(())
-                    })
-                })
-                .collect();
-            writer.write_subtask(SOURCE_UID, 0, None, Some(&source_snapshot), source_finished)?;
-            for h in handles {
-                h.join().map_err(|_| anyhow::anyhow!("snapshot thread panicked"))??;
-            }
-            Ok(())
+        Ok(AsyncPart {
+            cuts,
+            sinks,
+            source: self.source_state.snapshot(),
+            source_finished,
         })
     }
 
@@ -672,22 +913,81 @@ impl Job {
         Ok(())
     }
 
+    /// Takes checkpoint N: its synchronous part now, its asynchronous part on a thread of its
+    /// own while processing goes on; up to `max_concurrent` may run at once (the oldest is
+    /// waited for beyond that). A final checkpoint (`source_finished`) completes before this
+    /// returns.
     fn checkpoint(&mut self, source_finished: bool) -> Result<()> {
+        while self.in_flight.len() >= self.max_concurrent {
+            self.complete_oldest()?;
+        }
         let id = self.next_checkpoint;
         self.next_checkpoint += 1;
         let store = self.store.clone().context("checkpoints are off")?;
         let writer = store.begin(id)?;
-        if let Err(e) = self.write_snapshot(&writer, source_finished) {
-            // Nothing of a failed checkpoint stays: its directory and new shared files go.
-            store.abort(writer)?;
-            for c in self.counters.iter_mut() {
-                c.backend.as_dyn().notify_checkpoint_aborted(id)?;
+        let part = match self.sync_part(&writer, source_finished) {
+            Ok(p) => p,
+            Err(e) => {
+                self.abort(&store, writer, id)?;
+                return Err(e.context(format!("checkpoint {id} failed")));
             }
-            return Err(e.context(format!("checkpoint {id} failed")));
+        };
+        let task = std::thread::Builder::new()
+            .name(format!("checkpoint-{id}"))
+            .spawn(move || {
+                let r = part.write(&writer);
+                (writer, r)
+            })
+            .context("cannot start a checkpoint thread")?;
+        self.in_flight.push_back(InFlight { id, task });
+        if source_finished {
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest running checkpoint and completes it (or aborts it and fails).
+    fn complete_oldest(&mut self) -> Result<()> {
+        let Some(f) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let store = self.store.clone().context("checkpoints are off")?;
+        let (writer, result) = f
+            .task
+            .join()
+            .map_err(|_| anyhow::anyhow!("checkpoint {}: its thread panicked", f.id))?;
+        if let Err(e) = result {
+            // Nothing of a failed checkpoint stays: its directory and new shared files go.
+            self.abort(&store, writer, f.id)?;
+            return Err(e.context(format!("checkpoint {} failed", f.id)));
         }
         let (done, subsumed) = store.complete(writer)?;
         self.checkpoints += 1;
         self.notify_complete(done.id, &subsumed)
+    }
+
+    /// Completes every running checkpoint.
+    fn drain(&mut self) -> Result<()> {
+        while !self.in_flight.is_empty() {
+            self.complete_oldest()?;
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self, store: &CheckpointStore, writer: SnapshotWriter, id: u64) -> Result<()> {
+        store.abort(writer)?;
+        for c in self.counters.iter_mut() {
+            c.backend.as_dyn().notify_checkpoint_aborted(id)?;
+        }
+        Ok(())
+    }
+
+    /// Releases the backends (a changelog backend waits for a running materialization and
+    /// deletes what no completed checkpoint references).
+    fn shutdown(&mut self) {
+        for c in self.counters.iter_mut() {
+            c.backend.as_dyn().dispose();
+        }
     }
 
     fn savepoint(&mut self, source_finished: bool) -> Result<PathBuf> {
@@ -698,9 +998,63 @@ impl Job {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&self.args.savepoint_dir));
         let writer = SnapshotWriter::new_savepoint(storage, "", &self.run_id, id)?;
         let dir = writer.dir().to_string();
-        self.write_snapshot(&writer, source_finished)?;
+        self.sync_part(&writer, source_finished)?.write(&writer)?;
         writer.finish()?;
         self.notify_complete(id, &[])?;
         Ok(self.args.savepoint_dir.join(dir))
+    }
+}
+
+/// The asynchronous part of a snapshot: writes the cuts and operator state into the writer.
+struct AsyncPart {
+    cuts: Vec<Cut>,
+    sinks: Vec<OperatorStateSnapshot>,
+    source: OperatorStateSnapshot,
+    source_finished: bool,
+}
+
+impl AsyncPart {
+    /// Writes every subtask (one thread each) and the source.
+    fn write(self, writer: &SnapshotWriter) -> Result<()> {
+        let AsyncPart {
+            cuts,
+            sinks,
+            source,
+            source_finished,
+        } = self;
+        std::thread::scope(|scope| -> Result<()> {
+            let handles: Vec<_> = cuts
+                .into_iter()
+                .zip(sinks)
+                .enumerate()
+                .map(|(i, (cut, sink))| {
+                    scope.spawn(move || -> Result<()> {
+                        let i = i as u32;
+                        match cut {
+                            Cut::View(v) => {
+                                writer.write_subtask(COUNTER_UID, i, Some(v.as_ref()), None, false)?;
+                            }
+                            #[cfg(feature = "rocksdb")]
+                            Cut::Native(cut, states) => {
+                                let handle = cut.upload(&writer.native_target(COUNTER_UID, i)?)?;
+                                writer.add_native_subtask(COUNTER_UID, i, handle, states, None, false)?;
+                            }
+                            Cut::Changelog(cut, states) => {
+                                // The tail is mostly uploaded already: this waits for the rest.
+                                let handle = cut.finish()?;
+                                writer.add_changelog_subtask(COUNTER_UID, i, handle, states, None, false)?;
+                            }
+                        }
+                        writer.write_subtask(SINK_UID, i, None, Some(&sink), false)?;
+                        Ok(())
+                    })
+                })
+                .collect();
+            writer.write_subtask(SOURCE_UID, 0, None, Some(&source), source_finished)?;
+            for h in handles {
+                h.join().map_err(|_| anyhow::anyhow!("snapshot thread panicked"))??;
+            }
+            Ok(())
+        })
     }
 }
