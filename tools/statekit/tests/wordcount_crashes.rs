@@ -57,16 +57,19 @@ fn run_with_kills(dir: &Path, guarantee: &str, kills: usize, seed: u64) -> usize
 /// [`run_with_kills`] on a chosen backend; each restart picks the backend at random when
 /// `backend` is `"mixed"` (restores switch backends through the canonical checkpoints).
 fn run_with_kills_on(dir: &Path, guarantee: &str, backend: &str, kills: usize, seed: u64) -> usize {
-    run_with_kills_opts(dir, guarantee, backend, "full", kills, seed)
+    run_with_kills_opts(dir, guarantee, backend, "full", "off", kills, seed)
 }
 
-/// [`run_with_kills_on`] with a checkpoint type (`full` or `incremental`); incremental runs
-/// restore in a random restore mode each time (claim, no-claim, legacy).
+/// [`run_with_kills_on`] with a checkpoint type (`full` or `incremental`) and the changelog
+/// (`off`, `on`, or `mixed`: on or off at random in each round); incremental and changelog
+/// runs restore in a random restore mode each time (claim, no-claim, legacy). Changelog
+/// runs materialize every 100 ms and let two checkpoints run at once.
 fn run_with_kills_opts(
     dir: &Path,
     guarantee: &str,
     backend: &str,
     checkpoint_type: &str,
+    changelog: &str,
     kills: usize,
     seed: u64,
 ) -> usize {
@@ -78,9 +81,25 @@ fn run_with_kills_opts(
             "mixed" => ["hashmap", "rocksdb"][rng.gen_range(0..2)],
             other => other,
         };
-        let mode = match checkpoint_type {
-            "incremental" => ["claim", "no-claim", "legacy"][rng.gen_range(0..3)],
+        let mode = match (checkpoint_type, changelog) {
+            ("incremental", _) | (_, "on" | "mixed") => ["claim", "no-claim", "legacy"][rng.gen_range(0..3)],
             _ => "no-claim",
+        };
+        let changelog_on = match changelog {
+            "on" => true,
+            "mixed" => rng.gen_bool(0.5),
+            _ => false,
+        };
+        let changelog_args: &[&str] = if changelog_on {
+            &[
+                "--changelog",
+                "-D",
+                "state.changelog.periodic-materialize.interval=100ms",
+                "-D",
+                "execution.checkpointing.max-concurrent-checkpoints=2",
+            ]
+        } else {
+            &[]
         };
         let mut child = Command::new(bin())
             .current_dir(dir)
@@ -108,6 +127,7 @@ fn run_with_kills_opts(
                 "--restore-mode",
                 mode,
             ])
+            .args(changelog_args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -274,7 +294,7 @@ fn exactly_once_survives_sigkill_with_incremental_checkpoints_in_every_restore_m
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
     let expected = make_input(&d.join("input.txt"));
-    let hit = run_with_kills_opts(d, "exactly-once", "rocksdb", "incremental", 5, 21);
+    let hit = run_with_kills_opts(d, "exactly-once", "rocksdb", "incremental", "off", 5, 21);
     assert!(hit >= 2, "only {hit} kills hit a running job");
     assert_exactly_once(&expected, &d.join("out"));
     // Every complete checkpoint left (native, incremental) verifies in full, entries decoded.
@@ -369,4 +389,71 @@ fn exactly_once_survives_sigkill_with_incremental_checkpoints_in_every_restore_m
     eprintln!(
         "exactly-once with incremental RocksDB checkpoints: {hit} SIGKILLs, every count committed exactly once; gc collected {orphans} orphaned files"
     );
+}
+
+/// The changelog on both backends: killed mid-upload and mid-materialization (it
+/// materializes every 100 ms and uploads continuously), restored in every restore mode at
+/// random parallelisms, with two checkpoints running at once — every count is committed
+/// exactly once, and every checkpoint left verifies.
+#[test]
+fn exactly_once_survives_sigkill_with_the_changelog() {
+    let mut backends = vec![("hashmap", 31)];
+    if cfg!(feature = "rocksdb") {
+        backends.push(("rocksdb", 32));
+    }
+    for (backend, seed) in backends {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
+        let expected = make_input(&d.join("input.txt"));
+        let hit = run_with_kills_opts(d, "exactly-once", backend, "full", "on", 5, seed);
+        assert!(hit >= 2, "{backend}: only {hit} kills hit a running job");
+        assert_exactly_once(&expected, &d.join("out"));
+        verify_every_checkpoint(d);
+        eprintln!("exactly-once with the changelog on {backend}: {hit} SIGKILLs, every count committed exactly once");
+    }
+}
+
+/// The changelog switched on and off (and the backend changed) at random across restores:
+/// the state carries over each time.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn exactly_once_survives_sigkill_switching_the_changelog_and_the_backend() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let expected = make_input(&d.join("input.txt"));
+    let hit = run_with_kills_opts(d, "exactly-once", "mixed", "full", "mixed", 6, 33);
+    assert!(hit >= 2, "only {hit} kills hit a running job");
+    assert_exactly_once(&expected, &d.join("out"));
+    verify_every_checkpoint(d);
+}
+
+/// `statekit verify` passes on every complete checkpoint under `<d>/ck`.
+fn verify_every_checkpoint(d: &Path) {
+    let out = Command::new(bin())
+        .current_dir(d)
+        .args(["ls", "ck", "--json"])
+        .output()
+        .expect("ls");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let mut n = 0;
+    for e in listing.as_array().expect("array") {
+        if e["complete"] != serde_json::Value::Bool(true) {
+            continue;
+        }
+        let path = e["path"].as_str().expect("path");
+        let out = Command::new(bin())
+            .current_dir(d)
+            .args(["verify", path])
+            .output()
+            .expect("verify");
+        assert!(
+            out.status.success(),
+            "verify {path}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        n += 1;
+    }
+    assert!(n > 0, "no complete checkpoint left");
 }
