@@ -959,6 +959,26 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
         sources: &[&[u8]],
     ) -> Result<(), StateError> {
         let time = self.pin(state);
+        if matches!(
+            self.kind(state),
+            Some(KeyedStateKind::Reducing | KeyedStateKind::Aggregating)
+        ) {
+            // Reducing / aggregating: a merge without any source value changes nothing (the
+            // target keeps its value and TTL stamp), so nothing is logged. Reading a source
+            // first is harmless: one that holds a value is removed by the merge.
+            let mut probe = std::mem::take(&mut self.buf);
+            let mut any = false;
+            for s in sources.iter().filter(|s| **s != target) {
+                if self.delegate.get(state, key, s, &mut probe)? {
+                    any = true;
+                    break;
+                }
+            }
+            self.buf = probe;
+            if !any {
+                return Ok(());
+            }
+        }
         self.delegate.merge_namespaces(state, key, target, sources)?;
         if self.kind(state) == Some(KeyedStateKind::List) {
             self.log_change(state, key, target, time, Op::MergeList(sources.to_vec()));
