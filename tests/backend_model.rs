@@ -615,8 +615,8 @@ impl Cluster {
             let env = self.cl.as_ref().map(|c| c.env.clone());
             // Changelog off: replay into a plain backend on a replay clock, which follows
             // the real clock once the replay is done.
-            let replay_clock = (changelog_reader.is_some() && !kind.is_changelog())
-                .then(|| ReplayClock::new(self.clock.clone()));
+            let replay_clock =
+                (changelog_reader.is_some() && !kind.is_changelog()).then(|| ReplayClock::new(self.clock.clone()));
             let mut b = match &replay_clock {
                 Some(rc) => AnyBackend::new(kind, cfg.with_clock(rc.clone())),
                 None => AnyBackend::with_changelog(kind, cfg, env.as_ref(), i),

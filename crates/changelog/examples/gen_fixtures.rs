@@ -43,8 +43,9 @@ fn main() {
     fixture::write_checkpoint(root);
     // Damaged copies: a bit flipped inside the payload of the first change set subtask 0's
     // tail replays, and that change set's file truncated.
-    let reader = statekit_checkpoint::SnapshotReader::open(ck.join(fixture::JOB).join(format!("chk-{}", fixture::CHECKPOINT)))
-        .expect("reader");
+    let reader =
+        statekit_checkpoint::SnapshotReader::open(ck.join(fixture::JOB).join(format!("chk-{}", fixture::CHECKPOINT)))
+            .expect("reader");
     let op = reader.operator(fixture::UID).expect("operator");
     let seg = op.subtasks[0]
         .changelog
@@ -52,7 +53,10 @@ fn main() {
         .and_then(|h| h.tail.first())
         .expect("a tail segment")
         .clone();
-    for (sub, flip) in [("corrupt-changelog-tail-bitflip", true), ("corrupt-changelog-tail-truncated", false)] {
+    for (sub, flip) in [
+        ("corrupt-changelog-tail-bitflip", true),
+        ("corrupt-changelog-tail-truncated", false),
+    ] {
         let d = dir.join(sub);
         copy_tree(&ck, &d);
         let p = d.join(fixture::JOB).join(&seg.file.path);

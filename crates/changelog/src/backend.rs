@@ -13,8 +13,8 @@ use statekit_core::{
     StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{
-    ChangelogKeyedHandle, FileRef, FileScope, KeyedFileReader, LogSegmentRef, MaterializedPart, ResolvedChangelogHandle,
-    ResolvedFile,
+    ChangelogKeyedHandle, FileRef, FileScope, KeyedFileReader, LogSegmentRef, MaterializedPart,
+    ResolvedChangelogHandle, ResolvedFile,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};

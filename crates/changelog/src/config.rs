@@ -162,7 +162,10 @@ const OPTIONS: &[Opt] = &[
     },
     Opt {
         key: "state.changelog.max-failures-allowed",
-        old: &["state.backend.changelog.max-failures-allowed", "state.backend.changelog.max.failures.allowed"],
+        old: &[
+            "state.backend.changelog.max-failures-allowed",
+            "state.backend.changelog.max.failures.allowed",
+        ],
         apply: |b, v| {
             b.cfg.materialization.max_failures = parse_u32(v)?;
             Ok(())
@@ -408,7 +411,9 @@ impl ChangelogConfig {
 
 /// The known key closest to `key` (edit distance at most a third of its length).
 fn suggest(key: &str) -> Option<&'static str> {
-    let all = OPTIONS.iter().flat_map(|o| std::iter::once(o.key).chain(o.old.iter().copied()));
+    let all = OPTIONS
+        .iter()
+        .flat_map(|o| std::iter::once(o.key).chain(o.old.iter().copied()));
     let (best, d) = all.map(|k| (k, edit_distance(key, k))).min_by_key(|&(_, d)| d)?;
     let best = OPTIONS
         .iter()
@@ -464,7 +469,9 @@ fn split_number(v: &str) -> Result<(u64, String), String> {
     if end == 0 {
         return Err("expected a number, optionally followed by a unit".into());
     }
-    let n = v[..end].parse::<u64>().map_err(|_| "the number is too large".to_string())?;
+    let n = v[..end]
+        .parse::<u64>()
+        .map_err(|_| "the number is too large".to_string())?;
     Ok((n, v[end..].trim().to_ascii_lowercase()))
 }
 
@@ -499,7 +506,8 @@ pub fn parse_size(v: &str) -> Result<u64, String> {
         "t" | "tb" | "tebibytes" => 40,
         u => return Err(format!("`{u}` is not a size unit (b, kb, mb, gb, tb)")),
     };
-    n.checked_mul(1u64 << shift).ok_or_else(|| "the size is too large".to_string())
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| "the size is too large".to_string())
 }
 
 #[cfg(test)]
@@ -556,7 +564,10 @@ mod tests {
     #[test]
     fn clear_errors_name_the_key() {
         let e = cfg(&[("state.changelog.enabled", "yes")]).expect_err("bad bool");
-        assert_eq!(e.to_string(), "-D: state.changelog.enabled: `yes`: expected `true` or `false`");
+        assert_eq!(
+            e.to_string(),
+            "-D: state.changelog.enabled: `yes`: expected `true` or `false`"
+        );
         let e = cfg(&[("dstl.dfs.upload.timeout", "5 parsecs")]).expect_err("bad unit");
         assert!(e.to_string().contains("`parsecs` is not a time unit"), "{e}");
         let e = cfg(&[("state.changelog.periodic-materialize.interval", "-1")]).expect_err("negative");
@@ -575,7 +586,8 @@ mod tests {
         assert!(e.to_string().contains("did you mean `state.changelog.enabled`"), "{e}");
         let e = cfg(&[("dstl.dfs.upload.max-inflight", "1mb")]).expect_err("typo");
         assert!(
-            e.to_string().contains("did you mean `state.changelog.dstl.dfs.upload.max-in-flight`"),
+            e.to_string()
+                .contains("did you mean `state.changelog.dstl.dfs.upload.max-in-flight`"),
             "{e}"
         );
         // Keys outside the namespaces are not this module's business.
@@ -584,12 +596,27 @@ mod tests {
 
     #[test]
     fn contradictions_between_spellings_and_settings() {
-        let e = cfg(&[("state.backend.changelog.enabled", "true"), ("state.changelog.enabled", "false")])
-            .expect_err("contradiction");
-        assert!(e.to_string().contains("contradicts `state.backend.changelog.enabled: true`"), "{e}");
-        cfg(&[("state.backend.changelog.enabled", "true"), ("state.changelog.enabled", "true")]).expect("agree");
+        let e = cfg(&[
+            ("state.backend.changelog.enabled", "true"),
+            ("state.changelog.enabled", "false"),
+        ])
+        .expect_err("contradiction");
+        assert!(
+            e.to_string()
+                .contains("contradicts `state.backend.changelog.enabled: true`"),
+            "{e}"
+        );
+        cfg(&[
+            ("state.backend.changelog.enabled", "true"),
+            ("state.changelog.enabled", "true"),
+        ])
+        .expect("agree");
         // The same spelling twice: the later one wins.
-        let c = cfg(&[("state.changelog.enabled", "true"), ("state.changelog.enabled", "false")]).expect("later wins");
+        let c = cfg(&[
+            ("state.changelog.enabled", "true"),
+            ("state.changelog.enabled", "false"),
+        ])
+        .expect("later wins");
         assert!(!c.enabled);
         let e = cfg(&[
             ("dstl.dfs.batch.persist-size-threshold", "200mb"),

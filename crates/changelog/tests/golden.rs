@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 fn fixture_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/v1")
+        .join(name)
 }
 
 fn checkpoint_dir(name: &str) -> PathBuf {
@@ -63,7 +65,8 @@ fn the_log_file_decodes_to_its_records() {
                         match c.op {
                             Op::Put(v) => format!("put {}", v.len()),
                             Op::AddElement(v) => format!("add {}", v.len()),
-                            Op::MapPut { user_key, value } => format!("map_put {} {}", String::from_utf8_lossy(user_key), value.len()),
+                            Op::MapPut { user_key, value } =>
+                                format!("map_put {} {}", String::from_utf8_lossy(user_key), value.len()),
                             Op::MapRemove(u) => format!("map_remove {}", String::from_utf8_lossy(u)),
                             Op::Clear => "clear".into(),
                             Op::SetList(l) => format!("set_list {}", l.len()),
@@ -120,9 +123,16 @@ fn restore_all(dir: &Path, p: u32, changelog: bool) -> Result<Vec<OwnedEntry>, S
                 interval: None,
                 ..MaterializationPolicy::default()
             };
-            let mut b = ChangelogBackend::new(cfg, &storage, Materializer::new(job.clone(), policy, 0), HashMapBackend::new)
-                .expect("backend");
-            let hs = reader.changelog_handles(UID, b.key_group_range()).map_err(|e| e.to_string())?;
+            let mut b = ChangelogBackend::new(
+                cfg,
+                &storage,
+                Materializer::new(job.clone(), policy, 0),
+                HashMapBackend::new,
+            )
+            .expect("backend");
+            let hs = reader
+                .changelog_handles(UID, b.key_group_range())
+                .map_err(|e| e.to_string())?;
             b.restore_changelog(&hs, false).map_err(|e| e.to_string())?;
             Box::new(b)
         } else {
@@ -153,7 +163,10 @@ fn the_checkpoint_verifies_and_restores_its_content_at_any_parallelism() {
     let dir = checkpoint_dir("changelog-checkpoint");
     let reader = SnapshotReader::open(&dir).expect("open");
     let m = reader.metadata();
-    assert_eq!((m.kind, m.format), (SnapshotKind::Checkpoint, SnapshotFormat::Changelog));
+    assert_eq!(
+        (m.kind, m.format),
+        (SnapshotKind::Checkpoint, SnapshotFormat::Changelog)
+    );
     let op = reader.operator(UID).expect("operator");
     assert_eq!((op.parallelism, op.max_parallelism), (fixture::P, MAX_P));
     for s in &op.subtasks {
@@ -191,7 +204,13 @@ fn damaged_tails_are_reported_and_never_restore_partially() {
         let dir = checkpoint_dir(name);
         let reader = SnapshotReader::open(&dir).expect("the _metadata is intact");
         // The sizes in `_metadata` catch the truncation; the bit flip needs the log decoded.
-        let mut problems: Vec<String> = reader.verify().expect("verify").problems.iter().map(|p| p.to_string()).collect();
+        let mut problems: Vec<String> = reader
+            .verify()
+            .expect("verify")
+            .problems
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
         for h in reader
             .changelog_handles(UID, statekit_core::KeyGroupRange::all(MAX_P))
             .expect("handles")

@@ -28,19 +28,19 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use sink::FileSink;
 use source::WordSource;
+use statekit_changelog::{
+    restore_into, ChangelogBackend, ChangelogConfig, ChangelogCut, ChangelogStorage, Materializer, ReplayClock,
+    StorageKind,
+};
 use statekit_checkpoint::{new_job_id, CheckpointStore, RestoreMode, SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{LocalStorage, Storage};
+use statekit_core::StateError;
 use statekit_core::{
     decode_value, key_group_for_key, keygroup, BackendConfig, Codec, KeyedStateBackend, OperatorStateDescriptor,
     OperatorStateHandle, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, StateDescriptor, StateFunctions,
     StateHandle, TypeSchema, Value,
 };
 use statekit_hashmap::HashMapBackend;
-use statekit_changelog::{
-    restore_into, ChangelogBackend, ChangelogConfig, ChangelogCut, ChangelogStorage, Materializer, ReplayClock,
-    StorageKind,
-};
-use statekit_core::StateError;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -168,7 +168,11 @@ impl Settings {
             if e.key == MAX_CONCURRENT_KEY {
                 max_concurrent = match e.value.trim().parse::<usize>() {
                     Ok(n) if n >= 1 => n,
-                    _ => bail!("{}: {MAX_CONCURRENT_KEY}: `{}`: expected a whole number ≥ 1", e.origin, e.value),
+                    _ => bail!(
+                        "{}: {MAX_CONCURRENT_KEY}: `{}`: expected a whole number ≥ 1",
+                        e.origin,
+                        e.value
+                    ),
                 };
             } else if !ChangelogConfig::owns_key(&e.key) && !ignored.contains(&e.key) {
                 ignored.push(e.key.clone());
