@@ -478,7 +478,7 @@ impl LogFileReader {
         let index_len = u64::from(le_u32(b, t + 8));
         let index_crc = le_u32(b, t + 12);
         let count = le_u32(b, t + 16);
-        if index_offset < HEADER_LEN as u64 || index_offset + index_len != t as u64 {
+        if index_offset < HEADER_LEN as u64 || index_offset.checked_add(index_len) != Some(t as u64) {
             return Err(corrupt(
                 t as u64,
                 "trailer.index_offset",
@@ -714,12 +714,12 @@ fn decode_index(idx: &[u8], base: u64, file: &str, count: u32) -> Result<Vec<Ind
         for _ in 0..k {
             let d = v(&mut pos, &f("key_groups"))?;
             let kg = match prev {
-                None => d,
-                Some(p) => p + 1 + d,
+                None => Some(d),
+                Some(p) => (p + 1).checked_add(d),
             };
-            if kg >= u64::from(META_KEY_GROUP) {
+            let Some(kg) = kg.filter(|&k| k < u64::from(META_KEY_GROUP)) else {
                 return Err(err(pos, &f("key_groups"), "key group out of range"));
-            }
+            };
             key_groups.push(kg as u32);
             prev = Some(kg);
         }
@@ -846,5 +846,55 @@ impl ChangeSetData {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use statekit_core::storage::MemoryStorage;
+
+    /// A file of `header ‖ index ‖ trailer` with this index (CRCs right), and the trailer's
+    /// index offset replaced by `index_offset` when given.
+    fn crafted(index: &[u8], count: u32, index_offset: Option<u64>) -> Vec<u8> {
+        let storage = MemoryStorage::new();
+        let w = LogFileWriter::create(&storage, "f.skcl", [7; 16], 1, LogCompression::None).expect("create");
+        w.finish().expect("finish");
+        let mut b = storage.open("f.skcl").expect("open").bytes()[..HEADER_LEN].to_vec();
+        b.extend_from_slice(index);
+        b.extend_from_slice(&index_offset.unwrap_or(HEADER_LEN as u64).to_le_bytes());
+        b.extend_from_slice(&(index.len() as u32).to_le_bytes());
+        b.extend_from_slice(&crc32fast::hash(index).to_le_bytes());
+        b.extend_from_slice(&count.to_le_bytes());
+        b.extend_from_slice(&TRAILER_MAGIC);
+        b
+    }
+
+    fn open(b: Vec<u8>) -> Result<LogFileReader> {
+        LogFileReader::from_blob(Arc::new(b), "f.skcl", None)
+    }
+
+    #[test]
+    fn crafted_indexes_are_errors_not_panics() {
+        // A key-group delta that overflows.
+        let mut idx = Vec::new();
+        put_varint(&mut idx, 1);
+        idx.extend_from_slice(&[1; 16]);
+        for v in [0, 40, 48, 1] {
+            put_varint(&mut idx, v);
+        }
+        idx.push(0);
+        put_varint(&mut idx, 2);
+        put_varint(&mut idx, 5);
+        put_varint(&mut idx, u64::MAX);
+        let e = open(crafted(&idx, 1, None)).expect_err("overflowing key group");
+        assert!(e.to_string().contains("index[0].key_groups"), "{e}");
+        // An index offset whose end overflows.
+        let mut idx = Vec::new();
+        put_varint(&mut idx, 0);
+        let e = open(crafted(&idx, 0, Some(u64::MAX - 1))).expect_err("overflowing index offset");
+        assert!(e.to_string().contains("trailer.index_offset"), "{e}");
+        // The same file, sound.
+        open(crafted(&idx, 0, None)).expect("an empty log file");
     }
 }
