@@ -1048,10 +1048,23 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
 
     fn dispose(&mut self) {
         self.materializer.wait_running();
-        // Uploaded change sets no completed checkpoint references are deleted.
+        // A checkpoint cut but neither aborted nor subsumed may have completed without this
+        // subtask hearing of it (the notification is lost in a failover): its log files and
+        // materializations stay, and the checkpoint store owns them. If it did not complete,
+        // they are orphans for `statekit gc`; deleting them could break the checkpoint the
+        // next run restores from.
+        let mut keep = Vec::new();
+        for c in self.checkpoints.values() {
+            let segs = self.writer.segments(c.from, c.to);
+            self.writer
+                .storage()
+                .confirm_files(segs.iter().map(|s| s.path.as_str()));
+            keep.extend(c.materializations.iter().copied());
+        }
+        // Every other uploaded change set is deleted.
         self.writer.truncate(u64::MAX);
         for m in self.own.drain(..) {
-            if !m.confirmed {
+            if !m.confirmed && !keep.contains(&m.id) {
                 self.materializer.delete(&m.path);
             }
         }
