@@ -3,6 +3,8 @@
 use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, StateHandle, TypeSchema};
 use statekit_hashmap::HashMapBackend;
 
+pub mod changelog_crash;
+
 /// `parallelism` hashmap backends of one operator.
 pub fn backends(max_parallelism: u32, parallelism: u32) -> Vec<HashMapBackend> {
     (0..parallelism)
