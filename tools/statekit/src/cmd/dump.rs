@@ -5,7 +5,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, OperatorStateData, StateError};
+use statekit_core::{
+    key_group_for_key, KeyGroupRange, KeyedStateKind, OperatorStateData, StateError, UPPER_BOUND_MAX_PARALLELISM,
+};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,36 +15,73 @@ use std::process::ExitCode;
 /// Arguments of `statekit dump`.
 #[derive(Args, Debug)]
 pub struct DumpArgs {
-    /// A snapshot directory or its `_metadata` file.
+    /// A snapshot directory or its `_metadata` file; with --changes also a log file
+    /// (`*.skcl`).
     pub path: PathBuf,
-    /// Operator uid.
-    #[arg(long)]
-    pub uid: String,
-    /// State name (keyed or operator state).
-    #[arg(long)]
-    pub state: String,
+    /// Operator uid (with --changes: only this operator's changes).
+    #[arg(long, required_unless_present = "changes")]
+    pub uid: Option<String>,
+    /// State name (keyed or operator state; with --changes: only this state's records).
+    #[arg(long, required_unless_present = "changes")]
+    pub state: Option<String>,
     /// Only this key (text for string keys, a number for integer keys, hex for bytes).
     #[arg(long)]
     pub key: Option<String>,
     /// How to read --key.
     #[arg(long, value_enum, default_value_t = KeyFormat::Auto)]
     pub key_format: KeyFormat,
-    /// Only this key group.
-    #[arg(long)]
-    pub key_group: Option<u32>,
-    /// At most this many entries.
+    /// Only these key groups: `N`, `A..B` (B excluded) or `A..=B`.
+    #[arg(long, value_parser = parse_key_groups)]
+    pub key_group: Option<KeyGroupRange>,
+    /// At most this many entries (records with --changes).
     #[arg(long)]
     pub limit: Option<u64>,
+    /// List the change records of a changelog checkpoint's tails in replay order (subtask,
+    /// file, offset, sequence number, key group, state, operation, decoded key, namespace,
+    /// user key and value), or of one log file, instead of the state.
+    #[arg(long)]
+    pub changes: bool,
     /// Print a JSON array.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `N`, `A..B` (B excluded) or `A..=B`.
+fn parse_key_groups(s: &str) -> std::result::Result<KeyGroupRange, String> {
+    let num = |t: &str| -> std::result::Result<u32, String> {
+        let n: u32 = t
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?}: expected a key group N, A..B or A..=B"))?;
+        if n >= UPPER_BOUND_MAX_PARALLELISM {
+            return Err(format!("{s:?}: key groups are below {UPPER_BOUND_MAX_PARALLELISM}"));
+        }
+        Ok(n)
+    };
+    let r = if let Some((a, b)) = s.split_once("..=") {
+        KeyGroupRange::new(num(a)?, num(b)?)
+    } else if let Some((a, b)) = s.split_once("..") {
+        let (a, b) = (num(a)?, num(b)?);
+        if b == 0 {
+            KeyGroupRange::EMPTY
+        } else {
+            KeyGroupRange::new(a, b - 1)
+        }
+    } else {
+        let n = num(s)?;
+        KeyGroupRange::new(n, n)
+    };
+    if r.is_empty() {
+        return Err(format!("{s:?}: an empty key-group range"));
+    }
+    Ok(r)
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("limit reached")]
 struct LimitReached;
 
-struct Out {
+pub(super) struct Out {
     json: bool,
     printed: u64,
     limit: u64,
@@ -50,12 +89,23 @@ struct Out {
 }
 
 impl Out {
+    fn new(json: bool, limit: Option<u64>) -> Self {
+        Out {
+            json,
+            printed: 0,
+            limit: limit.unwrap_or(u64::MAX),
+            out: std::io::BufWriter::new(std::io::stdout().lock()),
+        }
+    }
+
     fn emit(&mut self, text: String, json: serde_json::Value) -> Result<(), StateError> {
         if self.printed >= self.limit {
             return Err(StateError::Other(Box::new(LimitReached)));
         }
+        // The JSON array opens with its first element, so an error before any output
+        // leaves standard output empty.
         let r = if self.json {
-            let sep = if self.printed == 0 { "" } else { ",\n" };
+            let sep = if self.printed == 0 { "[\n" } else { ",\n" };
             write!(self.out, "{sep}  {json}")
         } else {
             writeln!(self.out, "{text}")
@@ -64,44 +114,91 @@ impl Out {
         self.printed += 1;
         Ok(())
     }
+
+    /// Closes the JSON array, flushes, reports the count on standard error.
+    fn finish(mut self, what: &str) -> Result<ExitCode> {
+        if self.json {
+            if self.printed == 0 {
+                writeln!(self.out, "[]")?;
+            } else {
+                writeln!(self.out, "\n]")?;
+            }
+        }
+        self.out.flush()?;
+        if !self.json {
+            eprintln!("{} {what}", self.printed);
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `statekit dump --changes`.
+fn dump_changes(args: &DumpArgs) -> Result<ExitCode> {
+    let key = match (&args.key, &args.state) {
+        (Some(k), Some(state)) => {
+            let schema = super::changelog::key_schema_for(&args.path, args.uid.as_deref(), state)?;
+            Some(render::parse_key(k, &schema, args.key_format)?)
+        }
+        (Some(_), None) => bail!("--key with --changes needs --state (the key is read by that state's key schema)"),
+        (None, _) => None,
+    };
+    let filter = super::changelog::ChangeFilter {
+        key_groups: args.key_group,
+        state: args.state.clone(),
+        key,
+    };
+    let mut out = Out::new(args.json, args.limit);
+    super::changelog::dump_changes(&args.path, args.uid.as_deref(), &filter, &mut |text, json| {
+        if out.printed >= out.limit {
+            return Ok(false);
+        }
+        out.emit(text, json)?;
+        Ok(out.printed < out.limit)
+    })?;
+    out.finish("change records")
 }
 
 /// `statekit dump`.
 pub fn dump(args: DumpArgs) -> Result<ExitCode> {
-    let reader = SnapshotReader::open(&args.path)?;
-    let op = reader.operator(&args.uid)?.clone();
-    let mut out = Out {
-        json: args.json,
-        printed: 0,
-        limit: args.limit.unwrap_or(u64::MAX),
-        out: std::io::BufWriter::new(std::io::stdout().lock()),
-    };
-    if out.json {
-        writeln!(out.out, "[")?;
+    if args.changes {
+        return dump_changes(&args);
     }
-    let result = if let Some(desc) = op.keyed_states.iter().find(|d| d.name == args.state) {
+    if super::changelog::is_log_file(&args.path) {
+        bail!(
+            "{} is a changelog log file, not a snapshot: list its records with --changes",
+            args.path.display()
+        );
+    }
+    let (Some(uid), Some(state)) = (args.uid.as_deref(), args.state.as_deref()) else {
+        bail!("--uid and --state are required (or --changes)");
+    };
+    let reader = SnapshotReader::open(&args.path)?;
+    let op = reader.operator(uid)?.clone();
+    let mut out = Out::new(args.json, args.limit);
+    let result = if let Some(desc) = op.keyed_states.iter().find(|d| d.name == state) {
         let desc = desc.clone();
         let key = match &args.key {
             Some(k) => Some(render::parse_key(k, &desc.key_schema, args.key_format)?),
             None => None,
         };
         let mut range = KeyGroupRange::all(op.max_parallelism);
-        if let Some(kg) = args.key_group {
-            if kg >= op.max_parallelism {
+        if let Some(kgs) = args.key_group {
+            if kgs.end_exclusive() > op.max_parallelism {
                 bail!(
-                    "key group {kg} does not exist: operator {:?} has {} key groups",
+                    "key group {} does not exist: operator {:?} has {} key groups",
+                    kgs.end_exclusive() - 1,
                     op.uid,
                     op.max_parallelism
                 );
             }
-            range = KeyGroupRange::new(kg, kg);
+            range = kgs;
         }
         if let Some(k) = &key {
             let kg = key_group_for_key(k, op.max_parallelism);
             range = range.intersection(&KeyGroupRange::new(kg, kg));
         }
         let mut result = Ok(());
-        'files: for file in super::views::keyed_views(&reader, &args.uid, range)? {
+        'files: for file in super::views::keyed_views(&reader, uid, range)? {
             let Some(idx) = file.states().iter().position(|d| d.name == desc.name) else {
                 continue;
             };
@@ -158,7 +255,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             }
         }
         result
-    } else if let Some(desc) = op.operator_states.iter().find(|d| d.name == args.state) {
+    } else if let Some(desc) = op.operator_states.iter().find(|d| d.name == state) {
         let desc = desc.clone();
         if args.key.is_some() || args.key_group.is_some() {
             bail!(
@@ -170,7 +267,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
         for i in 0..op.parallelism {
             // Redistribution at the same parallelism keeps list elements where they were;
             // read each subtask's own state.
-            let snap = reader.operator_state(&args.uid, op.parallelism, i)?;
+            let snap = reader.operator_state(uid, op.parallelism, i)?;
             for (d, data) in &snap.states {
                 if d.name != desc.name {
                     continue;
@@ -212,7 +309,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
         bail!(
             "operator {:?} has no state {:?} (keyed states: {keyed:?}; operator states: {opst:?})",
             op.uid,
-            args.state
+            state
         );
     };
     match result {
@@ -220,12 +317,5 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
         Err(e) => return Err(e.into()),
         Ok(()) => {}
     }
-    if out.json {
-        writeln!(out.out, "\n]")?;
-    }
-    out.out.flush()?;
-    if !out.json {
-        eprintln!("{} entries", out.printed);
-    }
-    Ok(ExitCode::SUCCESS)
+    out.finish("entries")
 }

@@ -1,5 +1,6 @@
 //! `ls`, `show`, `verify`.
 
+use super::changelog::{self, Summary};
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
@@ -36,7 +37,8 @@ pub struct ShowArgs {
 }
 
 /// Entries and raw bytes of each keyed state, summed over subtasks (from `_metadata` only).
-/// For native subtasks these are RocksDB's estimates (stored keys, table-file bytes).
+/// For native subtasks these are RocksDB's estimates (stored keys, table-file bytes); for
+/// changelog subtasks what their materializations hold (the tail is not counted).
 fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)> {
     let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for st in &o.subtasks {
@@ -50,6 +52,12 @@ fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)> {
             e.0 += s.estimated_keys;
             e.1 += s.bytes;
         }
+    }
+    let (materialized, _) = changelog::materialized_state_totals(o);
+    for (name, (entries, bytes)) in materialized {
+        let e = m.entry(name).or_default();
+        e.0 += entries;
+        e.1 += bytes;
     }
     m
 }
@@ -73,9 +81,12 @@ pub fn format_label(m: &SnapshotMetadata) -> String {
 }
 
 /// (total bytes of every file the snapshot references, bytes this snapshot wrote itself):
-/// for an incremental checkpoint the second is what it uploaded.
+/// for an incremental checkpoint the second is what it uploaded; for a changelog checkpoint
+/// its own directory's files (materializations and log files are written off the checkpoint
+/// path and shared; each counts once in the total).
 fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
     let (mut total, mut own) = (0, 0);
+    let mut changelog_files: std::collections::BTreeSet<(&str, &str)> = std::collections::BTreeSet::new();
     for s in m.operators.iter().flat_map(|o| &o.subtasks) {
         for f in s.keyed.iter().chain(s.operator.iter()) {
             total += f.size;
@@ -84,6 +95,21 @@ fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
         if let Some(n) = &s.native {
             total += n.total_bytes();
             own += n.uploaded_bytes;
+        }
+        if let Some(c) = &s.changelog {
+            let files = c
+                .materialized
+                .iter()
+                .map(|p| &p.file)
+                .chain(c.tail.iter().map(|t| &t.file));
+            for f in files {
+                if changelog_files.insert((f.scope.as_str(), &f.path)) {
+                    total += f.size;
+                    if f.scope == FileScope::Exclusive {
+                        own += f.size;
+                    }
+                }
+            }
         }
     }
     (total, own)
@@ -115,7 +141,7 @@ pub fn utc_time(ms: i64) -> String {
 /// Arguments of `statekit verify`.
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// A snapshot directory or its `_metadata` file.
+    /// A snapshot directory or its `_metadata` file, or a changelog log file (`*.skcl`).
     pub path: PathBuf,
     /// Print JSON.
     #[arg(long)]
@@ -283,8 +309,18 @@ fn kind_name(k: SnapshotKind) -> &'static str {
     }
 }
 
+fn is_changelog(o: &OperatorMetadata) -> bool {
+    o.subtasks.iter().any(|s| s.changelog.is_some())
+}
+
 /// `statekit show`.
 pub fn show(args: ShowArgs) -> Result<ExitCode> {
+    if changelog::is_log_file(&args.path) {
+        anyhow::bail!(
+            "{} is a changelog log file, not a snapshot: check it with `statekit verify`, list its records with `statekit dump --changes`",
+            args.path.display()
+        );
+    }
     let reader = SnapshotReader::open(&args.path)?;
     let m = reader.metadata();
     if args.json {
@@ -325,17 +361,21 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                                 "key_group": kg, "bytes": b,
                             })).collect::<Vec<_>>(),
                         })),
+                        "changelog": s.changelog.as_ref().map(|h| changelog::subtask_json(s, h)),
                         "key_groups_with_data": s.keyed_stats.as_ref().map(|k| k.key_groups.iter().map(|g| json!({
                             "key_group": g.key_group, "bytes": g.stored_bytes, "entries": g.entries,
                         })).collect::<Vec<_>>()),
                     })).collect::<Vec<_>>(),
+                    "changelog": is_changelog(o).then(|| Summary::of(&o.subtasks).json()),
                 })
             })
             .collect();
+        let all = m.operators.iter().flat_map(|o| &o.subtasks);
         let doc = json!({
             "kind": kind_name(m.kind), "checkpoint_id": m.checkpoint_id, "job_id": m.job_id,
             "timestamp_ms": m.timestamp_ms, "format": format_label(m),
             "restores_into": restores_into(m), "properties": m.properties, "operators": ops,
+            "changelog": m.operators.iter().any(is_changelog).then(|| Summary::of(all).json()),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
@@ -377,7 +417,15 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
         }
         let totals = state_totals(o);
         let native = o.subtasks.iter().any(|s| s.native.is_some());
-        let (entries_word, approx) = if native { ("keys", "~") } else { ("entries", "") };
+        let narrowed = changelog::materialized_state_totals(o).1;
+        let (entries_word, approx) = match (native, narrowed) {
+            (true, _) => ("keys", "~"),
+            (false, true) => ("entries", "~"),
+            (false, false) => ("entries", ""),
+        };
+        if is_changelog(o) {
+            println!("  (state sizes are those of the materializations; the tail's changes are not counted)");
+        }
         for s in &o.keyed_states {
             let uk = s
                 .user_key_schema
@@ -436,12 +484,26 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 }
                 None => (kb, kg_summary),
             };
+            let (kb, kg_summary) = match &s.changelog {
+                Some(h) => (
+                    h.materialized_bytes() + h.tail_bytes(),
+                    format!(
+                        "  changelog: log {}, materialization {}",
+                        statekit_changelog::LogId(h.log),
+                        h.materialization_id
+                    ),
+                ),
+                None => (kb, kg_summary),
+            };
             println!(
                 "  subtask {:>3} key groups {:<12} keyed {kb:>10} B  operator {ob:>8} B{}{kg_summary}",
                 s.index,
                 s.key_groups.to_string(),
                 if s.finished { "  finished" } else { "" }
             );
+            if s.changelog.is_some() {
+                println!("{}", Summary::of([s]).text("      "));
+            }
             if args.key_groups {
                 if let Some(n) = &s.native {
                     let max = n.stats.key_groups.iter().map(|g| g.1).max().unwrap_or(1).max(1);
@@ -449,6 +511,9 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                         let bar = "#".repeat(((b * 40).div_ceil(max)) as usize);
                         println!("      kg {kg:>5} ~{b:>9} B (estimate)  {bar}");
                     }
+                }
+                if let Some(h) = &s.changelog {
+                    changelog_key_groups(s, h);
                 }
                 if let Some(k) = &s.keyed_stats {
                     let max = k.key_groups.iter().map(|g| g.stored_bytes).max().unwrap_or(1).max(1);
@@ -462,8 +527,34 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 }
             }
         }
+        if is_changelog(o) && o.subtasks.len() > 1 {
+            println!("  changelog total (each file and change set once):");
+            println!("{}", Summary::of(&o.subtasks).text("      "));
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `show --key-groups` of a changelog subtask: entries and bytes per key group its
+/// materializations hold (the tail's key groups are in the log files' indexes, not in
+/// `_metadata`).
+fn changelog_key_groups(s: &statekit_format::SubtaskMetadata, h: &statekit_format::ChangelogKeyedHandle) {
+    let mut per: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for part in &h.materialized {
+        let range = part.key_groups.intersection(&s.key_groups);
+        for g in part.stats.iter().flat_map(|st| &st.key_groups) {
+            if range.contains(g.key_group) {
+                let e = per.entry(g.key_group).or_default();
+                e.0 += g.stored_bytes;
+                e.1 += g.entries;
+            }
+        }
+    }
+    let max = per.values().map(|v| v.0).max().unwrap_or(1).max(1);
+    for (kg, (bytes, entries)) in per {
+        let bar = "#".repeat(((bytes * 40).div_ceil(max)) as usize);
+        println!("      kg {kg:>5} {bytes:>10} B {entries:>8} entries (materialized)  {bar}");
+    }
 }
 
 /// Decodes every entry of the native keyed state of `reader` (the format checked sizes and
@@ -494,14 +585,23 @@ fn verify_native_state(reader: &SnapshotReader, problems: &mut Vec<String>) -> R
 
 /// `statekit verify`.
 pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
+    if changelog::is_log_file(&args.path) {
+        return verify_log_file(&args);
+    }
     let reader = SnapshotReader::open(&args.path)?;
     let report = reader.verify()?;
-    let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    let mut problems: Vec<String> = report.problems.iter().map(changelog::problem_text).collect();
     let (files, bytes) = (report.files, report.bytes);
     let entries = report.entries + verify_native_state(&reader, &mut problems)?;
+    let is_changelog = reader.metadata().operators.iter().any(is_changelog);
+    let log = changelog::verify_changelog(&reader, &mut problems)?;
+    // A file several subtasks reference (a shared log file, an inherited materialization) is
+    // reported once.
+    let mut seen = std::collections::HashSet::new();
+    problems.retain(|p| seen.insert(p.clone()));
     let ok = problems.is_empty();
     if args.json {
-        let doc = json!({
+        let mut doc = json!({
             "path": args.path.display().to_string(),
             "ok": ok,
             "format": format_label(reader.metadata()),
@@ -510,20 +610,77 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
             "entries": entries,
             "problems": problems,
         });
+        if is_changelog {
+            doc["changelog"] = log_json(&log);
+        }
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        for p in &problems {
+            println!("problem: {p}");
+        }
+        let log_text = if is_changelog {
+            format!(
+                "; {} log files decoded ({} change sets, {} change records), {} replayed records checked",
+                log.log_files, log.change_sets, log.records, log.replayed
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "{}: {} files, {bytes} bytes, {entries} entries checked{log_text}; {}",
+            args.path.display(),
+            files,
+            verdict(&problems)
+        );
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn verdict(problems: &[String]) -> String {
+    if problems.is_empty() {
+        "OK".to_string()
+    } else {
+        format!("{} problems", problems.len())
+    }
+}
+
+fn log_json(log: &changelog::LogCheck) -> serde_json::Value {
+    json!({
+        "log_files": log.log_files,
+        "log_bytes": log.bytes,
+        "change_sets": log.change_sets,
+        "change_records": log.records,
+        "replayed_records": log.replayed,
+    })
+}
+
+/// `statekit verify <file.skcl>`: one log file, without a checkpoint.
+fn verify_log_file(args: &VerifyArgs) -> Result<ExitCode> {
+    let mut problems = Vec::new();
+    let log = changelog::verify_log_file(&args.path, &mut problems)?;
+    let ok = problems.is_empty();
+    if args.json {
+        let doc = json!({
+            "path": args.path.display().to_string(),
+            "ok": ok,
+            "format": "changelog-log-v1",
+            "files": 1,
+            "bytes": log.bytes,
+            "changelog": log_json(&log),
+            "problems": problems,
+        });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         for p in &problems {
             println!("problem: {p}");
         }
         println!(
-            "{}: {} files, {bytes} bytes, {entries} entries checked; {}",
+            "{}: log file, {} bytes, {} change sets, {} change records checked; {}",
             args.path.display(),
-            files,
-            if ok {
-                "OK".to_string()
-            } else {
-                format!("{} problems", problems.len())
-            }
+            log.bytes,
+            log.change_sets,
+            log.records,
+            verdict(&problems)
         );
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })

@@ -1,6 +1,7 @@
 //! The inspection commands. Each is a thin layer over library calls; none reads a format by
 //! itself.
 
+pub mod changelog;
 pub mod dump;
 pub mod gc;
 pub mod inspect;

@@ -2,12 +2,20 @@
 
 #[cfg(not(feature = "rocksdb"))]
 use anyhow::bail;
-use anyhow::Result;
+use anyhow::{anyhow, Result};
+use statekit_changelog::{restore_into, ReplayClock};
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{KeyGroupRange, KeyedStateView};
+use statekit_core::{
+    BackendConfig, Clock, EntryVisitor, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor, StateError,
+    SystemClock,
+};
+use statekit_hashmap::HashMapBackend;
+use std::sync::Arc;
 
 /// One view per subtask of operator `uid` overlapping `range`: canonical keyed data files,
-/// and native RocksDB files opened read-only (nothing is written to the snapshot).
+/// native RocksDB files opened read-only (nothing is written to the snapshot), and changelog
+/// state restored into a heap backend (materializations plus the tail replayed, as a restore
+/// would see it).
 pub fn keyed_views(reader: &SnapshotReader, uid: &str, range: KeyGroupRange) -> Result<Vec<Box<dyn KeyedStateView>>> {
     let mut views: Vec<Box<dyn KeyedStateView>> = Vec::new();
     for r in reader.keyed_readers(uid, range)? {
@@ -28,7 +36,64 @@ pub fn keyed_views(reader: &SnapshotReader, uid: &str, range: KeyGroupRange) -> 
             native[0].handle.backend
         );
     }
+    for h in reader.changelog_handles(uid, range)? {
+        let r = h.key_groups.intersection(&range);
+        if r.is_empty() {
+            continue;
+        }
+        views.push(Box::new(
+            restore_changelog(&h, r, reader.metadata().timestamp_ms).map_err(|e| {
+                anyhow!(
+                    "operator {uid:?}, subtask {}: restoring its changelog state: {e}",
+                    h.subtask
+                )
+            })?,
+        ));
+    }
     // Subtask order is key-group order: sort so entries stream in key-group order.
     views.sort_by_key(|v| v.key_group_range().start());
     Ok(views)
+}
+
+/// The changelog state of one subtask in `range`, restored into a heap backend on a
+/// [`ReplayClock`]: replayed TTL data keeps its recorded timestamps, and the view is cut at
+/// the checkpoint's time (`at_ms`, or the last replayed record's if later), so what had
+/// expired by then is left out, as a canonical checkpoint taken then would leave it out.
+fn restore_changelog(
+    h: &statekit_format::ResolvedChangelogHandle,
+    range: KeyGroupRange,
+    at_ms: i64,
+) -> Result<RestoredView, StateError> {
+    let clock = ReplayClock::new(Arc::new(SystemClock));
+    let config = BackendConfig {
+        max_parallelism: h.max_parallelism,
+        key_group_range: range,
+        clock: clock.clone(),
+    };
+    let mut backend = HashMapBackend::new(config)?;
+    restore_into(&mut backend, Some(&clock), range, std::slice::from_ref(h))?;
+    clock.pin(clock.now_ms().max(at_ms));
+    let view = backend.snapshot(0)?;
+    Ok(RestoredView { view, range })
+}
+
+/// A restored backend's snapshot.
+struct RestoredView {
+    view: Arc<dyn KeyedStateView>,
+    range: KeyGroupRange,
+}
+
+impl KeyedStateView for RestoredView {
+    fn max_parallelism(&self) -> u32 {
+        self.view.max_parallelism()
+    }
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+    fn states(&self) -> &[StateDescriptor] {
+        self.view.states()
+    }
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+        self.view.visit_key_group(key_group, visitor)
+    }
 }
