@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p statekit-benches --bin report -- [--keys N] [--state-mb MB] [--dir DIR] [--skip-io]
-//!                                                            [--rocksdb | --skip-rocksdb]
+//!                                                            [--rocksdb | --skip-rocksdb] [--skip-changelog]
 //! ```
 //!
 //! `--rocksdb` runs only the RocksDB section (the RocksDB backend beside raw `rocksdb` doing
@@ -14,6 +14,19 @@
 //! by an incremental (native) checkpoint — bytes uploaded and wall time of each beside the
 //! full one, and beside `fs::copy` + fsync of the database's files — then restores of the
 //! native checkpoint and of a canonical savepoint of the same state into RocksDB.
+//!
+//! `--changelog` runs only the changelog section (it also runs by default, last; `--skip-changelog`
+//! leaves it out, `--skip-rocksdb` its RocksDB half): the log writer's append throughput beside
+//! a `BufWriter<File>` + `sync_all` of the same bytes; then, over the heap backend and over
+//! RocksDB, about 1 GB of state (`--checkpoint-state-mb`, default 1000 here) loaded through the
+//! changelog, one materialization, and rounds (`--checkpoint-rounds`, default 5 here) of 1% churn
+//! followed by a changelog checkpoint — time and log bytes beside a full canonical heap
+//! checkpoint of the same state, resp. an incremental native checkpoint of a plain RocksDB
+//! backend given the same keys, values and churn — and restores of the last changelog
+//! checkpoint (materialization + tail) beside restores of a full canonical checkpoint of the
+//! same state, with the space amplification of the log.
+
+mod changelog;
 
 use statekit_benches as w;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -35,10 +48,14 @@ struct Opts {
     skip_rocksdb: bool,
     /// Run only the RocksDB checkpoint section (incremental vs full, restores).
     checkpoints_only: bool,
-    /// State size of the checkpoint section.
-    checkpoint_state_mb: u64,
-    /// Incremental rounds of the checkpoint section.
-    checkpoint_rounds: usize,
+    /// Run only the changelog section.
+    changelog_only: bool,
+    /// Leave the changelog section out of the full report.
+    skip_changelog: bool,
+    /// State size of the checkpoint and changelog sections (None: 1024 MB, resp. 1000 MB).
+    checkpoint_state_mb: Option<u64>,
+    /// Incremental rounds of the checkpoint and changelog sections (None: 12, resp. 5).
+    checkpoint_rounds: Option<usize>,
     /// RocksDB's level-0 compaction trigger in the checkpoint section (None: the profile's).
     l0_trigger: Option<i32>,
 }
@@ -53,8 +70,10 @@ fn parse() -> Opts {
         rocksdb_only: false,
         skip_rocksdb: false,
         checkpoints_only: false,
-        checkpoint_state_mb: 1024,
-        checkpoint_rounds: 12,
+        changelog_only: false,
+        skip_changelog: false,
+        checkpoint_state_mb: None,
+        checkpoint_rounds: None,
         l0_trigger: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -81,7 +100,7 @@ fn parse() -> Opts {
             "--skip-io" => o.skip_io = true,
             "--checkpoints" => o.checkpoints_only = true,
             "--checkpoint-state-mb" => {
-                o.checkpoint_state_mb = val().parse().expect("--checkpoint-state-mb MB");
+                o.checkpoint_state_mb = Some(val().parse().expect("--checkpoint-state-mb MB"));
                 i += 1;
             }
             "--l0-trigger" => {
@@ -89,14 +108,16 @@ fn parse() -> Opts {
                 i += 1;
             }
             "--checkpoint-rounds" => {
-                o.checkpoint_rounds = val().parse().expect("--checkpoint-rounds N");
+                o.checkpoint_rounds = Some(val().parse().expect("--checkpoint-rounds N"));
                 i += 1;
             }
             "--rocksdb" => o.rocksdb_only = true,
             "--skip-rocksdb" => o.skip_rocksdb = true,
+            "--changelog" => o.changelog_only = true,
+            "--skip-changelog" => o.skip_changelog = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]"
                 );
                 std::process::exit(0);
             }
@@ -383,7 +404,7 @@ fn rocksdb_checkpoints(o: &Opts) {
     use rand::{RngCore, SeedableRng};
     use statekit_checkpoint::CheckpointStore;
     let value_len = 1000usize;
-    let n = ((o.checkpoint_state_mb * 1_000_000) / (value_len as u64 + 16)) as usize;
+    let n = ((o.checkpoint_state_mb.unwrap_or(1024) * 1_000_000) / (value_len as u64 + 16)) as usize;
     let base = match &o.dir {
         Some(d) => std::path::PathBuf::from(d),
         None => std::path::PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
@@ -510,7 +531,7 @@ fn rocksdb_checkpoints(o: &Opts) {
     // Rounds: 1% of the keys get new values, then an incremental checkpoint.
     let churn = (n / 100).max(1);
     let mut rounds = Vec::new();
-    for r in 0..o.checkpoint_rounds.max(1) {
+    for r in 0..o.checkpoint_rounds.unwrap_or(12).max(1) {
         for i in 0..churn {
             let k = &keys[(r * churn * 7 + i * 97) % n];
             rng.fill_bytes(&mut value);
@@ -680,6 +701,10 @@ fn main() {
         rocksdb_checkpoints(&o);
         return;
     }
+    if o.changelog_only {
+        changelog::changelog(&o);
+        return;
+    }
     if !o.rocksdb_only {
         state_ops(&o);
         if !o.skip_io {
@@ -688,5 +713,8 @@ fn main() {
     }
     if !o.skip_rocksdb {
         rocksdb_ops(&o);
+    }
+    if !o.rocksdb_only && !o.skip_changelog {
+        changelog::changelog(&o);
     }
 }
