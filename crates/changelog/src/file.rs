@@ -79,14 +79,28 @@ impl LogCompression {
     }
 }
 
-/// The records of one change set, appended in operation order, each tagged with its key
-/// group; grouped by key group when sealed (on the upload thread, off the task's path).
+/// The records of one change set, grouped by key group as they are appended (each group keeps
+/// operation order), so sealing is one copy: no sort, no second pass over the records.
 #[derive(Clone, Debug, Default)]
 pub struct ChangeSetBuffer {
-    /// `kg: u32 LE ‖ len: varint ‖ record` per record.
-    tagged: Vec<u8>,
+    /// Data records per key group, in order of first appearance.
+    groups: Vec<Group>,
+    /// Index into `groups` by key group (`u32::MAX`: none yet); grown on demand.
+    slot: Vec<u32>,
+    /// Metadata records.
+    meta: Group,
     records: u32,
+    /// Bytes in every group's `data`.
+    bytes: usize,
     scratch: Vec<u8>,
+}
+
+/// The records of one key group: `(len: varint ‖ record)*`.
+#[derive(Clone, Debug, Default)]
+struct Group {
+    kg: u32,
+    records: u32,
+    data: Vec<u8>,
 }
 
 impl ChangeSetBuffer {
@@ -102,7 +116,7 @@ impl ChangeSetBuffer {
 
     /// Bytes buffered (about what the change set will take uncompressed).
     pub fn bytes(&self) -> usize {
-        self.tagged.len()
+        self.bytes
     }
 
     /// True when nothing was appended.
@@ -110,10 +124,26 @@ impl ChangeSetBuffer {
         self.records == 0
     }
 
-    fn push_tagged(&mut self, kg: u32) {
-        self.tagged.extend_from_slice(&kg.to_le_bytes());
-        put_varint(&mut self.tagged, self.scratch.len() as u64);
-        self.tagged.extend_from_slice(&self.scratch);
+    /// Moves the record in `scratch` into the group of `kg`.
+    fn push_scratch(&mut self, kg: u32) {
+        let g = if kg == META_KEY_GROUP {
+            &mut self.meta
+        } else {
+            let k = kg as usize;
+            if k >= self.slot.len() {
+                self.slot.resize(k + 1, u32::MAX);
+            }
+            if self.slot[k] == u32::MAX {
+                self.slot[k] = self.groups.len() as u32;
+                self.groups.push(Group { kg, ..Group::default() });
+            }
+            &mut self.groups[self.slot[k] as usize]
+        };
+        let before = g.data.len();
+        put_varint(&mut g.data, self.scratch.len() as u64);
+        g.data.extend_from_slice(&self.scratch);
+        g.records += 1;
+        self.bytes += g.data.len() - before;
         self.records += 1;
     }
 
@@ -121,58 +151,35 @@ impl ChangeSetBuffer {
     pub fn push_metadata(&mut self, state: u32, descriptor: &StateDescriptor) {
         self.scratch.clear();
         encode_metadata(&mut self.scratch, state, descriptor);
-        self.push_tagged(META_KEY_GROUP);
+        self.push_scratch(META_KEY_GROUP);
     }
 
     /// Appends a data record of key group `kg`.
     pub fn push_change(&mut self, kg: u32, change: &Change<'_>) {
         self.scratch.clear();
         encode_change(&mut self.scratch, change);
-        self.push_tagged(kg);
+        self.push_scratch(kg);
     }
 
-    /// Groups the records by key group (metadata first, then ascending key groups; the order
-    /// of records within a key group is kept) into a change set.
-    pub fn seal(self, log: LogId, sqn: u64) -> SealedChangeSet {
-        let mut spans: Vec<(u32, usize, usize)> = Vec::with_capacity(self.records as usize);
-        let mut pos = 0;
-        let t = &self.tagged;
-        while pos < t.len() {
-            // Written by this buffer: well-formed by construction.
-            let kg = u32::from_le_bytes([t[pos], t[pos + 1], t[pos + 2], t[pos + 3]]);
-            pos += 4;
-            let len = get_varint(t, &mut pos).unwrap_or(0) as usize;
-            spans.push((kg, pos, pos + len));
-            pos += len;
-        }
-        // Metadata (u32::MAX) first, then ascending key groups; stable keeps operation order.
-        spans.sort_by_key(|&(kg, _, _)| kg.wrapping_add(1));
-        let mut raw = Vec::with_capacity(t.len() + 16);
-        let mut key_groups = Vec::new();
-        let mut has_meta = false;
-        let mut i = 0;
-        while i < spans.len() {
-            let kg = spans[i].0;
-            let n = spans[i..].iter().take_while(|s| s.0 == kg).count();
-            if kg == META_KEY_GROUP {
-                has_meta = true;
-            } else {
-                key_groups.push(kg);
-            }
+    /// The change set (metadata first, then ascending key groups; the order of records
+    /// within a key group is kept). The buffer stays as it is (for a retry).
+    pub fn seal(&self, log: LogId, sqn: u64) -> SealedChangeSet {
+        let mut order: Vec<&Group> = self.groups.iter().collect();
+        order.sort_unstable_by_key(|g| g.kg);
+        let has_meta = self.meta.records > 0;
+        let mut raw = Vec::with_capacity(self.bytes + 12 * (order.len() + 1));
+        let meta = std::iter::once((META_KEY_GROUP, &self.meta)).filter(|_| has_meta);
+        for (kg, g) in meta.chain(order.iter().map(|g| (g.kg, *g))) {
             put_varint(&mut raw, u64::from(kg));
-            put_varint(&mut raw, n as u64);
-            for &(_, a, b) in &spans[i..i + n] {
-                put_varint(&mut raw, (b - a) as u64);
-                raw.extend_from_slice(&t[a..b]);
-            }
-            i += n;
+            put_varint(&mut raw, u64::from(g.records));
+            raw.extend_from_slice(&g.data);
         }
         SealedChangeSet {
             log,
             sqn,
             records: self.records,
             has_meta,
-            key_groups,
+            key_groups: order.iter().map(|g| g.kg).collect(),
             raw,
         }
     }

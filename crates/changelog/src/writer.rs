@@ -469,8 +469,8 @@ fn upload_loop(inner: &Arc<StorageInner>) {
 /// Seals the change sets (grouping by key group) and writes them into one file, with retries
 /// and a hedged second attempt when one is slow; reports every result to its writer.
 fn upload_batch(inner: &Arc<StorageInner>, tasks: Vec<Task>) {
-    let sealed: Vec<SealedChangeSet> = tasks.iter().map(|t| t.buffer.clone().seal(t.log, t.sqn)).collect();
-    let result = write_with_retries(inner, &sealed);
+    let sealed: Arc<Vec<SealedChangeSet>> = Arc::new(tasks.iter().map(|t| t.buffer.seal(t.log, t.sqn)).collect());
+    let result = write_with_retries(inner, sealed);
     match result {
         Ok((path, size, entries)) => {
             {
@@ -560,11 +560,10 @@ type Written = (String, u64, Vec<IndexEntry>);
 /// Up to `max_attempts` attempts, `retry_delay` apart after a failure; an attempt slower than
 /// `timeout` gets another one started beside it (hedging). The first success wins; files of
 /// the other attempts are deleted (those still running, by a background thread when they end).
-fn write_with_retries(inner: &Arc<StorageInner>, sets: &[SealedChangeSet]) -> Result<Written, String> {
+fn write_with_retries(inner: &Arc<StorageInner>, sets: Arc<Vec<SealedChangeSet>>) -> Result<Written, String> {
     let cfg = &inner.config;
     type Outcome = (String, Result<(u64, Vec<IndexEntry>), String>);
     let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
-    let sets: Arc<Vec<SealedChangeSet>> = Arc::new(sets.to_vec());
     let (mut started, mut running) = (0u32, 0u32);
     let mut last_error = String::from("no attempt was made");
     let mut winner: Option<Written> = None;
