@@ -657,7 +657,7 @@ fn section<D: KeyedStateBackend>(
     drop(anchor_b);
     let (dstl_n, dstl_b) = cl.dstl();
     println!(
-        "  restore of changelog checkpoint {} into a fresh {label} (1 materialization + {} change sets in {} log files): {:.3} s; {} records replayed ({:.0} records/s over the whole restore); read {:.1} MB materialization + {:.1} MB tail",
+        "  restore of changelog checkpoint {} into a fresh backend ({label}; 1 materialization + {} change sets in {} log files): {:.3} s; {} records replayed ({:.0} records/s over the whole restore); read {:.1} MB materialization + {:.1} MB tail",
         cl.id,
         stats.change_sets,
         tail_files.len(),
