@@ -1003,8 +1003,16 @@ fn run(retained: usize, p: u32, steps: &[Step]) -> Counts {
     h.finish()
 }
 
+/// Proptest cases: `TRUNCATION_CASES` (default 48).
+fn truncation_cases() -> u32 {
+    std::env::var("TRUNCATION_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, max_shrink_iters: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: truncation_cases(), max_shrink_iters: 300, ..ProptestConfig::default() })]
 
     #[test]
     fn random_schedules_never_break_a_retained_checkpoint(
