@@ -1,11 +1,15 @@
 //! Figures for the `statekit` command, each beside its anchor from the same run:
 //! * `statekit show` wall time and peak memory on a small and a large savepoint (it must not
 //!   read data files, so both should be about equal);
-//! * `statekit verify` throughput beside `cat <files> > /dev/null`.
+//! * `statekit verify` throughput beside `cat <files> > /dev/null`;
+//! * with `--diff` (or `--diff-only`): `statekit diff` of two savepoints of `--diff-mb` MB of
+//!   state each (default 1024) that differ in 1% of their keys, beside `cat` of both
+//!   directories and `statekit verify` (full decode) of both.
 //!
 //! ```text
 //! cargo build --release -p statekit
 //! cargo run --release -p statekit-benches --bin cli_report -- [--small-mb 10] [--large-mb 1024] [--dir DIR]
+//! cargo run --release -p statekit-benches --bin cli_report -- --diff-only --diff-mb 50
 //! ```
 
 use rand::{Rng, SeedableRng};
@@ -27,11 +31,12 @@ fn arg(name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
-/// Writes a savepoint of about `mb` MB of state (4 subtasks, 496-byte values); returns its path.
-fn make_savepoint(dir: &Path, mb: u64) -> PathBuf {
+/// Writes a savepoint of about `mb` MB of state (`p` subtasks, 496-byte values), with the
+/// value of every `changed_every`-th key (0: none) altered, so two calls with the same `mb`
+/// differ in exactly those keys; returns its path.
+fn make_savepoint_changed(dir: &Path, mb: u64, changed_every: usize, p: u32) -> PathBuf {
     let value_len = 496usize;
     let n = (mb * 1_000_000 / (value_len as u64 + 16)) as usize;
-    let p = 4u32;
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir));
     let writer = SnapshotWriter::new_savepoint(storage, "", "0123456789abcdef0123456789abcdef", 1).expect("writer");
     writer.register_operator("counter", p, 128).expect("register");
@@ -43,8 +48,11 @@ fn make_savepoint(dir: &Path, mb: u64) -> PathBuf {
     // Half random, half repetitive values, as in the `report` benchmark.
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let mut value = vec![b'a'; value_len];
-    for k in &keys {
+    for (i, k) in keys.iter().enumerate() {
         rng.fill(&mut value[..value_len / 2]);
+        if changed_every > 0 && i % changed_every == 0 {
+            value[0] ^= 0xff;
+        }
         let kg = statekit_core::key_group_for_key(k, 128);
         let o = statekit_core::keygroup::subtask_for_key_group(128, p, kg) as usize;
         backends[o].put(handles[o], k, &[], &value).expect("put");
@@ -62,6 +70,11 @@ fn make_savepoint(dir: &Path, mb: u64) -> PathBuf {
 
 /// Runs a command; returns wall time and peak RSS (KiB) of the child.
 fn measure(cmd: &mut Command) -> (Duration, i64) {
+    measure_exit(cmd, 0)
+}
+
+/// [`measure`], for a command whose success is exit status `expected`.
+fn measure_exit(cmd: &mut Command, expected: i32) -> (Duration, i64) {
     let t = Instant::now();
     let child = cmd.spawn().expect("spawn");
     let pid = child.id() as libc::pid_t;
@@ -73,7 +86,7 @@ fn measure(cmd: &mut Command) -> (Duration, i64) {
     assert_eq!(rc, pid, "wait4 failed");
     let d = t.elapsed();
     assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == expected,
         "command failed: {cmd:?}"
     );
     std::mem::forget(child);
@@ -98,9 +111,20 @@ fn dir_bytes(p: &Path) -> (u64, Vec<PathBuf>) {
 /// Generates a savepoint in a child process, so this process stays small: a child's peak RSS
 /// as reported by `wait4` starts from its parent's at fork time.
 fn generate(dir: &Path, mb: u64) -> PathBuf {
+    generate_changed(dir, mb, 0, 4)
+}
+
+/// [`generate`] of [`make_savepoint_changed`].
+fn generate_changed(dir: &Path, mb: u64, changed_every: usize, p: u32) -> PathBuf {
     let exe = std::env::current_exe().expect("exe");
     let out = Command::new(exe)
-        .args(["--generate", &mb.to_string(), "--dir"])
+        .args([
+            "--generate",
+            &mb.to_string(),
+            "--changed-every",
+            &changed_every.to_string(),
+        ])
+        .args(["--parallelism", &p.to_string(), "--dir"])
         .arg(dir)
         .output()
         .expect("spawn generator");
@@ -117,7 +141,9 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--generate") {
         let mb: u64 = args.get(i + 1).and_then(|s| s.parse().ok()).expect("--generate MB");
         let dir = PathBuf::from(arg("--dir", "."));
-        println!("{}", make_savepoint(&dir, mb).display());
+        let every: usize = arg("--changed-every", "0").parse().expect("--changed-every");
+        let p: u32 = arg("--parallelism", "4").parse().expect("--parallelism");
+        println!("{}", make_savepoint_changed(&dir, mb, every, p).display());
         return;
     }
     let exe = std::env::current_exe().expect("exe");
@@ -135,6 +161,11 @@ fn main() {
     );
     let tmp = tempfile::tempdir_in(base).expect("tempdir");
     println!("statekit command report — release build; each figure beside its anchor from this run");
+    let with_diff = args.iter().any(|a| a == "--diff" || a == "--diff-only");
+    if args.iter().any(|a| a == "--diff-only") {
+        diff_section(&statekit, tmp.path());
+        return;
+    }
     let small = generate(tmp.path(), small_mb);
     let large = generate(tmp.path(), large_mb);
     let (small_bytes, _) = dir_bytes(&small);
@@ -197,5 +228,99 @@ fn main() {
     println!(
         "  statekit verify {v:>8.0} MB/s (peak RSS {mv} KiB)   cat > /dev/null {c:>8.0} MB/s   ratio {:.2}x",
         v / c
+    );
+    if with_diff {
+        diff_section(&statekit, tmp.path());
+    }
+}
+
+/// `statekit diff` of two savepoints differing in 1% of their keys (the second at another
+/// parallelism, so subtask files do not line up), beside a raw read and a full decode of both.
+fn diff_section(statekit: &Path, tmp: &Path) {
+    let mb: u64 = arg("--diff-mb", "1024").parse().expect("--diff-mb");
+    let a = generate_changed(tmp, mb, 0, 4);
+    let b = generate_changed(tmp, mb, 100, 3);
+    let (bytes_a, files_a) = dir_bytes(&a);
+    let (bytes_b, files_b) = dir_bytes(&b);
+    let total = (bytes_a + bytes_b) as f64;
+    println!(
+        "\n== statekit diff: two savepoints of {mb} MB of state ({:.0} + {:.0} MB on disk, parallelism 4 vs 3), \
+         1% of keys modified, page cache warm, best of 3 ==",
+        bytes_a as f64 / 1e6,
+        bytes_b as f64 / 1e6
+    );
+    let (td, md) = best(3, || {
+        measure_exit(
+            Command::new(statekit)
+                .arg("diff")
+                .args(["--keys-only"])
+                .arg(&a)
+                .arg(&b)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+            1,
+        )
+    });
+    let (tv, mv) = best(3, || {
+        measure(
+            Command::new(statekit)
+                .arg("diff")
+                .arg(&a)
+                .arg(&a)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
+    });
+    let (tvals, _) = best(3, || {
+        measure_exit(
+            Command::new(statekit)
+                .arg("diff")
+                .arg(&a)
+                .arg(&b)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+            1,
+        )
+    });
+    let (tver, mver) = best(3, || {
+        let (t1, m1) = measure(
+            Command::new(statekit)
+                .arg("verify")
+                .arg(&a)
+                .stdout(std::process::Stdio::null()),
+        );
+        let (t2, m2) = measure(
+            Command::new(statekit)
+                .arg("verify")
+                .arg(&b)
+                .stdout(std::process::Stdio::null()),
+        );
+        (t1 + t2, m1.max(m2))
+    });
+    let (tc, _) = best(3, || {
+        measure(
+            Command::new("cat")
+                .args(&files_a)
+                .args(&files_b)
+                .stdout(std::fs::File::create("/dev/null").expect("devnull")),
+        )
+    });
+    let rate = |t: Duration| total / t.as_secs_f64() / 1e6;
+    let (d, dv, v, c) = (rate(td), rate(tvals), rate(tver), rate(tc));
+    let same = 2.0 * bytes_a as f64 / tv.as_secs_f64() / 1e6;
+    let changed = (mb * 1_000_000 / 512).div_ceil(100);
+    println!(
+        "  statekit diff --keys-only {d:>8.0} MB/s ({:.2} s, peak RSS {md} KiB; ~{changed} keys differ)\n  \
+         statekit diff (values)    {dv:>8.0} MB/s ({:.2} s)\n  \
+         statekit diff a a         {same:>8.0} MB/s (a with itself, peak RSS {mv} KiB)\n  \
+         statekit verify a + b     {v:>8.0} MB/s ({:.2} s, peak RSS {mver} KiB)\n  \
+         cat a b > /dev/null       {c:>8.0} MB/s ({:.2} s)\n  \
+         ratio diff/verify {:.2}x, diff/cat {:.2}x",
+        td.as_secs_f64(),
+        tvals.as_secs_f64(),
+        tver.as_secs_f64(),
+        tc.as_secs_f64(),
+        d / v,
+        d / c
     );
 }

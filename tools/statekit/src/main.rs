@@ -7,6 +7,7 @@
 mod cmd;
 mod config;
 mod demo;
+mod diff;
 mod render;
 mod wordcount;
 
@@ -36,6 +37,9 @@ enum Command {
     Verify(cmd::inspect::VerifyArgs),
     /// List (and with confirmation delete) files no complete checkpoint references.
     Gc(cmd::gc::GcArgs),
+    /// Compare two snapshots: operators, states and keys added, removed or changed (exit 1 if
+    /// they differ).
+    Diff(cmd::diff::DiffArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => cmd::dump::dump(args),
         Command::Verify(args) => cmd::inspect::verify(args),
         Command::Gc(args) => cmd::gc::gc(args),
+        Command::Diff(args) => cmd::diff::diff(args),
     };
     match result {
         Ok(code) => code,

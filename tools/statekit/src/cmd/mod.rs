@@ -2,6 +2,7 @@
 //! itself.
 
 pub mod changelog;
+pub mod diff;
 pub mod dump;
 pub mod gc;
 pub mod inspect;

@@ -1,0 +1,475 @@
+//! `statekit diff`: the differences of two snapshots, printed (the comparison is
+//! [`crate::diff`]).
+
+use crate::diff::{
+    describe_state, diff_snapshots, open_side, Change, DiffOptions, DiffSummary, Difference, FieldChange, Item,
+    KeyDetail, KeyDiff, MapEntryDiff, OperatorStateDiff, Side,
+};
+use crate::render;
+use anyhow::Result;
+use clap::Args;
+use serde_json::{json, Value as Json};
+use statekit_core::{OperatorStateDescriptor, StateDescriptor, TypeSchema};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `statekit diff`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Compares snapshot A (old) with snapshot B (new), in any formats (canonical, native RocksDB,
+changelog) and at any parallelism: operators by uid (added, removed; changed operator id, max
+parallelism, finished), keyed and operator states by name (added, removed; changed kind or
+types), and keyed state key by key in key-group order (added, removed, modified, with values
+decoded as `statekit dump` prints them; maps per user key, lists whole). A change of
+parallelism is shown but is layout, not a difference. Operator state is compared as a
+parallelism-1 restore sees it (list and union as multisets of elements, broadcast as a map).
+
+Output lines start with `+` (only in B), `-` (only in A) or `~` (in both, different); a count
+goes to standard error. With --json, JSON lines: one object per difference (\"type\": operator,
+state, operator_state or key; \"change\": added, removed or modified), then one summary object
+(\"type\": \"summary\").
+
+Memory is bounded by one key group of each snapshot (one subtask of a changelog snapshot).
+Exit status: 0 no differences, 1 differences, 2 error.")]
+pub struct DiffArgs {
+    /// Snapshot A (old): a snapshot directory or its `_metadata` file.
+    pub a: PathBuf,
+    /// Snapshot B (new): a snapshot directory or its `_metadata` file.
+    pub b: PathBuf,
+    /// Only the operator with this uid.
+    #[arg(long)]
+    pub uid: Option<String>,
+    /// Only the keyed or operator state with this name.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only report which keys differ (and how: +, -, ~), no values.
+    #[arg(long)]
+    pub keys_only: bool,
+    /// Stop after this many differences (exit 1; the summary says so).
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// JSON lines: one object per difference, then a summary object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `statekit diff`.
+pub fn diff(args: DiffArgs) -> Result<ExitCode> {
+    let ra = open_side(&args.a)?;
+    let rb = open_side(&args.b)?;
+    let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
+    let opts = DiffOptions {
+        uid: args.uid.clone(),
+        state: args.state.clone(),
+        keys_only: args.keys_only,
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let limit = args.limit.unwrap_or(u64::MAX);
+    let mut printed = 0u64;
+    let summary = diff_snapshots(
+        Side {
+            label: &la,
+            reader: &ra,
+        },
+        Side {
+            label: &lb,
+            reader: &rb,
+        },
+        &opts,
+        &mut |d| {
+            if printed >= limit {
+                return Ok(false);
+            }
+            if args.json {
+                writeln!(out, "{}", difference_json(&d))?;
+            } else {
+                for line in difference_text(&d) {
+                    writeln!(out, "{line}")?;
+                }
+            }
+            printed += 1;
+            Ok(true)
+        },
+    )?;
+    if args.json {
+        writeln!(out, "{}", summary_json(&summary))?;
+    }
+    out.flush()?;
+    drop(out);
+    if !args.json {
+        eprintln!("{}", summary_text(&summary, args.limit));
+    }
+    Ok(if summary.identical() && !summary.truncated {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The stderr line: what was found.
+pub fn summary_text(s: &DiffSummary, limit: Option<u64>) -> String {
+    let mut t = if s.identical() {
+        "no differences".to_string()
+    } else {
+        format!(
+            "differences: {} operators, {} keyed states, {} operator states, {} keys",
+            s.operators, s.states, s.operator_states, s.keys
+        )
+    };
+    if s.layout > 0 {
+        t.push_str(&format!(" ({} operators differ in parallelism only)", s.layout));
+    }
+    if s.truncated {
+        t.push_str(&format!(
+            "; stopped at --limit {}: there are more",
+            limit.unwrap_or_default()
+        ));
+    }
+    t
+}
+
+fn summary_json(s: &DiffSummary) -> Json {
+    json!({
+        "type": "summary",
+        "identical": s.identical() && !s.truncated,
+        "operators": s.operators,
+        "states": s.states,
+        "operator_states": s.operator_states,
+        "keys": s.keys,
+        "layout_only_operators": s.layout,
+        "entries": {"a": s.entries[0], "b": s.entries[1]},
+        "bytes": {"a": s.bytes[0], "b": s.bytes[1]},
+        "truncated": s.truncated,
+    })
+}
+
+fn fields_text(fields: &[FieldChange]) -> String {
+    fields
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} -> {}{}",
+                f.field.replace('_', " "),
+                f.old,
+                f.new,
+                if f.layout { " (layout only)" } else { "" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn fields_json(fields: &[FieldChange]) -> Json {
+    Json::Array(
+        fields
+            .iter()
+            .map(|f| json!({"field": f.field, "old": f.old, "new": f.new, "layout": f.layout}))
+            .collect(),
+    )
+}
+
+fn desc_json(d: &Option<StateDescriptor>) -> Json {
+    match d {
+        None => Json::Null,
+        Some(d) => json!({
+            "kind": d.kind.to_string(),
+            "key": d.key_schema.to_string(),
+            "namespace": d.namespace_schema.to_string(),
+            "user_key": d.user_key_schema.as_ref().map(|s| s.to_string()),
+            "value": d.value_schema.to_string(),
+            "ttl_ms": d.ttl.map(|t| t.ttl_ms),
+        }),
+    }
+}
+
+fn op_desc_json(d: &Option<OperatorStateDescriptor>) -> Json {
+    match d {
+        None => Json::Null,
+        Some(d) => json!({
+            "mode": d.mode.to_string(),
+            "key": d.key_schema.as_ref().map(|s| s.to_string()),
+            "value": d.value_schema.to_string(),
+        }),
+    }
+}
+
+fn item_text(schema: &TypeSchema, it: &Item) -> String {
+    let v = render::text(schema, &it.bytes);
+    match it.timestamp {
+        Some(t) => format!("{v} ttl_ts={t}"),
+        None => v,
+    }
+}
+
+fn list_text(schema: &TypeSchema, items: &[Item]) -> String {
+    let inner: Vec<String> = items.iter().map(|i| item_text(schema, i)).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+/// The schemas of an operator state's values and keys (the new side's when it has one).
+fn op_schemas(d: &OperatorStateDiff) -> (TypeSchema, TypeSchema) {
+    let desc = d.new.as_ref().or(d.old.as_ref());
+    (
+        desc.map(|x| x.value_schema.clone()).unwrap_or(TypeSchema::Bytes),
+        desc.and_then(|x| x.key_schema.clone()).unwrap_or(TypeSchema::Bytes),
+    )
+}
+
+/// A difference as text lines (one, or a header and one line per element for operator
+/// state).
+pub fn difference_text(d: &Difference) -> Vec<String> {
+    match d {
+        Difference::Operator(o) => {
+            let mut t = format!("{} operator {:?}", o.change.sign(), o.uid);
+            if o.change == Change::Modified {
+                t.push_str(&format!(": {}", fields_text(&o.fields)));
+                if o.layout_only() {
+                    t.push_str(" — not a state difference");
+                }
+            }
+            if let Some(why) = &o.keyed_not_compared {
+                t.push_str(&format!("; keyed state not compared ({why})"));
+            }
+            vec![t]
+        }
+        Difference::State(s) => {
+            let name = format!("{}/{}", s.uid, s.name);
+            vec![match s.change {
+                Change::Added => format!(
+                    "+ state {name}: {}",
+                    s.new.as_ref().map(describe_state).unwrap_or_default()
+                ),
+                Change::Removed => format!(
+                    "- state {name}: {}",
+                    s.old.as_ref().map(describe_state).unwrap_or_default()
+                ),
+                Change::Modified => format!(
+                    "~ state {name}: {}{}",
+                    fields_text(&s.fields),
+                    if s.entries_compared {
+                        ""
+                    } else {
+                        " (entries not compared)"
+                    }
+                ),
+            }]
+        }
+        Difference::OperatorState(s) => {
+            let name = format!("{}/{}", s.uid, s.name);
+            let (vs, ks) = op_schemas(s);
+            let mut head = format!("{} operator-state {name}", s.change.sign());
+            let mut parts = Vec::new();
+            if !s.fields.is_empty() {
+                parts.push(fields_text(&s.fields));
+            }
+            if !s.removed_elements.is_empty() || !s.added_elements.is_empty() {
+                parts.push(format!(
+                    "{} elements removed, {} added",
+                    s.removed_elements.len(),
+                    s.added_elements.len()
+                ));
+            }
+            if !s.entries.is_empty() {
+                parts.push(format!("{} entries differ", s.entries.len()));
+            }
+            if let (Change::Added | Change::Removed, Some(d)) = (s.change, s.new.as_ref().or(s.old.as_ref())) {
+                parts.push(format!("{} value {}", d.mode, d.value_schema));
+            }
+            if !parts.is_empty() {
+                head.push_str(&format!(": {}", parts.join("; ")));
+            }
+            let mut lines = vec![head];
+            for e in &s.removed_elements {
+                lines.push(format!("    - element {}", render::text(&vs, e)));
+            }
+            for e in &s.added_elements {
+                lines.push(format!("    + element {}", render::text(&vs, e)));
+            }
+            for e in &s.entries {
+                lines.push(map_entry_text("    ", &ks, &vs, "key", e));
+            }
+            lines
+        }
+        Difference::Key(k) => key_text(k),
+    }
+}
+
+fn map_entry_text(prefix: &str, ks: &TypeSchema, vs: &TypeSchema, key_name: &str, e: &MapEntryDiff) -> String {
+    let k = render::text(ks, &e.user_key);
+    match (&e.old, &e.new) {
+        (None, Some(n)) => format!("{prefix}+ {key_name}={k} value={}", item_text(vs, n)),
+        (Some(o), None) => format!("{prefix}- {key_name}={k} value={}", item_text(vs, o)),
+        (Some(o), Some(n)) => format!(
+            "{prefix}~ {key_name}={k} value={} -> {}",
+            item_text(vs, o),
+            item_text(vs, n)
+        ),
+        (None, None) => format!("{prefix}? {key_name}={k}"),
+    }
+}
+
+fn key_text(k: &KeyDiff) -> Vec<String> {
+    let d = &k.state;
+    let mut loc = format!(
+        "{}/{} kg={} key={}",
+        k.uid,
+        d.name,
+        k.key_group,
+        render::text(&d.key_schema, &k.key)
+    );
+    if d.namespace_schema != TypeSchema::Unit {
+        loc.push_str(&format!(" ns={}", render::text(&d.namespace_schema, &k.namespace)));
+    }
+    let sign = k.change.sign();
+    let vs = &d.value_schema;
+    match &k.detail {
+        KeyDetail::None => vec![format!("{sign} {loc}")],
+        KeyDetail::Value { old, new } => vec![match (old, new) {
+            (Some(o), Some(n)) => format!("{sign} {loc} value={} -> {}", item_text(vs, o), item_text(vs, n)),
+            (Some(o), None) => format!("{sign} {loc} value={}", item_text(vs, o)),
+            (None, Some(n)) => format!("{sign} {loc} value={}", item_text(vs, n)),
+            (None, None) => format!("{sign} {loc}"),
+        }],
+        KeyDetail::List { old, new } => vec![match k.change {
+            Change::Added => format!("{sign} {loc} list={}", list_text(vs, new)),
+            Change::Removed => format!("{sign} {loc} list={}", list_text(vs, old)),
+            Change::Modified => format!("{sign} {loc} list={} -> {}", list_text(vs, old), list_text(vs, new)),
+        }],
+        KeyDetail::Map(entries) => {
+            let uks = d.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+            entries
+                .iter()
+                .map(|e| {
+                    let line = map_entry_text("", &uks, vs, "user_key", e);
+                    // "<sign> user_key=…" → "<sign> <loc> user_key=…"
+                    let (s, rest) = line.split_at(1);
+                    format!("{s} {loc}{rest}")
+                })
+                .collect()
+        }
+    }
+}
+
+fn item_json(schema: &TypeSchema, it: &Option<Item>) -> Json {
+    it.as_ref()
+        .map(|i| render::json_of(schema, &i.bytes))
+        .unwrap_or(Json::Null)
+}
+
+fn ts_json(it: &Option<Item>) -> Json {
+    json!(it.as_ref().and_then(|i| i.timestamp))
+}
+
+/// A difference as one JSON object.
+pub fn difference_json(d: &Difference) -> Json {
+    match d {
+        Difference::Operator(o) => json!({
+            "type": "operator",
+            "change": o.change.name(),
+            "uid": o.uid,
+            "fields": fields_json(&o.fields),
+            "layout_only": o.layout_only(),
+            "keyed_not_compared": o.keyed_not_compared,
+        }),
+        Difference::State(s) => json!({
+            "type": "state",
+            "change": s.change.name(),
+            "uid": s.uid,
+            "state": s.name,
+            "fields": fields_json(&s.fields),
+            "old": desc_json(&s.old),
+            "new": desc_json(&s.new),
+            "entries_compared": s.entries_compared,
+        }),
+        Difference::OperatorState(s) => {
+            let (vs, ks) = op_schemas(s);
+            json!({
+                "type": "operator_state",
+                "change": s.change.name(),
+                "uid": s.uid,
+                "state": s.name,
+                "fields": fields_json(&s.fields),
+                "old": op_desc_json(&s.old),
+                "new": op_desc_json(&s.new),
+                "removed_elements": s.removed_elements.iter().map(|e| render::json_of(&vs, e)).collect::<Vec<_>>(),
+                "added_elements": s.added_elements.iter().map(|e| render::json_of(&vs, e)).collect::<Vec<_>>(),
+                "entries": s.entries.iter().map(|e| json!({
+                    "key": render::json_of(&ks, &e.user_key),
+                    "old": item_json(&vs, &e.old),
+                    "new": item_json(&vs, &e.new),
+                })).collect::<Vec<_>>(),
+            })
+        }
+        Difference::Key(k) => {
+            let d = &k.state;
+            let vs = &d.value_schema;
+            let mut j = json!({
+                "type": "key",
+                "change": k.change.name(),
+                "uid": &*k.uid,
+                "state": d.name,
+                "kind": d.kind.to_string(),
+                "key_group": k.key_group,
+                "key": render::json_of(&d.key_schema, &k.key),
+                "namespace": render::json_of(&d.namespace_schema, &k.namespace),
+            });
+            let ttl = d.ttl.is_some();
+            match &k.detail {
+                KeyDetail::None => {}
+                KeyDetail::Value { old, new } => {
+                    j["old"] = item_json(vs, old);
+                    j["new"] = item_json(vs, new);
+                    if ttl {
+                        j["old_ttl_timestamp_ms"] = ts_json(old);
+                        j["new_ttl_timestamp_ms"] = ts_json(new);
+                    }
+                }
+                KeyDetail::List { old, new } => {
+                    let list = |l: &[Item]| -> Json { l.iter().map(|i| render::json_of(vs, &i.bytes)).collect() };
+                    let tss = |l: &[Item]| -> Json { l.iter().map(|i| json!(i.timestamp)).collect() };
+                    // An added key has no old list, a removed one no new list.
+                    j["old"] = if k.change == Change::Added {
+                        Json::Null
+                    } else {
+                        list(old)
+                    };
+                    j["new"] = if k.change == Change::Removed {
+                        Json::Null
+                    } else {
+                        list(new)
+                    };
+                    if ttl {
+                        j["old_ttl_timestamps_ms"] = tss(old);
+                        j["new_ttl_timestamps_ms"] = tss(new);
+                    }
+                }
+                KeyDetail::Map(entries) => {
+                    let uks = d.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+                    j["entries"] = entries
+                        .iter()
+                        .map(|e| {
+                            let change = match (&e.old, &e.new) {
+                                (None, _) => Change::Added,
+                                (_, None) => Change::Removed,
+                                _ => Change::Modified,
+                            };
+                            let mut x = json!({
+                                "user_key": render::json_of(&uks, &e.user_key),
+                                "change": change.name(),
+                                "old": item_json(vs, &e.old),
+                                "new": item_json(vs, &e.new),
+                            });
+                            if ttl {
+                                x["old_ttl_timestamp_ms"] = ts_json(&e.old);
+                                x["new_ttl_timestamp_ms"] = ts_json(&e.new);
+                            }
+                            x
+                        })
+                        .collect();
+                }
+            }
+            j
+        }
+    }
+}
