@@ -9,6 +9,7 @@ mod config;
 mod demo;
 mod diff;
 mod render;
+mod tui;
 mod wordcount;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,8 @@ enum Command {
     Ls(cmd::inspect::LsArgs),
     /// Show a snapshot's operators, states and sizes.
     Show(cmd::inspect::ShowArgs),
+    /// Browse snapshots, operators, states and entries in a terminal UI.
+    Inspect(tui::InspectArgs),
     /// Print the decoded entries of one state.
     Dump(cmd::dump::DumpArgs),
     /// Read and check every byte of a snapshot (CRCs, references, sizes, order).
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Demo(cmd) => demo::run(cmd),
         Command::Ls(args) => cmd::inspect::ls(args),
         Command::Show(args) => cmd::inspect::show(args),
+        Command::Inspect(args) => tui::inspect(args),
         Command::Dump(args) => cmd::dump::dump(args),
         Command::Verify(args) => cmd::inspect::verify(args),
         Command::Gc(args) => cmd::gc::gc(args),

@@ -39,7 +39,7 @@ pub struct ShowArgs {
 /// Entries and raw bytes of each keyed state, summed over subtasks (from `_metadata` only).
 /// For native subtasks these are RocksDB's estimates (stored keys, table-file bytes); for
 /// changelog subtasks what their materializations hold (the tail is not counted).
-fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)> {
+pub(crate) fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)> {
     let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for st in &o.subtasks {
         for s in st.keyed_stats.iter().flat_map(|k| &k.states) {
@@ -84,7 +84,7 @@ pub fn format_label(m: &SnapshotMetadata) -> String {
 /// for an incremental checkpoint the second is what it uploaded; for a changelog checkpoint
 /// its own directory's files (materializations and log files are written off the checkpoint
 /// path and shared; each counts once in the total).
-fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
+pub(crate) fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
     let (mut total, mut own) = (0, 0);
     let mut changelog_files: std::collections::BTreeSet<(&str, &str)> = std::collections::BTreeSet::new();
     for s in m.operators.iter().flat_map(|o| &o.subtasks) {
@@ -148,17 +148,18 @@ pub struct VerifyArgs {
     pub json: bool,
 }
 
-struct Found {
-    path: PathBuf,
-    complete: bool,
-    problem: Option<String>,
-    meta: Option<SnapshotMetadata>,
+/// A snapshot directory found by [`scan`].
+pub(crate) struct Found {
+    pub(crate) path: PathBuf,
+    pub(crate) complete: bool,
+    pub(crate) problem: Option<String>,
+    pub(crate) meta: Option<SnapshotMetadata>,
     /// Every file the snapshot references (shared ones too), plus `_metadata`.
-    bytes: u64,
+    pub(crate) bytes: u64,
     /// What the snapshot wrote itself (for an incremental checkpoint: what it uploaded).
-    own_bytes: u64,
+    pub(crate) own_bytes: u64,
     /// Bytes inside its directory.
-    dir_bytes: u64,
+    pub(crate) dir_bytes: u64,
 }
 
 fn dir_size(p: &Path) -> u64 {
@@ -175,7 +176,8 @@ fn dir_size(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
+/// Every snapshot directory under `dir`, `depth` levels down (reads only `_metadata` files).
+pub(crate) fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
@@ -302,14 +304,14 @@ fn restores_into(m: &SnapshotMetadata) -> String {
     }
 }
 
-fn kind_name(k: SnapshotKind) -> &'static str {
+pub(crate) fn kind_name(k: SnapshotKind) -> &'static str {
     match k {
         SnapshotKind::Checkpoint => "checkpoint",
         SnapshotKind::Savepoint => "savepoint",
     }
 }
 
-fn is_changelog(o: &OperatorMetadata) -> bool {
+pub(crate) fn is_changelog(o: &OperatorMetadata) -> bool {
     o.subtasks.iter().any(|s| s.changelog.is_some())
 }
 

@@ -1,0 +1,945 @@
+//! The inspector's state and its pure `update`: no terminal, no threads, no I/O. Reads are
+//! asked for by returning a [`Request`]; their results come back as [`Action::Loaded`].
+
+use super::loader::{Direction, Msg, PageAt, Query, Request};
+use crate::cmd::inspect::state_totals;
+use crate::render;
+use statekit_core::{StateDescriptor, TypeSchema};
+use statekit_format::{OperatorMetadata, SnapshotMetadata};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A snapshot found under the directory given to `inspect`.
+#[derive(Clone, Debug)]
+pub struct SnapshotRow {
+    /// Its directory.
+    pub path: PathBuf,
+    /// Its path relative to that directory, as shown.
+    pub label: String,
+    /// `checkpoint` or `savepoint`.
+    pub kind: String,
+    /// Checkpoint id (`-` when `_metadata` is unreadable).
+    pub id: String,
+    /// Format label.
+    pub format: String,
+    /// Time it was taken (UTC).
+    pub time: String,
+    /// Bytes of every file it references.
+    pub bytes: u64,
+    /// Bytes it wrote itself.
+    pub own_bytes: u64,
+    /// Whether `_metadata` is there and readable.
+    pub complete: bool,
+    /// Why it is not.
+    pub problem: Option<String>,
+}
+
+/// The position of an entry: its key group, and its index among the entries of the state
+/// (that pass the filter) in that key group.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    /// Key group.
+    pub key_group: u32,
+    /// Index within the key group.
+    pub index: u64,
+}
+
+impl Cursor {
+    /// The first entry.
+    pub const START: Cursor = Cursor { key_group: 0, index: 0 };
+}
+
+/// One entry, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Where it is.
+    pub cursor: Cursor,
+    /// Key bytes.
+    pub key: Vec<u8>,
+    /// Namespace bytes.
+    pub namespace: Vec<u8>,
+    /// Map user key bytes.
+    pub user_key: Option<Vec<u8>>,
+    /// Value, element or map value bytes.
+    pub value: Vec<u8>,
+    /// TTL timestamp (ms).
+    pub ttl_timestamp: Option<i64>,
+    /// Index of a list element in its list.
+    pub element: Option<u64>,
+}
+
+/// A page of entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// Cursor of its first entry (of where it was asked to start, when empty).
+    pub start: Cursor,
+    /// The entries.
+    pub rows: Vec<Row>,
+    /// Whether entries may follow it.
+    pub more: bool,
+}
+
+/// Bytes rendered by `schema`, or as hex.
+pub fn cell(schema: &TypeSchema, bytes: &[u8], hex: bool) -> String {
+    if hex {
+        format!("0x{}", render::hex(bytes))
+    } else {
+        render::text(schema, bytes)
+    }
+}
+
+/// An entry as one line (what the entry filter matches).
+pub fn entry_line(desc: &StateDescriptor, row: &Row, hex: bool) -> String {
+    let mut s = format!("key={}", cell(&desc.key_schema, &row.key, hex));
+    if desc.namespace_schema != TypeSchema::Unit {
+        s.push_str(&format!(" ns={}", cell(&desc.namespace_schema, &row.namespace, hex)));
+    }
+    if let Some(uk) = &row.user_key {
+        let schema = desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+        s.push_str(&format!(" user_key={}", cell(&schema, uk, hex)));
+    }
+    if let Some(i) = row.element {
+        s.push_str(&format!(" element[{i}]"));
+    }
+    s.push_str(&format!(" value={}", cell(&desc.value_schema, &row.value, hex)));
+    s
+}
+
+/// What the main area shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Screen {
+    /// Snapshots under a directory.
+    Snapshots,
+    /// Operators of the open snapshot.
+    Operators,
+    /// States of the selected operator.
+    States,
+    /// Entries of the selected state.
+    Entries,
+}
+
+impl Screen {
+    fn slot(self) -> usize {
+        match self {
+            Screen::Snapshots => 0,
+            Screen::Operators => 1,
+            Screen::States => 2,
+            Screen::Entries => 3,
+        }
+    }
+}
+
+/// What a prompt is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptKind {
+    /// `/`: search.
+    Search,
+    /// `f`: filter.
+    Filter,
+}
+
+/// A line being typed in the footer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prompt {
+    /// What for.
+    pub kind: PromptKind,
+    /// The text so far.
+    pub text: String,
+}
+
+/// A read in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loading {
+    /// What is read.
+    pub what: String,
+    /// Units done.
+    pub done: u64,
+    /// Units in all (0: unknown).
+    pub total: u64,
+}
+
+/// Whether the metadata pane shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaPane {
+    /// Beside or under the list when the terminal has room (at least 16 rows), else hidden.
+    Auto,
+    /// Shown (in place of the list on a small terminal).
+    Shown,
+    /// Hidden.
+    Hidden,
+}
+
+/// Rows of a terminal below which the pane does not show by itself.
+pub const SMALL_HEIGHT: u16 = 16;
+
+/// The entries screen.
+#[derive(Clone, Debug)]
+pub struct EntriesView {
+    /// Operator uid.
+    pub uid: String,
+    /// The state.
+    pub desc: StateDescriptor,
+    /// The page shown.
+    pub page: Option<Page>,
+    /// Selected row of the page.
+    pub sel: usize,
+    /// Index of the page's first entry among all (that pass the filter), when known.
+    pub first_index: Option<u64>,
+    /// Entries of the state per `_metadata`, and whether that is an estimate.
+    pub total: Option<(u64, bool)>,
+    /// Why the last read failed.
+    pub error: Option<String>,
+}
+
+impl EntriesView {
+    /// The selected entry.
+    pub fn selected(&self) -> Option<&Row> {
+        self.page.as_ref().and_then(|p| p.rows.get(self.sel))
+    }
+}
+
+/// What the outstanding request will do with its page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Pending {
+    /// Replace the page; the first index is known when `Some`.
+    Fresh(Option<u64>),
+    /// The page after the one shown.
+    Next,
+    /// The page before the one shown.
+    Prev,
+    /// The last page.
+    Last,
+}
+
+/// A row of the states list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateItem {
+    /// Keyed state, by index in the operator's keyed states.
+    Keyed(usize),
+    /// Operator state, by index in the operator's operator states.
+    Operator(usize),
+}
+
+/// Everything the screen shows.
+#[derive(Clone, Debug)]
+pub struct App {
+    /// What was opened, as shown in the header.
+    pub title: String,
+    /// The path it was opened by.
+    pub root: PathBuf,
+    /// Whether the root is a directory of snapshots (else one snapshot).
+    pub dir_mode: bool,
+    /// The screen.
+    pub screen: Screen,
+    /// Snapshots under the root (dir mode).
+    pub snapshots: Vec<SnapshotRow>,
+    /// Whether the scan finished.
+    pub scanned: bool,
+    /// The open snapshot: its label and metadata.
+    pub snapshot: Option<(String, Arc<SnapshotMetadata>)>,
+    /// Why the snapshot could not be opened.
+    pub open_error: Option<String>,
+    /// Selected row of the snapshot, operator and state lists (in their filtered rows).
+    pub sel: [usize; 3],
+    /// Filter text of each screen.
+    pub filters: [String; 4],
+    /// The entries screen.
+    pub entries: Option<EntriesView>,
+    /// Show bytes as hex.
+    pub hex: bool,
+    /// The metadata pane.
+    pub meta: MetaPane,
+    /// The help overlay.
+    pub help: bool,
+    /// A prompt being typed.
+    pub prompt: Option<Prompt>,
+    /// The last search.
+    pub search: Option<String>,
+    /// A message for the status line.
+    pub status: Option<String>,
+    /// A read in progress.
+    pub loading: Option<Loading>,
+    /// Generation of the latest request.
+    pub gen: u64,
+    /// Quit at the next turn of the loop.
+    pub quit: bool,
+    /// Terminal size (columns, rows).
+    pub size: (u16, u16),
+    /// Animation counter of the progress spinner.
+    pub tick: u64,
+    pending: Option<Pending>,
+    snapshot_label: Option<String>,
+}
+
+/// What the user (or the worker) did.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Previous row.
+    Up,
+    /// Next row.
+    Down,
+    /// First row.
+    Top,
+    /// Last row.
+    Bottom,
+    /// A screen up.
+    PageUp,
+    /// A screen down.
+    PageDown,
+    /// Into the selected row.
+    Enter,
+    /// Out, one level.
+    Back,
+    /// Leave.
+    Quit,
+    /// Open the search prompt.
+    StartSearch,
+    /// Open the filter prompt.
+    StartFilter,
+    /// Next match of the last search.
+    SearchNext,
+    /// Previous match.
+    SearchPrev,
+    /// Typed bytes as hex and back.
+    ToggleHex,
+    /// The metadata pane on and off.
+    ToggleMeta,
+    /// The help overlay on and off.
+    ToggleHelp,
+    /// A character typed in a prompt.
+    PromptInput(char),
+    /// Backspace in a prompt.
+    PromptBackspace,
+    /// Enter in a prompt.
+    PromptSubmit,
+    /// Esc in a prompt.
+    PromptCancel,
+    /// The terminal has a new size.
+    Resize(u16, u16),
+    /// Time passed (animates the spinner).
+    Tick,
+    /// The worker answered.
+    Loaded(Msg),
+}
+
+/// Rows of the header, footer, table border and table header around entries.
+const CHROME_ROWS: u16 = 5;
+
+impl App {
+    /// The state for `path` (shown as `title`) and the first request: scan a directory or
+    /// open a snapshot (only its `_metadata`).
+    pub fn new(path: &Path, title: &str) -> (App, Request) {
+        let is_snapshot = path.is_file() || path.join(statekit_format::METADATA_FILE_NAME).is_file();
+        let dir_mode = path.is_dir() && !is_snapshot;
+        let mut app = App {
+            title: title.to_string(),
+            root: path.to_path_buf(),
+            dir_mode,
+            screen: if dir_mode { Screen::Snapshots } else { Screen::Operators },
+            snapshots: Vec::new(),
+            scanned: false,
+            snapshot: None,
+            open_error: None,
+            sel: [0; 3],
+            filters: Default::default(),
+            entries: None,
+            hex: false,
+            meta: MetaPane::Auto,
+            help: false,
+            prompt: None,
+            search: None,
+            status: None,
+            loading: None,
+            gen: 0,
+            quit: false,
+            size: (80, 24),
+            tick: 0,
+            pending: None,
+            snapshot_label: None,
+        };
+        let req = if dir_mode {
+            let gen = app.next_gen("scanning for snapshots");
+            Request::Scan {
+                gen,
+                root: path.to_path_buf(),
+            }
+        } else {
+            let gen = app.next_gen("reading _metadata");
+            Request::Open {
+                gen,
+                path: path.to_path_buf(),
+            }
+        };
+        (app, req)
+    }
+
+    fn next_gen(&mut self, what: &str) -> u64 {
+        self.gen += 1;
+        self.loading = Some(Loading {
+            what: what.to_string(),
+            done: 0,
+            total: 0,
+        });
+        self.gen
+    }
+
+    /// `msg` with the root's path replaced by the title (errors name files by their path).
+    pub fn sanitize(&self, msg: &str) -> String {
+        let mut out = msg.to_string();
+        let mut roots = vec![self.root.display().to_string()];
+        if let Ok(c) = self.root.canonicalize() {
+            roots.push(c.display().to_string());
+        }
+        for r in roots.iter_mut() {
+            while r.len() > 1 && r.ends_with('/') {
+                r.pop();
+            }
+        }
+        roots.sort_by_key(|r| std::cmp::Reverse(r.len()));
+        for r in roots {
+            if !r.is_empty() && r != self.title {
+                out = out.replace(&r, &self.title);
+            }
+        }
+        out
+    }
+
+    /// The open snapshot's metadata.
+    pub fn metadata(&self) -> Option<&SnapshotMetadata> {
+        self.snapshot.as_ref().map(|(_, m)| m.as_ref())
+    }
+
+    /// Indexes of the snapshots that pass the filter.
+    pub fn visible_snapshots(&self) -> Vec<usize> {
+        let f = &self.filters[0];
+        (0..self.snapshots.len())
+            .filter(|&i| f.is_empty() || self.snapshots[i].label.contains(f.as_str()))
+            .collect()
+    }
+
+    /// Indexes of the operators that pass the filter.
+    pub fn visible_operators(&self) -> Vec<usize> {
+        let Some(m) = self.metadata() else {
+            return Vec::new();
+        };
+        let f = &self.filters[1];
+        (0..m.operators.len())
+            .filter(|&i| f.is_empty() || m.operators[i].uid.contains(f.as_str()))
+            .collect()
+    }
+
+    /// The selected operator.
+    pub fn operator(&self) -> Option<&OperatorMetadata> {
+        let i = *self.visible_operators().get(self.sel[1])?;
+        self.metadata().map(|m| &m.operators[i])
+    }
+
+    /// States of the selected operator that pass the filter: keyed, then operator state.
+    pub fn visible_states(&self) -> Vec<StateItem> {
+        let Some(o) = self.operator() else {
+            return Vec::new();
+        };
+        let f = &self.filters[2];
+        let keyed = (0..o.keyed_states.len())
+            .filter(|&i| f.is_empty() || o.keyed_states[i].name.contains(f.as_str()))
+            .map(StateItem::Keyed);
+        let ops = (0..o.operator_states.len())
+            .filter(|&i| f.is_empty() || o.operator_states[i].name.contains(f.as_str()))
+            .map(StateItem::Operator);
+        keyed.chain(ops).collect()
+    }
+
+    /// The selected state.
+    pub fn state(&self) -> Option<StateItem> {
+        self.visible_states().get(self.sel[2]).copied()
+    }
+
+    fn list_len(&self) -> usize {
+        match self.screen {
+            Screen::Snapshots => self.visible_snapshots().len(),
+            Screen::Operators => self.visible_operators().len(),
+            Screen::States => self.visible_states().len(),
+            Screen::Entries => self.page_rows().len(),
+        }
+    }
+
+    /// Names of the rows of a list screen (what `/` matches there).
+    fn list_names(&self) -> Vec<String> {
+        match self.screen {
+            Screen::Snapshots => self
+                .visible_snapshots()
+                .into_iter()
+                .map(|i| self.snapshots[i].label.clone())
+                .collect(),
+            Screen::Operators => {
+                let m = self.metadata();
+                self.visible_operators()
+                    .into_iter()
+                    .filter_map(|i| m.map(|m| m.operators[i].uid.clone()))
+                    .collect()
+            }
+            Screen::States => {
+                let o = self.operator();
+                self.visible_states()
+                    .into_iter()
+                    .filter_map(|s| {
+                        o.map(|o| match s {
+                            StateItem::Keyed(i) => o.keyed_states[i].name.clone(),
+                            StateItem::Operator(i) => o.operator_states[i].name.clone(),
+                        })
+                    })
+                    .collect()
+            }
+            Screen::Entries => Vec::new(),
+        }
+    }
+
+    fn page_rows(&self) -> &[Row] {
+        self.entries
+            .as_ref()
+            .and_then(|e| e.page.as_ref())
+            .map_or(&[], |p| p.rows.as_slice())
+    }
+
+    /// Whether the metadata pane shows at the current size.
+    pub fn meta_visible(&self) -> bool {
+        match self.meta {
+            MetaPane::Auto => self.size.1 >= SMALL_HEIGHT,
+            MetaPane::Shown => true,
+            MetaPane::Hidden => false,
+        }
+    }
+
+    /// Entries per page: the rows the entries table shows at the current size.
+    pub fn page_size(&self) -> usize {
+        let (w, h) = self.size;
+        let body = h.saturating_sub(CHROME_ROWS);
+        let rows = if self.meta_visible() && w < super::view::SIDE_PANE_WIDTH && h >= SMALL_HEIGHT {
+            body - super::view::bottom_pane_height(h.saturating_sub(2))
+        } else {
+            body
+        };
+        usize::from(rows.max(1))
+    }
+
+    fn query(&self) -> Option<Query> {
+        let e = self.entries.as_ref()?;
+        Some(Query {
+            uid: e.uid.clone(),
+            state: e.desc.name.clone(),
+            filter: self.filters[3].clone(),
+            page_size: self.page_size(),
+        })
+    }
+
+    fn page_request(&mut self, at: PageAt, select: usize, pending: Pending) -> Option<Request> {
+        let query = self.query()?;
+        let gen = self.next_gen(&format!("reading {:?}", query.state));
+        self.pending = Some(pending);
+        Some(Request::Page { gen, query, at, select })
+    }
+
+    fn search_request(&mut self, text: String, exact_first: bool, direction: Direction) -> Option<Request> {
+        let query = self.query()?;
+        let from = self
+            .entries
+            .as_ref()
+            .and_then(|e| e.selected())
+            .map(|r| r.cursor.clone())
+            .unwrap_or_default();
+        let gen = self.next_gen(&format!("searching {:?}", query.state));
+        self.pending = Some(Pending::Fresh(None));
+        Some(Request::Search {
+            gen,
+            query,
+            text,
+            exact_first,
+            from,
+            direction,
+        })
+    }
+
+    /// Moves a list selection to the next (or previous) row whose name contains `text`.
+    fn list_search(&mut self, text: &str, direction: Direction, include_current: bool) {
+        let names = self.list_names();
+        let n = names.len();
+        if n == 0 {
+            return;
+        }
+        let slot = self.screen.slot();
+        let cur = self.sel[slot].min(n - 1);
+        let start = if include_current { 0 } else { 1 };
+        let hit = (start..=n).find_map(|step| {
+            let i = match direction {
+                Direction::Next => (cur + step) % n,
+                Direction::Prev => (cur + n * 2 - step) % n,
+            };
+            names[i].contains(text).then_some(i)
+        });
+        match hit {
+            Some(i) => {
+                self.sel[slot] = i;
+                self.status = None;
+            }
+            None => self.status = Some(format!("not found: {text}")),
+        }
+    }
+
+    fn enter(&mut self) -> Option<Request> {
+        match self.screen {
+            Screen::Snapshots => {
+                let i = *self.visible_snapshots().get(self.sel[0])?;
+                let row = self.snapshots[i].clone();
+                self.snapshot = None;
+                self.open_error = None;
+                self.sel[1] = 0;
+                self.sel[2] = 0;
+                self.filters[1].clear();
+                self.filters[2].clear();
+                self.screen = Screen::Operators;
+                let gen = self.next_gen("reading _metadata");
+                self.snapshot_label = Some(row.label.clone());
+                Some(Request::Open { gen, path: row.path })
+            }
+            Screen::Operators => {
+                self.operator()?;
+                self.screen = Screen::States;
+                self.sel[2] = 0;
+                self.filters[2].clear();
+                None
+            }
+            Screen::States => {
+                let o = self.operator()?.clone();
+                match self.state()? {
+                    StateItem::Keyed(i) => {
+                        let desc = o.keyed_states[i].clone();
+                        let totals = state_totals(&o);
+                        let approx = o.subtasks.iter().any(|s| s.native.is_some() || s.changelog.is_some());
+                        self.entries = Some(EntriesView {
+                            uid: o.uid.clone(),
+                            total: totals.get(&desc.name).map(|t| (t.0, approx)),
+                            desc,
+                            page: None,
+                            sel: 0,
+                            first_index: None,
+                            error: None,
+                        });
+                        self.filters[3].clear();
+                        self.screen = Screen::Entries;
+                        self.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0)))
+                    }
+                    StateItem::Operator(i) => {
+                        self.status = Some(format!(
+                            "{:?} is operator state: list it with `statekit dump --uid {} --state {}`",
+                            o.operator_states[i].name, o.uid, o.operator_states[i].name
+                        ));
+                        None
+                    }
+                }
+            }
+            Screen::Entries => None,
+        }
+    }
+
+    fn back(&mut self) {
+        self.status = None;
+        match self.screen {
+            Screen::Entries => {
+                self.entries = None;
+                self.screen = Screen::States;
+                self.cancel_loading();
+            }
+            Screen::States => self.screen = Screen::Operators,
+            Screen::Operators if self.dir_mode => {
+                self.screen = Screen::Snapshots;
+                self.cancel_loading();
+            }
+            _ => {}
+        }
+    }
+
+    /// Forgets the outstanding request (its answer will be ignored).
+    fn cancel_loading(&mut self) {
+        if self.loading.is_some() {
+            self.gen += 1;
+            self.loading = None;
+            self.pending = None;
+        }
+    }
+
+    fn entries_move(&mut self, action: &Action) -> Option<Request> {
+        if self.loading.is_some() {
+            return None;
+        }
+        let e = self.entries.as_ref()?;
+        let page = e.page.as_ref();
+        let len = page.map_or(0, |p| p.rows.len());
+        let more = page.is_some_and(|p| p.more);
+        let at_start = page.is_none_or(|p| p.start == Cursor::START) || e.first_index == Some(0);
+        let start = page.map(|p| p.start.clone()).unwrap_or_default();
+        let next = page
+            .and_then(|p| p.rows.last())
+            .map(|r| Cursor {
+                key_group: r.cursor.key_group,
+                index: r.cursor.index + 1,
+            })
+            .unwrap_or_default();
+        let sel = e.sel;
+        match action {
+            Action::Down if sel + 1 < len => self.set_entry_sel(sel + 1),
+            Action::Down if more => return self.page_request(PageAt::From(next), 0, Pending::Next),
+            Action::Up if sel > 0 => self.set_entry_sel(sel - 1),
+            Action::Up if !at_start => return self.page_request(PageAt::Before(start), usize::MAX, Pending::Prev),
+            Action::PageDown if more => return self.page_request(PageAt::From(next), 0, Pending::Next),
+            Action::PageDown => self.set_entry_sel(len.saturating_sub(1)),
+            Action::PageUp if !at_start => return self.page_request(PageAt::Before(start), 0, Pending::Prev),
+            Action::PageUp => self.set_entry_sel(0),
+            Action::Top => return self.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0))),
+            Action::Bottom => return self.page_request(PageAt::Last, usize::MAX, Pending::Last),
+            _ => {}
+        }
+        None
+    }
+
+    fn set_entry_sel(&mut self, sel: usize) {
+        if let Some(e) = self.entries.as_mut() {
+            e.sel = sel;
+        }
+    }
+
+    fn list_move(&mut self, action: &Action) {
+        let len = self.list_len();
+        let slot = self.screen.slot();
+        let step = usize::from(self.page_size().max(1) as u16);
+        let cur = self.sel[slot];
+        self.sel[slot] = match action {
+            Action::Up => cur.saturating_sub(1),
+            Action::Down => cur + 1,
+            Action::Top => 0,
+            Action::Bottom => len.saturating_sub(1),
+            Action::PageUp => cur.saturating_sub(step),
+            Action::PageDown => cur + step,
+            _ => cur,
+        }
+        .min(len.saturating_sub(1));
+    }
+
+    fn loaded(&mut self, msg: Msg) -> Option<Request> {
+        if msg.gen() != self.gen {
+            return None;
+        }
+        match msg {
+            Msg::Progress { what, done, total, .. } => {
+                self.loading = Some(Loading { what, done, total });
+            }
+            Msg::Scanned { snapshots, .. } => {
+                self.loading = None;
+                self.snapshots = snapshots;
+                self.scanned = true;
+                self.sel[0] = self.sel[0].min(self.snapshots.len().saturating_sub(1));
+            }
+            Msg::Opened { result, .. } => {
+                self.loading = None;
+                let label = self.snapshot_label.clone().unwrap_or_else(|| self.title.clone());
+                match result {
+                    Ok(m) => self.snapshot = Some((label, m)),
+                    Err(e) => self.open_error = Some(self.sanitize(&e)),
+                }
+            }
+            Msg::Page {
+                result, select, note, ..
+            } => {
+                self.loading = None;
+                let pending = self.pending.take();
+                self.status = note;
+                let result = result.map_err(|err| self.sanitize(&err));
+                let filtered = !self.filters[3].is_empty();
+                let e = self.entries.as_mut()?;
+                match result {
+                    Err(err) => e.error = Some(err),
+                    Ok(page) => {
+                        e.error = None;
+                        let old_first = e.first_index;
+                        let old_len = e.page.as_ref().map_or(0, |p| p.rows.len()) as u64;
+                        let n = page.rows.len();
+                        match pending {
+                            Some(Pending::Next) | Some(Pending::Prev) if n == 0 => {
+                                if let Some(p) = e.page.as_mut() {
+                                    if pending == Some(Pending::Next) {
+                                        p.more = false;
+                                    }
+                                }
+                                self.status = Some(if pending == Some(Pending::Next) {
+                                    "end of entries".into()
+                                } else {
+                                    "start of entries".into()
+                                });
+                                return None;
+                            }
+                            Some(Pending::Next) => e.first_index = old_first.map(|f| f + old_len),
+                            Some(Pending::Prev) => e.first_index = old_first.and_then(|f| f.checked_sub(n as u64)),
+                            Some(Pending::Last) => {
+                                e.first_index = match e.total {
+                                    Some((t, false)) if !filtered => t.checked_sub(n as u64),
+                                    _ => None,
+                                }
+                            }
+                            Some(Pending::Fresh(f)) => e.first_index = f,
+                            None => {}
+                        }
+                        if page.start == Cursor::START && pending != Some(Pending::Last) {
+                            e.first_index = Some(0);
+                        }
+                        e.sel = if select == usize::MAX {
+                            n.saturating_sub(1)
+                        } else {
+                            select.min(n.saturating_sub(1))
+                        };
+                        e.page = Some(page);
+                    }
+                }
+            }
+            Msg::NotFound { text, .. } => {
+                self.loading = None;
+                self.pending = None;
+                self.status = Some(format!("not found: {text}"));
+            }
+        }
+        None
+    }
+}
+
+/// Applies `action` to `app`; returns the read it calls for, if any.
+pub fn update(app: &mut App, action: Action) -> Option<Request> {
+    match action {
+        Action::Quit => {
+            app.quit = true;
+            None
+        }
+        Action::Loaded(msg) => app.loaded(msg),
+        Action::Tick => {
+            if app.loading.is_some() {
+                app.tick = app.tick.wrapping_add(1);
+            }
+            None
+        }
+        Action::Resize(w, h) => {
+            let before = app.page_size();
+            app.size = (w, h);
+            if app.screen == Screen::Entries && app.page_size() != before && app.loading.is_none() {
+                let e = app.entries.as_ref()?;
+                let start = e.page.as_ref()?.start.clone();
+                let first = e.first_index;
+                let sel = e.sel;
+                return app.page_request(PageAt::From(start), sel, Pending::Fresh(first));
+            }
+            None
+        }
+        Action::ToggleHelp => {
+            app.help = !app.help;
+            None
+        }
+        Action::ToggleHex => {
+            app.hex = !app.hex;
+            None
+        }
+        Action::ToggleMeta => {
+            app.meta = if app.meta_visible() {
+                MetaPane::Hidden
+            } else {
+                MetaPane::Shown
+            };
+            update(app, Action::Resize(app.size.0, app.size.1))
+        }
+        Action::StartSearch | Action::StartFilter => {
+            let kind = if matches!(action, Action::StartSearch) {
+                PromptKind::Search
+            } else {
+                PromptKind::Filter
+            };
+            let text = match kind {
+                PromptKind::Search => String::new(),
+                PromptKind::Filter => app.filters[app.screen.slot()].clone(),
+            };
+            app.prompt = Some(Prompt { kind, text });
+            None
+        }
+        Action::PromptInput(c) => {
+            if let Some(p) = app.prompt.as_mut() {
+                p.text.push(c);
+            }
+            None
+        }
+        Action::PromptBackspace => {
+            if let Some(p) = app.prompt.as_mut() {
+                p.text.pop();
+            }
+            None
+        }
+        Action::PromptCancel => {
+            app.prompt = None;
+            None
+        }
+        Action::PromptSubmit => {
+            let p = app.prompt.take()?;
+            match p.kind {
+                PromptKind::Search => {
+                    if p.text.is_empty() {
+                        return None;
+                    }
+                    app.search = Some(p.text.clone());
+                    if app.screen == Screen::Entries {
+                        app.search_request(p.text, true, Direction::Next)
+                    } else {
+                        app.list_search(&p.text, Direction::Next, true);
+                        None
+                    }
+                }
+                PromptKind::Filter => {
+                    let slot = app.screen.slot();
+                    app.filters[slot] = p.text;
+                    app.status = None;
+                    if app.screen == Screen::Entries {
+                        app.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0)))
+                    } else {
+                        app.sel[slot] = 0;
+                        None
+                    }
+                }
+            }
+        }
+        Action::SearchNext | Action::SearchPrev => {
+            let direction = if matches!(action, Action::SearchNext) {
+                Direction::Next
+            } else {
+                Direction::Prev
+            };
+            let Some(text) = app.search.clone() else {
+                app.status = Some("no search yet: press / to search".into());
+                return None;
+            };
+            if app.screen == Screen::Entries {
+                if app.loading.is_some() {
+                    return None;
+                }
+                app.search_request(text, false, direction)
+            } else {
+                app.list_search(&text, direction, false);
+                None
+            }
+        }
+        Action::Enter => app.enter(),
+        Action::Back => {
+            app.back();
+            None
+        }
+        Action::Up | Action::Down | Action::Top | Action::Bottom | Action::PageUp | Action::PageDown => {
+            if app.screen == Screen::Entries {
+                app.entries_move(&action)
+            } else {
+                app.list_move(&action);
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,707 @@
+//! The worker: every read beyond `_metadata` happens here, off the UI thread.
+//!
+//! [`Worker::handle`] answers one [`Request`] with [`Msg`]s (progress, then one result); the
+//! [`Loader`] runs a `Worker` on its own thread behind two channels. A request whose
+//! generation is no longer the latest is dropped, and a long scan stops as soon as a newer
+//! request arrives, so the screen always follows the last key pressed.
+
+use super::app::{entry_line, Cursor, Page, Row, SnapshotRow};
+use crate::cmd::inspect::{format_label, kind_name, scan, utc_time, Found};
+use crate::render;
+use statekit_checkpoint::SnapshotReader;
+use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
+use statekit_format::SnapshotMetadata;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which entries of which state a page or search reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// Operator uid.
+    pub uid: String,
+    /// Keyed state name.
+    pub state: String,
+    /// Only entries whose rendered line contains this text (empty: all).
+    pub filter: String,
+    /// Entries per page.
+    pub page_size: usize,
+}
+
+/// Where a page starts or ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PageAt {
+    /// The page starting at this entry.
+    From(Cursor),
+    /// The page ending just before this entry.
+    Before(Cursor),
+    /// The last page.
+    Last,
+}
+
+/// Which way `n`/`N` go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// After the cursor, wrapping to the start.
+    Next,
+    /// Before the cursor, wrapping to the end.
+    Prev,
+}
+
+/// Work for the worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Find every snapshot under a directory.
+    Scan {
+        /// Generation.
+        gen: u64,
+        /// The directory.
+        root: PathBuf,
+    },
+    /// Open a snapshot (reads `_metadata` only).
+    Open {
+        /// Generation.
+        gen: u64,
+        /// Its directory or `_metadata` file.
+        path: PathBuf,
+    },
+    /// Read a page of entries.
+    Page {
+        /// Generation.
+        gen: u64,
+        /// What to read.
+        query: Query,
+        /// Where.
+        at: PageAt,
+        /// Which row of the page to select (`usize::MAX`: the last).
+        select: usize,
+    },
+    /// Find an entry by key.
+    Search {
+        /// Generation.
+        gen: u64,
+        /// What to read.
+        query: Query,
+        /// The text typed after `/`.
+        text: String,
+        /// Try `text` as an exact key first (only its key group is read).
+        exact_first: bool,
+        /// The selected entry; the search starts after (or before) it.
+        from: Cursor,
+        /// Which way.
+        direction: Direction,
+    },
+}
+
+impl Request {
+    /// The request's generation.
+    pub fn gen(&self) -> u64 {
+        match self {
+            Request::Scan { gen, .. }
+            | Request::Open { gen, .. }
+            | Request::Page { gen, .. }
+            | Request::Search { gen, .. } => *gen,
+        }
+    }
+}
+
+/// What the worker reports.
+#[derive(Clone, Debug)]
+pub enum Msg {
+    /// Still working: `done` of `total` units (key groups) of `what`.
+    Progress {
+        /// Generation.
+        gen: u64,
+        /// What is being read.
+        what: String,
+        /// Units done.
+        done: u64,
+        /// Units in all (0: unknown).
+        total: u64,
+    },
+    /// The snapshots under the directory.
+    Scanned {
+        /// Generation.
+        gen: u64,
+        /// Found snapshots, in path order.
+        snapshots: Vec<SnapshotRow>,
+    },
+    /// A snapshot was opened, or could not be.
+    Opened {
+        /// Generation.
+        gen: u64,
+        /// Its metadata, or the error.
+        result: Result<Arc<SnapshotMetadata>, String>,
+    },
+    /// A page of entries.
+    Page {
+        /// Generation.
+        gen: u64,
+        /// The page, or the error that stopped reading it.
+        result: Result<Page, String>,
+        /// Which row to select (`usize::MAX`: the last).
+        select: usize,
+        /// A note for the status line.
+        note: Option<String>,
+    },
+    /// A search found nothing.
+    NotFound {
+        /// Generation.
+        gen: u64,
+        /// What was searched.
+        text: String,
+    },
+}
+
+impl Msg {
+    /// The generation of the request this answers.
+    pub fn gen(&self) -> u64 {
+        match self {
+            Msg::Progress { gen, .. }
+            | Msg::Scanned { gen, .. }
+            | Msg::Opened { gen, .. }
+            | Msg::Page { gen, .. }
+            | Msg::NotFound { gen, .. } => *gen,
+        }
+    }
+}
+
+/// Thrown through a visitor to stop it early.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped")]
+struct Stop;
+
+fn stop() -> StateError {
+    StateError::Other(Box::new(Stop))
+}
+
+fn is_stop(e: &StateError) -> bool {
+    matches!(e, StateError::Other(b) if b.is::<Stop>())
+}
+
+/// The open views of one operator.
+struct Views {
+    uid: String,
+    max_parallelism: u32,
+    views: Vec<Box<dyn KeyedStateView>>,
+}
+
+/// The reading side: the open snapshot and the views of the operator last read.
+pub struct Worker {
+    latest: Arc<AtomicU64>,
+    reader: Option<SnapshotReader>,
+    views: Option<Views>,
+}
+
+/// Why a read ended without a result.
+enum Fail {
+    /// A newer request superseded it.
+    Cancelled,
+    /// An error to show.
+    Error(String),
+}
+
+impl From<StateError> for Fail {
+    fn from(e: StateError) -> Self {
+        Fail::Error(e.to_string())
+    }
+}
+
+/// Progress reporting, at most every 50 ms.
+struct Progress<'a> {
+    gen: u64,
+    what: String,
+    total: u64,
+    last: Instant,
+    out: &'a mut dyn FnMut(Msg),
+}
+
+impl Progress<'_> {
+    fn tick(&mut self, done: u64) {
+        if self.last.elapsed() >= Duration::from_millis(50) {
+            self.last = Instant::now();
+            (self.out)(Msg::Progress {
+                gen: self.gen,
+                what: self.what.clone(),
+                done,
+                total: self.total,
+            });
+        }
+    }
+}
+
+impl Worker {
+    /// A worker; requests older than `latest` are dropped.
+    pub fn new(latest: Arc<AtomicU64>) -> Self {
+        Worker {
+            latest,
+            reader: None,
+            views: None,
+        }
+    }
+
+    fn cancelled(&self, gen: u64) -> bool {
+        self.latest.load(Ordering::SeqCst) > gen
+    }
+
+    /// Answers `req`; `out` receives progress and then exactly one result unless a newer
+    /// request superseded this one.
+    pub fn handle(&mut self, req: Request, out: &mut dyn FnMut(Msg)) {
+        let gen = req.gen();
+        if self.cancelled(gen) {
+            return;
+        }
+        match req {
+            Request::Scan { gen, root } => {
+                out(Msg::Progress {
+                    gen,
+                    what: "scanning for snapshots".into(),
+                    done: 0,
+                    total: 0,
+                });
+                let snapshots = scan_dir(&root);
+                out(Msg::Scanned { gen, snapshots });
+            }
+            Request::Open { gen, path } => {
+                self.views = None;
+                self.reader = None;
+                let result = match SnapshotReader::open(&path) {
+                    Ok(r) => {
+                        let m = Arc::new(r.metadata().clone());
+                        self.reader = Some(r);
+                        Ok(m)
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                out(Msg::Opened { gen, result });
+            }
+            Request::Page { gen, query, at, select } => match self.page(gen, &query, &at, out) {
+                Ok(page) => out(Msg::Page {
+                    gen,
+                    result: Ok(page),
+                    select,
+                    note: None,
+                }),
+                Err(Fail::Cancelled) => {}
+                Err(Fail::Error(e)) => out(Msg::Page {
+                    gen,
+                    result: Err(e),
+                    select,
+                    note: None,
+                }),
+            },
+            Request::Search {
+                gen,
+                query,
+                text,
+                exact_first,
+                from,
+                direction,
+            } => match self.search(gen, &query, &text, exact_first, &from, direction, out) {
+                Ok(Some((cursor, note))) => {
+                    let r = self.page(gen, &query, &PageAt::From(cursor), out);
+                    match r {
+                        Ok(page) => out(Msg::Page {
+                            gen,
+                            result: Ok(page),
+                            select: 0,
+                            note,
+                        }),
+                        Err(Fail::Cancelled) => {}
+                        Err(Fail::Error(e)) => out(Msg::Page {
+                            gen,
+                            result: Err(e),
+                            select: 0,
+                            note: None,
+                        }),
+                    }
+                }
+                Ok(None) => out(Msg::NotFound { gen, text }),
+                Err(Fail::Cancelled) => {}
+                Err(Fail::Error(e)) => out(Msg::Page {
+                    gen,
+                    result: Err(e),
+                    select: 0,
+                    note: None,
+                }),
+            },
+        }
+    }
+
+    /// Opens (or reuses) the views of `uid`.
+    fn views(&mut self, gen: u64, uid: &str, out: &mut dyn FnMut(Msg)) -> Result<&Views, Fail> {
+        let cached = self.views.as_ref().is_some_and(|v| v.uid == uid);
+        if !cached {
+            self.views = None;
+            let reader = self
+                .reader
+                .as_ref()
+                .ok_or_else(|| Fail::Error("no snapshot is open".into()))?;
+            out(Msg::Progress {
+                gen,
+                what: format!("opening the state files of {uid:?}"),
+                done: 0,
+                total: 0,
+            });
+            let op = reader.operator(uid).map_err(|e| Fail::Error(e.to_string()))?;
+            let max_parallelism = op.max_parallelism;
+            let views = crate::cmd::views::keyed_views(reader, uid, KeyGroupRange::all(max_parallelism))
+                .map_err(|e| Fail::Error(format!("{e:#}")))?;
+            self.views = Some(Views {
+                uid: uid.to_string(),
+                max_parallelism,
+                views,
+            });
+        }
+        self.views.as_ref().ok_or_else(|| Fail::Error("no views".into()))
+    }
+
+    /// Reads one page.
+    fn page(&mut self, gen: u64, q: &Query, at: &PageAt, out: &mut dyn FnMut(Msg)) -> Result<Page, Fail> {
+        let latest = self.latest.clone();
+        let views = self.views(gen, &q.uid, out)?;
+        let n = views.max_parallelism;
+        let size = q.page_size.max(1);
+        let mut progress = Progress {
+            gen,
+            what: format!("reading {:?}", q.state),
+            total: u64::from(n),
+            last: Instant::now(),
+            out,
+        };
+        let cancelled = || latest.load(Ordering::SeqCst) > gen;
+        match at {
+            PageAt::From(c) => {
+                let mut rows: Vec<Row> = Vec::with_capacity(size);
+                let mut more = false;
+                for kg in c.key_group..n {
+                    if cancelled() {
+                        return Err(Fail::Cancelled);
+                    }
+                    progress.tick(u64::from(kg - c.key_group));
+                    let skip = if kg == c.key_group { c.index } else { 0 };
+                    let done = visit(views, q, kg, &mut |row| {
+                        if row.cursor.index < skip {
+                            return Ok(true);
+                        }
+                        if rows.len() == size {
+                            more = true;
+                            return Ok(false);
+                        }
+                        rows.push(row);
+                        Ok(true)
+                    })?;
+                    if !done {
+                        break;
+                    }
+                }
+                Ok(Page {
+                    start: c.clone(),
+                    rows,
+                    more,
+                })
+            }
+            PageAt::Before(_) | PageAt::Last => {
+                let end = match at {
+                    PageAt::Before(c) => c.clone(),
+                    _ => Cursor { key_group: n, index: 0 },
+                };
+                // At most `size` rows are ever held: a ring per key group, then the page.
+                let mut acc: VecDeque<Row> = VecDeque::with_capacity(size);
+                let mut kg = end.key_group.min(n);
+                let first = end.key_group;
+                loop {
+                    if kg < n {
+                        if cancelled() {
+                            return Err(Fail::Cancelled);
+                        }
+                        progress.tick(u64::from(first.min(n) - kg));
+                        let limit = if kg == end.key_group { end.index } else { u64::MAX };
+                        let mut ring: VecDeque<Row> = VecDeque::new();
+                        let want = size - acc.len();
+                        visit(views, q, kg, &mut |row| {
+                            if row.cursor.index >= limit {
+                                return Ok(false);
+                            }
+                            if ring.len() == want {
+                                ring.pop_front();
+                            }
+                            ring.push_back(row);
+                            Ok(true)
+                        })?;
+                        while let Some(r) = ring.pop_back() {
+                            acc.push_front(r);
+                        }
+                    }
+                    if acc.len() == size || kg == 0 {
+                        break;
+                    }
+                    kg -= 1;
+                }
+                let rows: Vec<Row> = acc.into_iter().collect();
+                let start = rows.first().map(|r| r.cursor.clone()).unwrap_or(Cursor::START);
+                Ok(Page {
+                    start,
+                    rows,
+                    more: !matches!(at, PageAt::Last),
+                })
+            }
+        }
+    }
+
+    /// Finds the cursor of the entry a search lands on.
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &mut self,
+        gen: u64,
+        q: &Query,
+        text: &str,
+        exact_first: bool,
+        from: &Cursor,
+        direction: Direction,
+        out: &mut dyn FnMut(Msg),
+    ) -> Result<Option<(Cursor, Option<String>)>, Fail> {
+        let latest = self.latest.clone();
+        let views = self.views(gen, &q.uid, out)?;
+        let n = views.max_parallelism;
+        let Some(desc) = state_desc(views, &q.state) else {
+            return Ok(None);
+        };
+        if exact_first {
+            if let Ok(key) = render::parse_key(text, &desc.key_schema, render::KeyFormat::Auto) {
+                let kg = key_group_for_key(&key, n);
+                let mut found = None;
+                visit(views, q, kg, &mut |row| {
+                    if row.key == key {
+                        found = Some(row.cursor);
+                        return Ok(false);
+                    }
+                    Ok(true)
+                })?;
+                if let Some(c) = found {
+                    return Ok(Some((c, Some(format!("key {text} (key group {kg})")))));
+                }
+            }
+        }
+        let matches = |row: &Row| render::text(&desc.key_schema, &row.key).contains(text);
+        let mut progress = Progress {
+            gen,
+            what: format!("searching {:?} for {text:?}", q.state),
+            total: u64::from(n),
+            last: Instant::now(),
+            out,
+        };
+        let cancelled = || latest.load(Ordering::SeqCst) > gen;
+        // Scans key groups `kgs`, calling `hit` on every matching row with its position
+        // relative to `from` (before, at/after); `hit` returns false to stop.
+        let scan_kgs = |kgs: std::ops::Range<u32>,
+                        hit: &mut dyn FnMut(&Row) -> bool,
+                        progress: &mut Progress<'_>|
+         -> Result<bool, Fail> {
+            for kg in kgs {
+                if cancelled() {
+                    return Err(Fail::Cancelled);
+                }
+                progress.tick(u64::from(kg));
+                let go = visit(views, q, kg, &mut |row| Ok(!matches(&row) || hit(&row)))?;
+                if !go {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        let wrapped = Some("search wrapped around".to_string());
+        match direction {
+            Direction::Next => {
+                let mut found: Option<Cursor> = None;
+                scan_kgs(
+                    from.key_group..n,
+                    &mut |r| {
+                        if r.cursor > *from {
+                            found = Some(r.cursor.clone());
+                            false
+                        } else {
+                            true
+                        }
+                    },
+                    &mut progress,
+                )?;
+                if let Some(c) = found {
+                    return Ok(Some((c, None)));
+                }
+                scan_kgs(
+                    0..from.key_group.saturating_add(1).min(n),
+                    &mut |r| {
+                        if r.cursor <= *from {
+                            found = Some(r.cursor.clone());
+                        }
+                        false
+                    },
+                    &mut progress,
+                )?;
+                Ok(found.map(|c| (c, wrapped)))
+            }
+            Direction::Prev => {
+                let mut found: Option<Cursor> = None;
+                scan_kgs(
+                    0..from.key_group.saturating_add(1).min(n),
+                    &mut |r| {
+                        if r.cursor < *from {
+                            found = Some(r.cursor.clone());
+                            true
+                        } else {
+                            false
+                        }
+                    },
+                    &mut progress,
+                )?;
+                if let Some(c) = found {
+                    return Ok(Some((c, None)));
+                }
+                scan_kgs(
+                    from.key_group..n,
+                    &mut |r| {
+                        if r.cursor >= *from {
+                            found = Some(r.cursor.clone());
+                        }
+                        true
+                    },
+                    &mut progress,
+                )?;
+                Ok(found.map(|c| (c, wrapped)))
+            }
+        }
+    }
+}
+
+/// The descriptor of keyed state `name` in any of the views.
+fn state_desc<'v>(views: &'v Views, name: &str) -> Option<&'v StateDescriptor> {
+    views.views.iter().flat_map(|v| v.states()).find(|d| d.name == name)
+}
+
+/// Calls `f` with every entry of state `q.state` in key group `kg` that passes the filter,
+/// in canonical order, numbered within the key group; `f` returns false to stop. Returns
+/// false when `f` stopped.
+fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<bool, Fail>) -> Result<bool, Fail> {
+    let mut index = 0u64;
+    let mut outcome: Result<bool, Fail> = Ok(true);
+    for view in views.views.iter().filter(|v| v.key_group_range().contains(kg)) {
+        let Some(state) = view.states().iter().position(|d| d.name == q.state) else {
+            continue;
+        };
+        let desc = &view.states()[state];
+        let state = state as u32;
+        let is_list = desc.kind == KeyedStateKind::List;
+        let mut element = 0u64;
+        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
+        let r = view.visit_key_group(kg, &mut |e| {
+            if e.state != state {
+                return Ok(());
+            }
+            let same = last
+                .as_ref()
+                .is_some_and(|(k, ns)| k.as_slice() == e.key && ns.as_slice() == e.namespace);
+            if !same {
+                element = 0;
+                last = Some((e.key.to_vec(), e.namespace.to_vec()));
+            }
+            let row = Row {
+                cursor: Cursor { key_group: kg, index },
+                key: e.key.to_vec(),
+                namespace: e.namespace.to_vec(),
+                user_key: e.user_key.map(<[u8]>::to_vec),
+                value: e.value.to_vec(),
+                ttl_timestamp: e.timestamp,
+                element: is_list.then_some(element),
+            };
+            element += 1;
+            if !q.filter.is_empty() && !entry_line(desc, &row, false).contains(&q.filter) {
+                return Ok(());
+            }
+            index += 1;
+            match f(row) {
+                Ok(true) => Ok(()),
+                Ok(false) => {
+                    outcome = Ok(false);
+                    Err(stop())
+                }
+                Err(fail) => {
+                    outcome = Err(fail);
+                    Err(stop())
+                }
+            }
+        });
+        match r {
+            Err(e) if is_stop(&e) => return outcome,
+            Err(e) => return Err(e.into()),
+            Ok(()) => {}
+        }
+    }
+    outcome
+}
+
+/// The snapshots under `root`, as the snapshot list shows them (paths relative to `root`).
+fn scan_dir(root: &Path) -> Vec<SnapshotRow> {
+    let mut found: Vec<Found> = Vec::new();
+    scan(root, 4, &mut found);
+    found
+        .into_iter()
+        .map(|f| {
+            let rel = f.path.strip_prefix(root).unwrap_or(&f.path);
+            let label = if rel.as_os_str().is_empty() {
+                ".".to_string()
+            } else {
+                rel.display().to_string()
+            };
+            SnapshotRow {
+                label,
+                kind: f.meta.as_ref().map_or("checkpoint", |m| kind_name(m.kind)).to_string(),
+                id: f.meta.as_ref().map_or("-".into(), |m| m.checkpoint_id.to_string()),
+                format: f.meta.as_ref().map_or("-".into(), format_label),
+                time: f.meta.as_ref().map_or("-".into(), |m| utc_time(m.timestamp_ms)),
+                bytes: f.bytes,
+                own_bytes: f.own_bytes,
+                complete: f.complete,
+                problem: f.problem,
+                path: f.path,
+            }
+        })
+        .collect()
+}
+
+/// A [`Worker`] on its own thread.
+pub struct Loader {
+    latest: Arc<AtomicU64>,
+    tx: Sender<Request>,
+    /// Messages from the worker.
+    pub rx: Receiver<Msg>,
+}
+
+impl Loader {
+    /// Starts the worker thread.
+    pub fn spawn() -> std::io::Result<Self> {
+        let latest = Arc::new(AtomicU64::new(0));
+        let (tx, req_rx) = std::sync::mpsc::channel::<Request>();
+        let (msg_tx, rx) = std::sync::mpsc::channel::<Msg>();
+        let mut worker = Worker::new(latest.clone());
+        std::thread::Builder::new()
+            .name("statekit-inspect-loader".into())
+            .spawn(move || {
+                while let Ok(req) = req_rx.recv() {
+                    worker.handle(req, &mut |m| {
+                        let _ = msg_tx.send(m);
+                    });
+                }
+            })?;
+        Ok(Loader { latest, tx, rx })
+    }
+
+    /// Sends `req`, superseding every older request.
+    pub fn send(&self, req: Request) {
+        self.latest.fetch_max(req.gen(), Ordering::SeqCst);
+        let _ = self.tx.send(req);
+    }
+}

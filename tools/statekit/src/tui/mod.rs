@@ -1,0 +1,171 @@
+//! `statekit inspect`: a terminal UI over a savepoint, a checkpoint or a directory of them
+//! (`docs/design/0008-inspector.md`).
+//!
+//! input ([`keys`]) → [`app::Action`] → pure [`app::update`] → [`view::render`]; reads beyond
+//! `_metadata` run in the [`loader`] worker thread and come back as actions.
+
+pub mod app;
+pub mod keys;
+pub mod loader;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+use anyhow::{bail, Context, Result};
+use app::{update, Action, App, Screen, StateItem};
+use clap::Args;
+use loader::Loader;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{self, Event};
+use ratatui::Terminal;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Arguments of `statekit inspect`.
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// A snapshot directory, its `_metadata` file, or a directory to search for snapshots.
+    pub path: PathBuf,
+    /// Measure instead of run: render the first complete frame (the operators, or the
+    /// snapshot list) to an in-memory terminal of COLSxROWS, print it and the time it took,
+    /// and exit.
+    #[arg(long, hide = true, value_name = "COLSxROWS")]
+    pub first_frame: Option<String>,
+    /// With --first-frame: then also open UID/STATE and time its first page of entries.
+    #[arg(long, hide = true, value_name = "UID/STATE", requires = "first_frame")]
+    pub first_page: Option<String>,
+}
+
+/// `statekit inspect`.
+pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
+    if !args.path.exists() {
+        bail!("{}: no such file or directory", args.path.display());
+    }
+    let title = args.path.display().to_string();
+    if let Some(size) = &args.first_frame {
+        return first_frame(&args, &title, size);
+    }
+    if !std::io::stdout().is_terminal() {
+        bail!("statekit inspect needs a terminal; in scripts use `statekit show` and `statekit dump`");
+    }
+    let loader = Loader::spawn().context("starting the reader thread")?;
+    let (mut app, first) = App::new(&args.path, &title);
+    // Raw mode and the alternate screen; ratatui's panic hook restores the terminal before
+    // the panic message prints.
+    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
+    let result = event_loop(&mut terminal, &mut app, &loader, first);
+    ratatui::restore();
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    loader: &Loader,
+    first: loader::Request,
+) -> Result<()> {
+    let size = terminal.size()?;
+    let dispatch = |app: &mut App, action: Action| {
+        if let Some(req) = update(app, action) {
+            loader.send(req);
+        }
+    };
+    dispatch(app, Action::Resize(size.width, size.height));
+    loader.send(first);
+    loop {
+        terminal.draw(|f| view::render(app, f))?;
+        if app.quit {
+            return Ok(());
+        }
+        // Input first (never blocked by reads: they are on the worker), then whatever the
+        // worker has delivered.
+        if event::poll(Duration::from_millis(80))? {
+            loop {
+                match event::read()? {
+                    Event::Key(k) => {
+                        if let Some(a) = keys::action_for(app, k) {
+                            dispatch(app, a);
+                        }
+                    }
+                    Event::Resize(w, h) => dispatch(app, Action::Resize(w, h)),
+                    _ => {}
+                }
+                if app.quit || !event::poll(Duration::ZERO)? {
+                    break;
+                }
+            }
+        }
+        while let Ok(msg) = loader.rx.try_recv() {
+            dispatch(app, Action::Loaded(msg));
+        }
+        dispatch(app, Action::Tick);
+    }
+}
+
+/// Feeds the worker's messages to `app` until a result (not progress) arrived and the app
+/// asks for nothing more.
+fn settle(app: &mut App, loader: &Loader) -> Result<()> {
+    while app.loading.is_some() {
+        let msg = loader
+            .rx
+            .recv_timeout(Duration::from_secs(600))
+            .context("waiting for the reader")?;
+        if let Some(req) = update(app, Action::Loaded(msg)) {
+            loader.send(req);
+        }
+    }
+    Ok(())
+}
+
+/// `--first-frame`: time to the first complete frame (and optionally to a first page).
+fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> {
+    let (w, h) = size
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse::<u16>().ok()?, h.parse::<u16>().ok()?)))
+        .context("--first-frame takes COLSxROWS, e.g. 80x24")?;
+    let t0 = Instant::now();
+    let loader = Loader::spawn()?;
+    let (mut app, first) = App::new(&args.path, title);
+    let _ = update(&mut app, Action::Resize(w, h));
+    loader.send(first);
+    settle(&mut app, &loader)?;
+    let mut terminal = Terminal::new(TestBackend::new(w, h))?;
+    terminal.draw(|f| view::render(&app, f))?;
+    let first_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    println!("{}", terminal.backend());
+    println!("first frame: {first_ms:.2} ms");
+    if let Some(spec) = &args.first_page {
+        let (uid, state) = spec.split_once('/').context("--first-page takes UID/STATE")?;
+        let t1 = Instant::now();
+        if app.screen == Screen::Snapshots {
+            bail!("--first-page needs a snapshot, not a directory of them");
+        }
+        let ops = app.visible_operators();
+        let m = app.metadata().context("the snapshot did not open")?;
+        let op = ops
+            .iter()
+            .position(|&i| m.operators[i].uid == uid)
+            .with_context(|| format!("no operator {uid:?}"))?;
+        app.sel[1] = op;
+        let _ = update(&mut app, Action::Enter);
+        let st = app
+            .visible_states()
+            .iter()
+            .position(|s| matches!(s, StateItem::Keyed(i) if app.operator().is_some_and(|o| o.keyed_states[*i].name == state)))
+            .with_context(|| format!("no keyed state {state:?} in {uid:?}"))?;
+        app.sel[2] = st;
+        if let Some(req) = update(&mut app, Action::Enter) {
+            loader.send(req);
+        }
+        settle(&mut app, &loader)?;
+        terminal.draw(|f| view::render(&app, f))?;
+        let page_ms = t1.elapsed().as_secs_f64() * 1000.0;
+        println!("{}", terminal.backend());
+        println!("first page of {uid}/{state}: {page_ms:.2} ms");
+    }
+    Ok(ExitCode::SUCCESS)
+}

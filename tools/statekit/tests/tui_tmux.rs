@@ -1,0 +1,141 @@
+//! End to end: the real `statekit inspect` in an 80×24 tmux session, driven by keys, read
+//! back from the screen as a person would see it. Skipped (with a message) without tmux.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// A tmux server on its own socket, killed when dropped.
+struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("running tmux")
+    }
+
+    fn screen(&self) -> String {
+        let out = self.run(&["capture-pane", "-p", "-t", &self.session]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.session];
+        args.extend_from_slice(keys);
+        let out = self.run(&args);
+        assert!(
+            out.status.success(),
+            "send-keys: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Waits until the screen satisfies `ok` (10 s at most); returns it.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                panic!("timed out waiting for {what}; the screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.run(&["has-session", "-t", &self.session]).status.success()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+#[test]
+fn inspect_in_tmux() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping inspect_in_tmux: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1/savepoint-basic");
+    let t = Tmux {
+        socket: format!("statekit-tui-test-{}", std::process::id()),
+        session: "inspect".into(),
+    };
+    let fixture = fixture.display().to_string();
+    let out = t.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        &t.session,
+        "-x",
+        "80",
+        "-y",
+        "24",
+        env!("CARGO_BIN_EXE_statekit"),
+        "inspect",
+        &fixture,
+    ]);
+    assert!(
+        out.status.success(),
+        "new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The operators, from _metadata.
+    let s = t.wait_for("the operator list", |s| {
+        s.contains("word-counter") && s.contains("enricher")
+    });
+    assert!(
+        s.contains("6b8045dea34a1e845b5d3f58ebf57018"),
+        "operator id shown:\n{s}"
+    );
+    assert_eq!(s.lines().count(), 24, "an 80x24 screen:\n{s}");
+
+    // Into word-counter's states, then the entries of `count`; search a key.
+    t.keys(&["Enter"]);
+    t.wait_for("the states", |s| s.contains("per-window") && s.contains("aggregating"));
+    t.keys(&["Enter"]);
+    t.wait_for("the entries of count", |s| s.contains("entries 1-8 of 8"));
+    t.keys(&["/", "heidi", "Enter"]);
+    let s = t.wait_for("heidi found", |s| s.contains("key group 6"));
+    let row = s
+        .lines()
+        .find(|l| l.contains("\"heidi\""))
+        .unwrap_or_else(|| panic!("no row of heidi:\n{s}"));
+    assert!(row.split_whitespace().any(|w| w == "8"), "heidi's count is 8: {row:?}");
+    assert!(s.contains("value: 8"), "the pane shows the selected value:\n{s}");
+
+    // The help overlay lists every key; any key closes it.
+    t.keys(&["?"]);
+    let s = t.wait_for("the help overlay", |s| s.contains("keys (any key closes)"));
+    for k in ["j / Down", "PgDn / PgUp", "n / N", "q / Ctrl-C"] {
+        assert!(s.contains(k), "help lists {k}:\n{s}");
+    }
+    t.keys(&["Escape"]);
+    t.wait_for("the help closed", |s| !s.contains("keys (any key closes)"));
+
+    // Quit: the program ends, and so does the session.
+    t.keys(&["q"]);
+    let start = Instant::now();
+    while t.alive() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "q did not end the session:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
