@@ -2,6 +2,8 @@
 //! * `statekit show` wall time and peak memory on a small and a large savepoint (it must not
 //!   read data files, so both should be about equal);
 //! * `statekit verify` throughput beside `cat <files> > /dev/null`;
+//! * `statekit inspect` start to first frame on both savepoints, the first page of entries,
+//!   and paging through every entry of the large one (time, peak and anonymous memory);
 //! * with `--diff` (or `--diff-only`): `statekit diff` of two savepoints of `--diff-mb` MB of
 //!   state each (default 1024) that differ in 1% of their keys, beside `cat` of both
 //!   directories and `statekit verify` (full decode) of both.
@@ -229,9 +231,75 @@ fn main() {
         "  statekit verify {v:>8.0} MB/s (peak RSS {mv} KiB)   cat > /dev/null {c:>8.0} MB/s   ratio {:.2}x",
         v / c
     );
+    inspect_section(&statekit, &small, &large, small_bytes, large_bytes);
     if with_diff {
         diff_section(&statekit, tmp.path());
     }
+}
+
+/// The figure a `statekit inspect --first-frame` run printed after `prefix`.
+fn printed(out: &str, prefix: &str) -> String {
+    out.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or("?")
+        .trim()
+        .to_string()
+}
+
+/// `statekit inspect`: start to first frame on the small and the large savepoint (the whole
+/// process: start, `_metadata`, one frame rendered to an in-memory 80x24 terminal, exit), the
+/// first page of entries, and paging through every entry of the large one (bounded memory).
+fn inspect_section(statekit: &Path, small: &Path, large: &Path, small_bytes: u64, large_bytes: u64) {
+    println!(
+        "\n== statekit inspect: start to first frame (80x24), {:.0} MB vs {:.0} MB savepoint, best of 5 ==",
+        small_bytes as f64 / 1e6,
+        large_bytes as f64 / 1e6
+    );
+    let frame = |p: &Path, page: bool| {
+        best(5, || {
+            let mut cmd = Command::new(statekit);
+            cmd.arg("inspect").arg(p).args(["--first-frame", "80x24"]);
+            if page {
+                cmd.args(["--first-page", "counter/count"]);
+            }
+            measure(cmd.stdout(std::process::Stdio::null()))
+        })
+    };
+    let (ts, ms) = frame(small, false);
+    let (tl, ml) = frame(large, false);
+    println!(
+        "  small: {:>7.1} ms, peak RSS {:>6} KiB\n  large: {:>7.1} ms, peak RSS {:>6} KiB\n  ratio large/small {:.2}x   (target: under 100 ms, within 2x of the small one)",
+        ts.as_secs_f64() * 1e3,
+        ms,
+        tl.as_secs_f64() * 1e3,
+        ml,
+        tl.as_secs_f64() / ts.as_secs_f64()
+    );
+    let (tps, _) = frame(small, true);
+    let (tpl, _) = frame(large, true);
+    println!(
+        "  start to first frame + first page of counter/count: small {:.1} ms, large {:.1} ms",
+        tps.as_secs_f64() * 1e3,
+        tpl.as_secs_f64() * 1e3
+    );
+    let t = Instant::now();
+    let out = Command::new(statekit)
+        .arg("inspect")
+        .arg(large)
+        .args(["--first-frame", "80x24", "--first-page", "counter/count", "--page-through"])
+        .output()
+        .expect("spawn statekit inspect");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "  paging (PgDn) through every entry of the large savepoint's counter/count, {:.1} s in all: {}",
+        t.elapsed().as_secs_f64(),
+        printed(&out, "paged through counter/count:")
+    );
+    println!(
+        "  (the data files are memory-mapped: pages read count in VmHWM; anonymous memory is what the inspector holds)"
+    );
 }
 
 /// `statekit diff` of two savepoints differing in 1% of their keys (the second at another
