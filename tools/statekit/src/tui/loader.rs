@@ -183,17 +183,94 @@ fn is_stop(e: &StateError) -> bool {
 }
 
 /// The open views of one operator.
+#[derive(Clone)]
 struct Views {
     uid: String,
     max_parallelism: u32,
-    views: Vec<Box<dyn KeyedStateView>>,
+    views: Arc<Vec<Box<dyn KeyedStateView>>>,
 }
 
-/// The reading side: the open snapshot and the views of the operator last read.
+/// The reading side: the open snapshot, the views of the operator last read, and the read
+/// of the entries page shown, held open for the next page.
 pub struct Worker {
     latest: Arc<AtomicU64>,
     reader: Option<SnapshotReader>,
     views: Option<Views>,
+    stream: Option<Stream>,
+}
+
+/// Rows a [`Stream`]'s reader thread may have read ahead of the page shown.
+const STREAM_DEPTH: usize = 256;
+
+/// A sequential read of one state (and filter), held open between pages: the next page
+/// continues where the last one ended, instead of reading its key group again from the
+/// start. A thread visits the key groups in order and hands the rows over a bounded channel
+/// (at most [`STREAM_DEPTH`] rows wait in it); dropping the stream ends the thread at its
+/// next row.
+struct Stream {
+    views: Arc<Vec<Box<dyn KeyedStateView>>>,
+    /// (uid, state, filter) of the query it reads.
+    query: (String, String, String),
+    /// The cursor of a request that continues the stream.
+    resume: Cursor,
+    /// A row received and not yet handed out.
+    peeked: Option<Row>,
+    rx: Receiver<Streamed>,
+}
+
+/// What a stream's reader thread sends.
+enum Streamed {
+    Row(Row),
+    /// Key group done.
+    KeyGroup(u32),
+    /// The last key group is done.
+    End,
+    Failed(String),
+}
+
+fn stream_key(q: &Query) -> (String, String, String) {
+    (q.uid.clone(), q.state.clone(), q.filter.clone())
+}
+
+impl Stream {
+    /// Starts reading `q` from `from`.
+    fn start(views: &Views, q: &Query, from: &Cursor) -> Result<Stream, Fail> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_DEPTH);
+        let (v, query, from) = (views.clone(), q.clone(), from.clone());
+        std::thread::Builder::new()
+            .name("statekit-inspect-pages".into())
+            .spawn(move || {
+                for kg in from.key_group..v.max_parallelism {
+                    let skip = if kg == from.key_group { from.index } else { 0 };
+                    let r = visit(&v, &query, kg, &mut |row| {
+                        if row.cursor.index < skip {
+                            return Ok(true);
+                        }
+                        // The page reader is gone: stop.
+                        Ok(tx.send(Streamed::Row(row)).is_ok())
+                    });
+                    let next = match r {
+                        Ok(true) => Streamed::KeyGroup(kg),
+                        Ok(false) => return,
+                        Err(Fail::Cancelled) => return,
+                        Err(Fail::Error(e)) => Streamed::Failed(e),
+                    };
+                    let failed = matches!(next, Streamed::Failed(_));
+                    if tx.send(next).is_err() || failed {
+                        return;
+                    }
+                }
+                let _ = tx.send(Streamed::End);
+            })
+            .map_err(|e| Fail::Error(format!("starting a reader thread: {e}")))?;
+        Ok(Stream {
+            views: views.views.clone(),
+            query: stream_key(q),
+            resume: from.clone(),
+            peeked: None,
+            rx,
+        })
+    }
 }
 
 /// Why a read ended without a result.
@@ -240,6 +317,7 @@ impl Worker {
             latest,
             reader: None,
             views: None,
+            stream: None,
         }
     }
 
@@ -267,6 +345,7 @@ impl Worker {
             }
             Request::Open { gen, path } => {
                 self.views = None;
+                self.stream = None;
                 self.reader = None;
                 let result = match SnapshotReader::open(&path) {
                     Ok(r) => {
@@ -353,7 +432,7 @@ impl Worker {
             self.views = Some(Views {
                 uid: uid.to_string(),
                 max_parallelism,
-                views,
+                views: Arc::new(views),
             });
         }
         self.views.as_ref().ok_or_else(|| Fail::Error("no views".into()))
@@ -362,7 +441,7 @@ impl Worker {
     /// Reads one page.
     fn page(&mut self, gen: u64, q: &Query, at: &PageAt, out: &mut dyn FnMut(Msg)) -> Result<Page, Fail> {
         let latest = self.latest.clone();
-        let views = self.views(gen, &q.uid, out)?;
+        let views = &self.views(gen, &q.uid, out)?.clone();
         let n = views.max_parallelism;
         let size = q.page_size.max(1);
         let mut progress = Progress {
@@ -375,28 +454,46 @@ impl Worker {
         let cancelled = || latest.load(Ordering::SeqCst) > gen;
         match at {
             PageAt::From(c) => {
+                let reuse = self.stream.as_ref().is_some_and(|st| {
+                    Arc::ptr_eq(&st.views, &views.views) && st.query == stream_key(q) && st.resume == *c
+                });
+                let mut st = match self.stream.take() {
+                    Some(st) if reuse => st,
+                    _ => Stream::start(views, q, c)?,
+                };
                 let mut rows: Vec<Row> = Vec::with_capacity(size);
+                rows.extend(st.peeked.take());
                 let mut more = false;
-                for kg in c.key_group..n {
+                loop {
                     if cancelled() {
+                        // The rows taken so far are lost with the stream: the next read
+                        // starts afresh.
                         return Err(Fail::Cancelled);
                     }
-                    progress.tick(u64::from(kg - c.key_group));
-                    let skip = if kg == c.key_group { c.index } else { 0 };
-                    let done = visit(views, q, kg, &mut |row| {
-                        if row.cursor.index < skip {
-                            return Ok(true);
-                        }
-                        if rows.len() == size {
+                    match st.rx.recv_timeout(Duration::from_millis(50)) {
+                        Ok(Streamed::Row(r)) if rows.len() == size => {
+                            st.peeked = Some(r);
                             more = true;
-                            return Ok(false);
+                            break;
                         }
-                        rows.push(row);
-                        Ok(true)
-                    })?;
-                    if !done {
-                        break;
+                        Ok(Streamed::Row(r)) => rows.push(r),
+                        Ok(Streamed::KeyGroup(kg)) => progress.tick(u64::from(kg + 1 - c.key_group)),
+                        Ok(Streamed::End) => break,
+                        Ok(Streamed::Failed(e)) => return Err(Fail::Error(e)),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                            return Err(Fail::Error("the reader thread ended unexpectedly".into()))
+                        }
                     }
+                }
+                if more {
+                    if let Some(last) = rows.last() {
+                        st.resume = Cursor {
+                            key_group: last.cursor.key_group,
+                            index: last.cursor.index + 1,
+                        };
+                    }
+                    self.stream = Some(st);
                 }
                 Ok(Page {
                     start: c.clone(),

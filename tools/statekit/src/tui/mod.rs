@@ -37,6 +37,10 @@ pub struct InspectArgs {
     /// With --first-frame: then also open UID/STATE and time its first page of entries.
     #[arg(long, hide = true, value_name = "UID/STATE", requires = "first_frame")]
     pub first_page: Option<String>,
+    /// With --first-page: then page down (PgDn) to the last entry, and print the pages,
+    /// entries, time and peak memory (VmHWM).
+    #[arg(long, hide = true, requires = "first_page")]
+    pub page_through: bool,
 }
 
 /// `statekit inspect`.
@@ -166,6 +170,53 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
         let page_ms = t1.elapsed().as_secs_f64() * 1000.0;
         println!("{}", terminal.backend());
         println!("first page of {uid}/{state}: {page_ms:.2} ms");
+        if args.page_through {
+            let t2 = Instant::now();
+            let (mut pages, mut entries) = (1u64, 0u64);
+            let mut anon_peak = anon_memory_kb().unwrap_or(0);
+            loop {
+                if pages % 256 == 0 {
+                    anon_peak = anon_peak.max(anon_memory_kb().unwrap_or(0));
+                }
+                let Some(e) = app.entries.as_ref() else { break };
+                if let Some(err) = &e.error {
+                    bail!("paging {uid}/{state}: {err}");
+                }
+                let Some(p) = e.page.as_ref() else { break };
+                entries += p.rows.len() as u64;
+                if !p.more {
+                    break;
+                }
+                let Some(req) = update(&mut app, Action::PageDown) else { break };
+                loader.send(req);
+                settle(&mut app, &loader)?;
+                pages += 1;
+            }
+            terminal.draw(|f| view::render(&app, f))?;
+            let secs = t2.elapsed().as_secs_f64();
+            println!("{}", terminal.backend());
+            anon_peak = anon_peak.max(anon_memory_kb().unwrap_or(0));
+            println!(
+                "paged through {uid}/{state}: {pages} pages, {entries} entries in {secs:.2} s ({:.0} entries/s); peak memory (VmHWM) {}; anonymous memory, sampled peak: {anon_peak} kB",
+                entries as f64 / secs.max(1e-9),
+                peak_memory().unwrap_or_else(|| "unknown".into())
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The process's anonymous resident memory (heap, not mapped files) in kB, from
+/// `/proc/self/status` (Linux).
+fn anon_memory_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    line.trim_start_matches("RssAnon:").trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// The process's peak resident memory, from `/proc/self/status` (Linux).
+fn peak_memory() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    Some(line.trim_start_matches("VmHWM:").trim().to_string())
 }
