@@ -12,6 +12,17 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # cache outside the clone (scripts/rocksdb-env.sh).
 . scripts/rocksdb-env.sh
 
+# tmux for the inspector's end-to-end test (it skips, saying so, where tmux cannot be had).
+if ! command -v tmux >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing tmux (for the inspector's end-to-end test)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; } ||
+      echo "warning: could not install tmux; tui_tmux will skip" >&2
+  else
+    echo "warning: tmux not found; tui_tmux will skip" >&2
+  fi
+fi
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
