@@ -39,6 +39,13 @@ pub enum StorageError {
 pub trait Blob: Send + Sync {
     /// The whole file.
     fn bytes(&self) -> &[u8];
+
+    /// Tells the blob that `len` bytes from `offset` will not be read again soon. A
+    /// memory-mapped file drops those pages from the process's resident memory (the kernel's
+    /// page cache keeps them); the bytes stay readable, a later read faults them back in.
+    /// Readers call it after each key group, so reading a file much larger than RAM keeps the
+    /// resident set at about one key group. Default: nothing.
+    fn release(&self, _offset: usize, _len: usize) {}
 }
 
 impl Blob for Vec<u8> {
@@ -50,6 +57,21 @@ impl Blob for Vec<u8> {
 impl Blob for Mmap {
     fn bytes(&self) -> &[u8] {
         self
+    }
+
+    #[cfg(unix)]
+    fn release(&self, offset: usize, len: usize) {
+        let offset = offset.min(self.len());
+        let len = len.min(self.len() - offset);
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the map is a read-only, shared mapping of a file (`Mmap::map`): dropping its
+        // pages loses nothing — a later read of them faults the file's bytes back in.
+        let r = unsafe { self.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "madvise(DONTNEED) failed");
+        }
     }
 }
 

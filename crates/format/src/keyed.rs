@@ -892,6 +892,7 @@ impl KeyedFileReader {
             t.raw += u64::from(h.raw_len);
             pos += h.total_len();
         }
+        self.blob.release(s.offset as usize, (end - s.offset) as usize);
         if t.blocks != u64::from(s.blocks) || t.entries != s.entries || t.raw != s.raw {
             return Err(FormatError::corrupt(
                 &self.file,
