@@ -287,7 +287,13 @@ fn inspect_section(statekit: &Path, small: &Path, large: &Path, small_bytes: u64
     let out = Command::new(statekit)
         .arg("inspect")
         .arg(large)
-        .args(["--first-frame", "80x24", "--first-page", "counter/count", "--page-through"])
+        .args([
+            "--first-frame",
+            "80x24",
+            "--first-page",
+            "counter/count",
+            "--page-through",
+        ])
         .output()
         .expect("spawn statekit inspect");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
