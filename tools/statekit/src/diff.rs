@@ -261,13 +261,42 @@ impl DiffSummary {
 /// walk.
 pub type DiffSink<'s> = dyn FnMut(Difference) -> Result<bool> + 's;
 
+/// How far a comparison got: key groups walked of those of every operator on both sides
+/// (an operator whose keyed state is not compared counts as walked at once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiffProgress {
+    /// Key groups done.
+    pub done: u64,
+    /// Key groups in all.
+    pub total: u64,
+}
+
+/// Told the progress after every key group; returns `false` to stop the walk (as a sink
+/// refusing a difference does: the summary says `truncated`).
+pub type ProgressHook<'p> = dyn FnMut(DiffProgress) -> bool + 'p;
+
 struct Emitter<'s, 'f> {
     sink: &'s mut DiffSink<'f>,
+    progress: &'s mut ProgressHook<'f>,
+    at: DiffProgress,
     summary: DiffSummary,
     stopped: bool,
 }
 
 impl Emitter<'_, '_> {
+    /// Reports `done` key groups; false once the hook (or the sink) asked to stop.
+    fn tick(&mut self, done: u64) -> bool {
+        if self.stopped {
+            return false;
+        }
+        self.at.done = done.min(self.at.total);
+        if !(self.progress)(self.at) {
+            self.stopped = true;
+            self.summary.truncated = true;
+        }
+        !self.stopped
+    }
+
     /// Passes `d` on; false once the sink asked to stop.
     fn emit(&mut self, d: Difference) -> Result<bool> {
         if self.stopped {
@@ -303,6 +332,18 @@ impl Emitter<'_, '_> {
 /// operator-state records, then its key records in key-group order (within a key group by
 /// state, then key and namespace in canonical order).
 pub fn diff_snapshots(a: Side<'_>, b: Side<'_>, opts: &DiffOptions, sink: &mut DiffSink<'_>) -> Result<DiffSummary> {
+    diff_snapshots_with_progress(a, b, opts, sink, &mut |_| true)
+}
+
+/// [`diff_snapshots`], telling `progress` how far it got after every key group (and at the
+/// start); `progress` returning false stops the walk there (a cancelled comparison).
+pub fn diff_snapshots_with_progress<'f>(
+    a: Side<'_>,
+    b: Side<'_>,
+    opts: &DiffOptions,
+    sink: &mut DiffSink<'f>,
+    progress: &mut ProgressHook<'f>,
+) -> Result<DiffSummary> {
     let (ma, mb) = (a.reader.metadata(), b.reader.metadata());
     let mut uids: Vec<&str> = ma.operators.iter().map(|o| o.uid.as_str()).collect();
     for o in &mb.operators {
@@ -326,13 +367,31 @@ pub fn diff_snapshots(a: Side<'_>, b: Side<'_>, opts: &DiffOptions, sink: &mut D
             bail!("no compared operator has a state named {s:?} in either snapshot");
         }
     }
+    let total = uids
+        .iter()
+        .filter_map(|u| {
+            Some(u64::from(
+                ma.operator(u)?.max_parallelism.min(mb.operator(u)?.max_parallelism),
+            ))
+        })
+        .sum();
     let mut em = Emitter {
         sink,
+        progress,
+        at: DiffProgress { done: 0, total },
         summary: DiffSummary::default(),
         stopped: false,
     };
+    if !em.tick(0) {
+        return Ok(em.summary);
+    }
     for uid in uids {
         let (oa, ob) = (ma.operator(uid), mb.operator(uid));
+        let base = em.at.done;
+        let share = match (oa, ob) {
+            (Some(x), Some(y)) => u64::from(x.max_parallelism.min(y.max_parallelism)),
+            _ => 0,
+        };
         let ok = match (oa, ob) {
             (Some(_), None) => em.emit(Difference::Operator(OperatorDiff {
                 uid: uid.to_string(),
@@ -349,7 +408,7 @@ pub fn diff_snapshots(a: Side<'_>, b: Side<'_>, opts: &DiffOptions, sink: &mut D
             (Some(oa), Some(ob)) => diff_operator(a, b, oa, ob, opts, &mut em)?,
             (None, None) => true,
         };
-        if !ok {
+        if !ok || !em.tick(base + share) {
             break;
         }
     }
@@ -489,6 +548,7 @@ fn diff_operator(
     let mut differ = KeyGroupDiffer::new(uid_arc, compared, opts.keys_only);
     let mut ca = Cursor::new(a, oa);
     let mut cb = Cursor::new(b, ob);
+    let base = em.at.done;
     for kg in 0..oa.max_parallelism {
         let va = ca.views_for(kg)?;
         let vb = cb.views_for(kg)?;
@@ -508,7 +568,7 @@ fn diff_operator(
             em.summary.entries[i] += stats.entries[i];
             em.summary.bytes[i] += stats.bytes[i];
         }
-        if stop || em.stopped {
+        if stop || em.stopped || !em.tick(base + u64::from(kg) + 1) {
             return Ok(false);
         }
     }

@@ -139,3 +139,59 @@ fn inspect_in_tmux() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn inspect_diff_in_tmux() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping inspect_diff_in_tmux: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1");
+    let a = fixtures.join("savepoint-basic").display().to_string();
+    let b = fixtures
+        .join("changelog-checkpoint/c4a9e10f0c4a9e10f0c4a9e10f0c4a9e/chk-3")
+        .display()
+        .to_string();
+    let t = Tmux {
+        socket: format!("statekit-tui-diff-test-{}", std::process::id()),
+        session: "diff".into(),
+    };
+    let out = t.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        &t.session,
+        "-x",
+        "80",
+        "-y",
+        "24",
+        env!("CARGO_BIN_EXE_statekit"),
+        "inspect",
+        &a,
+        "--diff",
+        &b,
+    ]);
+    assert!(
+        out.status.success(),
+        "new-session: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The comparison runs on the worker; its summary and rows arrive.
+    let s = t.wait_for("the diff summary", |s| s.contains("differences:"));
+    assert!(s.contains("word-counter"), "{s}");
+    // Search a row; the pane shows it in full.
+    t.keys(&["/", "followers", "Enter"]);
+    t.wait_for("the added state in the pane", |s| {
+        s.contains("keyed state: followers added")
+    });
+    t.keys(&["q"]);
+    let start = Instant::now();
+    while t.alive() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "q did not end the session:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -144,7 +144,8 @@ fn summary_json(s: &DiffSummary) -> Json {
     })
 }
 
-fn fields_text(fields: &[FieldChange]) -> String {
+/// Changed properties as text: `parallelism 2 -> 3 (layout only), …`.
+pub fn fields_text(fields: &[FieldChange]) -> String {
     fields
         .iter()
         .map(|f| {
@@ -195,7 +196,21 @@ fn op_desc_json(d: &Option<OperatorStateDescriptor>) -> Json {
 }
 
 fn item_text(schema: &TypeSchema, it: &Item) -> String {
-    let v = render::text(schema, &it.bytes);
+    item_text_as(schema, it, false)
+}
+
+/// Bytes typed by `schema` (as `dump` prints them), or as `0x…` hex.
+pub fn bytes_text(schema: &TypeSchema, bytes: &[u8], hex: bool) -> String {
+    if hex {
+        format!("0x{}", render::hex(bytes))
+    } else {
+        render::text(schema, bytes)
+    }
+}
+
+/// A value with its TTL timestamp: `5 ttl_ts=1700000000000`.
+pub fn item_text_as(schema: &TypeSchema, it: &Item, hex: bool) -> String {
+    let v = bytes_text(schema, &it.bytes, hex);
     match it.timestamp {
         Some(t) => format!("{v} ttl_ts={t}"),
         None => v,
@@ -203,12 +218,182 @@ fn item_text(schema: &TypeSchema, it: &Item) -> String {
 }
 
 fn list_text(schema: &TypeSchema, items: &[Item]) -> String {
-    let inner: Vec<String> = items.iter().map(|i| item_text(schema, i)).collect();
+    list_text_as(schema, items, false)
+}
+
+/// A list state's elements: `[1, 2, 3]`.
+pub fn list_text_as(schema: &TypeSchema, items: &[Item], hex: bool) -> String {
+    let inner: Vec<String> = items.iter().map(|i| item_text_as(schema, i, hex)).collect();
     format!("[{}]", inner.join(", "))
 }
 
+/// One line of a difference as the inspector's diff list shows it: the columns of a line
+/// of [`difference_text`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiffCells {
+    /// `+`, `-`, `~`, or `=` for a layout-only change.
+    pub sign: char,
+    /// Operator uid.
+    pub uid: String,
+    /// State name (empty for an operator).
+    pub state: String,
+    /// Key (with namespace and user key), element or broadcast key; empty for descriptors.
+    pub key: String,
+    /// What changed: `old -> new` values, or the changed properties.
+    pub what: String,
+}
+
+/// How many lines [`difference_text`] prints for `d` (the rows of the inspector's list).
+pub fn difference_parts(d: &Difference) -> usize {
+    match d {
+        Difference::Operator(_) | Difference::State(_) => 1,
+        Difference::OperatorState(s) => 1 + s.removed_elements.len() + s.added_elements.len() + s.entries.len(),
+        Difference::Key(k) => match &k.detail {
+            KeyDetail::Map(entries) => entries.len().max(1),
+            _ => 1,
+        },
+    }
+}
+
+/// Line `part` of `d` as [`DiffCells`] (`None` past the last).
+pub fn difference_cell(d: &Difference, part: usize, hex: bool) -> Option<DiffCells> {
+    let cells = |sign: char, uid: &str, state: &str, key: String, what: String| DiffCells {
+        sign,
+        uid: uid.to_string(),
+        state: state.to_string(),
+        key,
+        what,
+    };
+    if part >= difference_parts(d) {
+        return None;
+    }
+    Some(match d {
+        Difference::Operator(o) => {
+            let mut what = match o.change {
+                Change::Added => "operator added".to_string(),
+                Change::Removed => "operator removed".to_string(),
+                Change::Modified => fields_text(&o.fields),
+            };
+            if o.layout_only() {
+                what.push_str(" — not a state difference");
+            }
+            if let Some(why) = &o.keyed_not_compared {
+                what.push_str(&format!("; keyed state not compared ({why})"));
+            }
+            let sign = if o.layout_only() { '=' } else { o.change.sign() };
+            cells(sign, &o.uid, "", String::new(), what)
+        }
+        Difference::State(s) => {
+            let what = match s.change {
+                Change::Added => format!("added: {}", s.new.as_ref().map(describe_state).unwrap_or_default()),
+                Change::Removed => format!("removed: {}", s.old.as_ref().map(describe_state).unwrap_or_default()),
+                Change::Modified => format!(
+                    "{}{}",
+                    fields_text(&s.fields),
+                    if s.entries_compared {
+                        ""
+                    } else {
+                        " (entries not compared)"
+                    }
+                ),
+            };
+            cells(s.change.sign(), &s.uid, &s.name, String::new(), what)
+        }
+        Difference::OperatorState(s) => {
+            let (vs, ks) = op_schemas(s);
+            let (nr, na) = (s.removed_elements.len(), s.added_elements.len());
+            if part == 0 {
+                let what = op_state_parts(s).unwrap_or_else(|| s.change.name().to_string());
+                cells(s.change.sign(), &s.uid, &s.name, String::new(), what)
+            } else if part <= nr {
+                let e = &s.removed_elements[part - 1];
+                cells('-', &s.uid, &s.name, "element".into(), bytes_text(&vs, e, hex))
+            } else if part <= nr + na {
+                let e = &s.added_elements[part - 1 - nr];
+                cells('+', &s.uid, &s.name, "element".into(), bytes_text(&vs, e, hex))
+            } else {
+                let e = &s.entries[part - 1 - nr - na];
+                let (sign, what) = entry_values(&vs, e, hex);
+                let key = format!("key={}", bytes_text(&ks, &e.user_key, hex));
+                cells(sign, &s.uid, &s.name, key, what)
+            }
+        }
+        Difference::Key(k) => {
+            let st = &k.state;
+            let mut key = bytes_text(&st.key_schema, &k.key, hex);
+            if st.namespace_schema != TypeSchema::Unit {
+                key.push_str(&format!(" ns={}", bytes_text(&st.namespace_schema, &k.namespace, hex)));
+            }
+            let vs = &st.value_schema;
+            let sign = k.change.sign();
+            match &k.detail {
+                KeyDetail::None => cells(sign, &k.uid, &st.name, key, String::new()),
+                KeyDetail::Value { old, new } => {
+                    let t = |i: &Item| item_text_as(vs, i, hex);
+                    let what = match (old, new) {
+                        (Some(o), Some(n)) => format!("{} -> {}", t(o), t(n)),
+                        (Some(x), None) | (None, Some(x)) => t(x),
+                        (None, None) => String::new(),
+                    };
+                    cells(sign, &k.uid, &st.name, key, what)
+                }
+                KeyDetail::List { old, new } => {
+                    let what = match k.change {
+                        Change::Added => list_text_as(vs, new, hex),
+                        Change::Removed => list_text_as(vs, old, hex),
+                        Change::Modified => format!("{} -> {}", list_text_as(vs, old, hex), list_text_as(vs, new, hex)),
+                    };
+                    cells(sign, &k.uid, &st.name, key, what)
+                }
+                KeyDetail::Map(entries) => match entries.get(part) {
+                    None => cells(sign, &k.uid, &st.name, key, String::new()),
+                    Some(e) => {
+                        let uks = st.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+                        let (sign, what) = entry_values(vs, e, hex);
+                        let key = format!("{key} user_key={}", bytes_text(&uks, &e.user_key, hex));
+                        cells(sign, &k.uid, &st.name, key, what)
+                    }
+                },
+            }
+        }
+    })
+}
+
+/// What the header line of an operator-state difference says after the name.
+fn op_state_parts(s: &OperatorStateDiff) -> Option<String> {
+    let mut parts = Vec::new();
+    if !s.fields.is_empty() {
+        parts.push(fields_text(&s.fields));
+    }
+    if !s.removed_elements.is_empty() || !s.added_elements.is_empty() {
+        parts.push(format!(
+            "{} elements removed, {} added",
+            s.removed_elements.len(),
+            s.added_elements.len()
+        ));
+    }
+    if !s.entries.is_empty() {
+        parts.push(format!("{} entries differ", s.entries.len()));
+    }
+    if let (Change::Added | Change::Removed, Some(d)) = (s.change, s.new.as_ref().or(s.old.as_ref())) {
+        parts.push(format!("{} value {}", d.mode, d.value_schema));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// The sign and `old -> new` text of a map (or broadcast) entry.
+fn entry_values(vs: &TypeSchema, e: &MapEntryDiff, hex: bool) -> (char, String) {
+    let t = |i: &Item| item_text_as(vs, i, hex);
+    match (&e.old, &e.new) {
+        (None, Some(n)) => ('+', t(n)),
+        (Some(o), None) => ('-', t(o)),
+        (Some(o), Some(n)) => ('~', format!("{} -> {}", t(o), t(n))),
+        (None, None) => ('?', String::new()),
+    }
+}
+
 /// The schemas of an operator state's values and keys (the new side's when it has one).
-fn op_schemas(d: &OperatorStateDiff) -> (TypeSchema, TypeSchema) {
+pub fn op_schemas(d: &OperatorStateDiff) -> (TypeSchema, TypeSchema) {
     let desc = d.new.as_ref().or(d.old.as_ref());
     (
         desc.map(|x| x.value_schema.clone()).unwrap_or(TypeSchema::Bytes),
@@ -259,25 +444,8 @@ pub fn difference_text(d: &Difference) -> Vec<String> {
             let name = format!("{}/{}", s.uid, s.name);
             let (vs, ks) = op_schemas(s);
             let mut head = format!("{} operator-state {name}", s.change.sign());
-            let mut parts = Vec::new();
-            if !s.fields.is_empty() {
-                parts.push(fields_text(&s.fields));
-            }
-            if !s.removed_elements.is_empty() || !s.added_elements.is_empty() {
-                parts.push(format!(
-                    "{} elements removed, {} added",
-                    s.removed_elements.len(),
-                    s.added_elements.len()
-                ));
-            }
-            if !s.entries.is_empty() {
-                parts.push(format!("{} entries differ", s.entries.len()));
-            }
-            if let (Change::Added | Change::Removed, Some(d)) = (s.change, s.new.as_ref().or(s.old.as_ref())) {
-                parts.push(format!("{} value {}", d.mode, d.value_schema));
-            }
-            if !parts.is_empty() {
-                head.push_str(&format!(": {}", parts.join("; ")));
+            if let Some(parts) = op_state_parts(s) {
+                head.push_str(&format!(": {parts}"));
             }
             let mut lines = vec![head];
             for e in &s.removed_elements {

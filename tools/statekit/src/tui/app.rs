@@ -1,6 +1,7 @@
 //! The inspector's state and its pure `update`: no terminal, no threads, no I/O. Reads are
 //! asked for by returning a [`Request`]; their results come back as [`Action::Loaded`].
 
+use super::diffview::{DiffPart, DiffSide, DiffView, DIFF_KEEP};
 use super::loader::{Direction, Msg, PageAt, Query, Request};
 use crate::cmd::inspect::state_totals;
 use crate::render;
@@ -116,6 +117,8 @@ pub enum Screen {
     States,
     /// Entries of the selected state.
     Entries,
+    /// The differences of two snapshots.
+    Diff,
 }
 
 impl Screen {
@@ -125,6 +128,7 @@ impl Screen {
             Screen::Operators => 1,
             Screen::States => 2,
             Screen::Entries => 3,
+            Screen::Diff => 4,
         }
     }
 }
@@ -242,9 +246,15 @@ pub struct App {
     /// Selected row of the snapshot, operator and state lists (in their filtered rows).
     pub sel: [usize; 3],
     /// Filter text of each screen.
-    pub filters: [String; 4],
+    pub filters: [String; 5],
     /// The entries screen.
     pub entries: Option<EntriesView>,
+    /// The diff screen.
+    pub diff: Option<DiffView>,
+    /// The snapshot marked with `d` as the old side of a diff (index in `snapshots`).
+    pub diff_base: Option<usize>,
+    /// Rows of a diff kept at most.
+    pub diff_keep: usize,
     /// Show bytes as hex.
     pub hex: bool,
     /// The metadata pane.
@@ -304,6 +314,8 @@ pub enum Action {
     ToggleHex,
     /// The metadata pane on and off.
     ToggleMeta,
+    /// `d`: mark the base of a diff, or diff the base with the selected snapshot.
+    MarkDiff,
     /// The help overlay on and off.
     ToggleHelp,
     /// A character typed in a prompt.
@@ -343,6 +355,9 @@ impl App {
             sel: [0; 3],
             filters: Default::default(),
             entries: None,
+            diff: None,
+            diff_base: None,
+            diff_keep: DIFF_KEEP,
             hex: false,
             meta: MetaPane::Auto,
             help: false,
@@ -371,6 +386,111 @@ impl App {
             }
         };
         (app, req)
+    }
+
+    /// The state for `statekit inspect A --diff B`: straight into the diff of `a` (old,
+    /// shown as `a_label`) and `b`, and the request that compares them.
+    pub fn new_diff(a: &Path, a_label: &str, b: &Path, b_label: &str) -> (App, Request) {
+        let (mut app, _) = App::new(a, a_label);
+        app.dir_mode = false;
+        let sides = [
+            DiffSide {
+                path: a.to_path_buf(),
+                label: a_label.to_string(),
+            },
+            DiffSide {
+                path: b.to_path_buf(),
+                label: b_label.to_string(),
+            },
+        ];
+        let req = app.diff_request(sides, false);
+        (app, req)
+    }
+
+    /// Opens the diff screen on `sides` and asks for the comparison.
+    fn diff_request(&mut self, sides: [DiffSide; 2], from_list: bool) -> Request {
+        self.status = None;
+        self.filters[4].clear();
+        self.diff = Some(DiffView::new(sides.clone(), from_list));
+        self.screen = Screen::Diff;
+        let gen = self.next_gen("comparing");
+        Request::Diff {
+            gen,
+            sides,
+            keep: self.diff_keep,
+        }
+    }
+
+    /// `d`: in the snapshot list, marks the selected snapshot as the base, unmarks it, or
+    /// diffs the base with the selected one.
+    fn mark_diff(&mut self) -> Option<Request> {
+        if self.screen != Screen::Snapshots {
+            self.status = Some(match self.screen {
+                Screen::Diff => "d: this is a diff; Esc goes back".into(),
+                _ => "d diffs two snapshots: in the snapshot list (inspect a directory), or `statekit inspect A --diff B`"
+                    .into(),
+            });
+            return None;
+        }
+        let i = *self.visible_snapshots().get(self.sel[0])?;
+        match self.diff_base {
+            None => {
+                self.diff_base = Some(i);
+                self.status = Some(format!(
+                    "base: {} · d on another: diff base → it · d/Esc: unmark",
+                    self.snapshots[i].label
+                ));
+                None
+            }
+            Some(b) if b == i => {
+                self.diff_base = None;
+                self.status = Some("base unmarked".into());
+                None
+            }
+            Some(b) => {
+                let side = |r: &SnapshotRow| DiffSide {
+                    path: r.path.clone(),
+                    label: r.label.clone(),
+                };
+                let sides = [side(&self.snapshots[b]), side(&self.snapshots[i])];
+                Some(self.diff_request(sides, true))
+            }
+        }
+    }
+
+    /// Moves in the diff list.
+    fn diff_move(&mut self, action: &Action) {
+        let page = super::diffview::page_rows(self);
+        let Some(dv) = self.diff.as_mut() else {
+            return;
+        };
+        let len = dv.visible.len();
+        let cur = dv.sel;
+        let sel = match action {
+            Action::Up => cur.saturating_sub(1),
+            Action::Down => cur + 1,
+            Action::Top => 0,
+            Action::Bottom => len.saturating_sub(1),
+            Action::PageUp => cur.saturating_sub(page),
+            Action::PageDown => cur + page,
+            _ => cur,
+        };
+        dv.select(sel, page);
+    }
+
+    /// `/`, `n`, `N` in the diff list.
+    fn diff_search(&mut self, text: &str, forward: bool, include_current: bool) {
+        let page = super::diffview::page_rows(self);
+        let Some(dv) = self.diff.as_mut() else {
+            return;
+        };
+        match dv.find(text, forward, include_current) {
+            Some(i) => {
+                dv.select(i, page);
+                self.status = None;
+            }
+            None => self.status = Some(format!("not found: {text}")),
+        }
     }
 
     fn next_gen(&mut self, what: &str) -> u64 {
@@ -460,6 +580,7 @@ impl App {
             Screen::Operators => self.visible_operators().len(),
             Screen::States => self.visible_states().len(),
             Screen::Entries => self.page_rows().len(),
+            Screen::Diff => self.diff.as_ref().map_or(0, |d| d.visible.len()),
         }
     }
 
@@ -490,7 +611,7 @@ impl App {
                     })
                     .collect()
             }
-            Screen::Entries => Vec::new(),
+            Screen::Entries | Screen::Diff => Vec::new(),
         }
     }
 
@@ -637,13 +758,26 @@ impl App {
                     }
                 }
             }
-            Screen::Entries => None,
+            Screen::Entries | Screen::Diff => None,
         }
     }
 
     fn back(&mut self) {
         self.status = None;
         match self.screen {
+            Screen::Diff => {
+                if self.diff.as_ref().is_some_and(|d| d.from_list) {
+                    self.diff = None;
+                    self.screen = Screen::Snapshots;
+                    self.cancel_loading();
+                } else {
+                    self.status = Some("opened with --diff: nothing to go back to (q quits)".into());
+                }
+            }
+            Screen::Snapshots if self.diff_base.is_some() => {
+                self.diff_base = None;
+                self.status = Some("base unmarked".into());
+            }
             Screen::Entries => {
                 self.entries = None;
                 self.screen = Screen::States;
@@ -804,6 +938,19 @@ impl App {
                 self.pending = None;
                 self.status = Some(format!("not found: {text}"));
             }
+            Msg::Diff { part, .. } => {
+                let page = super::diffview::page_rows(self);
+                let filter = self.filters[4].clone();
+                let dv = self.diff.as_mut()?;
+                match part {
+                    DiffPart::Rows(rows) => dv.push(rows, &filter),
+                    DiffPart::Done(end) => {
+                        self.loading = None;
+                        dv.end = Some(end);
+                    }
+                }
+                dv.scroll(page);
+            }
         }
         None
     }
@@ -826,6 +973,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
         Action::Resize(w, h) => {
             let before = app.page_size();
             app.size = (w, h);
+            if app.screen == Screen::Diff {
+                let page = super::diffview::page_rows(app);
+                if let Some(dv) = app.diff.as_mut() {
+                    dv.scroll(page);
+                }
+            }
             if app.screen == Screen::Entries && app.page_size() != before && app.loading.is_none() {
                 let e = app.entries.as_ref()?;
                 let start = e.page.as_ref()?.start.clone();
@@ -888,7 +1041,10 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
                         return None;
                     }
                     app.search = Some(p.text.clone());
-                    if app.screen == Screen::Entries {
+                    if app.screen == Screen::Diff {
+                        app.diff_search(&p.text, true, true);
+                        None
+                    } else if app.screen == Screen::Entries {
                         app.search_request(p.text, true, Direction::Next)
                     } else {
                         app.list_search(&p.text, Direction::Next, true);
@@ -899,7 +1055,17 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
                     let slot = app.screen.slot();
                     app.filters[slot] = p.text;
                     app.status = None;
-                    if app.screen == Screen::Entries {
+                    if app.screen == Screen::Diff {
+                        let page = super::diffview::page_rows(app);
+                        let filter = app.filters[slot].clone();
+                        if let Some(dv) = app.diff.as_mut() {
+                            dv.sel = 0;
+                            dv.top = 0;
+                            dv.refilter(&filter);
+                            dv.scroll(page);
+                        }
+                        None
+                    } else if app.screen == Screen::Entries {
                         app.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0)))
                     } else {
                         app.sel[slot] = 0;
@@ -918,7 +1084,10 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
                 app.status = Some("no search yet: press / to search".into());
                 return None;
             };
-            if app.screen == Screen::Entries {
+            if app.screen == Screen::Diff {
+                app.diff_search(&text, direction == Direction::Next, false);
+                None
+            } else if app.screen == Screen::Entries {
                 if app.loading.is_some() {
                     return None;
                 }
@@ -933,8 +1102,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             app.back();
             None
         }
+        Action::MarkDiff => app.mark_diff(),
         Action::Up | Action::Down | Action::Top | Action::Bottom | Action::PageUp | Action::PageDown => {
-            if app.screen == Screen::Entries {
+            if app.screen == Screen::Diff {
+                app.diff_move(&action);
+                None
+            } else if app.screen == Screen::Entries {
                 app.entries_move(&action)
             } else {
                 app.list_move(&action);

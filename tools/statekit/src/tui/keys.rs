@@ -17,6 +17,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("f", "filter entries by their text, lists by name; empty: off"),
     ("x", "typed values / hex bytes"),
     ("m", "metadata pane: sizes, bytes per key group"),
+    ("d", "diff: mark the base snapshot; d on another diffs them"),
     ("?", "this help (any key closes it)"),
     ("q / Ctrl-C", "quit"),
 ];
@@ -63,6 +64,7 @@ pub fn action_for(app: &App, key: KeyEvent) -> Option<Action> {
         KeyCode::Char('f') => Action::StartFilter,
         KeyCode::Char('x') => Action::ToggleHex,
         KeyCode::Char('m') => Action::ToggleMeta,
+        KeyCode::Char('d') => Action::MarkDiff,
         KeyCode::Char('?') => Action::ToggleHelp,
         _ => return None,
     })

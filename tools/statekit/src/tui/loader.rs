@@ -6,6 +6,7 @@
 //! request arrives, so the screen always follows the last key pressed.
 
 use super::app::{entry_line, Cursor, Page, Row, SnapshotRow};
+use super::diffview::{DiffPart, DiffSide};
 use crate::cmd::inspect::{format_label, kind_name, scan, utc_time, Found};
 use crate::render;
 use statekit_checkpoint::SnapshotReader;
@@ -94,6 +95,15 @@ pub enum Request {
         /// Which way.
         direction: Direction,
     },
+    /// Compare two snapshots (`diff::diff_snapshots`), streaming the differences.
+    Diff {
+        /// Generation.
+        gen: u64,
+        /// The old side and the new side.
+        sides: [DiffSide; 2],
+        /// Rows to send at most; beyond them differences are only counted.
+        keep: usize,
+    },
 }
 
 impl Request {
@@ -103,7 +113,8 @@ impl Request {
             Request::Scan { gen, .. }
             | Request::Open { gen, .. }
             | Request::Page { gen, .. }
-            | Request::Search { gen, .. } => *gen,
+            | Request::Search { gen, .. }
+            | Request::Diff { gen, .. } => *gen,
         }
     }
 }
@@ -154,6 +165,13 @@ pub enum Msg {
         /// What was searched.
         text: String,
     },
+    /// Differences of a comparison (in batches), then its end.
+    Diff {
+        /// Generation.
+        gen: u64,
+        /// Rows, or the end.
+        part: DiffPart,
+    },
 }
 
 impl Msg {
@@ -164,7 +182,8 @@ impl Msg {
             | Msg::Scanned { gen, .. }
             | Msg::Opened { gen, .. }
             | Msg::Page { gen, .. }
-            | Msg::NotFound { gen, .. } => *gen,
+            | Msg::NotFound { gen, .. }
+            | Msg::Diff { gen, .. } => *gen,
         }
     }
 }
@@ -407,6 +426,7 @@ impl Worker {
                     note: None,
                 }),
             },
+            Request::Diff { gen, sides, keep } => super::diffview::run(&self.latest, gen, &sides, keep, out),
         }
     }
 

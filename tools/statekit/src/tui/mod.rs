@@ -5,6 +5,7 @@
 //! `_metadata` run in the [`loader`] worker thread and come back as actions.
 
 pub mod app;
+pub mod diffview;
 pub mod keys;
 pub mod loader;
 pub mod view;
@@ -29,6 +30,10 @@ use std::time::{Duration, Instant};
 pub struct InspectArgs {
     /// A snapshot directory, its `_metadata` file, or a directory to search for snapshots.
     pub path: PathBuf,
+    /// Open straight into the differences of PATH (old) and this snapshot (new), as
+    /// `statekit diff PATH B` finds them.
+    #[arg(long, value_name = "B")]
+    pub diff: Option<PathBuf>,
     /// Measure instead of run: render the first complete frame (the operators, or the
     /// snapshot list) to an in-memory terminal of COLSxROWS, print it and the time it took,
     /// and exit.
@@ -49,6 +54,15 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
         bail!("{}: no such file or directory", args.path.display());
     }
     let title = args.path.display().to_string();
+    if let Some(b) = &args.diff {
+        if !b.exists() {
+            bail!("{}: no such file or directory", b.display());
+        }
+        let is_snapshot = |p: &std::path::Path| p.is_file() || p.join(statekit_format::METADATA_FILE_NAME).is_file();
+        if !is_snapshot(&args.path) || !is_snapshot(b) {
+            bail!("--diff compares two snapshots (directories with a _metadata file, or the files)");
+        }
+    }
     if let Some(size) = &args.first_frame {
         return first_frame(&args, &title, size);
     }
@@ -56,7 +70,7 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
         bail!("statekit inspect needs a terminal; in scripts use `statekit show` and `statekit dump`");
     }
     let loader = Loader::spawn().context("starting the reader thread")?;
-    let (mut app, first) = App::new(&args.path, &title);
+    let (mut app, first) = new_app(&args, &title);
     // Raw mode and the alternate screen; ratatui's panic hook restores the terminal before
     // the panic message prints.
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
@@ -110,6 +124,14 @@ fn event_loop(
     }
 }
 
+/// The app and its first request: a snapshot or directory, or (`--diff`) a comparison.
+fn new_app(args: &InspectArgs, title: &str) -> (App, loader::Request) {
+    match &args.diff {
+        Some(b) => App::new_diff(&args.path, title, b, &b.display().to_string()),
+        None => App::new(&args.path, title),
+    }
+}
+
 /// Feeds the worker's messages to `app` until a result (not progress) arrived and the app
 /// asks for nothing more.
 fn settle(app: &mut App, loader: &Loader) -> Result<()> {
@@ -133,7 +155,7 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
         .context("--first-frame takes COLSxROWS, e.g. 80x24")?;
     let t0 = Instant::now();
     let loader = Loader::spawn()?;
-    let (mut app, first) = App::new(&args.path, title);
+    let (mut app, first) = new_app(args, title);
     let _ = update(&mut app, Action::Resize(w, h));
     loader.send(first);
     settle(&mut app, &loader)?;
@@ -187,7 +209,9 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
                 if !p.more {
                     break;
                 }
-                let Some(req) = update(&mut app, Action::PageDown) else { break };
+                let Some(req) = update(&mut app, Action::PageDown) else {
+                    break;
+                };
                 loader.send(req);
                 settle(&mut app, &loader)?;
                 pages += 1;
@@ -211,7 +235,12 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
 fn anon_memory_kb() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
-    line.trim_start_matches("RssAnon:").trim().trim_end_matches("kB").trim().parse().ok()
+    line.trim_start_matches("RssAnon:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The process's peak resident memory, from `/proc/self/status` (Linux).

@@ -473,3 +473,553 @@ fn stale_answers_are_ignored() {
     assert!(app.entries.is_none());
     assert!(app.loading.is_none());
 }
+
+// ---- the diff view -------------------------------------------------------------------
+
+mod diff_view {
+    use super::*;
+    use statekit_checkpoint::SnapshotWriter;
+    use statekit_core::keygroup::subtask_for_key_group;
+    use statekit_core::storage::{LocalStorage, Storage};
+    use statekit_core::{
+        encode_value, key_group_for_key, BackendConfig, KeyedStateBackend, OperatorStateData, OperatorStateDescriptor,
+        OperatorStateMode, OperatorStateSnapshot, StateDescriptor, StateFunctions, TypeSchema, Value,
+    };
+    use statekit_hashmap::HashMapBackend;
+    use std::collections::BTreeMap;
+
+    const MAX_P: u32 = 8;
+
+    fn i64v(x: i64) -> Vec<u8> {
+        encode_value(&TypeSchema::I64, &Value::I64(x)).expect("i64")
+    }
+
+    fn strv(s: &str) -> Vec<u8> {
+        encode_value(&TypeSchema::Utf8, &Value::Str(s.to_string())).expect("utf8")
+    }
+
+    /// A small job's state: operator `counter` (keyed), `source` (operator state), and
+    /// optionally `sink`.
+    #[derive(Clone)]
+    struct Model {
+        counter_parallelism: u32,
+        count: BTreeMap<&'static str, i64>,
+        recent: BTreeMap<&'static str, Vec<i64>>,
+        next: BTreeMap<&'static str, BTreeMap<&'static str, i64>>,
+        /// Name of the extra value state (`legacy` or `fresh`).
+        extra: &'static str,
+        offsets: Vec<i64>,
+        sink: bool,
+    }
+
+    fn model_a() -> Model {
+        Model {
+            counter_parallelism: 2,
+            count: [("alpha", 1), ("bravo", 2), ("charlie", 3)].into_iter().collect(),
+            recent: [("alpha", vec![1, 2])].into_iter().collect(),
+            next: [("alpha", [("x", 1), ("y", 2)].into_iter().collect())]
+                .into_iter()
+                .collect(),
+            extra: "legacy",
+            offsets: vec![10, 20],
+            sink: false,
+        }
+    }
+
+    fn model_b() -> Model {
+        Model {
+            counter_parallelism: 3,
+            count: [("alpha", 1), ("bravo", 5), ("delta", 4)].into_iter().collect(),
+            recent: [("alpha", vec![1, 2, 3])].into_iter().collect(),
+            next: [("alpha", [("x", 1), ("y", 3), ("z", 4)].into_iter().collect())]
+                .into_iter()
+                .collect(),
+            extra: "fresh",
+            offsets: vec![10, 30],
+            sink: true,
+        }
+    }
+
+    /// Writes `m` as a canonical savepoint at `dir/name` (a fixed name: nothing random on screen).
+    fn write(dir: &Path, name: &str, m: &Model) -> PathBuf {
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir));
+        let writer = SnapshotWriter::new_savepoint(storage, "", "0123456789abcdef0123456789abcdef", 1).expect("writer");
+        writer.register_operator("source", 1, MAX_P).expect("register source");
+        let desc = OperatorStateDescriptor {
+            name: "offsets".into(),
+            mode: OperatorStateMode::List,
+            value_schema: TypeSchema::I64,
+            key_schema: None,
+        };
+        let snap = OperatorStateSnapshot {
+            states: vec![(
+                desc,
+                OperatorStateData::List(m.offsets.iter().map(|&o| i64v(o)).collect()),
+            )],
+        };
+        writer
+            .write_subtask("source", 0, None, Some(&snap), false)
+            .expect("write source");
+        let p = m.counter_parallelism;
+        writer.register_operator("counter", p, MAX_P).expect("register counter");
+        let descs = [
+            StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64),
+            StateDescriptor::list("recent", TypeSchema::Utf8, TypeSchema::I64),
+            StateDescriptor::map("next", TypeSchema::Utf8, TypeSchema::Utf8, TypeSchema::I64),
+            StateDescriptor::value(m.extra, TypeSchema::Utf8, TypeSchema::I64),
+        ];
+        let owner = |k: &str| subtask_for_key_group(MAX_P, p, key_group_for_key(&strv(k), MAX_P)) as usize;
+        let mut backends: Vec<HashMapBackend> = (0..p)
+            .map(|i| HashMapBackend::new(BackendConfig::for_subtask(MAX_P, p, i).expect("config")).expect("backend"))
+            .collect();
+        let handles: Vec<Vec<_>> = backends
+            .iter_mut()
+            .map(|b| {
+                descs
+                    .iter()
+                    .map(|d| b.register(d.clone(), StateFunctions::None).expect("register state"))
+                    .collect()
+            })
+            .collect();
+        for (k, v) in &m.count {
+            let o = owner(k);
+            backends[o].put(handles[o][0], &strv(k), &[], &i64v(*v)).expect("put");
+            backends[o]
+                .put(handles[o][3], &strv(k), &[], &i64v(0))
+                .expect("put extra");
+        }
+        for (k, l) in &m.recent {
+            let o = owner(k);
+            let els: Vec<Vec<u8>> = l.iter().map(|&x| i64v(x)).collect();
+            let refs: Vec<&[u8]> = els.iter().map(|e| e.as_slice()).collect();
+            backends[o]
+                .list_update(handles[o][1], &strv(k), &[], &refs)
+                .expect("list");
+        }
+        for (k, map) in &m.next {
+            let o = owner(k);
+            for (uk, v) in map {
+                backends[o]
+                    .map_put(handles[o][2], &strv(k), &[], &strv(uk), &i64v(*v))
+                    .expect("map");
+            }
+        }
+        for (i, b) in backends.iter_mut().enumerate() {
+            let view = b.snapshot(1).expect("snapshot");
+            writer
+                .write_subtask("counter", i as u32, Some(view.as_ref()), None, false)
+                .expect("write counter");
+        }
+        if m.sink {
+            writer.register_operator("sink", 1, MAX_P).expect("register sink");
+            writer.write_subtask("sink", 0, None, None, false).expect("write sink");
+        }
+        let random = writer.dir().to_string();
+        writer.finish().expect("finish");
+        let path = dir.join(name);
+        std::fs::rename(dir.join(random), &path).expect("rename the savepoint");
+        path
+    }
+
+    /// Two savepoints `old` and `new` in a temp dir, with known differences.
+    fn pair() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = write(dir.path(), "old", &model_a());
+        let b = write(dir.path(), "new", &model_b());
+        (dir, a, b)
+    }
+
+    fn open_diff(a: &Path, a_label: &str, b: &Path, b_label: &str, w: u16, h: u16) -> Harness {
+        let (mut app, first) = App::new_diff(a, a_label, b, b_label);
+        assert!(update(&mut app, Action::Resize(w, h)).is_none());
+        let latest = Arc::new(AtomicU64::new(0));
+        let mut h = Harness {
+            app,
+            worker: Worker::new(latest.clone()),
+            latest,
+        };
+        h.run(first);
+        h
+    }
+
+    /// The selected row's line (typed).
+    fn selected_line(h: &Harness) -> String {
+        h.app
+            .diff
+            .as_ref()
+            .and_then(|d| d.selected())
+            .map(|r| r.line.clone())
+            .unwrap_or_default()
+    }
+
+    fn lines(h: &Harness) -> Vec<String> {
+        let d = h.app.diff.as_ref().expect("diff view");
+        d.visible.iter().map(|&i| d.rows[i].line.clone()).collect()
+    }
+
+    #[test]
+    fn known_changes_rows_and_summary() {
+        let (_dir, a, b) = pair();
+        let h = open_diff(&a, "old", &b, "new", 120, 40);
+        assert_eq!(h.app.screen, Screen::Diff);
+        let got = lines(&h);
+        // Every known change is there, typed, with its marker.
+        for needle in [
+            "= counter   parallelism 2 -> 3 (layout only)",
+            "- counter legacy  removed:",
+            "+ counter fresh  added:",
+            "~ counter count \"bravo\" 2 -> 5",
+            "- counter count \"charlie\" 3",
+            "+ counter count \"delta\" 4",
+            "~ counter recent \"alpha\" [1, 2] -> [1, 2, 3]",
+            "~ counter next \"alpha\" user_key=\"y\" 2 -> 3",
+            "+ counter next \"alpha\" user_key=\"z\" 4",
+            "~ source offsets  1 elements removed, 1 added",
+            "- source offsets element 20",
+            "+ source offsets element 30",
+            "+ sink   operator added",
+        ] {
+            assert!(
+                got.iter().any(|l| l.starts_with(needle)),
+                "no row {needle:?} in {got:#?}"
+            );
+        }
+        // Grouped: operator → state → key (all rows of a state together, its record first).
+        let state_of = |l: &String| l.split(' ').take(3).collect::<Vec<_>>().join(" ");
+        let mut seen: Vec<String> = Vec::new();
+        for l in &got {
+            let s = state_of(l);
+            if seen.last() != Some(&s) {
+                assert!(!seen.contains(&s), "rows of {s:?} are not together: {got:#?}");
+                seen.push(s);
+            }
+        }
+        let end = h.app.diff.as_ref().and_then(|d| d.end.clone()).expect("ended");
+        let end = end.expect("no error");
+        assert_eq!(end.summary.layout, 1);
+        assert_eq!(end.not_shown, 0);
+        let s = h.screen();
+        assert!(s.contains("differences: 1 operator (+1)"), "{s}");
+        assert!(s.contains("1 rescaled operator (layout only)"), "{s}");
+    }
+
+    #[test]
+    fn screen_diff_known_changes_80x24() {
+        let (_dir, a, b) = pair();
+        let mut h = open_diff(&a, "old", &b, "new", 80, 24);
+        // The first key row of `count`, in the pane.
+        h.keys("/bravo\" 2<Enter>");
+        assert!(
+            selected_line(&h).starts_with("~ counter count \"bravo\""),
+            "{}",
+            selected_line(&h)
+        );
+        let s = h.screen();
+        assert!(s.contains("old: 2") && s.contains("new: 5"), "{s}");
+        insta::assert_snapshot!(s);
+    }
+
+    #[test]
+    fn screen_diff_known_changes_wide() {
+        let (_dir, a, b) = pair();
+        let mut h = open_diff(&a, "old", &b, "new", 120, 30);
+        h.keys("/user_key=\"y\"<Enter>");
+        let s = h.screen();
+        assert!(s.contains("user key: \"y\""), "{s}");
+        insta::assert_snapshot!(s);
+        // Hex: the same rows, bytes as hex.
+        h.keys("x");
+        let s = h.screen();
+        assert!(s.contains("0x"), "{s}");
+        insta::assert_snapshot!("screen_diff_known_changes_wide_hex", s);
+    }
+
+    #[test]
+    fn screen_diff_narrow_40x12() {
+        let (_dir, a, b) = pair();
+        let h = open_diff(&a, "old", &b, "new", 40, 12);
+        insta::assert_snapshot!(h.screen());
+    }
+
+    #[test]
+    fn screen_diff_identical() {
+        let a = fixture("savepoint-basic");
+        let h = open_diff(&a, "savepoint-basic", &a, "savepoint-basic", 80, 24);
+        let s = h.screen();
+        assert!(s.contains("no differences"), "{s}");
+        assert!(h.app.diff.as_ref().is_some_and(|d| d.rows.is_empty()));
+        insta::assert_snapshot!(s);
+    }
+
+    #[test]
+    fn layout_only_is_not_a_difference() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = write(dir.path(), "p2", &model_a());
+        let mut m = model_a();
+        m.counter_parallelism = 3;
+        let b = write(dir.path(), "p3", &m);
+        let h = open_diff(&a, "p2", &b, "p3", 80, 24);
+        assert_eq!(lines(&h).len(), 1);
+        let s = h.screen();
+        assert!(s.contains("no differences") && s.contains("1 rescaled operator"), "{s}");
+        let end = h
+            .app
+            .diff
+            .as_ref()
+            .and_then(|d| d.end.clone())
+            .expect("ended")
+            .expect("no error");
+        assert!(end.summary.identical() && end.summary.layout == 1);
+        assert!(s.contains("= counter"), "{s}");
+    }
+
+    #[test]
+    fn screen_diff_corrupted_side() {
+        let h = open_diff(
+            &fixture("savepoint-basic"),
+            "savepoint-basic",
+            &fixture("corrupt-bitflip"),
+            "corrupt-bitflip",
+            80,
+            24,
+        );
+        let s = h.screen();
+        assert!(s.contains("cannot compare these snapshots"), "{s}");
+        assert!(
+            s.contains("corrupt-bitflip/word-counter/0.keyed"),
+            "names the file: {s}"
+        );
+        assert!(!s.contains("fixtures"), "no paths: {s}");
+        insta::assert_snapshot!(s);
+    }
+
+    #[test]
+    fn unreadable_metadata_is_an_error_on_screen() {
+        let h = open_diff(
+            &fixture("corrupt-metadata-crc"),
+            "corrupt-metadata-crc",
+            &fixture("savepoint-basic"),
+            "savepoint-basic",
+            80,
+            24,
+        );
+        let s = h.screen();
+        assert!(
+            s.contains("cannot compare") && s.contains("corrupt-metadata-crc"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn navigation_search_filter_in_the_diff_list() {
+        let (_dir, a, b) = pair();
+        // 80x12: no pane; the list shows a few rows, so paging and scrolling matter.
+        let mut h = open_diff(&a, "old", &b, "new", 80, 12);
+        let n = lines(&h).len();
+        assert!(n >= 13, "{n} rows");
+        let sel = |h: &Harness| h.app.diff.as_ref().map_or(0, |d| d.sel);
+        let top = |h: &Harness| h.app.diff.as_ref().map_or(0, |d| d.top);
+        assert_eq!(sel(&h), 0);
+        h.keys("k");
+        assert_eq!(sel(&h), 0);
+        h.keys("jj");
+        assert_eq!(sel(&h), 2);
+        h.keys("G");
+        assert_eq!(sel(&h), n - 1);
+        assert!(top(&h) > 0, "scrolled to the last row");
+        assert!(h.screen().contains(&format!("of {n}")));
+        h.keys("j");
+        assert_eq!(sel(&h), n - 1);
+        h.keys("g");
+        assert_eq!((sel(&h), top(&h)), (0, 0));
+        let page = super::super::diffview::page_rows(&h.app);
+        h.keys("<PgDn>");
+        assert_eq!(sel(&h), page);
+        h.keys("<PgUp>");
+        assert_eq!(sel(&h), 0);
+        // Search, n / N (wrapping).
+        h.keys("/counter count<Enter>");
+        assert!(selected_line(&h).starts_with("~ counter count") || selected_line(&h).contains("counter count"));
+        let first = sel(&h);
+        h.keys("n");
+        assert!(sel(&h) > first && selected_line(&h).contains("counter count"));
+        h.keys("N");
+        assert_eq!(sel(&h), first);
+        h.keys("/nothing-like-this<Enter>");
+        assert_eq!(h.app.status.as_deref(), Some("not found: nothing-like-this"));
+        // Filter.
+        h.keys("fsource<Enter>");
+        assert_eq!(lines(&h).len(), 3);
+        assert!(lines(&h).iter().all(|l| l.contains("source")));
+        assert!(h.screen().contains("[filter: source]"));
+        h.keys("fzzz<Enter>");
+        assert!(lines(&h).is_empty());
+        assert!(h.screen().contains("no differences match the filter"));
+        h.keys("f<BS><BS><BS><BS><BS><BS><BS><BS><BS><Enter>");
+        assert_eq!(lines(&h).len(), n);
+        // Opened with --diff: Esc has nowhere to go, q quits.
+        h.keys("<Esc>");
+        assert_eq!(h.app.screen, Screen::Diff);
+        h.keys("q");
+        assert!(h.app.quit);
+    }
+
+    #[test]
+    fn rows_beyond_the_limit_are_counted_not_kept() {
+        let (_dir, a, b) = pair();
+        let (mut app, _) = App::new_diff(&a, "old", &b, "new");
+        app.diff_keep = 4;
+        let _ = update(&mut app, Action::Resize(80, 24));
+        // The request again, with the smaller limit.
+        let sides = app.diff.as_ref().map(|d| d.sides.clone()).expect("diff view");
+        let gen = app.gen;
+        let req = Request::Diff { gen, sides, keep: 4 };
+        let latest = Arc::new(AtomicU64::new(0));
+        let mut h = Harness {
+            app,
+            worker: Worker::new(latest.clone()),
+            latest,
+        };
+        h.run(req);
+        let d = h.app.diff.as_ref().expect("diff view");
+        assert_eq!(d.rows.len(), 4);
+        let end = d.end.clone().expect("ended").expect("no error");
+        assert!(end.not_shown > 0);
+        let s = h.screen();
+        assert!(
+            s.contains(&format!(
+                "… {} more differences not shown (use statekit diff)",
+                end.not_shown
+            )),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn d_marks_the_base_then_diffs() {
+        let mut h = Harness::open_path(&fixtures_dir(), "fixtures/v1", 80, 24);
+        h.keys("/savepoint-basic<Enter>d");
+        let base = h.app.sel[0];
+        assert_eq!(h.app.diff_base, Some(base));
+        assert!(h.screen().contains("[base] savepoint-basic"));
+        assert!(h
+            .app
+            .status
+            .as_deref()
+            .is_some_and(|s| s.starts_with("base: savepoint-basic")));
+        // d again on the base unmarks; Esc unmarks too.
+        h.keys("d");
+        assert_eq!(h.app.diff_base, None);
+        h.keys("d<Esc>");
+        assert_eq!(h.app.diff_base, None);
+        assert_eq!(h.app.screen, Screen::Snapshots);
+        // d on elsewhere than the snapshot list: a hint, nothing marked.
+        // Mark, move to another, d: the diff of base → selected.
+        h.keys("d/corrupt-truncated<Enter>d");
+        assert_eq!(h.app.screen, Screen::Diff);
+        let d = h.app.diff.as_ref().expect("diff view");
+        assert_eq!(d.sides[0].label, "savepoint-basic");
+        assert_eq!(d.sides[1].label, "corrupt-truncated");
+        let s = h.screen();
+        assert!(s.contains("diff savepoint-basic → corrupt-truncated"), "{s}");
+        assert!(
+            s.contains("cannot compare") && s.contains("corrupt-truncated/word-counter/1.keyed"),
+            "{s}"
+        );
+        // Esc: back to the list, the base still marked.
+        h.keys("<Esc>");
+        assert_eq!(h.app.screen, Screen::Snapshots);
+        assert!(h.app.diff.is_none());
+        assert_eq!(h.app.diff_base, Some(base));
+        h.keys("<Esc>");
+        assert_eq!(h.app.diff_base, None);
+        // Elsewhere, d only explains.
+        h.keys("/savepoint-basic<Enter><Enter>d");
+        assert_eq!(h.app.screen, Screen::Operators);
+        assert!(h.app.status.as_deref().is_some_and(|s| s.contains("snapshot list")));
+    }
+
+    #[test]
+    fn screen_diff_from_the_snapshot_list() {
+        // Two good snapshots of one directory: savepoint-basic and the changelog checkpoint.
+        let mut h = Harness::open_path(&fixtures_dir(), "fixtures/v1", 80, 24);
+        h.keys("/savepoint-basic<Enter>d");
+        insta::assert_snapshot!("screen_diff_base_marked", h.screen());
+        h.keys("/changelog-checkpoint<Enter>d");
+        let s = h.screen();
+        assert!(s.contains("differences:"), "{s}");
+        insta::assert_snapshot!(s);
+    }
+
+    #[test]
+    fn a_newer_request_cancels_the_diff() {
+        let (_dir, a, b) = pair();
+        let (mut app, req) = App::new_diff(&a, "old", &b, "new");
+        let latest = Arc::new(AtomicU64::new(0));
+        let mut worker = Worker::new(latest.clone());
+        // A newer request was sent before the worker got to the diff: no answer at all.
+        latest.store(req.gen() + 1, Ordering::SeqCst);
+        let mut msgs = Vec::new();
+        worker.handle(req, &mut |m| msgs.push(m));
+        assert!(msgs.is_empty(), "{msgs:?}");
+        // Cancelled midway (after the first progress report): no end, no rows after it.
+        let (_, req) = App::new_diff(&a, "old", &b, "new");
+        let gen = req.gen();
+        latest.store(gen, Ordering::SeqCst);
+        let mut msgs = Vec::new();
+        let l2 = latest.clone();
+        worker.handle(req, &mut |m| {
+            if matches!(m, super::super::loader::Msg::Progress { ref what, .. } if what == "comparing") {
+                l2.store(gen + 1, Ordering::SeqCst);
+            }
+            msgs.push(m)
+        });
+        assert!(
+            !msgs.iter().any(|m| matches!(m, super::super::loader::Msg::Diff { .. })),
+            "{msgs:?}"
+        );
+        for m in msgs {
+            update(&mut app, Action::Loaded(m));
+        }
+    }
+
+    #[test]
+    fn cells_match_the_cli_lines() {
+        let (_dir, a, b) = pair();
+        let ra = crate::diff::open_side(&a).expect("a");
+        let rb = crate::diff::open_side(&b).expect("b");
+        let mut n = 0;
+        crate::diff::diff_snapshots(
+            crate::diff::Side {
+                label: "a",
+                reader: &ra,
+            },
+            crate::diff::Side {
+                label: "b",
+                reader: &rb,
+            },
+            &Default::default(),
+            &mut |d| {
+                let text = crate::cmd::diff::difference_text(&d);
+                assert_eq!(crate::cmd::diff::difference_parts(&d), text.len(), "{text:?}");
+                for (i, line) in text.iter().enumerate() {
+                    let c = crate::cmd::diff::difference_cell(&d, i, false).expect("cell");
+                    // Same values as the CLI prints.
+                    let ok = line.contains(&c.what)
+                        || c.what.starts_with("operator ")
+                        || c.what.starts_with("added: ")
+                        || c.what.starts_with("removed: ");
+                    assert!(ok, "{line:?} vs {c:?}");
+                    assert_eq!(
+                        line.trim_start().chars().next(),
+                        Some(if c.sign == '=' { '~' } else { c.sign })
+                    );
+                    n += 1;
+                }
+                Ok(true)
+            },
+        )
+        .expect("diff");
+        assert!(n > 10);
+    }
+}

@@ -129,7 +129,14 @@ pub fn render(app: &App, f: &mut Frame) {
 
 fn render_header(app: &App, f: &mut Frame, area: Rect) {
     let mut crumbs = vec![app.title.clone()];
-    if app.screen != Screen::Snapshots {
+    if let (Screen::Diff, Some(d)) = (app.screen, &app.diff) {
+        let what = format!("diff {} → {}", d.sides[0].label, d.sides[1].label);
+        if app.dir_mode {
+            crumbs.push(what);
+        } else {
+            crumbs = vec![what];
+        }
+    } else if app.screen != Screen::Snapshots {
         if let Some((label, m)) = &app.snapshot {
             let what = format!(
                 "{} {} {}",
@@ -198,12 +205,14 @@ fn render_footer(app: &App, f: &mut Frame, area: Rect) {
     f.render_widget(Paragraph::new(line), area);
 }
 
-fn title_with_filter(app: &App, title: String) -> String {
+/// ` title ` with the screen's filter, if any.
+pub(super) fn title_with_filter(app: &App, title: String) -> String {
     let slot = match app.screen {
         Screen::Snapshots => 0,
         Screen::Operators => 1,
         Screen::States => 2,
         Screen::Entries => 3,
+        Screen::Diff => 4,
     };
     let filter = &app.filters[slot];
     if filter.is_empty() {
@@ -213,14 +222,16 @@ fn title_with_filter(app: &App, title: String) -> String {
     }
 }
 
-fn message(f: &mut Frame, area: Rect, title: String, text: Vec<Line<'static>>) {
+/// A bordered box of text.
+pub(super) fn message(f: &mut Frame, area: Rect, title: String, text: Vec<Line<'static>>) {
     let p = Paragraph::new(text)
         .block(Block::default().borders(Borders::ALL).title(title))
         .wrap(Wrap { trim: false });
     f.render_widget(p, area);
 }
 
-fn highlight() -> Style {
+/// The style of the selected row.
+pub(super) fn highlight() -> Style {
     Style::new().add_modifier(Modifier::REVERSED)
 }
 
@@ -279,6 +290,7 @@ fn render_main(app: &App, f: &mut Frame, area: Rect) {
         Screen::Operators => render_operators(app, f, area),
         Screen::States => render_states(app, f, area),
         Screen::Entries => render_entries(app, f, area),
+        Screen::Diff => super::diffview::render(app, f, area),
     }
 }
 
@@ -301,7 +313,11 @@ fn render_snapshots(app: &App, f: &mut Frame, area: Rect) {
         .map(|i| {
             let s = &app.snapshots[i];
             vec![
-                s.label.clone(),
+                if app.diff_base == Some(i) {
+                    format!("[base] {}", s.label)
+                } else {
+                    s.label.clone()
+                },
                 s.kind.clone(),
                 s.id.clone(),
                 s.format.clone(),
@@ -560,7 +576,12 @@ fn render_entries(app: &App, f: &mut Frame, area: Rect) {
 }
 
 fn render_pane(app: &App, f: &mut Frame, area: Rect) {
-    let block = Block::default().borders(Borders::ALL).title(" metadata ");
+    let title = if app.screen == Screen::Diff {
+        " difference "
+    } else {
+        " metadata "
+    };
+    let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
     f.render_widget(block, area);
     let (lines, chart) = pane_content(app);
@@ -592,7 +613,8 @@ fn render_pane(app: &App, f: &mut Frame, area: Rect) {
 
 type Chart = (Vec<u64>, &'static str, Option<u32>);
 
-fn kv(k: &str, v: String) -> Line<'static> {
+/// `key: value`, the key coloured.
+pub(super) fn kv(k: &str, v: String) -> Line<'static> {
     Line::from(vec![
         Span::styled(format!("{k}: "), Style::new().fg(Color::Cyan)),
         Span::raw(v),
@@ -601,6 +623,7 @@ fn kv(k: &str, v: String) -> Line<'static> {
 
 fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
     match app.screen {
+        Screen::Diff => (super::diffview::detail(app), None),
         Screen::Snapshots => {
             let visible = app.visible_snapshots();
             let Some(s) = visible.get(app.sel[0]).map(|&i| &app.snapshots[i]) else {
