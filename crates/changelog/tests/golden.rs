@@ -1,5 +1,5 @@
 //! The golden changelog fixtures (`fixtures/v1/changelog-*`, written by
-//! `examples/gen_fixtures.rs`): the standalone log file is still produced byte for byte and
+//! `examples/gen_changelog_fixtures.rs`): the standalone log file is still produced byte for byte and
 //! still decodes to the same records; the checkpoint still verifies and restores to exactly
 //! its content, at any parallelism; the damaged copies are reported with file and offset and
 //! never restore partially.

@@ -1,7 +1,7 @@
 //! Writes the golden changelog fixtures under `<dir>` (normally `fixtures/v1`):
 //!
 //! ```text
-//! cargo run -p statekit-changelog --example gen_fixtures -- fixtures/v1
+//! cargo run -p statekit-changelog --example gen_changelog_fixtures -- fixtures/v1
 //! ```
 //!
 //! * `changelog-log/golden.skcl`: a standalone log file, byte for byte deterministic
@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 fn main() {
-    let dir = std::env::args().nth(1).expect("usage: gen_fixtures <dir>");
+    let dir = std::env::args().nth(1).expect("usage: gen_changelog_fixtures <dir>");
     let dir = Path::new(&dir);
     // The standalone log file.
     let log_dir = dir.join("changelog-log");
