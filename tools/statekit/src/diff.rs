@@ -945,8 +945,18 @@ impl KeyGroupDiffer {
         sink: &mut DiffSink<'_>,
     ) -> Result<KeyGroupStats, DiffError> {
         let [aa, ab] = &mut self.arenas;
-        let na = aa.fill(kg, a, &self.names).map_err(DiffError::A)?;
-        let nb = ab.fill(kg, b, &self.names).map_err(DiffError::B)?;
+        let names = &self.names;
+        // The two sides are read (decompressed, decoded, copied) at the same time.
+        let (ra, rb) = std::thread::scope(|scope| {
+            let side_a = scope.spawn(|| aa.fill(kg, a, names));
+            let rb = ab.fill(kg, b, names);
+            let ra = side_a
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the reader of key group {kg} panicked")));
+            (ra, rb)
+        });
+        let na = ra.map_err(DiffError::A)?;
+        let nb = rb.map_err(DiffError::B)?;
         let stats = KeyGroupStats {
             entries: [na, nb],
             bytes: [aa.data.len() as u64, ab.data.len() as u64],
