@@ -265,6 +265,16 @@ fn json(args: &[&str]) -> Json {
 
 /// The state `dump --json` shows, as a model.
 fn dumped(chk: &Path) -> Model {
+    // Standard error says what the entries are made of.
+    let out = run(
+        &std::env::temp_dir(),
+        &["dump", s(chk), "--uid", UID, "--state", "count"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for part in ["changelog checkpoint", "materialized", "tail", "replay"] {
+        assert!(stderr.contains(part), "dump's note lacks {part:?}: {stderr}");
+    }
     let mut m = Model::default();
     let d = |state: &str| json(&["dump", s(chk), "--uid", UID, "--state", state, "--json"]);
     let text = |v: &Json| v.as_str().expect("a string").to_string();

@@ -175,6 +175,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let reader = SnapshotReader::open(&args.path)?;
     let op = reader.operator(uid)?.clone();
     let mut out = Out::new(args.json, args.limit);
+    let mut changelog_note: Option<String> = None;
     let result = if let Some(desc) = op.keyed_states.iter().find(|d| d.name == state) {
         let desc = desc.clone();
         let key = match &args.key {
@@ -196,6 +197,20 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
         if let Some(k) = &key {
             let kg = key_group_for_key(k, op.max_parallelism);
             range = range.intersection(&KeyGroupRange::new(kg, kg));
+        }
+        if op.subtasks.iter().any(|st| st.changelog.is_some()) {
+            // A changelog checkpoint: what the entries are made of, on standard error after
+            // them (standard output stays entries only, for scripts and --json).
+            let summary = super::changelog::Summary::of(
+                op.subtasks
+                    .iter()
+                    .filter(|st| !st.key_groups.intersection(&range).is_empty()),
+            );
+            changelog_note = Some(format!(
+                "changelog checkpoint: operator {:?} as a restore sees it, materialization + tail replayed:\n{}",
+                op.uid,
+                summary.text("  ")
+            ));
         }
         let mut result = Ok(());
         'files: for file in super::views::keyed_views(&reader, uid, range)? {
@@ -317,5 +332,9 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
         Err(e) => return Err(e.into()),
         Ok(()) => {}
     }
-    out.finish("entries")
+    let code = out.finish("entries")?;
+    if let Some(note) = changelog_note {
+        eprintln!("{note}");
+    }
+    Ok(code)
 }
