@@ -127,6 +127,20 @@ fn inspect_in_tmux() {
     t.keys(&["Escape"]);
     t.wait_for("the help closed", |s| !s.contains("keys (any key closes)"));
 
+    // Back to the states, into the broadcast operator state `rules`: read on the worker.
+    t.keys(&["Escape"]);
+    t.wait_for("the states again", |s| {
+        s.contains("per-window") && !s.contains("entries 1-8")
+    });
+    t.keys(&["/", "rules", "Enter", "Enter"]);
+    let s = t.wait_for("the rules entries", |s| s.contains("rules op broadcast · 1-4 of 4"));
+    assert!(s.contains("\"stop-word\"") && s.contains("\"min-length\""), "{s}");
+    assert!(s.contains("operator state: rules (op broadcast)"), "the pane:\n{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("the states after rules", |s| {
+        s.contains("per-window") && !s.contains("1-4 of 4")
+    });
+
     // Quit: the program ends, and so does the session.
     t.keys(&["q"]);
     let start = Instant::now();

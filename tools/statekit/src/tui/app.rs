@@ -3,6 +3,7 @@
 
 use super::diffview::{DiffPart, DiffSide, DiffView, DIFF_KEEP};
 use super::loader::{Direction, Msg, PageAt, Query, Request};
+use super::opstate::{OpStateView, OP_KEEP};
 use crate::cmd::inspect::state_totals;
 use crate::render;
 use statekit_core::{StateDescriptor, TypeSchema};
@@ -119,16 +120,20 @@ pub enum Screen {
     Entries,
     /// The differences of two snapshots.
     Diff,
+    /// The elements (or entries) of the selected operator state.
+    OpState,
 }
 
 impl Screen {
-    fn slot(self) -> usize {
+    /// Index of the screen's filter in [`App::filters`].
+    pub fn slot(self) -> usize {
         match self {
             Screen::Snapshots => 0,
             Screen::Operators => 1,
             Screen::States => 2,
             Screen::Entries => 3,
             Screen::Diff => 4,
+            Screen::OpState => 5,
         }
     }
 }
@@ -160,6 +165,8 @@ pub struct Loading {
     pub done: u64,
     /// Units in all (0: unknown).
     pub total: u64,
+    /// What the units are (`key groups`, `subtasks`).
+    pub unit: &'static str,
 }
 
 /// Whether the metadata pane shows.
@@ -245,10 +252,14 @@ pub struct App {
     pub open_error: Option<String>,
     /// Selected row of the snapshot, operator and state lists (in their filtered rows).
     pub sel: [usize; 3],
-    /// Filter text of each screen.
-    pub filters: [String; 5],
+    /// Filter text of each screen (by [`Screen::slot`]).
+    pub filters: [String; 6],
     /// The entries screen.
     pub entries: Option<EntriesView>,
+    /// The operator state screen.
+    pub opstate: Option<OpStateView>,
+    /// Rows of an operator state kept at most.
+    pub op_keep: usize,
     /// The diff screen.
     pub diff: Option<DiffView>,
     /// The snapshot marked with `d` as the old side of a diff (index in `snapshots`).
@@ -261,6 +272,8 @@ pub struct App {
     pub meta: MetaPane,
     /// The help overlay.
     pub help: bool,
+    /// Lines the help overlay is scrolled by.
+    pub help_scroll: u16,
     /// A prompt being typed.
     pub prompt: Option<Prompt>,
     /// The last search.
@@ -355,12 +368,15 @@ impl App {
             sel: [0; 3],
             filters: Default::default(),
             entries: None,
+            opstate: None,
+            op_keep: OP_KEEP,
             diff: None,
             diff_base: None,
             diff_keep: DIFF_KEEP,
             hex: false,
             meta: MetaPane::Auto,
             help: false,
+            help_scroll: 0,
             prompt: None,
             search: None,
             status: None,
@@ -499,6 +515,7 @@ impl App {
             what: what.to_string(),
             done: 0,
             total: 0,
+            unit: "",
         });
         self.gen
     }
@@ -581,6 +598,7 @@ impl App {
             Screen::States => self.visible_states().len(),
             Screen::Entries => self.page_rows().len(),
             Screen::Diff => self.diff.as_ref().map_or(0, |d| d.visible.len()),
+            Screen::OpState => self.opstate.as_ref().map_or(0, |v| v.visible.len()),
         }
     }
 
@@ -611,7 +629,7 @@ impl App {
                     })
                     .collect()
             }
-            Screen::Entries | Screen::Diff => Vec::new(),
+            Screen::Entries | Screen::Diff | Screen::OpState => Vec::new(),
         }
     }
 
@@ -750,29 +768,37 @@ impl App {
                         self.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0)))
                     }
                     StateItem::Operator(i) => {
-                        self.status = Some(format!(
-                            "{:?} is operator state: list it with `statekit dump --uid {} --state {}`",
-                            o.operator_states[i].name, o.uid, o.operator_states[i].name
-                        ));
-                        None
+                        let desc = o.operator_states[i].clone();
+                        let state = desc.name.clone();
+                        self.opstate = Some(OpStateView::new(desc));
+                        self.filters[5].clear();
+                        self.screen = Screen::OpState;
+                        let gen = self.next_gen(&format!("reading {state:?}"));
+                        Some(Request::OpState {
+                            gen,
+                            uid: o.uid.clone(),
+                            state,
+                            keep: self.op_keep,
+                        })
                     }
                 }
             }
-            Screen::Entries | Screen::Diff => None,
+            Screen::Entries | Screen::Diff | Screen::OpState => None,
         }
     }
 
-    fn back(&mut self) {
+    /// Out one level; a read in progress is cancelled (the request returned tells the
+    /// worker at once).
+    fn back(&mut self) -> Option<Request> {
         self.status = None;
         match self.screen {
             Screen::Diff => {
                 if self.diff.as_ref().is_some_and(|d| d.from_list) {
                     self.diff = None;
                     self.screen = Screen::Snapshots;
-                    self.cancel_loading();
-                } else {
-                    self.status = Some("opened with --diff: nothing to go back to (q quits)".into());
+                    return self.cancel_loading();
                 }
+                self.status = Some("opened with --diff: nothing to go back to (q quits)".into());
             }
             Screen::Snapshots if self.diff_base.is_some() => {
                 self.diff_base = None;
@@ -781,24 +807,74 @@ impl App {
             Screen::Entries => {
                 self.entries = None;
                 self.screen = Screen::States;
-                self.cancel_loading();
+                return self.cancel_loading();
+            }
+            Screen::OpState => {
+                self.opstate = None;
+                self.screen = Screen::States;
+                return self.cancel_loading();
             }
             Screen::States => self.screen = Screen::Operators,
             Screen::Operators if self.dir_mode => {
                 self.screen = Screen::Snapshots;
-                self.cancel_loading();
+                return self.cancel_loading();
             }
             _ => {}
         }
+        None
     }
 
-    /// Forgets the outstanding request (its answer will be ignored).
-    fn cancel_loading(&mut self) {
-        if self.loading.is_some() {
-            self.gen += 1;
-            self.loading = None;
-            self.pending = None;
+    /// Forgets the outstanding request (its answer will be ignored) and returns a
+    /// [`Request::Cancel`] of a newer generation, so that the worker stops it now rather
+    /// than at the next request.
+    fn cancel_loading(&mut self) -> Option<Request> {
+        self.loading.as_ref()?;
+        self.gen += 1;
+        self.loading = None;
+        self.pending = None;
+        Some(Request::Cancel { gen: self.gen })
+    }
+
+    /// Moves in the operator state list.
+    fn opstate_move(&mut self, action: &Action) {
+        let page = super::opstate::page_rows(self);
+        let Some(v) = self.opstate.as_mut() else {
+            return;
+        };
+        let len = v.visible.len();
+        let cur = v.sel;
+        let sel = match action {
+            Action::Up => cur.saturating_sub(1),
+            Action::Down => cur + 1,
+            Action::Top => 0,
+            Action::Bottom => len.saturating_sub(1),
+            Action::PageUp => cur.saturating_sub(page),
+            Action::PageDown => cur + page,
+            _ => cur,
+        };
+        v.select(sel, page);
+    }
+
+    /// `/`, `n`, `N` in the operator state list.
+    fn opstate_search(&mut self, text: &str, forward: bool, include_current: bool) {
+        let page = super::opstate::page_rows(self);
+        let Some(v) = self.opstate.as_mut() else {
+            return;
+        };
+        match v.find(text, forward, include_current) {
+            Some(i) => {
+                v.select(i, page);
+                self.status = None;
+            }
+            None => self.status = Some(format!("not found: {text}")),
         }
+    }
+
+    /// Scrolls the help overlay by `by` lines (clamped to its content at the current size).
+    fn help_scroll_by(&mut self, by: i32) {
+        let max = super::view::help_max_scroll(self.size);
+        let to = (i32::from(self.help_scroll) + by).clamp(0, i32::from(max));
+        self.help_scroll = to as u16;
     }
 
     fn entries_move(&mut self, action: &Action) -> Option<Request> {
@@ -863,8 +939,35 @@ impl App {
             return None;
         }
         match msg {
-            Msg::Progress { what, done, total, .. } => {
-                self.loading = Some(Loading { what, done, total });
+            Msg::Progress {
+                what,
+                done,
+                total,
+                unit,
+                ..
+            } => {
+                self.loading = Some(Loading {
+                    what,
+                    done,
+                    total,
+                    unit,
+                });
+            }
+            Msg::OpState { result, .. } => {
+                self.loading = None;
+                let result = result.map_err(|e| self.sanitize(&e));
+                let page = super::opstate::page_rows(self);
+                let filter = self.filters[5].clone();
+                let v = self.opstate.as_mut()?;
+                match result {
+                    Ok(read) => {
+                        v.read = Some(read);
+                        v.error = None;
+                        v.refilter(&filter);
+                        v.scroll(page);
+                    }
+                    Err(e) => v.error = Some(e),
+                }
             }
             Msg::Scanned { snapshots, .. } => {
                 self.loading = None;
@@ -973,6 +1076,13 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
         Action::Resize(w, h) => {
             let before = app.page_size();
             app.size = (w, h);
+            app.help_scroll = app.help_scroll.min(super::view::help_max_scroll(app.size));
+            if app.screen == Screen::OpState {
+                let page = super::opstate::page_rows(app);
+                if let Some(v) = app.opstate.as_mut() {
+                    v.scroll(page);
+                }
+            }
             if app.screen == Screen::Diff {
                 let page = super::diffview::page_rows(app);
                 if let Some(dv) = app.diff.as_mut() {
@@ -990,6 +1100,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
         }
         Action::ToggleHelp => {
             app.help = !app.help;
+            app.help_scroll = 0;
             None
         }
         Action::ToggleHex => {
@@ -1044,6 +1155,9 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
                     if app.screen == Screen::Diff {
                         app.diff_search(&p.text, true, true);
                         None
+                    } else if app.screen == Screen::OpState {
+                        app.opstate_search(&p.text, true, true);
+                        None
                     } else if app.screen == Screen::Entries {
                         app.search_request(p.text, true, Direction::Next)
                     } else {
@@ -1063,6 +1177,16 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
                             dv.top = 0;
                             dv.refilter(&filter);
                             dv.scroll(page);
+                        }
+                        None
+                    } else if app.screen == Screen::OpState {
+                        let page = super::opstate::page_rows(app);
+                        let filter = app.filters[slot].clone();
+                        if let Some(v) = app.opstate.as_mut() {
+                            v.sel = 0;
+                            v.top = 0;
+                            v.refilter(&filter);
+                            v.scroll(page);
                         }
                         None
                     } else if app.screen == Screen::Entries {
@@ -1087,6 +1211,9 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             if app.screen == Screen::Diff {
                 app.diff_search(&text, direction == Direction::Next, false);
                 None
+            } else if app.screen == Screen::OpState {
+                app.opstate_search(&text, direction == Direction::Next, false);
+                None
             } else if app.screen == Screen::Entries {
                 if app.loading.is_some() {
                     return None;
@@ -1098,13 +1225,23 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             }
         }
         Action::Enter => app.enter(),
-        Action::Back => {
-            app.back();
+        Action::Back => app.back(),
+        Action::MarkDiff => app.mark_diff(),
+        Action::Up | Action::Down | Action::PageUp | Action::PageDown if app.help => {
+            let page = i32::from(super::view::help_height(app.size).max(1));
+            app.help_scroll_by(match action {
+                Action::Up => -1,
+                Action::Down => 1,
+                Action::PageUp => -page,
+                _ => page,
+            });
             None
         }
-        Action::MarkDiff => app.mark_diff(),
         Action::Up | Action::Down | Action::Top | Action::Bottom | Action::PageUp | Action::PageDown => {
-            if app.screen == Screen::Diff {
+            if app.screen == Screen::OpState {
+                app.opstate_move(&action);
+                None
+            } else if app.screen == Screen::Diff {
                 app.diff_move(&action);
                 None
             } else if app.screen == Screen::Entries {

@@ -182,6 +182,7 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
         what: "opening both snapshots".into(),
         done: 0,
         total: 0,
+        unit: "",
     });
     let open = |s: &DiffSide| open_side(&s.path).map_err(|e| sanitize(&format!("{e:#}"), sides));
     let ra = match open(&sides[0]) {
@@ -250,6 +251,7 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
                 what: "comparing".into(),
                 done: p.done,
                 total: p.total,
+                unit: "key groups",
             });
         }
         if !s.buf.is_empty() && s.flushed.elapsed() >= Duration::from_millis(100) {
@@ -457,7 +459,7 @@ impl DiffView {
 }
 
 /// `text` broken at spaces into lines of at most `width` characters (longer words are cut).
-fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(super) fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut cur = String::new();
     for word in text.split(' ') {
@@ -528,8 +530,9 @@ fn summary_height(dv: &DiffView, width: u16) -> u16 {
     (dv.summary_lines(width).len() as u16).min(4)
 }
 
-/// The main area of the diff screen at the app's size (as `view::render` lays it out).
-fn main_area(app: &App) -> (u16, u16) {
+/// The main area (columns, rows) of a screen at the app's size (as `view::render` lays it
+/// out).
+pub(super) fn main_area(app: &App) -> (u16, u16) {
     let (w, h) = app.size;
     let body = h.saturating_sub(2);
     if app.meta_visible() {

@@ -10,7 +10,10 @@ pub const HELP: &[(&str, &str)] = &[
     ("g / Home", "first row (entries: first page)"),
     ("G / End", "last row (entries: last page)"),
     ("PgDn / PgUp", "a screen down / up (entries: next / previous page)"),
-    ("Enter / l / Right", "open: snapshot, operator, state"),
+    (
+        "Enter / l / Right",
+        "open: snapshot, operator, state (keyed or operator)",
+    ),
     ("Esc / h / Left", "back one level"),
     ("/", "search entries by key (exact key first), lists by name"),
     ("n / N", "next / previous match"),
@@ -18,11 +21,13 @@ pub const HELP: &[(&str, &str)] = &[
     ("x", "typed values / hex bytes"),
     ("m", "metadata pane: sizes, bytes per key group"),
     ("d", "diff: mark the base snapshot; d on another diffs them"),
-    ("?", "this help (any key closes it)"),
+    ("?", "this help (j/k/PgUp/PgDn scroll; other keys close)"),
     ("q / Ctrl-C", "quit"),
 ];
 
-/// The action for `key` in the app's current mode (help overlay, prompt, or normal).
+/// The action for `key` in the app's current mode (help overlay, prompt, or normal). In the
+/// help overlay j/k/arrows/PgUp/PgDn scroll it (`update` sends them there while it shows),
+/// `q` quits and any other key closes it.
 pub fn action_for(app: &App, key: KeyEvent) -> Option<Action> {
     if key.kind == KeyEventKind::Release {
         return None;
@@ -43,6 +48,10 @@ pub fn action_for(app: &App, key: KeyEvent) -> Option<Action> {
     if app.help {
         return match key.code {
             KeyCode::Char('q') => Some(Action::Quit),
+            KeyCode::Char('j') | KeyCode::Down => Some(Action::Down),
+            KeyCode::Char('k') | KeyCode::Up => Some(Action::Up),
+            KeyCode::PageDown => Some(Action::PageDown),
+            KeyCode::PageUp => Some(Action::PageUp),
             _ => Some(Action::ToggleHelp),
         };
     }

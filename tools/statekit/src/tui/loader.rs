@@ -7,6 +7,7 @@
 
 use super::app::{entry_line, Cursor, Page, Row, SnapshotRow};
 use super::diffview::{DiffPart, DiffSide};
+use super::opstate::OpStateRead;
 use crate::cmd::inspect::{format_label, kind_name, scan, utc_time, Found};
 use crate::render;
 use statekit_checkpoint::SnapshotReader;
@@ -104,6 +105,23 @@ pub enum Request {
         /// Rows to send at most; beyond them differences are only counted.
         keep: usize,
     },
+    /// Read one operator state of every subtask (`opstate::run`).
+    OpState {
+        /// Generation.
+        gen: u64,
+        /// Operator uid.
+        uid: String,
+        /// Operator state name.
+        state: String,
+        /// Rows to keep at most; beyond them elements are only counted.
+        keep: usize,
+    },
+    /// No work: supersedes every older request at once (`Loader::send` only raises the
+    /// latest generation, so a running read stops without waiting for a next request).
+    Cancel {
+        /// Generation.
+        gen: u64,
+    },
 }
 
 impl Request {
@@ -114,7 +132,9 @@ impl Request {
             | Request::Open { gen, .. }
             | Request::Page { gen, .. }
             | Request::Search { gen, .. }
-            | Request::Diff { gen, .. } => *gen,
+            | Request::Diff { gen, .. }
+            | Request::OpState { gen, .. }
+            | Request::Cancel { gen } => *gen,
         }
     }
 }
@@ -122,7 +142,7 @@ impl Request {
 /// What the worker reports.
 #[derive(Clone, Debug)]
 pub enum Msg {
-    /// Still working: `done` of `total` units (key groups) of `what`.
+    /// Still working: `done` of `total` units of `what`.
     Progress {
         /// Generation.
         gen: u64,
@@ -132,6 +152,8 @@ pub enum Msg {
         done: u64,
         /// Units in all (0: unknown).
         total: u64,
+        /// What the units are (`key groups`, `subtasks`).
+        unit: &'static str,
     },
     /// The snapshots under the directory.
     Scanned {
@@ -172,6 +194,13 @@ pub enum Msg {
         /// Rows, or the end.
         part: DiffPart,
     },
+    /// An operator state's rows, or the error that stopped reading it.
+    OpState {
+        /// Generation.
+        gen: u64,
+        /// The rows, or the error.
+        result: Result<OpStateRead, String>,
+    },
 }
 
 impl Msg {
@@ -183,7 +212,8 @@ impl Msg {
             | Msg::Opened { gen, .. }
             | Msg::Page { gen, .. }
             | Msg::NotFound { gen, .. }
-            | Msg::Diff { gen, .. } => *gen,
+            | Msg::Diff { gen, .. }
+            | Msg::OpState { gen, .. } => *gen,
         }
     }
 }
@@ -324,6 +354,7 @@ impl Progress<'_> {
                 what: self.what.clone(),
                 done,
                 total: self.total,
+                unit: "key groups",
             });
         }
     }
@@ -358,6 +389,7 @@ impl Worker {
                     what: "scanning for snapshots".into(),
                     done: 0,
                     total: 0,
+                    unit: "",
                 });
                 let snapshots = scan_dir(&root);
                 out(Msg::Scanned { gen, snapshots });
@@ -427,6 +459,10 @@ impl Worker {
                 }),
             },
             Request::Diff { gen, sides, keep } => super::diffview::run(&self.latest, gen, &sides, keep, out),
+            Request::OpState { gen, uid, state, keep } => {
+                super::opstate::run(self.reader.as_ref(), &self.latest, gen, &uid, &state, keep, out)
+            }
+            Request::Cancel { .. } => {}
         }
     }
 
@@ -444,6 +480,7 @@ impl Worker {
                 what: format!("opening the state files of {uid:?}"),
                 done: 0,
                 total: 0,
+                unit: "",
             });
             let op = reader.operator(uid).map_err(|e| Fail::Error(e.to_string()))?;
             let max_parallelism = op.max_parallelism;
@@ -816,9 +853,19 @@ impl Loader {
         Ok(Loader { latest, tx, rx })
     }
 
-    /// Sends `req`, superseding every older request.
+    /// Sends `req`, superseding every older request. [`Request::Cancel`] only raises the
+    /// latest generation (the running read sees it at its next check and stops); there is
+    /// nothing to send.
     pub fn send(&self, req: Request) {
         self.latest.fetch_max(req.gen(), Ordering::SeqCst);
-        let _ = self.tx.send(req);
+        if !matches!(req, Request::Cancel { .. }) {
+            let _ = self.tx.send(req);
+        }
+    }
+
+    /// The latest generation sent.
+    #[cfg(test)]
+    pub(super) fn latest(&self) -> u64 {
+        self.latest.load(Ordering::SeqCst)
     }
 }

@@ -8,6 +8,7 @@ pub mod app;
 pub mod diffview;
 pub mod keys;
 pub mod loader;
+pub mod opstate;
 pub mod view;
 
 #[cfg(test)]

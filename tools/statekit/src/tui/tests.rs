@@ -216,7 +216,52 @@ fn screen_help_overlay() {
 fn screen_help_overlay_narrow() {
     let mut h = Harness::open("savepoint-basic", 40, 12);
     h.keys("?");
-    insta::assert_snapshot!(h.screen());
+    let first = h.screen();
+    assert!(first.contains("↓ more"), "{first}");
+    insta::assert_snapshot!(first);
+    // j / Down / PgDn scroll (they do not close it); every key shows on some scrolled screen.
+    let mut seen = first.clone();
+    let mut last = first;
+    for _ in 0..100 {
+        h.keys("j");
+        assert!(h.app.help, "j scrolls, it does not close the help");
+        let s = h.screen();
+        if s == last {
+            break;
+        }
+        seen.push_str(&s);
+        last = s;
+    }
+    for (k, _) in super::keys::HELP {
+        assert!(seen.contains(k), "scrolled help lacks {k}");
+    }
+    assert!(last.contains("↑ more") && !last.contains("↓ more"), "{last}");
+    insta::assert_snapshot!("screen_help_overlay_narrow_end", last);
+    // Past the end it stays; PgUp and k go back up; g (any other key) closes it.
+    let end = h.app.help_scroll;
+    h.keys("j<Down><PgDn>");
+    assert_eq!(h.app.help_scroll, end);
+    h.keys("<PgUp>");
+    assert!(h.app.help_scroll < end);
+    h.keys("<PgUp><PgUp><PgUp><PgUp><PgUp><PgUp><PgUp><PgUp>k");
+    assert_eq!(h.app.help_scroll, 0);
+    h.keys("g");
+    assert!(!h.app.help);
+    assert_eq!(h.app.sel[1], 0, "the closing key does nothing else");
+    // Opened again, it starts at the top.
+    h.keys("?jj?");
+    h.keys("?");
+    assert_eq!(h.app.help_scroll, 0);
+}
+
+#[test]
+fn help_fits_on_a_large_terminal() {
+    let mut h = Harness::open("savepoint-basic", 80, 24);
+    assert_eq!(super::view::help_max_scroll((80, 24)), 0);
+    h.keys("?j");
+    assert!(h.app.help);
+    assert_eq!(h.app.help_scroll, 0);
+    assert!(!h.screen().contains("more"), "{}", h.screen());
 }
 
 #[test]
@@ -472,6 +517,250 @@ fn stale_answers_are_ignored() {
     assert_eq!(app.screen, Screen::States);
     assert!(app.entries.is_none());
     assert!(app.loading.is_none());
+}
+
+// ---- operator state ------------------------------------------------------------------
+
+/// The typed lines of the operator state rows that pass the filter.
+fn op_lines(h: &Harness) -> Vec<String> {
+    let v = h.app.opstate.as_ref().expect("operator state screen");
+    v.visible.iter().map(|&i| v.rows()[i].line.clone()).collect()
+}
+
+fn op_selected(h: &Harness) -> String {
+    h.app
+        .opstate
+        .as_ref()
+        .and_then(|v| v.selected())
+        .map(|r| r.line.clone())
+        .unwrap_or_default()
+}
+
+/// Copies directory `from` to `to` (recursively).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dst = to.join(e.file_name());
+        if e.file_type().expect("file type").is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn screen_opstate_list_80x24() {
+    let mut h = Harness::open("savepoint-basic", 80, 24);
+    h.keys("<Enter>/offsets<Enter><Enter>");
+    assert_eq!(h.app.screen, Screen::OpState);
+    assert_eq!(
+        op_lines(&h),
+        [
+            "subtask=0 element[0]=0",
+            "subtask=0 element[1]=1",
+            "subtask=0 element[2]=2",
+            "subtask=1 element[0]=100",
+            "subtask=1 element[1]=101",
+            "subtask=1 element[2]=102",
+        ],
+        "as `statekit dump` prints them"
+    );
+    h.keys("jjjj");
+    let s = h.screen();
+    assert!(s.contains("value: 101") && s.contains("value hex: 0x"), "{s}");
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn screen_opstate_union_40x12() {
+    let mut h = Harness::open("savepoint-basic", 40, 12);
+    h.keys("<Enter>/watermarks<Enter><Enter>");
+    assert_eq!(h.app.screen, Screen::OpState);
+    // A union list: every subtask gets all elements.
+    assert_eq!(op_lines(&h).len(), 4);
+    insta::assert_snapshot!(h.screen());
+}
+
+#[test]
+fn screen_opstate_broadcast_typed_and_hex() {
+    let mut h = Harness::open("savepoint-basic", 80, 24);
+    h.keys("<Enter>/rules<Enter><Enter>j");
+    assert_eq!(
+        op_lines(&h),
+        [
+            "subtask=0 key=\"min-length\" value=\"3\"",
+            "subtask=0 key=\"stop-word\" value=\"the\"",
+            "subtask=1 key=\"min-length\" value=\"3\"",
+            "subtask=1 key=\"stop-word\" value=\"the\"",
+        ]
+    );
+    let s = h.screen();
+    assert!(s.contains("key: \"stop-word\"") && s.contains("key hex: 0x"), "{s}");
+    insta::assert_snapshot!(s);
+    h.keys("x");
+    insta::assert_snapshot!("screen_opstate_broadcast_hex", h.screen());
+}
+
+#[test]
+fn opstate_navigation_search_filter() {
+    // 80x12: no pane, 7 rows of the table at once.
+    let mut h = Harness::open("savepoint-basic", 80, 12);
+    h.keys("<Enter>/offsets<Enter><Enter>");
+    let sel = |h: &Harness| h.app.opstate.as_ref().map_or(0, |v| v.sel);
+    assert_eq!(sel(&h), 0);
+    h.keys("k");
+    assert_eq!(sel(&h), 0);
+    h.keys("jj");
+    assert_eq!(op_selected(&h), "subtask=0 element[2]=2");
+    h.keys("G");
+    assert_eq!(op_selected(&h), "subtask=1 element[2]=102");
+    h.keys("j");
+    assert_eq!(sel(&h), 5, "stays on the last row");
+    h.keys("g");
+    assert_eq!(sel(&h), 0);
+    h.keys("<PgDn>");
+    assert_eq!(sel(&h), 5, "a page down, clamped");
+    h.keys("<PgUp>");
+    assert_eq!(sel(&h), 0);
+    // Search the typed lines, n / N wrapping.
+    h.keys("/=10<Enter>");
+    assert_eq!(op_selected(&h), "subtask=1 element[0]=100");
+    h.keys("n");
+    assert_eq!(op_selected(&h), "subtask=1 element[1]=101");
+    h.keys("nn");
+    assert_eq!(op_selected(&h), "subtask=1 element[0]=100", "wraps around");
+    h.keys("N");
+    assert_eq!(op_selected(&h), "subtask=1 element[2]=102", "wraps backwards");
+    h.keys("/nothing<Enter>");
+    assert_eq!(h.app.status.as_deref(), Some("not found: nothing"));
+    assert_eq!(op_selected(&h), "subtask=1 element[2]=102", "stays");
+    // Filter.
+    h.keys("fsubtask=1<Enter>");
+    assert_eq!(op_lines(&h).len(), 3);
+    assert_eq!(sel(&h), 0);
+    assert!(h.screen().contains("[filter: subtask=1]"));
+    h.keys("fzzz<Enter>");
+    assert!(op_lines(&h).is_empty());
+    assert!(h.screen().contains("no elements match the filter"));
+    h.keys("f<BS><BS><BS><BS><BS><BS><BS><BS><BS><BS><BS><BS><Enter>");
+    assert_eq!(op_lines(&h).len(), 6);
+    // Esc: back to the states, the same row selected; h too.
+    h.keys("<Esc>");
+    assert_eq!(h.app.screen, Screen::States);
+    assert!(h.app.opstate.is_none());
+    h.keys("<Enter>");
+    assert_eq!(h.app.screen, Screen::OpState);
+    assert_eq!(h.app.filters[5], "", "a new screen starts unfiltered");
+    h.keys("h");
+    assert_eq!(h.app.screen, Screen::States);
+    // An empty list state (enricher's `pending`, three subtasks).
+    h.keys("<Esc>j<Enter>/pending<Enter><Enter>");
+    assert_eq!(h.app.screen, Screen::OpState);
+    assert!(h.screen().contains("no elements in 3 subtasks"), "{}", h.screen());
+}
+
+#[test]
+fn opstate_rows_beyond_the_limit_are_counted_not_kept() {
+    let mut h = Harness::open("savepoint-basic", 80, 24);
+    h.app.op_keep = 4;
+    h.keys("<Enter>/offsets<Enter><Enter>");
+    let v = h.app.opstate.as_ref().expect("operator state screen");
+    assert_eq!(v.rows().len(), 4);
+    assert_eq!(v.read.as_ref().map(|r| r.not_shown), Some(2));
+    let s = h.screen();
+    assert!(s.contains("… 2 more elements not shown (use statekit dump)"), "{s}");
+    h.act(Action::Resize(40, 12));
+    assert!(h.screen().contains("… 2 more not shown"), "{}", h.screen());
+}
+
+#[test]
+fn screen_opstate_corrupted_file() {
+    // No fixture has a damaged operator file: a copy of savepoint-basic with one bit
+    // flipped in the middle of word-counter/0.operator.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sp = dir.path().join("corrupt-operator");
+    copy_dir(&fixture("savepoint-basic"), &sp);
+    let file = sp.join("word-counter/0.operator");
+    let mut bytes = std::fs::read(&file).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&file, bytes).expect("write");
+    let mut h = Harness::open_path(&sp, "corrupt-operator", 80, 24);
+    h.keys("<Enter>/rules<Enter><Enter>");
+    let s = h.screen();
+    assert!(s.contains("cannot read this operator state"), "{s}");
+    assert!(
+        s.contains("corrupt-operator/word-counter/0.operator"),
+        "names the file: {s}"
+    );
+    assert!(!s.contains(&dir.path().display().to_string()), "no temp paths: {s}");
+    insta::assert_snapshot!(s);
+    // Back out and on: the app keeps working (keyed state is in other files).
+    h.keys("<Esc>g<Enter>");
+    assert!(h.app.entries.as_ref().is_some_and(|e| e.error.is_none()));
+}
+
+#[test]
+fn opstate_is_read_on_the_worker_with_progress_and_cancel() {
+    let path = fixture("savepoint-basic");
+    let (mut app, first) = App::new(&path, "savepoint-basic");
+    let latest = Arc::new(AtomicU64::new(0));
+    let mut worker = Worker::new(latest.clone());
+    latest.store(first.gen(), Ordering::SeqCst);
+    let mut msgs = Vec::new();
+    worker.handle(first, &mut |m| msgs.push(m));
+    for m in msgs {
+        update(&mut app, Action::Loaded(m));
+    }
+    update(&mut app, Action::Enter);
+    app.sel[2] = app
+        .visible_states()
+        .iter()
+        .position(|s| matches!(s, super::app::StateItem::Operator(_)))
+        .expect("an operator state");
+    // Enter only asks: nothing is read on the UI side.
+    let Some(req) = update(&mut app, Action::Enter) else {
+        panic!("entering an operator state asks the worker");
+    };
+    assert!(
+        matches!(req, Request::OpState { ref state, .. } if state == "offsets"),
+        "{req:?}"
+    );
+    assert_eq!(app.screen, Screen::OpState);
+    assert!(app.loading.is_some());
+    assert!(app.opstate.as_ref().is_some_and(|v| v.read.is_none()));
+    let mut t = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+    t.draw(|f| render(&app, f)).expect("draw");
+    assert!(t.backend().to_string().contains("reading operator state…"));
+    // Progress counts subtasks.
+    latest.store(req.gen(), Ordering::SeqCst);
+    let mut msgs = Vec::new();
+    worker.handle(req.clone(), &mut |m| msgs.push(m));
+    let progress = msgs
+        .iter()
+        .find(|m| matches!(m, super::loader::Msg::Progress { .. }))
+        .cloned()
+        .expect("progress");
+    update(&mut app, Action::Loaded(progress));
+    t.draw(|f| render(&app, f)).expect("draw");
+    assert!(t.backend().to_string().contains("(0/2 subtasks)"), "{}", t.backend());
+    // Esc before the answer: it is ignored, and the worker is told at once.
+    let Some(cancel) = update(&mut app, Action::Back) else {
+        panic!("leaving a read in progress cancels it");
+    };
+    assert!(matches!(cancel, Request::Cancel { gen } if gen > req.gen()));
+    for m in msgs {
+        update(&mut app, Action::Loaded(m));
+    }
+    assert_eq!(app.screen, Screen::States);
+    assert!(app.opstate.is_none() && app.loading.is_none());
+    // A superseded read sends nothing.
+    latest.store(cancel.gen(), Ordering::SeqCst);
+    let mut msgs = Vec::new();
+    worker.handle(req, &mut |m| msgs.push(m));
+    assert!(msgs.is_empty(), "{msgs:?}");
 }
 
 // ---- the diff view -------------------------------------------------------------------
@@ -981,6 +1270,42 @@ mod diff_view {
         for m in msgs {
             update(&mut app, Action::Loaded(m));
         }
+    }
+
+    #[test]
+    fn leaving_a_running_diff_cancels_it_at_once() {
+        let mut h = Harness::open_path(&fixtures_dir(), "fixtures/v1", 80, 24);
+        h.keys("/savepoint-basic<Enter>d/changelog-checkpoint<Enter>");
+        // d on the second: the comparison is asked for, and not run yet.
+        let Some(diff) = update(&mut h.app, Action::MarkDiff) else {
+            panic!("d on a second snapshot asks for the diff");
+        };
+        assert!(matches!(diff, Request::Diff { .. }));
+        assert_eq!(h.app.screen, Screen::Diff);
+        assert!(h.app.loading.is_some());
+        // Esc: back to the list, and a Cancel of a newer generation, with nothing to do.
+        let before = h.app.gen;
+        let Some(cancel) = update(&mut h.app, Action::Back) else {
+            panic!("leaving a running diff cancels it");
+        };
+        assert_eq!(cancel, Request::Cancel { gen: before + 1 });
+        assert_eq!(h.app.gen, before + 1, "the generation moves");
+        assert!(cancel.gen() > diff.gen());
+        assert_eq!(h.app.screen, Screen::Snapshots);
+        assert!(h.app.loading.is_none() && h.app.diff.is_none());
+        // The loader raises its latest generation without queueing work, so the walk
+        // stops at its next check instead of at the next request.
+        let loader = super::super::loader::Loader::spawn().expect("loader");
+        loader.send(cancel.clone());
+        assert_eq!(loader.latest(), cancel.gen());
+        // The worker, seeing that generation, answers the diff with nothing.
+        h.latest.fetch_max(cancel.gen(), Ordering::SeqCst);
+        let mut msgs = Vec::new();
+        h.worker.handle(diff, &mut |m| msgs.push(m));
+        assert!(msgs.is_empty(), "{msgs:?}");
+        // Nothing running: Esc has nothing to cancel.
+        h.keys("d");
+        assert!(update(&mut h.app, Action::Back).is_none());
     }
 
     #[test]

@@ -123,7 +123,7 @@ pub fn render(app: &App, f: &mut Frame) {
         render_main(app, f, body);
     }
     if app.help {
-        render_help(f, area);
+        render_help(app, f, area);
     }
 }
 
@@ -156,7 +156,7 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             }
         }
     }
-    if matches!(app.screen, Screen::States | Screen::Entries) {
+    if matches!(app.screen, Screen::States | Screen::Entries | Screen::OpState) {
         if let Some(o) = app.operator() {
             crumbs.push(o.uid.clone());
         }
@@ -164,6 +164,11 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
     if app.screen == Screen::Entries {
         if let Some(e) = &app.entries {
             crumbs.push(e.desc.name.clone());
+        }
+    }
+    if app.screen == Screen::OpState {
+        if let Some(v) = &app.opstate {
+            crumbs.push(v.desc.name.clone());
         }
     }
     let line = Line::from(vec![
@@ -186,7 +191,7 @@ fn render_footer(app: &App, f: &mut Frame, area: Rect) {
     } else if let Some(l) = &app.loading {
         let spin = SPINNER[(app.tick % 4) as usize];
         let count = if l.total > 0 {
-            format!(" ({}/{} key groups)", l.done, l.total)
+            format!(" ({}/{} {})", l.done, l.total, l.unit)
         } else {
             String::new()
         };
@@ -207,14 +212,7 @@ fn render_footer(app: &App, f: &mut Frame, area: Rect) {
 
 /// ` title ` with the screen's filter, if any.
 pub(super) fn title_with_filter(app: &App, title: String) -> String {
-    let slot = match app.screen {
-        Screen::Snapshots => 0,
-        Screen::Operators => 1,
-        Screen::States => 2,
-        Screen::Entries => 3,
-        Screen::Diff => 4,
-    };
-    let filter = &app.filters[slot];
+    let filter = &app.filters[app.screen.slot()];
     if filter.is_empty() {
         format!(" {title} ")
     } else {
@@ -291,6 +289,7 @@ fn render_main(app: &App, f: &mut Frame, area: Rect) {
         Screen::States => render_states(app, f, area),
         Screen::Entries => render_entries(app, f, area),
         Screen::Diff => super::diffview::render(app, f, area),
+        Screen::OpState => super::opstate::render(app, f, area),
     }
 }
 
@@ -576,10 +575,18 @@ fn render_entries(app: &App, f: &mut Frame, area: Rect) {
 }
 
 fn render_pane(app: &App, f: &mut Frame, area: Rect) {
-    let title = if app.screen == Screen::Diff {
-        " difference "
-    } else {
-        " metadata "
+    let title = match app.screen {
+        Screen::Diff => " difference ",
+        Screen::OpState
+            if app
+                .opstate
+                .as_ref()
+                .is_some_and(|v| v.desc.mode == statekit_core::OperatorStateMode::Broadcast) =>
+        {
+            " entry "
+        }
+        Screen::OpState => " element ",
+        _ => " metadata ",
     };
     let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
@@ -624,6 +631,7 @@ pub(super) fn kv(k: &str, v: String) -> Line<'static> {
 fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
     match app.screen {
         Screen::Diff => (super::diffview::detail(app), None),
+        Screen::OpState => (super::opstate::detail(app), None),
         Screen::Snapshots => {
             let visible = app.visible_snapshots();
             let Some(s) = visible.get(app.sel[0]).map(|&i| &app.snapshots[i]) else {
@@ -845,33 +853,91 @@ fn render_chart(f: &mut Frame, area: Rect, per: &[u64], what: &str, highlight: O
     f.render_widget(chart, bars);
 }
 
-fn render_help(f: &mut Frame, area: Rect) {
+/// Where the help overlay goes in a terminal of `area`, and its lines (wrapped to its width).
+fn help_layout(area: Rect) -> (Rect, Vec<Line<'static>>) {
     let w = area.width.saturating_sub(2).min(78);
-    let h = area.height.saturating_sub(2).min(HELP.len() as u16 + 2);
+    let lines = help_lines(w.saturating_sub(2));
+    let h = area.height.saturating_sub(2).min(lines.len() as u16 + 2);
     let r = Rect {
         x: area.x + (area.width - w) / 2,
         y: area.y + (area.height - h) / 2,
         width: w,
         height: h,
     };
-    f.render_widget(Clear, r);
+    (r, lines)
+}
+
+/// The help's lines at `width` columns: key and description side by side, the description
+/// wrapped under itself; on a narrow overlay each key on a line of its own, its description
+/// indented under it.
+fn help_lines(width: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(1));
     let key_w = HELP.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    let lines: Vec<Line> = HELP
-        .iter()
-        .map(|(k, d)| {
-            Line::from(vec![
-                Span::styled(format!("{k:<key_w$} "), Style::new().fg(Color::Cyan)),
-                Span::raw(*d),
-            ])
-        })
+    let key_style = Style::new().fg(Color::Cyan);
+    let mut out = Vec::new();
+    if width >= key_w + 1 + 24 {
+        let indent = " ".repeat(key_w + 1);
+        for (k, d) in HELP {
+            for (i, part) in super::diffview::wrap(d, width - key_w - 1).into_iter().enumerate() {
+                let head = if i == 0 {
+                    format!("{k:<key_w$} ")
+                } else {
+                    indent.clone()
+                };
+                out.push(Line::from(vec![Span::styled(head, key_style), Span::raw(part)]));
+            }
+        }
+    } else {
+        for (k, d) in HELP {
+            out.push(Line::from(Span::styled(k.to_string(), key_style)));
+            for part in super::diffview::wrap(d, width.saturating_sub(2).max(1)) {
+                out.push(Line::from(format!("  {part}")));
+            }
+        }
+    }
+    out
+}
+
+/// Lines of the help the overlay shows at once in a terminal of `size`.
+pub fn help_height(size: (u16, u16)) -> u16 {
+    let (r, _) = help_layout(Rect::new(0, 0, size.0, size.1));
+    r.height.saturating_sub(2)
+}
+
+/// How far the help can scroll in a terminal of `size` (0: it fits).
+pub fn help_max_scroll(size: (u16, u16)) -> u16 {
+    let (r, lines) = help_layout(Rect::new(0, 0, size.0, size.1));
+    (lines.len() as u16).saturating_sub(r.height.saturating_sub(2))
+}
+
+fn render_help(app: &App, f: &mut Frame, area: Rect) {
+    let (r, lines) = help_layout(area);
+    let shown = r.height.saturating_sub(2);
+    let max = (lines.len() as u16).saturating_sub(shown);
+    let top = app.help_scroll.min(max);
+    let marker = match (top > 0, top < max) {
+        (true, true) => " ↑↓ more ",
+        (false, true) => " ↓ more ",
+        (true, false) => " ↑ more ",
+        (false, false) => "",
+    };
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .skip(usize::from(top))
+        .take(usize::from(shown))
         .collect();
-    let p = Paragraph::new(lines)
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" keys (any key closes) ")
-                .title_alignment(Alignment::Center),
-        )
-        .wrap(Wrap { trim: false });
-    f.render_widget(p, r);
+    f.render_widget(Clear, r);
+    let title = if max > 0 {
+        " keys (j/k scroll, Esc closes) "
+    } else {
+        " keys (any key closes) "
+    };
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .title(title)
+        .title_alignment(Alignment::Center);
+    if !marker.is_empty() {
+        block = block.title_bottom(Line::from(Span::styled(marker, Style::new().fg(Color::Yellow))).right_aligned());
+    }
+    f.render_widget(Paragraph::new(lines).block(block), r);
 }
