@@ -77,7 +77,7 @@ impl Cleanup {
             let live = store.lock().registry.retained();
             for old in &all[..all.len() - store.retained] {
                 if !live.contains(&old.id) {
-                    store.storage.delete_dir_all(&old.dir)?;
+                    discard_dir(store.storage.as_ref(), &old.dir)?;
                     subsumed.push(old.id);
                 }
             }
@@ -462,7 +462,7 @@ impl CheckpointStore {
             }
             // LEGACY and NO_CLAIM snapshots are never deleted.
             Some(_) => {}
-            None => self.storage.delete_dir_all(&self.checkpoint_dir(id))?,
+            None => discard_dir(self.storage.as_ref(), &self.checkpoint_dir(id))?,
         }
         Ok(())
     }
@@ -537,4 +537,13 @@ impl CheckpointStore {
     pub fn reader(&self, id: u64) -> Result<SnapshotReader, CheckpointError> {
         SnapshotReader::open_in(self.storage.clone(), &self.checkpoint_dir(id), Some(&self.job_id))
     }
+}
+
+/// Deletes a complete checkpoint's directory `_metadata` first, so a crash in the middle never
+/// leaves a checkpoint that looks complete but misses files (it is then an incomplete
+/// directory, which `statekit gc` removes).
+fn discard_dir(storage: &dyn Storage, dir: &str) -> Result<(), CheckpointError> {
+    storage.delete_file(&join(dir, METADATA_FILE_NAME))?;
+    storage.delete_dir_all(dir)?;
+    Ok(())
 }
