@@ -480,17 +480,7 @@ impl App {
         let Some(dv) = self.diff.as_mut() else {
             return;
         };
-        let len = dv.visible.len();
-        let cur = dv.sel;
-        let sel = match action {
-            Action::Up => cur.saturating_sub(1),
-            Action::Down => cur + 1,
-            Action::Top => 0,
-            Action::Bottom => len.saturating_sub(1),
-            Action::PageUp => cur.saturating_sub(page),
-            Action::PageDown => cur + page,
-            _ => cur,
-        };
+        let sel = super::rows::move_target(action, dv.sel, dv.visible.len(), page);
         dv.select(sel, page);
     }
 
@@ -841,17 +831,7 @@ impl App {
         let Some(v) = self.opstate.as_mut() else {
             return;
         };
-        let len = v.visible.len();
-        let cur = v.sel;
-        let sel = match action {
-            Action::Up => cur.saturating_sub(1),
-            Action::Down => cur + 1,
-            Action::Top => 0,
-            Action::Bottom => len.saturating_sub(1),
-            Action::PageUp => cur.saturating_sub(page),
-            Action::PageDown => cur + page,
-            _ => cur,
-        };
+        let sel = super::rows::move_target(action, v.sel, v.visible.len(), page);
         v.select(sel, page);
     }
 

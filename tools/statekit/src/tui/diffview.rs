@@ -373,19 +373,8 @@ impl DiffView {
     /// The next (or previous, `forward` false) visible row containing `text`, wrapping;
     /// the selected row itself only when `include_current`.
     pub fn find(&self, text: &str, forward: bool, include_current: bool) -> Option<usize> {
-        let n = self.visible.len();
-        if n == 0 {
-            return None;
-        }
-        let cur = self.sel.min(n - 1);
-        let start = if include_current { 0 } else { 1 };
-        (start..=n).find_map(|step| {
-            let i = if forward {
-                (cur + step) % n
-            } else {
-                (cur + n * 2 - step) % n
-            };
-            self.rows[self.visible[i]].line.contains(text).then_some(i)
+        super::rows::find_wrapping(self.visible.len(), self.sel, forward, include_current, |i| {
+            self.rows[self.visible[i]].line.contains(text)
         })
     }
 
@@ -397,12 +386,7 @@ impl DiffView {
 
     /// Scrolls so that the selection shows in `height` rows.
     pub fn scroll(&mut self, height: usize) {
-        let h = height.max(1);
-        if self.sel < self.top {
-            self.top = self.sel;
-        } else if self.sel >= self.top + h {
-            self.top = self.sel + 1 - h;
-        }
+        self.top = super::rows::scroll_top(self.sel, self.top, height);
     }
 
     /// Lines above the table, word-wrapped to `width` columns: the summary and, when rows
@@ -573,13 +557,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     };
     let n = dv.visible.len();
     let height = table_height(dv, area.height, area.width);
-    let top = if dv.sel < dv.top {
-        dv.sel
-    } else if dv.sel >= dv.top + height {
-        dv.sel + 1 - height
-    } else {
-        dv.top
-    };
+    let top = super::rows::scroll_top(dv.sel, dv.top, height);
     let range = if n == 0 {
         String::new()
     } else {

@@ -9,6 +9,7 @@ pub mod diffview;
 pub mod keys;
 pub mod loader;
 pub mod opstate;
+pub mod rows;
 pub mod view;
 
 #[cfg(test)]

@@ -221,20 +221,9 @@ impl OpStateView {
     /// The next (or previous, `forward` false) visible row containing `text`, wrapping;
     /// the selected row itself only when `include_current`.
     pub fn find(&self, text: &str, forward: bool, include_current: bool) -> Option<usize> {
-        let n = self.visible.len();
-        if n == 0 {
-            return None;
-        }
-        let cur = self.sel.min(n - 1);
-        let start = if include_current { 0 } else { 1 };
         let rows = self.rows();
-        (start..=n).find_map(|step| {
-            let i = if forward {
-                (cur + step) % n
-            } else {
-                (cur + n * 2 - step) % n
-            };
-            rows[self.visible[i]].line.contains(text).then_some(i)
+        super::rows::find_wrapping(self.visible.len(), self.sel, forward, include_current, |i| {
+            rows[self.visible[i]].line.contains(text)
         })
     }
 
@@ -246,12 +235,7 @@ impl OpStateView {
 
     /// Scrolls so that the selection shows in `height` rows.
     pub fn scroll(&mut self, height: usize) {
-        let h = height.max(1);
-        if self.sel < self.top {
-            self.top = self.sel;
-        } else if self.sel >= self.top + h {
-            self.top = self.sel + 1 - h;
-        }
+        self.top = super::rows::scroll_top(self.sel, self.top, height);
     }
 
     fn not_shown(&self) -> u64 {
@@ -288,13 +272,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let d = &v.desc;
     let n = v.visible.len();
     let height = table_height(v, area.height);
-    let top = if v.sel < v.top {
-        v.sel
-    } else if v.sel >= v.top + height {
-        v.sel + 1 - height
-    } else {
-        v.top
-    };
+    let top = super::rows::scroll_top(v.sel, v.top, height);
     let range = if n == 0 {
         String::new()
     } else {
