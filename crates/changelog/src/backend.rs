@@ -312,6 +312,44 @@ impl<D: KeyedStateBackend> ChangelogBackend<D> {
         self.states.get(state.0 as usize).is_some_and(Logged::refresh_on_read)
     }
 
+    /// Logs a read that found something, when reads refresh the state's TTL (replay must
+    /// refresh the same stamps).
+    #[allow(clippy::too_many_arguments)]
+    fn log_read(
+        &mut self,
+        found: bool,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        time: Option<i64>,
+        kind: ReadKind,
+        user_key: &[u8],
+    ) {
+        if found && self.refreshes(state) {
+            self.log_change(state, key, namespace, time, Op::Read { kind, user_key });
+        }
+    }
+
+    /// Logs the delegate's current value of (key, namespace) — `put` of it, or `clear` when
+    /// there is none: how reducing and aggregating changes are logged, so replay needs no
+    /// user function.
+    fn log_current_value(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        time: Option<i64>,
+    ) -> Result<(), StateError> {
+        let mut result = std::mem::take(&mut self.buf);
+        let read = self.delegate.get(state, key, namespace, &mut result);
+        if let Ok(found) = read {
+            let op = if found { Op::Put(&result) } else { Op::Clear };
+            self.log_change(state, key, namespace, time, op);
+        }
+        self.buf = result;
+        read.map(|_| ())
+    }
+
     fn kind(&self, state: StateHandle) -> Option<KeyedStateKind> {
         self.states.get(state.0 as usize).map(|s| s.desc.kind)
     }
@@ -789,18 +827,7 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
     fn get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError> {
         let time = self.pin(state);
         let found = self.delegate.get(state, key, namespace, out)?;
-        if found && self.refreshes(state) {
-            self.log_change(
-                state,
-                key,
-                namespace,
-                time,
-                Op::Read {
-                    kind: ReadKind::Get,
-                    user_key: &[],
-                },
-            );
-        }
+        self.log_read(found, state, key, namespace, time, ReadKind::Get, &[]);
         Ok(found)
     }
 
@@ -818,14 +845,7 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
             self.log_change(state, key, namespace, time, Op::AddElement(value));
         } else {
             // Reducing / aggregating: log the result, so replay needs no user function.
-            let mut result = std::mem::take(&mut self.buf);
-            let found = self.delegate.get(state, key, namespace, &mut result)?;
-            if found {
-                self.log_change(state, key, namespace, time, Op::Put(&result));
-            } else {
-                self.log_change(state, key, namespace, time, Op::Clear);
-            }
-            self.buf = result;
+            self.log_current_value(state, key, namespace, time)?;
         }
         Ok(())
     }
@@ -846,18 +866,7 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
     ) -> Result<usize, StateError> {
         let time = self.pin(state);
         let n = self.delegate.list_for_each(state, key, namespace, f)?;
-        if n > 0 && self.refreshes(state) {
-            self.log_change(
-                state,
-                key,
-                namespace,
-                time,
-                Op::Read {
-                    kind: ReadKind::List,
-                    user_key: &[],
-                },
-            );
-        }
+        self.log_read(n > 0, state, key, namespace, time, ReadKind::List, &[]);
         Ok(n)
     }
 
@@ -884,18 +893,7 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
     ) -> Result<bool, StateError> {
         let time = self.pin(state);
         let found = self.delegate.map_get(state, key, namespace, user_key, out)?;
-        if found && self.refreshes(state) {
-            self.log_change(
-                state,
-                key,
-                namespace,
-                time,
-                Op::Read {
-                    kind: ReadKind::MapEntry,
-                    user_key,
-                },
-            );
-        }
+        self.log_read(found, state, key, namespace, time, ReadKind::MapEntry, user_key);
         Ok(found)
     }
 
@@ -936,18 +934,7 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
     ) -> Result<usize, StateError> {
         let time = self.pin(state);
         let n = self.delegate.map_for_each(state, key, namespace, f)?;
-        if n > 0 && self.refreshes(state) {
-            self.log_change(
-                state,
-                key,
-                namespace,
-                time,
-                Op::Read {
-                    kind: ReadKind::MapAll,
-                    user_key: &[],
-                },
-            );
-        }
+        self.log_read(n > 0, state, key, namespace, time, ReadKind::MapAll, &[]);
         Ok(n)
     }
 
@@ -984,14 +971,7 @@ impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
             self.log_change(state, key, target, time, Op::MergeList(sources.to_vec()));
         } else {
             // Reducing / aggregating: the merged result, then the cleared sources.
-            let mut result = std::mem::take(&mut self.buf);
-            let found = self.delegate.get(state, key, target, &mut result)?;
-            if found {
-                self.log_change(state, key, target, time, Op::Put(&result));
-            } else {
-                self.log_change(state, key, target, time, Op::Clear);
-            }
-            self.buf = result;
+            self.log_current_value(state, key, target, time)?;
             for s in sources {
                 if *s != target {
                     self.log_change(state, key, s, time, Op::Clear);
