@@ -6,7 +6,7 @@
 //! changelog checkpoints (materialization + tail) beside restores of full canonical
 //! checkpoints of the same state into the same backend kind.
 
-use crate::{mbps, settle, Opts};
+use crate::{base_dir, mbps, settle, Opts};
 use rand::{RngCore, SeedableRng};
 use statekit_benches as w;
 use statekit_changelog::{
@@ -80,13 +80,6 @@ fn pct_line(what: &str, ours: (f64, f64), anchor: f64, target_pct: Option<f64>) 
         None => "(no target)".to_string(),
     };
     println!("  {what:<34} median {med:>7.2}%   max {mx:>7.2}%   {verdict}");
-}
-
-fn base_dir(o: &Opts) -> PathBuf {
-    match &o.dir {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
-    }
 }
 
 /// Regular files (and their bytes) directly in `dir`.

@@ -132,6 +132,14 @@ fn best<F: FnMut() -> Duration>(rounds: usize, mut f: F) -> Duration {
     (0..rounds.max(1)).map(|_| f()).min().unwrap_or_default()
 }
 
+/// Where the benchmarks write: `--dir`, else `$CARGO_TARGET_DIR`, else `/var/tmp`.
+fn base_dir(o: &Opts) -> std::path::PathBuf {
+    match &o.dir {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
+    }
+}
+
 fn mops(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64() / 1e6
 }
@@ -264,11 +272,7 @@ fn copy_plain(src: &std::path::Path, dst: &std::path::Path) -> Duration {
 fn savepoint_io(o: &Opts) {
     let value_len = 496usize;
     let n = ((o.state_mb * 1_000_000) / (value_len as u64 + 16)) as usize;
-    let tmp = match &o.dir {
-        Some(d) => tempfile::tempdir_in(d),
-        None => tempfile::tempdir_in(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
-    }
-    .expect("tempdir");
+    let tmp = tempfile::tempdir_in(base_dir(o)).expect("tempdir");
     let storage = LocalStorage::new(tmp.path());
     let mut b = w::backend();
     let h = w::value_state(&mut b);
@@ -405,10 +409,7 @@ fn rocksdb_checkpoints(o: &Opts) {
     use statekit_checkpoint::CheckpointStore;
     let value_len = 1000usize;
     let n = ((o.checkpoint_state_mb.unwrap_or(1024) * 1_000_000) / (value_len as u64 + 16)) as usize;
-    let base = match &o.dir {
-        Some(d) => std::path::PathBuf::from(d),
-        None => std::path::PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
-    };
+    let base = base_dir(o);
     let tmp = tempfile::tempdir_in(&base).expect("tempdir");
     let mut opts = w::rocksdb_options(tmp.path());
     if let Some(t) = o.l0_trigger {
@@ -618,10 +619,7 @@ fn rocksdb_checkpoints(o: &Opts) {
 /// checks, dispatch).
 fn rocksdb_ops(o: &Opts) {
     let n = o.keys;
-    let base = match &o.dir {
-        Some(d) => std::path::PathBuf::from(d),
-        None => std::path::PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
-    };
+    let base = base_dir(o);
     let opts = w::rocksdb_options(&base);
     println!(
         "\n== RocksDB backend vs raw rocksdb: {n} keys, 16-byte keys, random order, 1 thread, profile {}, dbs in {} ==",
