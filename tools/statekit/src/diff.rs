@@ -912,6 +912,9 @@ impl Arena {
 }
 
 /// Compares key groups of two sets of views, state by state (matched by name), key by key.
+/// Bytes of a key group above which the next key group's two sides are read on two threads.
+const PARALLEL_FILL_BYTES: usize = 64 * 1024;
+
 /// Reuses its buffers from one key group to the next.
 pub struct KeyGroupDiffer {
     uid: Arc<str>,
@@ -946,15 +949,23 @@ impl KeyGroupDiffer {
     ) -> Result<KeyGroupStats, DiffError> {
         let [aa, ab] = &mut self.arenas;
         let names = &self.names;
-        // The two sides are read (decompressed, decoded, copied) at the same time.
-        let (ra, rb) = std::thread::scope(|scope| {
-            let side_a = scope.spawn(|| aa.fill(kg, a, names));
-            let rb = ab.fill(kg, b, names);
-            let ra = side_a
-                .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("the reader of key group {kg} panicked")));
-            (ra, rb)
-        });
+        // The two sides are read (decompressed, decoded, copied) at the same time when key
+        // groups are big enough to pay for a thread: the previous one of either side held
+        // `PARALLEL_FILL_BYTES` (key groups of a state are alike in size; with many tiny key
+        // groups a thread per key group would cost more than it saves).
+        let parallel = aa.data.len().max(ab.data.len()) >= PARALLEL_FILL_BYTES;
+        let (ra, rb) = if parallel {
+            std::thread::scope(|scope| {
+                let side_a = scope.spawn(|| aa.fill(kg, a, names));
+                let rb = ab.fill(kg, b, names);
+                let ra = side_a
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the reader of key group {kg} panicked")));
+                (ra, rb)
+            })
+        } else {
+            (aa.fill(kg, a, names), ab.fill(kg, b, names))
+        };
         let na = ra.map_err(DiffError::A)?;
         let nb = rb.map_err(DiffError::B)?;
         let stats = KeyGroupStats {
