@@ -197,10 +197,10 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
         if args.page_through {
             let t2 = Instant::now();
             let (mut pages, mut entries) = (1u64, 0u64);
-            let mut anon_peak = anon_memory_kb().unwrap_or(0);
+            let mut anon_peak = memory_kb("RssAnon").unwrap_or(0);
             loop {
                 if pages % 256 == 0 {
-                    anon_peak = anon_peak.max(anon_memory_kb().unwrap_or(0));
+                    anon_peak = anon_peak.max(memory_kb("RssAnon").unwrap_or(0));
                 }
                 let Some(e) = app.entries.as_ref() else { break };
                 if let Some(err) = &e.error {
@@ -221,33 +221,21 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
             terminal.draw(|f| view::render(&app, f))?;
             let secs = t2.elapsed().as_secs_f64();
             println!("{}", terminal.backend());
-            anon_peak = anon_peak.max(anon_memory_kb().unwrap_or(0));
+            anon_peak = anon_peak.max(memory_kb("RssAnon").unwrap_or(0));
             println!(
                 "paged through {uid}/{state}: {pages} pages, {entries} entries in {secs:.2} s ({:.0} entries/s); peak memory (VmHWM) {}; anonymous memory, sampled peak: {anon_peak} kB",
                 entries as f64 / secs.max(1e-9),
-                peak_memory().unwrap_or_else(|| "unknown".into())
+                memory_kb("VmHWM").map_or_else(|| "unknown".into(), |kb| format!("{kb} kB"))
             );
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The process's anonymous resident memory (heap, not mapped files) in kB, from
-/// `/proc/self/status` (Linux).
-fn anon_memory_kb() -> Option<u64> {
+/// A memory figure of this process in kB from `/proc/self/status` (Linux): `RssAnon`
+/// (anonymous resident memory: heap, not mapped files) or `VmHWM` (peak resident memory).
+fn memory_kb(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
-    line.trim_start_matches("RssAnon:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// The process's peak resident memory, from `/proc/self/status` (Linux).
-fn peak_memory() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    Some(line.trim_start_matches("VmHWM:").trim().to_string())
+    let line = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
 }
