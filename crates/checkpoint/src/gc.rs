@@ -1,13 +1,27 @@
 //! Garbage collection of a checkpoint base directory on the local filesystem: finds the files
 //! no complete snapshot references (left by crashes, aborted uploads, interrupted writes) and
-//! deletes them on request — never a referenced file.
+//! deletes them on request — never a referenced file, never anything outside the base.
+//!
+//! Two rules keep it safe on hostile or unusual trees:
+//! * **Files are compared by identity, not by name.** A reference and a candidate are the same
+//!   file when they are the same inode (device + inode number), whatever path spells them
+//!   (`base/../base`, the base through a symlink, a hard link, an absolute reference written
+//!   by another job).
+//! * **Deletion never follows a symlink.** Candidates are found by walking real directories
+//!   below the canonical base; symlinks and other non-regular files are listed as skipped,
+//!   never deleted or descended into. [`apply_gc`] re-checks every file of the plan before
+//!   deleting any (each is reached component by component with `O_NOFOLLOW`, and must still be
+//!   the inode the plan found) and refuses the whole plan if one fails.
+//!
+//! Reading is more generous than deleting: snapshots reached through symlinks are still read,
+//! because every reference they add only protects more files.
 
 use crate::error::CheckpointError;
 use crate::layout::{parse_checkpoint_dir_name, DSTL_DIR, SHARED_DIR, TASK_OWNED_DIR};
 use crate::reader::SnapshotReader;
 use statekit_format::METADATA_FILE_NAME;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// Why a file is garbage.
@@ -34,11 +48,34 @@ impl OrphanReason {
     }
 }
 
+/// The identity of a file on the local filesystem: device and inode number. Two paths name
+/// the same file exactly when their identities are equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileId {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl FileId {
+    fn of(md: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileId {
+            dev: md.dev(),
+            ino: md.ino(),
+        }
+    }
+}
+
 /// A file `gc` would delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Orphan {
-    /// The file.
+    /// The file, below the canonical base directory.
     pub path: PathBuf,
+    /// Its identity when the plan was made; [`apply_gc`] deletes it only if the path still
+    /// names this file.
+    pub id: FileId,
     /// Its size.
     pub bytes: u64,
     /// Why it is garbage.
@@ -48,6 +85,8 @@ pub struct Orphan {
 /// What [`plan_gc`] found.
 #[derive(Clone, Debug, Default)]
 pub struct GcPlan {
+    /// The base directory, canonical (every symlink in the given path resolved).
+    pub base: PathBuf,
     /// Complete snapshots whose references were collected.
     pub snapshots: usize,
     /// Distinct files they reference.
@@ -56,14 +95,21 @@ pub struct GcPlan {
     pub orphans: Vec<Orphan>,
     /// Orphans younger than the minimum age: left alone (a running job may be writing them).
     pub too_young: Vec<Orphan>,
+    /// Unreferenced files of `shared/`, `taskowned/` and `dstl/` left alone because some
+    /// snapshot under the base could not be read ([`GcPlan::unreadable`]): it might
+    /// reference them (a newer format version, a damaged `_metadata` that can be repaired).
+    pub held_back: Vec<Orphan>,
     /// Snapshots whose `_metadata` could not be read: their directories are left alone.
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Entries where gc looks for garbage that it left alone because they are not regular
+    /// files or real directories (symlinks, FIFOs, sockets, devices), with what they are.
+    pub skipped: Vec<(PathBuf, String)>,
 }
 
 impl GcPlan {
     /// Bytes of [`GcPlan::orphans`].
     pub fn orphan_bytes(&self) -> u64 {
-        self.orphans.iter().map(|o| o.bytes).sum()
+        self.orphans.iter().map(|o| o.bytes).fold(0, u64::saturating_add)
     }
 }
 
@@ -71,40 +117,67 @@ fn io_err(path: &Path, e: std::io::Error) -> CheckpointError {
     CheckpointError::Invalid(format!("{}: {e}", path.display()))
 }
 
-/// Every regular file below `dir`.
-fn files_below(dir: &Path, out: &mut Vec<(PathBuf, std::fs::Metadata)>) -> Result<(), CheckpointError> {
+/// Why a non-regular, non-directory entry is left alone, for [`GcPlan::skipped`].
+fn skipped_reason(ft: std::fs::FileType) -> String {
+    if ft.is_symlink() {
+        "a symlink: gc never follows or deletes symlinks".to_string()
+    } else {
+        format!("{}, not a regular file", statekit_core::storage::file_type_name(ft))
+    }
+}
+
+/// The entries of a real directory with their `lstat` metadata (symlinks are not followed);
+/// a missing directory has none.
+fn entries(dir: &Path) -> Result<Vec<(PathBuf, std::fs::Metadata)>, CheckpointError> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_err(dir, e)),
     };
+    let mut out = Vec::new();
     for e in rd {
         let e = e.map_err(|e| io_err(dir, e))?;
-        let md = std::fs::symlink_metadata(e.path()).map_err(|err| io_err(&e.path(), err))?;
+        let path = e.path();
+        match std::fs::symlink_metadata(&path) {
+            Ok(md) => out.push((path, md)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(io_err(&path, err)),
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Every regular file below the real directory `dir`, descending only into real directories;
+/// everything else is recorded in `skipped`.
+fn files_below(
+    dir: &Path,
+    out: &mut Vec<(PathBuf, std::fs::Metadata)>,
+    skipped: &mut Vec<(PathBuf, String)>,
+) -> Result<(), CheckpointError> {
+    for (path, md) in entries(dir)? {
         if md.is_dir() {
-            files_below(&e.path(), out)?;
+            files_below(&path, out, skipped)?;
+        } else if md.is_file() {
+            out.push((path, md));
         } else {
-            out.push((e.path(), md));
+            skipped.push((path, skipped_reason(md.file_type())));
         }
     }
     Ok(())
 }
 
-/// True when `dir` looks like a job directory (`shared/`, `taskowned/` or a `chk-N/` inside).
-fn is_job_dir(dir: &Path) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    rd.filter_map(|e| e.ok()).any(|e| {
-        let name = e.file_name().to_string_lossy().to_string();
-        e.path().is_dir()
-            && (name == SHARED_DIR || name == TASK_OWNED_DIR || parse_checkpoint_dir_name(&name).is_some())
-    })
+/// True for the names gc looks into inside a job directory.
+fn is_gc_dir_name(name: &str) -> bool {
+    name == SHARED_DIR || name == TASK_OWNED_DIR || name == DSTL_DIR || parse_checkpoint_dir_name(name).is_some()
 }
 
-/// Snapshot directories (holding `_metadata`) below `dir`, at most `depth` levels down.
+/// Snapshot directories (holding `_metadata`) below `dir`, at most `depth` levels down. This
+/// follows symlinks: a snapshot read only adds references, which protect files.
 fn snapshot_dirs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    if dir.join(METADATA_FILE_NAME).is_file() {
+    // Any entry named `_metadata` (a FIFO too) marks a snapshot directory: one that does
+    // not read is left alone as unreadable rather than taken for an incomplete checkpoint.
+    if std::fs::symlink_metadata(dir.join(METADATA_FILE_NAME)).is_ok() {
         out.push(dir.to_path_buf());
         return;
     }
@@ -126,12 +199,15 @@ fn snapshot_dirs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 /// Finds the garbage under the checkpoint base directory `base` (`<base>/<job-id>/…`).
 ///
 /// Every complete snapshot under `base` (checkpoints of every job, and any savepoint kept
-/// there) counts: a file any of them references — by relative, shared or absolute reference —
-/// is never garbage. Candidates are the files of each job's `shared/` and `taskowned/`, of
-/// `chk-N/` directories without `_metadata`, and files of complete `chk-N/` directories their
-/// `_metadata` does not mention. Candidates modified less than `min_age` ago are reported
-/// separately and not deleted: a running job may be writing them. Snapshots outside `base`
-/// that reference files inside it are not seen; keep such jobs' checkpoints under one base.
+/// there) counts: a file any of them references — by relative, shared or absolute reference,
+/// however the path is spelled — is never garbage. Candidates are the regular files of each
+/// job's `shared/`, `taskowned/` and `dstl/`, of `chk-N/` directories without `_metadata`, and
+/// files of complete `chk-N/` directories their `_metadata` does not mention, found by walking
+/// real directories below the canonical base only (see the module documentation). Candidates
+/// modified less than `min_age` ago are reported separately and not deleted: a running job may
+/// be writing them. Snapshots outside `base` that reference files inside it are not seen; keep
+/// such jobs' checkpoints under one base. While any snapshot under `base` cannot be read,
+/// unreferenced shared files are held back ([`GcPlan::held_back`]), not deleted.
 pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError> {
     if !base.is_dir() {
         return Err(CheckpointError::NotASnapshot {
@@ -139,20 +215,31 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
             reason: "not a directory".into(),
         });
     }
-    let base = std::path::absolute(base).map_err(|e| io_err(base, e))?;
-    let mut plan = GcPlan::default();
-    let mut referenced: BTreeSet<PathBuf> = BTreeSet::new();
+    let base = std::fs::canonicalize(base).map_err(|e| io_err(base, e))?;
+    let mut plan = GcPlan {
+        base: base.clone(),
+        ..GcPlan::default()
+    };
+    let mut referenced: BTreeSet<FileId> = BTreeSet::new();
     let mut snapshots = Vec::new();
     snapshot_dirs(&base, 4, &mut snapshots);
     let mut complete: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut protect = |path: &Path| {
+        // A reference to a file that does not exist protects nothing; every existing one is
+        // protected by identity (stat follows symlinks: the file itself, not a link to it).
+        if let Ok(md) = std::fs::metadata(path) {
+            referenced.insert(FileId::of(&md));
+        }
+    };
     for dir in &snapshots {
-        match SnapshotReader::open(dir).and_then(|r| r.referenced_files()) {
+        // Unchecked: a structurally inconsistent snapshot still protects what it references.
+        match SnapshotReader::open_unchecked(dir).and_then(|r| r.referenced_files()) {
             Ok(files) => {
                 plan.snapshots += 1;
                 complete.insert(dir.clone());
-                referenced.insert(dir.join(METADATA_FILE_NAME));
+                protect(&dir.join(METADATA_FILE_NAME));
                 for f in files {
-                    referenced.insert(PathBuf::from(f.identity));
+                    protect(Path::new(&f.identity));
                 }
             }
             Err(e) => plan.unreadable.push((dir.clone(), e.to_string())),
@@ -161,45 +248,51 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
     plan.referenced = referenced.len();
     let unreadable: BTreeSet<PathBuf> = plan.unreadable.iter().map(|(p, _)| p.clone()).collect();
     let now = SystemTime::now();
-    let mut jobs: Vec<PathBuf> = std::fs::read_dir(&base)
-        .map_err(|e| io_err(&base, e))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.is_dir() && is_job_dir(p))
-        .collect();
-    jobs.sort();
+    let mut jobs = Vec::new();
+    for (path, md) in entries(&base)? {
+        if md.is_dir() {
+            jobs.push(path);
+        } else if md.file_type().is_symlink() && entries_look_like_job(&path) {
+            plan.skipped.push((path, skipped_reason(md.file_type())));
+        }
+    }
     for job in jobs {
         let mut candidates: Vec<(PathBuf, std::fs::Metadata, OrphanReason)> = Vec::new();
-        for sub in [SHARED_DIR, TASK_OWNED_DIR, DSTL_DIR] {
-            let mut files = Vec::new();
-            files_below(&job.join(sub), &mut files)?;
-            candidates.extend(files.into_iter().map(|(p, m)| (p, m, OrphanReason::UnreferencedShared)));
-        }
-        let rd = std::fs::read_dir(&job).map_err(|e| io_err(&job, e))?;
-        for e in rd.filter_map(|e| e.ok()) {
-            let name = e.file_name().to_string_lossy().to_string();
-            if parse_checkpoint_dir_name(&name).is_none() || !e.path().is_dir() {
+        for (dir, md) in entries(&job)? {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            if !is_gc_dir_name(&name) {
                 continue;
             }
-            let dir = e.path();
-            if unreadable.contains(&dir) {
+            if !md.is_dir() {
+                if !md.is_file() {
+                    plan.skipped.push((dir, skipped_reason(md.file_type())));
+                }
                 continue;
             }
-            let reason = if complete.contains(&dir) {
+            let reason = if parse_checkpoint_dir_name(&name).is_none() {
+                OrphanReason::UnreferencedShared
+            } else if unreadable.contains(&dir) {
+                continue;
+            } else if complete.contains(&dir) {
                 OrphanReason::UnreferencedInCheckpoint
             } else {
                 OrphanReason::IncompleteCheckpoint
             };
             let mut files = Vec::new();
-            files_below(&dir, &mut files)?;
+            files_below(&dir, &mut files, &mut plan.skipped)?;
             candidates.extend(files.into_iter().map(|(p, m)| (p, m, reason)));
         }
         for (path, md, reason) in candidates {
-            if referenced.contains(&path) {
+            let id = FileId::of(&md);
+            if referenced.contains(&id) {
                 continue;
             }
             let orphan = Orphan {
                 path,
+                id,
                 bytes: md.len(),
                 reason,
             };
@@ -210,6 +303,8 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
                 .unwrap_or_default();
             if age < min_age {
                 plan.too_young.push(orphan);
+            } else if reason == OrphanReason::UnreferencedShared && !plan.unreadable.is_empty() {
+                plan.held_back.push(orphan);
             } else {
                 plan.orphans.push(orphan);
             }
@@ -217,46 +312,173 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
     }
     plan.orphans.sort_by(|a, b| a.path.cmp(&b.path));
     plan.too_young.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.held_back.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.skipped.sort();
     Ok(plan)
+}
+
+/// True when the directory a symlink points to looks like a job directory (so the symlink is
+/// worth reporting as skipped; other symlinks in the base are none of gc's business).
+fn entries_look_like_job(link: &Path) -> bool {
+    std::fs::read_dir(link).is_ok_and(|rd| {
+        rd.filter_map(|e| e.ok())
+            .any(|e| is_gc_dir_name(&e.file_name().to_string_lossy()))
+    })
+}
+
+/// A directory opened without following a symlink at any step below the base.
+struct Dir(rustix::fd::OwnedFd);
+
+impl Dir {
+    fn open_base(base: &Path) -> std::io::Result<Dir> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            base,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Dir(fd))
+    }
+
+    fn open_child(&self, name: &std::ffi::OsStr) -> std::io::Result<Dir> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::openat(
+            &self.0,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Dir(fd))
+    }
+}
+
+/// Splits `path` into its directory components below `base` and its file name; `None` when
+/// it is not strictly below `base` or has components other than plain names.
+fn below_base<'a>(base: &Path, path: &'a Path) -> Option<(Vec<&'a std::ffi::OsStr>, &'a std::ffi::OsStr)> {
+    let rel = path.strip_prefix(base).ok()?;
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => parts.push(n),
+            _ => return None,
+        }
+    }
+    let name = parts.pop()?;
+    Some((parts, name))
+}
+
+/// Opens the directory holding `o` (component by component, never following a symlink) and
+/// checks that `o`'s name there is still a regular file with the plan's identity.
+fn locate_orphan(base: &Path, o: &Orphan) -> Result<Option<(Dir, std::ffi::OsString)>, String> {
+    use rustix::fs::{AtFlags, FileType};
+    let (dirs, name) = below_base(base, &o.path).ok_or("it is not below the base directory")?;
+    let mut dir = Dir::open_base(base).map_err(|e| format!("the base directory: {e}"))?;
+    for d in dirs {
+        dir = match dir.open_child(d) {
+            Ok(next) => next,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{:?} on its path is not a real directory ({e})", d)),
+        };
+    }
+    let st = match rustix::fs::statat(&dir.0, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err("it is no longer a regular file".into());
+    }
+    let id = FileId {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+    };
+    if id != o.id || st.st_size as u64 != o.bytes {
+        return Err("it is no longer the file the plan found (replaced since)".into());
+    }
+    Ok(Some((dir, name.to_os_string())))
 }
 
 /// Deletes the orphans of `plan` — call it right after [`plan_gc`], whose plan was computed
 /// from every `_metadata` under the base directory — then removes the `chk-N/` directories
 /// (and directories inside them) left empty. Files already gone are skipped. Returns the
 /// files and bytes deleted.
+///
+/// Every orphan is checked before any is deleted: it must lie below the plan's base, be
+/// reachable from it through real directories only (no symlink at any step), and still be the
+/// regular file the plan found. If one is not, the whole plan is refused and nothing is
+/// deleted. Deletion itself goes through directory handles opened the same way, so a
+/// directory swapped for a symlink meanwhile is not followed.
 pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
+    let base = &plan.base;
+    if base.as_os_str().is_empty() || !base.is_absolute() {
+        return Err(CheckpointError::Invalid(
+            "refusing a gc plan without an absolute base directory".into(),
+        ));
+    }
+    for o in &plan.orphans {
+        if let Err(why) = locate_orphan(base, o) {
+            return Err(CheckpointError::Invalid(format!(
+                "refusing the whole gc plan, nothing deleted: {}: {why} (base {})",
+                o.path.display(),
+                base.display()
+            )));
+        }
+    }
     let mut n = 0;
-    let mut bytes = 0;
+    let mut bytes = 0u64;
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
     for o in &plan.orphans {
-        match std::fs::remove_file(&o.path) {
-            Ok(()) => {
-                n += 1;
-                bytes += o.bytes;
+        let located = locate_orphan(base, o).map_err(|why| {
+            CheckpointError::Invalid(format!(
+                "{}: {why}; stopped after deleting {n} files (base {})",
+                o.path.display(),
+                base.display()
+            ))
+        })?;
+        if let Some((dir, name)) = located {
+            match rustix::fs::unlinkat(&dir.0, &name, rustix::fs::AtFlags::empty()) {
+                Ok(()) => {
+                    n += 1;
+                    bytes = bytes.saturating_add(o.bytes);
+                }
+                Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(io_err(&o.path, e.into())),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(&o.path, e)),
         }
         if o.reason != OrphanReason::UnreferencedShared {
             let mut d = o.path.parent();
-            while let Some(p) = d {
+            while let Some(p) = d.filter(|p| p.starts_with(base) && *p != base.as_path()) {
+                dirs.insert(p.to_path_buf());
                 if p.file_name()
-                    .map(|n| parse_checkpoint_dir_name(&n.to_string_lossy()).is_some())
-                    .unwrap_or(false)
+                    .is_some_and(|n| parse_checkpoint_dir_name(&n.to_string_lossy()).is_some())
                 {
-                    dirs.insert(p.to_path_buf());
                     break;
                 }
-                dirs.insert(p.to_path_buf());
                 d = p.parent();
             }
         }
     }
-    // Deepest first; only empty directories go (`remove_dir` fails on others).
+    // Deepest first; only empty real directories go (removing a non-empty one fails).
     let mut dirs: Vec<PathBuf> = dirs.into_iter().collect();
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for d in dirs {
-        let _ = std::fs::remove_dir(&d);
+        let Some((parents, name)) = below_base(base, &d) else {
+            continue;
+        };
+        let Ok(mut dir) = Dir::open_base(base) else { continue };
+        let mut reachable = true;
+        for p in parents {
+            match dir.open_child(p) {
+                Ok(next) => dir = next,
+                Err(_) => {
+                    reachable = false;
+                    break;
+                }
+            }
+        }
+        if reachable {
+            let _ = rustix::fs::unlinkat(&dir.0, name, rustix::fs::AtFlags::REMOVEDIR);
+        }
     }
     Ok((n, bytes))
 }

@@ -24,7 +24,7 @@ mod store;
 mod writer;
 
 pub use error::CheckpointError;
-pub use gc::{apply_gc, plan_gc, GcPlan, Orphan, OrphanReason};
+pub use gc::{apply_gc, plan_gc, FileId, GcPlan, Orphan, OrphanReason};
 pub use layout::{
     checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, DSTL_DIR, JOB_ID_HEX_LEN,
     SHARED_DIR, TASK_OWNED_DIR,

@@ -33,14 +33,17 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("{s:?}: expected a number with a unit (s, m, h), e.g. 10m"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+        .map_err(|_| format!("{s:?}: expected a number with a unit (s, m, h, d), e.g. 10m"))?;
+    let per: u64 = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
         other => return Err(format!("{s:?}: unknown unit {other:?} (use s, m, h or d)")),
     };
+    let secs = n
+        .checked_mul(per)
+        .ok_or_else(|| format!("{s:?}: too large (at most {} seconds)", u64::MAX))?;
     Ok(Duration::from_secs(secs))
 }
 
@@ -83,30 +86,43 @@ pub fn gc(args: GcArgs) -> Result<ExitCode> {
                 "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
             })).collect::<Vec<_>>(),
             "unreadable": plan.unreadable.iter().map(|(p, e)| json!({"path": p.display().to_string(), "error": e})).collect::<Vec<_>>(),
+            "held_back": plan.held_back.iter().map(|o| json!({
+                "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
+            })).collect::<Vec<_>>(),
+            "skipped": plan.skipped.iter().map(|(p, why)| json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
             "deleted_files": deleted.map(|d| d.0),
             "deleted_bytes": deleted.map(|d| d.1),
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
     for o in &plan.orphans {
-        println!("{:>12} B  {}  ({})", o.bytes, o.path.display(), o.reason.as_str());
+        outln!("{:>12} B  {}  ({})", o.bytes, o.path.display(), o.reason.as_str());
     }
     for o in &plan.too_young {
-        println!(
+        outln!(
             "{:>12} B  {}  ({}; younger than --min-age, left alone)",
             o.bytes,
             o.path.display(),
             o.reason.as_str()
         );
     }
+    if !plan.held_back.is_empty() {
+        outln!(
+            "warning: {} unreferenced shared files left alone while the unreadable snapshots below might reference them",
+            plan.held_back.len()
+        );
+    }
+    for (p, why) in &plan.skipped {
+        outln!("warning: {}: left alone: {why}", p.display());
+    }
     for (p, e) in &plan.unreadable {
-        println!(
+        outln!(
             "warning: {}: unreadable _metadata, its directory is left alone: {e}",
             p.display()
         );
     }
-    println!(
+    outln!(
         "{} complete snapshots reference {} files; {} unreferenced files ({bytes} bytes){}{}",
         plan.snapshots,
         plan.referenced,
