@@ -20,11 +20,23 @@ pub fn resolve_snapshot_path(path: &Path) -> Result<PathBuf, CheckpointError> {
         reason: e.to_string(),
     })?;
     if md.is_dir() {
-        if !path.join(METADATA_FILE_NAME).is_file() {
-            return Err(CheckpointError::NotASnapshot {
-                path: shown,
-                reason: format!("no {METADATA_FILE_NAME} file (not a snapshot, or an incomplete one)"),
-            });
+        match std::fs::metadata(path.join(METADATA_FILE_NAME)) {
+            Ok(m) if m.is_file() => {}
+            Ok(m) => {
+                return Err(CheckpointError::NotASnapshot {
+                    path: shown,
+                    reason: format!(
+                        "its {METADATA_FILE_NAME} is {}, not a regular file",
+                        statekit_core::storage::file_type_name(m.file_type())
+                    ),
+                })
+            }
+            Err(_) => {
+                return Err(CheckpointError::NotASnapshot {
+                    path: shown,
+                    reason: format!("no {METADATA_FILE_NAME} file (not a snapshot, or an incomplete one)"),
+                })
+            }
         }
         Ok(path.to_path_buf())
     } else {
@@ -59,8 +71,23 @@ pub struct SnapshotReader {
 
 impl SnapshotReader {
     /// Opens a snapshot on the local filesystem by its directory or its `_metadata` file.
+    ///
+    /// `_metadata` must decode and be structurally sound ([`statekit_format::check_metadata`]:
+    /// consistent parallelism and key-group ranges, no file referenced by two subtasks, a
+    /// self-contained savepoint, …), so nothing restores, dumps or compares half of a
+    /// snapshot that `verify` rejects.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
-        let path = path.as_ref();
+        Self::open_impl(path.as_ref(), true)
+    }
+
+    /// Opens a snapshot like [`SnapshotReader::open`] without the structural checks, for
+    /// [`SnapshotReader::verify`] to list every problem of a snapshot `open` refuses. Nothing
+    /// but verification should act on what it returns.
+    pub fn open_unchecked(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        Self::open_impl(path.as_ref(), false)
+    }
+
+    fn open_impl(path: &Path, checked: bool) -> Result<Self, CheckpointError> {
         let dir = resolve_snapshot_path(path)?;
         let metadata_name = match std::fs::metadata(path) {
             Ok(md) if md.is_file() => path
@@ -71,7 +98,12 @@ impl SnapshotReader {
         };
         let resolver = FileResolver::local(&dir);
         let storage = resolver.snapshot().clone();
-        let metadata = read_metadata(storage.as_ref(), &metadata_name)?;
+        let metadata = if checked {
+            read_metadata(storage.as_ref(), &metadata_name)?
+        } else {
+            let blob = storage.open(&metadata_name)?;
+            statekit_format::decode_metadata(blob.bytes(), &storage.describe(&metadata_name))?
+        };
         Ok(SnapshotReader {
             storage,
             resolver,

@@ -24,6 +24,15 @@ pub enum StorageError {
     /// The path is not acceptable (absolute, `..`, empty component).
     #[error("{0}: invalid storage path")]
     InvalidPath(String),
+    /// The path exists but is not a regular file (a directory, a FIFO, a device, a socket):
+    /// refused before it is opened, so a FIFO cannot block a reader forever.
+    #[error("{path}: is {found}, not a regular file")]
+    NotAFile {
+        /// The full path, as the user would type it.
+        path: String,
+        /// What it is ([`file_type_name`]).
+        found: &'static str,
+    },
     /// An I/O error on a path.
     #[error("{path}: {source}")]
     Io {
@@ -194,6 +203,58 @@ impl LocalStorage {
     }
 }
 
+/// What a file type is, in words for messages: "a directory", "a FIFO", "a symlink", ….
+pub fn file_type_name(ft: fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return "a FIFO";
+        } else if ft.is_socket() {
+            return "a socket";
+        } else if ft.is_block_device() || ft.is_char_device() {
+            return "a device";
+        }
+    }
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symlink"
+    } else if ft.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Why [`open_regular_file`] failed.
+#[derive(Debug)]
+pub enum OpenFileError {
+    /// The open (or stat) failed.
+    Io(io::Error),
+    /// The path is not a regular file; the words say what it is ([`file_type_name`]).
+    NotAFile(&'static str),
+}
+
+/// Opens a regular file for reading, refusing anything else: a FIFO or device is opened
+/// non-blocking (so `open` cannot wait forever for a writer) and then rejected by its file
+/// type, as is a directory. Follows symlinks, as `open` does.
+pub fn open_regular_file(path: &Path) -> Result<(File, fs::Metadata), OpenFileError> {
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = opts.open(path).map_err(OpenFileError::Io)?;
+    let md = file.metadata().map_err(OpenFileError::Io)?;
+    if !md.is_file() {
+        return Err(OpenFileError::NotAFile(file_type_name(md.file_type())));
+    }
+    Ok((file, md))
+}
+
 /// Fsyncs a directory so a rename or create inside it is durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -349,8 +410,14 @@ impl Storage for LocalStorage {
 
     fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
         let p = self.path(path)?;
-        let file = File::open(&p).map_err(|e| self.io(path, e))?;
-        let len = file.metadata().map_err(|e| self.io(path, e))?.len();
+        let (file, md) = open_regular_file(&p).map_err(|e| match e {
+            OpenFileError::Io(e) => self.io(path, e),
+            OpenFileError::NotAFile(found) => StorageError::NotAFile {
+                path: self.describe(path),
+                found,
+            },
+        })?;
+        let len = md.len();
         if len == 0 {
             return Ok(Arc::new(Vec::new()));
         }

@@ -169,7 +169,14 @@ fn stream_crc(
 }
 
 fn open_file(path: &Path, shown: &str) -> Result<File, StateError> {
-    File::open(path).map_err(|e| StateError::io(format!("open {shown}"), e))
+    use statekit_core::storage::{open_regular_file, OpenFileError};
+    match open_regular_file(path) {
+        Ok((file, _)) => Ok(file),
+        Err(OpenFileError::Io(e)) => Err(StateError::io(format!("open {shown}"), e)),
+        Err(OpenFileError::NotAFile(found)) => {
+            Err(StateError::Snapshot(format!("{shown}: is {found}, not a regular file")))
+        }
+    }
 }
 
 /// Copies a local file into `storage` (temp name, fsync, rename); returns (size, CRC32).
