@@ -620,6 +620,16 @@ impl LogFileReader {
                 stored.to_vec()
             }
             1 => {
+                if !statekit_core::limits::within_expansion(stored_len as u64, raw_len as u64) {
+                    return Err(corrupt(
+                        at + 36,
+                        "change_set.raw_len",
+                        format!(
+                            "{raw_len} bytes is more than {}x the {stored_len} stored bytes (LZ4 cannot expand that much)",
+                            statekit_core::limits::MAX_EXPANSION
+                        ),
+                    ));
+                }
                 let mut out = vec![0u8; raw_len];
                 let n = lz4_flex::block::decompress_into(stored, &mut out)
                     .map_err(|err| corrupt(at + CHANGE_SET_HEADER_LEN, "change_set.payload", format!("lz4: {err}")))?;

@@ -14,6 +14,7 @@ pub mod backend;
 pub mod error;
 pub mod hash;
 pub mod keygroup;
+pub mod limits;
 pub mod operator;
 pub mod operator_state;
 pub mod schema;

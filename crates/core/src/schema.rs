@@ -305,9 +305,18 @@ fn encode_into(schema: &TypeSchema, value: &Value, top: bool, out: &mut Vec<u8>)
 }
 
 /// Decodes the bytes of one top-level value; every byte must be consumed.
+///
+/// The decoded value is bounded by its encoded size ([`crate::limits::value_budget`]): a
+/// value whose counts claim more (millions of zero-width elements in a few bytes) is an
+/// error, not gigabytes of memory and seconds of work.
 pub fn decode_value(schema: &TypeSchema, bytes: &[u8]) -> Result<Value, ValueDecodeError> {
     let mut pos = 0;
-    let v = decode_at(schema, bytes, &mut pos, true, 0)?;
+    let mut budget = Budget {
+        left: crate::limits::value_budget(bytes.len()),
+        limit: crate::limits::value_budget(bytes.len()),
+        encoded: bytes.len(),
+    };
+    let v = decode_at(schema, bytes, &mut pos, true, 0, &mut budget)?;
     if pos != bytes.len() {
         return Err(ValueDecodeError {
             schema: schema.to_string(),
@@ -318,13 +327,39 @@ pub fn decode_value(schema: &TypeSchema, bytes: &[u8]) -> Result<Value, ValueDec
     Ok(v)
 }
 
+/// What a value being decoded may still take ([`crate::limits::value_budget`]).
+struct Budget {
+    left: u64,
+    limit: u64,
+    encoded: usize,
+}
+
+impl Budget {
+    /// Charges `cost`; the error reason when the budget is exhausted.
+    fn charge(&mut self, cost: u64) -> Result<(), String> {
+        if cost > self.left {
+            return Err(format!(
+                "decodes to more than {} bytes ({}x its {} encoded bytes, plus {}): implausible counts",
+                self.limit,
+                crate::limits::MAX_EXPANSION,
+                self.encoded,
+                crate::limits::VALUE_BUDGET_SLACK
+            ));
+        }
+        self.left -= cost;
+        Ok(())
+    }
+}
+
 fn decode_at(
     schema: &TypeSchema,
     buf: &[u8],
     pos: &mut usize,
     top: bool,
     depth: usize,
+    budget: &mut Budget,
 ) -> Result<Value, ValueDecodeError> {
+    use crate::limits::VALUE_NODE_BYTES;
     let err = |offset: usize, reason: &str| ValueDecodeError {
         schema: schema.to_string(),
         offset,
@@ -333,28 +368,37 @@ fn decode_at(
     if depth > MAX_SCHEMA_DEPTH {
         return Err(err(*pos, "schema nested too deeply"));
     }
+    budget.charge(VALUE_NODE_BYTES).map_err(|why| err(*pos, &why))?;
     let take = |pos: &mut usize, n: usize| -> Result<&[u8], ValueDecodeError> {
         let start = *pos;
-        let end = start
-            .checked_add(n)
-            .filter(|e| *e <= buf.len())
-            .ok_or_else(|| err(start, &format!("needs {n} bytes, {} left", buf.len() - start)))?;
+        let end = start.checked_add(n).filter(|e| *e <= buf.len()).ok_or_else(|| {
+            err(
+                start,
+                &format!("needs {n} bytes, {} left", buf.len().saturating_sub(start)),
+            )
+        })?;
         *pos = end;
-        Ok(&buf[start..end])
+        buf.get(start..end).ok_or_else(|| err(start, "out of bounds"))
     };
     let var_len = |pos: &mut usize| -> Result<usize, ValueDecodeError> {
         let at = *pos;
         let n = get_varint(buf, pos).ok_or_else(|| err(at, "bad length varint"))?;
+        let left = buf.len().saturating_sub(*pos);
         usize::try_from(n)
             .ok()
-            .filter(|n| *n <= buf.len() - *pos)
-            .ok_or_else(|| err(at, &format!("length {n} exceeds the {} bytes left", buf.len() - *pos)))
+            .filter(|n| *n <= left)
+            .ok_or_else(|| err(at, &format!("length {n} exceeds the {left} bytes left")))
     };
     Ok(match schema {
         TypeSchema::Bytes | TypeSchema::Utf8 => {
-            let n = if top { buf.len() - *pos } else { var_len(pos)? };
+            let n = if top {
+                buf.len().saturating_sub(*pos)
+            } else {
+                var_len(pos)?
+            };
             let at = *pos;
             let raw = take(pos, n)?;
+            budget.charge(raw.len() as u64).map_err(|why| err(at, &why))?;
             if matches!(schema, TypeSchema::Utf8) {
                 Value::Str(
                     std::str::from_utf8(raw)
@@ -368,9 +412,9 @@ fn decode_at(
         TypeSchema::Unit => Value::Unit,
         TypeSchema::Bool => {
             let at = *pos;
-            match take(pos, 1)?[0] {
-                0 => Value::Bool(false),
-                1 => Value::Bool(true),
+            match take(pos, 1)?.first() {
+                Some(0) => Value::Bool(false),
+                Some(1) => Value::Bool(true),
                 _ => return Err(err(at, "bool byte is neither 0 nor 1")),
             }
         }
@@ -382,37 +426,43 @@ fn decode_at(
         TypeSchema::List(t) => {
             let at = *pos;
             let n = get_varint(buf, pos).ok_or_else(|| err(at, "bad count varint"))?;
-            // Every element takes at least one byte unless it is zero-width; cap the
-            // preallocation so a corrupted count cannot exhaust memory.
-            let cap = (n as usize).min(buf.len() - *pos);
-            let mut items = Vec::with_capacity(cap);
-            if t.fixed_width() == Some(0) && n > (1 << 20) {
-                return Err(err(at, "implausible element count for a zero-width type"));
+            let left = buf.len().saturating_sub(*pos);
+            // Checked before anything is allocated or iterated: every element that is not
+            // zero-width takes at least one byte, and every element counts against the budget.
+            if t.fixed_width() != Some(0) && n > left as u64 {
+                return Err(err(at, &format!("count {n} exceeds the {left} bytes left")));
             }
+            let nodes = n.saturating_mul(VALUE_NODE_BYTES);
+            if nodes > budget.left {
+                let why = budget.charge(nodes).err().unwrap_or_default();
+                return Err(err(at, &format!("count {n}: {why}")));
+            }
+            let cap = usize::try_from(n).unwrap_or(usize::MAX).min(left.max(1));
+            let mut items = Vec::with_capacity(cap);
             for _ in 0..n {
-                items.push(decode_at(t, buf, pos, false, depth + 1)?);
+                items.push(decode_at(t, buf, pos, false, depth + 1, budget)?);
             }
             Value::List(items)
         }
         TypeSchema::Tuple(ts) => {
             let mut items = Vec::with_capacity(ts.len());
             for t in ts {
-                items.push(decode_at(t, buf, pos, false, depth + 1)?);
+                items.push(decode_at(t, buf, pos, false, depth + 1, budget)?);
             }
             Value::Tuple(items)
         }
         TypeSchema::Struct(ts) => {
             let mut items = Vec::with_capacity(ts.len());
             for (name, t) in ts {
-                items.push((name.clone(), decode_at(t, buf, pos, false, depth + 1)?));
+                items.push((name.clone(), decode_at(t, buf, pos, false, depth + 1, budget)?));
             }
             Value::Struct(items)
         }
         TypeSchema::Option(t) => {
             let at = *pos;
-            match take(pos, 1)?[0] {
-                0 => Value::Option(None),
-                1 => Value::Option(Some(Box::new(decode_at(t, buf, pos, false, depth + 1)?))),
+            match take(pos, 1)?.first() {
+                Some(0) => Value::Option(None),
+                Some(1) => Value::Option(Some(Box::new(decode_at(t, buf, pos, false, depth + 1, budget)?))),
                 _ => return Err(err(at, "option tag is neither 0 nor 1")),
             }
         }
@@ -621,6 +671,31 @@ mod tests {
         assert_eq!(String::decode(b"word").expect("decode"), "word");
         assert!(i64::decode(b"short").is_err());
         assert!(String::decode(&[0xff]).is_err());
+    }
+
+    /// Regression (issue 10): `list<list<unit>>` whose 3-byte inner lists each claim 2^20
+    /// units took 7 GB and 17 s to decode from 301 bytes.
+    #[test]
+    fn nested_zero_width_counts_are_bounded_by_the_encoded_size() {
+        let mut bytes = Vec::new();
+        put_varint(&mut bytes, 100);
+        for _ in 0..100 {
+            put_varint(&mut bytes, 1 << 20);
+        }
+        assert!(bytes.len() < 310, "{} bytes", bytes.len());
+        let s = TypeSchema::List(Box::new(TypeSchema::List(Box::new(TypeSchema::Unit))));
+        let t0 = std::time::Instant::now();
+        let e = decode_value(&s, &bytes).expect_err("bounded");
+        assert!(e.reason.contains("implausible counts"), "{e}");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(2));
+        // A plausible zero-width list still decodes.
+        let mut ok = Vec::new();
+        put_varint(&mut ok, 1000);
+        let units = TypeSchema::List(Box::new(TypeSchema::Unit));
+        assert_eq!(
+            decode_value(&units, &ok).expect("decode"),
+            Value::List(vec![Value::Unit; 1000])
+        );
     }
 
     #[test]

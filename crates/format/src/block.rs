@@ -55,8 +55,7 @@ const BLOCK_CRC_SCOPE: usize = 20;
 /// `stored_len * MAX_EXPANSION + EXPANSION_SLACK`, so a corrupted or hostile length cannot
 /// make them allocate more than a bounded multiple of the file's size. LZ4 cannot exceed it;
 /// a Zstandard block that would is written as LZ4 instead.
-pub(crate) const MAX_EXPANSION: u64 = 256;
-pub(crate) const EXPANSION_SLACK: u64 = 64;
+pub(crate) use statekit_core::limits::MAX_EXPANSION;
 
 fn codec_name(code: u8) -> &'static str {
     match code {
@@ -185,9 +184,7 @@ impl BlockEncoder {
     }
 }
 
-fn within_expansion(stored: u64, raw: u64) -> bool {
-    raw <= stored.saturating_mul(MAX_EXPANSION).saturating_add(EXPANSION_SLACK)
-}
+use statekit_core::limits::within_expansion;
 
 /// A parsed block header.
 #[derive(Clone, Copy, Debug)]

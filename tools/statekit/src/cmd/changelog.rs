@@ -50,11 +50,22 @@ pub fn problem_text(e: &FormatError) -> String {
     }
 }
 
+/// Maps a log file given on the command line (named in errors as given): mapped, not read,
+/// so a huge file that is not a log file costs nothing before its magic is checked.
+fn map_lone(path: &Path) -> Result<Arc<dyn statekit_core::storage::Blob>> {
+    use statekit_core::storage::Storage as _;
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => (if d.as_os_str().is_empty() { Path::new(".") } else { d }, n),
+        _ => anyhow::bail!("{}: not a file", path.display()),
+    };
+    let storage = statekit_core::storage::LocalStorage::new(dir);
+    Ok(storage.open(&name.to_string_lossy())?)
+}
+
 /// Opens a log file given on the command line (named in errors as given).
 fn open_lone(path: &Path) -> Result<LogFileReader> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| anyhow!("{shown}: {e}"))?;
-    LogFileReader::from_blob(Arc::new(bytes), &shown, None).map_err(|e| anyhow!(problem_text(&e)))
+    LogFileReader::from_blob(map_lone(path)?, &shown, None).map_err(|e| anyhow!(problem_text(&e)))
 }
 
 // ----------------------------------------------------------------------------------------
@@ -696,13 +707,13 @@ fn verify_replay(
 /// `statekit verify <file.skcl>`: decodes a lone log file in full.
 pub fn verify_log_file(path: &Path, problems: &mut Vec<String>) -> Result<LogCheck> {
     let shown = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| anyhow!("{shown}: {e}"))?;
-    let size = bytes.len() as u64;
+    let blob = map_lone(path)?;
+    let size = blob.bytes().len() as u64;
     let mut check = LogCheck {
         bytes: size,
         ..LogCheck::default()
     };
-    match LogFileReader::from_blob(Arc::new(bytes), &shown, None).and_then(|r| r.verify()) {
+    match LogFileReader::from_blob(blob, &shown, None).and_then(|r| r.verify()) {
         Ok((sets, records)) => {
             check.log_files = 1;
             check.change_sets = sets;
