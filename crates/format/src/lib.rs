@@ -71,5 +71,5 @@ pub use operator::{decode_operator_file, read_operator_file, write_operator_file
 pub use resolve::{
     FileResolver, NativeTarget, ResolvedChangelogHandle, ResolvedFile, ResolvedNativeFile, ResolvedNativeHandle,
 };
-pub use verify::{verify_snapshot, verify_snapshot_files, SnapshotVerifyReport};
+pub use verify::{check_metadata, verify_snapshot, verify_snapshot_files, SnapshotVerifyReport};
 pub use wire::{decode_state_descriptor, encode_state_descriptor};

@@ -226,17 +226,23 @@ pub struct ChangelogKeyedHandle {
 impl ChangelogKeyedHandle {
     /// Bytes of the tail (change sets, not whole files).
     pub fn tail_bytes(&self) -> u64 {
-        self.tail.iter().map(|t| t.length).sum()
+        self.tail.iter().map(|t| t.length).fold(0, u64::saturating_add)
     }
 
     /// Records of the tail.
     pub fn tail_records(&self) -> u64 {
-        self.tail.iter().map(|t| u64::from(t.records)).sum()
+        self.tail
+            .iter()
+            .map(|t| u64::from(t.records))
+            .fold(0, u64::saturating_add)
     }
 
     /// Bytes of the materialized files.
     pub fn materialized_bytes(&self) -> u64 {
-        self.materialized.iter().map(|m| m.file.size).sum()
+        self.materialized
+            .iter()
+            .map(|m| m.file.size)
+            .fold(0, u64::saturating_add)
     }
 }
 
@@ -302,7 +308,7 @@ pub struct NativeKeyedHandle {
 impl NativeKeyedHandle {
     /// Total bytes of all files.
     pub fn total_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.file.size).sum()
+        self.files.iter().map(|f| f.file.size).fold(0, u64::saturating_add)
     }
 }
 

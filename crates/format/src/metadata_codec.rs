@@ -145,10 +145,11 @@ pub fn decode_metadata(bytes: &[u8], file: &str) -> std::result::Result<Snapshot
     decode_with_offsets(bytes, file).map(|(m, _)| m)
 }
 
-/// Reads and decodes the `_metadata` file at `path` of `storage`.
+/// Reads and decodes the `_metadata` file at `path` of `storage`, and checks it for
+/// structural problems ([`crate::check_metadata`]): what it returns is safe to act on.
 pub fn read_metadata(storage: &dyn Storage, path: &str) -> std::result::Result<SnapshotMetadata, FormatError> {
     let blob = storage.open(path)?;
-    decode_metadata(blob.bytes(), &storage.describe(path))
+    crate::verify::check_metadata(blob.bytes(), &storage.describe(path))
 }
 
 /// Encodes `meta` and writes it atomically to `path` of `storage`; returns the size.

@@ -2,10 +2,11 @@
 
 use crate::error::FormatError;
 use crate::keyed::KeyedFileReader;
+use crate::metadata::SnapshotMetadata;
 use crate::metadata::{
     FileRef, FileScope, KeyedStats, NativeFile, OperatorMetadata, SnapshotFormat, SnapshotKind, METADATA_FILE_NAME,
 };
-use crate::metadata_codec::decode_with_offsets;
+use crate::metadata_codec::{decode_with_offsets, MetadataOffsets};
 use crate::operator::read_operator_file;
 use crate::resolve::FileResolver;
 use statekit_core::keygroup::{check_max_parallelism, check_parallelism};
@@ -118,37 +119,42 @@ fn verify_native_file(
         ));
     }
     report.files += 1;
-    report.bytes += file.file.size;
+    report.bytes = report.bytes.saturating_add(file.file.size);
     Ok(())
 }
 
-fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result<SnapshotVerifyReport, FormatError> {
-    let blob = storage.open(METADATA_FILE_NAME)?;
-    let meta_file = storage.describe(METADATA_FILE_NAME);
-    let (meta, offsets) = decode_with_offsets(blob.bytes(), &meta_file)?;
-    let mut report = SnapshotVerifyReport {
-        bytes: blob.bytes().len() as u64,
-        ..SnapshotVerifyReport::default()
-    };
+/// Every structural problem of a decoded `_metadata`, found from its content alone (no data
+/// file is read): operators and their parallelism, subtask indices, key-group ranges inside
+/// `[0, max parallelism)` and disjoint, no exclusive file referenced by two subtasks, handles
+/// that fit the snapshot's format and kind (a savepoint is self-contained: every file it
+/// references is exclusive), change sets inside their files, and recorded sizes and counts
+/// that add up within 64 bits. [`check_metadata`] applies it to every snapshot that is read;
+/// [`verify_snapshot`] lists it with the problems of the data files.
+pub(crate) fn structural_problems(
+    meta: &SnapshotMetadata,
+    offsets: &MetadataOffsets,
+    meta_file: &str,
+) -> Vec<FormatError> {
+    let mut problems = Vec::new();
     let mut seen: BTreeMap<&str, String> = BTreeMap::new();
+    let mut bytes_total: u128 = 0;
+    let mut entries_total: u128 = 0;
     for (i, op) in meta.operators.iter().enumerate() {
         let op_offset = offsets.operators.get(i).copied().unwrap_or(0);
-        let meta_problem = |field: String, reason: String| FormatError::corrupt(&meta_file, op_offset, field, reason);
+        let meta_problem = |field: String, reason: String| FormatError::corrupt(meta_file, op_offset, field, reason);
         if meta.operators[..i].iter().any(|o| o.uid == op.uid) {
-            report.problems.push(meta_problem(
+            problems.push(meta_problem(
                 format!("operators[{i}].uid"),
                 format!("uid {:?} appears twice", op.uid),
             ));
         }
-        if let Err(e) = check_max_parallelism(op.max_parallelism)
-            .and_then(|()| check_parallelism(op.parallelism, op.max_parallelism))
-        {
-            report
-                .problems
-                .push(meta_problem(format!("operators[{i}].parallelism"), e.to_string()));
+        if let Err(e) = check_max_parallelism(op.max_parallelism) {
+            problems.push(meta_problem(format!("operators[{i}].max_parallelism"), e.to_string()));
+        } else if let Err(e) = check_parallelism(op.parallelism, op.max_parallelism) {
+            problems.push(meta_problem(format!("operators[{i}].parallelism"), e.to_string()));
         }
         if op.subtasks.len() as u64 != u64::from(op.parallelism) {
-            report.problems.push(meta_problem(
+            problems.push(meta_problem(
                 format!("operators[{i}].subtasks"),
                 format!(
                     "{} subtasks recorded for parallelism {}",
@@ -166,22 +172,22 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                 .copied()
                 .unwrap_or(op_offset);
             let field = |s: &str| format!("operators[{i}].subtasks[{j}].{s}");
-            let sub_problem = |s: &str, reason: String| FormatError::corrupt(&meta_file, st_offset, field(s), reason);
+            let sub_problem = |s: &str, reason: String| FormatError::corrupt(meta_file, st_offset, field(s), reason);
             if st.index as usize != j {
-                report.problems.push(sub_problem(
+                problems.push(sub_problem(
                     "index",
                     format!("subtask at position {j} has index {}", st.index),
                 ));
             }
             if !st.key_groups.is_empty() {
                 if st.key_groups.end_exclusive() > op.max_parallelism {
-                    report.problems.push(sub_problem(
+                    problems.push(sub_problem(
                         "key_groups",
                         format!("{} exceeds max parallelism {}", st.key_groups, op.max_parallelism),
                     ));
                 }
                 if st.key_groups.start() < prev_end {
-                    report.problems.push(sub_problem(
+                    problems.push(sub_problem(
                         "key_groups",
                         format!("{} overlaps or precedes the previous subtask's range", st.key_groups),
                     ));
@@ -189,36 +195,66 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                 prev_end = st.key_groups.end_exclusive();
             }
             for (what, f) in [("keyed", &st.keyed), ("operator", &st.operator)] {
-                if let Some(f) = f {
-                    if f.scope == FileScope::Exclusive {
-                        if let Some(other) = seen.insert(&f.path, field(what)) {
-                            report.problems.push(sub_problem(
-                                &format!("{what}.path"),
-                                format!("file {:?} is also referenced by {other}", f.path),
-                            ));
-                        }
+                let Some(f) = f else { continue };
+                bytes_total += u128::from(f.size);
+                if f.scope == FileScope::Exclusive {
+                    if let Some(other) = seen.insert(&f.path, field(what)) {
+                        problems.push(sub_problem(
+                            &format!("{what}.path"),
+                            format!("file {:?} is also referenced by {other}", f.path),
+                        ));
                     }
+                } else if meta.kind == SnapshotKind::Savepoint {
+                    problems.push(sub_problem(
+                        what,
+                        format!(
+                            "a savepoint must be self-contained, but {:?} is a {} reference",
+                            f.path,
+                            f.scope.as_str()
+                        ),
+                    ));
+                }
+            }
+            if let Some(stats) = &st.keyed_stats {
+                entries_total += u128::from(stats.entries);
+                bytes_total += u128::from(stats.raw_bytes);
+                for s in &stats.states {
+                    entries_total += u128::from(s.entries);
+                    bytes_total += u128::from(s.raw_bytes);
+                }
+                for g in &stats.key_groups {
+                    entries_total += u128::from(g.entries);
+                    bytes_total += u128::from(g.stored_bytes);
                 }
             }
             if let Some(native) = &st.native {
                 if meta.format != SnapshotFormat::Native {
-                    report.problems.push(sub_problem(
+                    problems.push(sub_problem(
                         "native",
                         "a native keyed handle in a snapshot whose format is canonical".to_string(),
                     ));
                 }
+                bytes_total += u128::from(native.uploaded_bytes);
+                for s in &native.stats.states {
+                    entries_total += u128::from(s.estimated_keys);
+                    bytes_total += u128::from(s.bytes);
+                }
+                for (_, b) in &native.stats.key_groups {
+                    bytes_total += u128::from(*b);
+                }
                 for (k, nf) in native.files.iter().enumerate() {
                     let what = format!("native.files[{k}]");
+                    bytes_total += u128::from(nf.file.size);
                     if nf.file.scope == FileScope::Exclusive {
                         if let Some(other) = seen.insert(&nf.file.path, field(&what)) {
-                            report.problems.push(sub_problem(
+                            problems.push(sub_problem(
                                 &format!("{what}.path"),
                                 format!("file {:?} is also referenced by {other}", nf.file.path),
                             ));
                         }
                     }
                     if meta.kind == SnapshotKind::Savepoint && nf.file.scope != FileScope::Exclusive {
-                        report.problems.push(sub_problem(
+                        problems.push(sub_problem(
                             &what,
                             format!(
                                 "a savepoint must be self-contained, but {:?} is a {} reference",
@@ -227,6 +263,111 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                             ),
                         ));
                     }
+                }
+            }
+            if let Some(cl) = &st.changelog {
+                if meta.format != SnapshotFormat::Changelog {
+                    problems.push(sub_problem(
+                        "changelog",
+                        "a changelog handle in a snapshot whose format is not changelog".to_string(),
+                    ));
+                }
+                if meta.kind == SnapshotKind::Savepoint {
+                    problems.push(sub_problem(
+                        "changelog",
+                        "a savepoint holds canonical state, not a changelog handle".to_string(),
+                    ));
+                }
+                for (k, part) in cl.materialized.iter().enumerate() {
+                    bytes_total += u128::from(part.file.size);
+                    for g in part.stats.iter().flat_map(|s| &s.key_groups) {
+                        entries_total += u128::from(g.entries);
+                        bytes_total += u128::from(g.stored_bytes);
+                    }
+                    for s in part.stats.iter().flat_map(|s| &s.states) {
+                        entries_total += u128::from(s.entries);
+                        bytes_total += u128::from(s.raw_bytes);
+                    }
+                    if !part.key_groups.is_empty() && part.key_groups.end_exclusive() > op.max_parallelism {
+                        problems.push(sub_problem(
+                            &format!("changelog.materialized[{k}].key_groups"),
+                            format!("{} exceeds max parallelism {}", part.key_groups, op.max_parallelism),
+                        ));
+                    }
+                }
+                for (k, seg) in cl.tail.iter().enumerate() {
+                    bytes_total += u128::from(seg.file.size) + u128::from(seg.length);
+                    entries_total += u128::from(seg.records);
+                    if seg.offset.checked_add(seg.length).is_none_or(|end| end > seg.file.size) {
+                        problems.push(sub_problem(
+                            &format!("changelog.tail[{k}]"),
+                            format!(
+                                "change set at {} of {} bytes lies outside its {}-byte file",
+                                seg.offset, seg.length, seg.file.size
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if bytes_total > u128::from(u64::MAX) || entries_total > u128::from(u64::MAX) {
+        problems.push(FormatError::corrupt(
+            meta_file,
+            0,
+            "operators",
+            "the sizes and counts recorded for the subtasks add up to more than 2^64: implausible".to_string(),
+        ));
+    }
+    problems
+}
+
+/// Checks a decoded `_metadata` for structural problems ([`verify_snapshot`]'s checks that
+/// need no data file): the first one is returned as the error, naming the file, offset and
+/// field, with how many more there are. Every reader of a snapshot applies it before trusting
+/// the metadata ([`crate::read_metadata`]), so a restore, a dump or a diff never silently
+/// reads half the state of a snapshot `verify` rejects.
+pub fn check_metadata(bytes: &[u8], file: &str) -> Result<SnapshotMetadata, FormatError> {
+    let (meta, offsets) = decode_with_offsets(bytes, file)?;
+    let mut problems = structural_problems(&meta, &offsets, file).into_iter();
+    match problems.next() {
+        None => Ok(meta),
+        Some(FormatError::Corrupt {
+            file,
+            offset,
+            field,
+            reason,
+        }) => {
+            let more = problems.count();
+            let reason = if more == 0 {
+                format!("{reason} (`statekit verify` lists the problems)")
+            } else {
+                format!("{reason} (and {more} more problems; `statekit verify` lists them)")
+            };
+            Err(FormatError::Corrupt {
+                file,
+                offset,
+                field,
+                reason,
+            })
+        }
+        Some(other) => Err(other),
+    }
+}
+
+fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result<SnapshotVerifyReport, FormatError> {
+    let blob = storage.open(METADATA_FILE_NAME)?;
+    let meta_file = storage.describe(METADATA_FILE_NAME);
+    let (meta, offsets) = decode_with_offsets(blob.bytes(), &meta_file)?;
+    let mut report = SnapshotVerifyReport {
+        bytes: blob.bytes().len() as u64,
+        problems: structural_problems(&meta, &offsets, &meta_file),
+        ..SnapshotVerifyReport::default()
+    };
+    for (i, op) in meta.operators.iter().enumerate() {
+        for (j, st) in op.subtasks.iter().enumerate() {
+            if let Some(native) = &st.native {
+                for nf in &native.files {
                     match locate(resolver, &nf.file) {
                         None => {}
                         Some(Err(e)) => report.problems.push(e),
@@ -240,25 +381,7 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                 }
             }
             if let Some(cl) = &st.changelog {
-                if meta.format != SnapshotFormat::Changelog {
-                    report.problems.push(sub_problem(
-                        "changelog",
-                        "a changelog handle in a snapshot whose format is not changelog".to_string(),
-                    ));
-                }
-                if meta.kind == SnapshotKind::Savepoint {
-                    report.problems.push(sub_problem(
-                        "changelog",
-                        "a savepoint holds canonical state, not a changelog handle".to_string(),
-                    ));
-                }
-                for (k, part) in cl.materialized.iter().enumerate() {
-                    if !part.key_groups.is_empty() && part.key_groups.end_exclusive() > op.max_parallelism {
-                        report.problems.push(sub_problem(
-                            &format!("changelog.materialized[{k}].key_groups"),
-                            format!("{} exceeds max parallelism {}", part.key_groups, op.max_parallelism),
-                        ));
-                    }
+                for part in &cl.materialized {
                     match locate(resolver, &part.file) {
                         None => {}
                         Some(Err(e)) => report.problems.push(e),
@@ -272,16 +395,7 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                     }
                 }
                 let mut seen_logs: Vec<&str> = Vec::new();
-                for (k, seg) in cl.tail.iter().enumerate() {
-                    if seg.offset.checked_add(seg.length).is_none_or(|end| end > seg.file.size) {
-                        report.problems.push(sub_problem(
-                            &format!("changelog.tail[{k}]"),
-                            format!(
-                                "change set at {} of {} bytes lies outside its {}-byte file",
-                                seg.offset, seg.length, seg.file.size
-                            ),
-                        ));
-                    }
+                for seg in &cl.tail {
                     if seen_logs.contains(&seg.file.path.as_str()) {
                         continue;
                     }
@@ -295,7 +409,7 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                             match s.open(&path) {
                                 Ok(b) if b.bytes().len() as u64 == seg.file.size => {
                                     report.files += 1;
-                                    report.bytes += seg.file.size;
+                                    report.bytes = report.bytes.saturating_add(seg.file.size);
                                 }
                                 Ok(b) => report.problems.push(FormatError::corrupt(
                                     &s.describe(&path),
@@ -327,8 +441,11 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                 if let Some(stats) = &st.keyed_stats {
                     if let Ok(reader) = KeyedFileReader::open(storage, path, Some(f.size)) {
                         if *stats != KeyedStats::from_info(reader.info()) {
-                            report.problems.push(sub_problem(
-                                "keyed_stats",
+                            let st_offset = offsets.subtasks.get(i).and_then(|v| v.get(j)).copied().unwrap_or(0);
+                            report.problems.push(FormatError::corrupt(
+                                &meta_file,
+                                st_offset,
+                                format!("operators[{i}].subtasks[{j}].keyed_stats"),
                                 format!(
                                     "the recorded statistics disagree with the index of {}",
                                     storage.describe(path)
@@ -368,7 +485,7 @@ fn verify_keyed(
         Err(e) => return report.problems.push(e),
     };
     report.files += 1;
-    report.bytes += size;
+    report.bytes = report.bytes.saturating_add(size);
     let problem = |field: &str, reason: String| FormatError::corrupt(&file, 16, field, reason);
     if reader.max_parallelism() != op.max_parallelism {
         report.problems.push(problem(
@@ -417,7 +534,7 @@ fn verify_keyed(
         }
     }
     match reader.verify() {
-        Ok(v) => report.entries += v.entries,
+        Ok(v) => report.entries = report.entries.saturating_add(v.entries),
         Err(e) => report.problems.push(e),
     }
 }
@@ -435,12 +552,12 @@ fn verify_operator(
         Err(e) => return report.problems.push(e),
     };
     report.files += 1;
-    report.bytes += size;
+    report.bytes = report.bytes.saturating_add(size);
     for (d, data) in &snap.states {
-        report.entries += match data {
+        report.entries = report.entries.saturating_add(match data {
             OperatorStateData::List(l) => l.len() as u64,
             OperatorStateData::Broadcast(m) => m.len() as u64,
-        };
+        });
         match op.operator_states.iter().find(|m| m.name == d.name) {
             None => report.problems.push(FormatError::corrupt(
                 &file,

@@ -4,6 +4,16 @@
 //! Exit codes: 0 success, 1 a check found problems, 2 an error (bad arguments, unreadable
 //! input).
 
+/// `println!` that hands a write error back to the caller instead of panicking: a closed
+/// standard output (`statekit ls | head -1`) ends the command quietly with exit 141, as `cat`
+/// does (see [`is_broken_pipe`]). Use it for every line the binary prints to standard output.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
 mod cmd;
 mod config;
 mod demo;

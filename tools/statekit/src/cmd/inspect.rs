@@ -255,11 +255,17 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&items)?);
+        outln!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        println!(
+        outln!(
             "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {:<10} PATH",
-            "KIND", "ID", "FORMAT", "TIME (UTC)", "BYTES", "OWN BYTES", "STATUS"
+            "KIND",
+            "ID",
+            "FORMAT",
+            "TIME (UTC)",
+            "BYTES",
+            "OWN BYTES",
+            "STATUS"
         );
         for f in &found {
             let (kind, id, time) = match &f.meta {
@@ -268,7 +274,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
             };
             let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
             let status = if f.complete { "complete" } else { "INCOMPLETE" };
-            println!(
+            outln!(
                 "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status:<10} {}",
                 f.bytes,
                 f.own_bytes,
@@ -276,12 +282,12 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
             );
             if let Some(p) = &f.problem {
                 if f.meta.is_none() && p != "no _metadata: incomplete" {
-                    println!("{:<11} problem: {p}", "");
+                    outln!("{:<11} problem: {p}", "");
                 }
             }
         }
         if found.is_empty() {
-            println!("(no checkpoints or savepoints under {})", args.dir.display());
+            outln!("(no checkpoints or savepoints under {})", args.dir.display());
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -379,7 +385,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             "restores_into": restores_into(m), "properties": m.properties, "operators": ops,
             "changelog": m.operators.iter().any(is_changelog).then(|| Summary::of(all).json()),
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
     let format = match m.format {
@@ -395,7 +401,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             restores_into(m)
         ),
     };
-    println!(
+    outln!(
         "{} {} of job {} ({format}, {} operators)",
         kind_name(m.kind),
         m.checkpoint_id,
@@ -403,7 +409,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
         m.operators.len()
     );
     for o in &m.operators {
-        println!(
+        outln!(
             "\noperator {:?}  id {}  parallelism {}/{}{}",
             o.uid,
             o.operator_id,
@@ -412,7 +418,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             if o.finished { "  FINISHED" } else { "" }
         );
         if uid_looks_auto_generated(&o.uid) {
-            println!(
+            outln!(
                 "  warning: uid {:?} looks auto-generated; set an explicit uid so state survives program changes",
                 o.uid
             );
@@ -426,7 +432,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             (false, false) => ("entries", ""),
         };
         if is_changelog(o) {
-            println!("  (state sizes are those of the materializations; the tail's changes are not counted)");
+            outln!("  (state sizes are those of the materializations; the tail's changes are not counted)");
         }
         for s in &o.keyed_states {
             let uk = s
@@ -436,7 +442,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 .unwrap_or_default();
             let ttl = s.ttl.map(|t| format!(" ttl {}ms", t.ttl_ms)).unwrap_or_default();
             let (entries, bytes) = totals.get(&s.name).copied().unwrap_or_default();
-            println!(
+            outln!(
                 "  keyed {:<16} {:<11} {approx}{entries:>10} {entries_word} {approx}{bytes:>12} B  key {} ns {}{uk} value {}{ttl}",
                 s.name,
                 s.kind.to_string(),
@@ -446,7 +452,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             );
         }
         for s in &o.operator_states {
-            println!(
+            outln!(
                 "  operator-state {:<16} {:<11} value {}",
                 s.name,
                 s.mode.to_string(),
@@ -497,41 +503,43 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 ),
                 None => (kb, kg_summary),
             };
-            println!(
+            outln!(
                 "  subtask {:>3} key groups {:<12} keyed {kb:>10} B  operator {ob:>8} B{}{kg_summary}",
                 s.index,
                 s.key_groups.to_string(),
                 if s.finished { "  finished" } else { "" }
             );
             if s.changelog.is_some() {
-                println!("{}", Summary::of([s]).text("      "));
+                outln!("{}", Summary::of([s]).text("      "));
             }
             if args.key_groups {
                 if let Some(n) = &s.native {
                     let max = n.stats.key_groups.iter().map(|g| g.1).max().unwrap_or(1).max(1);
                     for (kg, b) in &n.stats.key_groups {
                         let bar = "#".repeat(((b * 40).div_ceil(max)) as usize);
-                        println!("      kg {kg:>5} ~{b:>9} B (estimate)  {bar}");
+                        outln!("      kg {kg:>5} ~{b:>9} B (estimate)  {bar}");
                     }
                 }
                 if let Some(h) = &s.changelog {
-                    changelog_key_groups(s, h);
+                    changelog_key_groups(s, h)?;
                 }
                 if let Some(k) = &s.keyed_stats {
                     let max = k.key_groups.iter().map(|g| g.stored_bytes).max().unwrap_or(1).max(1);
                     for g in &k.key_groups {
                         let bar = "#".repeat(((g.stored_bytes * 40).div_ceil(max)) as usize);
-                        println!(
+                        outln!(
                             "      kg {:>5} {:>10} B {:>8} entries  {bar}",
-                            g.key_group, g.stored_bytes, g.entries
+                            g.key_group,
+                            g.stored_bytes,
+                            g.entries
                         );
                     }
                 }
             }
         }
         if is_changelog(o) && o.subtasks.len() > 1 {
-            println!("  changelog total (each file and change set once):");
-            println!("{}", Summary::of(&o.subtasks).text("      "));
+            outln!("  changelog total (each file and change set once):");
+            outln!("{}", Summary::of(&o.subtasks).text("      "));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -540,7 +548,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
 /// `show --key-groups` of a changelog subtask: entries and bytes per key group its
 /// materializations hold (the tail's key groups are in the log files' indexes, not in
 /// `_metadata`).
-fn changelog_key_groups(s: &statekit_format::SubtaskMetadata, h: &statekit_format::ChangelogKeyedHandle) {
+fn changelog_key_groups(s: &statekit_format::SubtaskMetadata, h: &statekit_format::ChangelogKeyedHandle) -> Result<()> {
     let mut per: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     for part in &h.materialized {
         let range = part.key_groups.intersection(&s.key_groups);
@@ -555,8 +563,9 @@ fn changelog_key_groups(s: &statekit_format::SubtaskMetadata, h: &statekit_forma
     let max = per.values().map(|v| v.0).max().unwrap_or(1).max(1);
     for (kg, (bytes, entries)) in per {
         let bar = "#".repeat(((bytes * 40).div_ceil(max)) as usize);
-        println!("      kg {kg:>5} {bytes:>10} B {entries:>8} entries (materialized)  {bar}");
+        outln!("      kg {kg:>5} {bytes:>10} B {entries:>8} entries (materialized)  {bar}");
     }
+    Ok(())
 }
 
 /// Decodes every entry of the native keyed state of `reader` (the format checked sizes and
@@ -590,13 +599,29 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     if changelog::is_log_file(&args.path) {
         return verify_log_file(&args);
     }
-    let reader = SnapshotReader::open(&args.path)?;
+    // A structurally unsound `_metadata` (which every other command refuses) is still
+    // verified: its problems are listed with those of its files, but the state is not decoded
+    // further (native databases, changelog replay) from metadata that cannot be trusted.
+    let (reader, sound) = match SnapshotReader::open(&args.path) {
+        Ok(r) => (r, true),
+        Err(strict) => match SnapshotReader::open_unchecked(&args.path) {
+            Ok(r) => (r, false),
+            Err(_) => return Err(strict.into()),
+        },
+    };
     let report = reader.verify()?;
     let mut problems: Vec<String> = report.problems.iter().map(changelog::problem_text).collect();
     let (files, bytes) = (report.files, report.bytes);
-    let entries = report.entries + verify_native_state(&reader, &mut problems)?;
     let is_changelog = reader.metadata().operators.iter().any(is_changelog);
-    let log = changelog::verify_changelog(&reader, &mut problems)?;
+    let (entries, log) = if sound {
+        let native = verify_native_state(&reader, &mut problems)?;
+        (
+            report.entries.saturating_add(native),
+            changelog::verify_changelog(&reader, &mut problems)?,
+        )
+    } else {
+        (report.entries, changelog::LogCheck::default())
+    };
     // A file several subtasks reference (a shared log file, an inherited materialization) is
     // reported once.
     let mut seen = std::collections::HashSet::new();
@@ -615,10 +640,10 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
         if is_changelog {
             doc["changelog"] = log_json(&log);
         }
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         for p in &problems {
-            println!("problem: {p}");
+            outln!("problem: {p}");
         }
         let log_text = if is_changelog {
             format!(
@@ -628,7 +653,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "{}: {} files, {bytes} bytes, {entries} entries checked{log_text}; {}",
             args.path.display(),
             files,
@@ -671,12 +696,12 @@ fn verify_log_file(args: &VerifyArgs) -> Result<ExitCode> {
             "changelog": log_json(&log),
             "problems": problems,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         for p in &problems {
-            println!("problem: {p}");
+            outln!("problem: {p}");
         }
-        println!(
+        outln!(
             "{}: log file, {} bytes, {} change sets, {} change records checked; {}",
             args.path.display(),
             log.bytes,

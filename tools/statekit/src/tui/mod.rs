@@ -164,8 +164,8 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
     let mut terminal = Terminal::new(TestBackend::new(w, h))?;
     terminal.draw(|f| view::render(&app, f))?;
     let first_ms = t0.elapsed().as_secs_f64() * 1000.0;
-    println!("{}", terminal.backend());
-    println!("first frame: {first_ms:.2} ms");
+    outln!("{}", terminal.backend());
+    outln!("first frame: {first_ms:.2} ms");
     if let Some(spec) = &args.first_page {
         let (uid, state) = spec.split_once('/').context("--first-page takes UID/STATE")?;
         let t1 = Instant::now();
@@ -192,8 +192,8 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
         settle(&mut app, &loader)?;
         terminal.draw(|f| view::render(&app, f))?;
         let page_ms = t1.elapsed().as_secs_f64() * 1000.0;
-        println!("{}", terminal.backend());
-        println!("first page of {uid}/{state}: {page_ms:.2} ms");
+        outln!("{}", terminal.backend());
+        outln!("first page of {uid}/{state}: {page_ms:.2} ms");
         if args.page_through {
             let t2 = Instant::now();
             let (mut pages, mut entries) = (1u64, 0u64);
@@ -220,9 +220,9 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
             }
             terminal.draw(|f| view::render(&app, f))?;
             let secs = t2.elapsed().as_secs_f64();
-            println!("{}", terminal.backend());
+            outln!("{}", terminal.backend());
             anon_peak = anon_peak.max(memory_kb("RssAnon").unwrap_or(0));
-            println!(
+            outln!(
                 "paged through {uid}/{state}: {pages} pages, {entries} entries in {secs:.2} s ({:.0} entries/s); peak memory (VmHWM) {}; anonymous memory, sampled peak: {anon_peak} kB",
                 entries as f64 / secs.max(1e-9),
                 memory_kb("VmHWM").map_or_else(|| "unknown".into(), |kb| format!("{kb} kB"))

@@ -720,7 +720,7 @@ impl Job {
         b.list_update(positions_h, key, &[], &keep)?;
         let line = format!("({word},{count})");
         if self.args.echo {
-            println!("{line}");
+            outln!("{line}");
         }
         self.sinks[o].write_line(&line)
     }
@@ -816,7 +816,7 @@ impl Job {
         }
         if let Some(path) = savepoint {
             eprintln!("savepoint:");
-            println!("{}", path.display());
+            outln!("{}", path.display());
         }
         Ok(ExitCode::SUCCESS)
     }
