@@ -323,32 +323,57 @@ impl SnapshotReader {
     }
 
     /// The operator state subtask `index` of `new_parallelism` gets, redistributed with
-    /// Flink's rules (list split, union to all, broadcast copied).
+    /// Flink's rules (list split, union to all, broadcast copied). Reads every subtask's file
+    /// once; to hand state to every new subtask, [`SnapshotReader::operator_states`] reads
+    /// them once for all.
     pub fn operator_state(
         &self,
         uid: &str,
         new_parallelism: u32,
         index: u32,
     ) -> Result<OperatorStateSnapshot, CheckpointError> {
-        let op = self.operator(uid)?;
-        keygroup::check_parallelism(new_parallelism, op.max_parallelism)?;
         if index >= new_parallelism {
             return Err(CheckpointError::Invalid(format!(
                 "subtask {index} is not below parallelism {new_parallelism}"
             )));
         }
-        let mut old = Vec::with_capacity(op.subtasks.len());
-        for s in &op.subtasks {
-            old.push(match &s.operator {
-                Some(file) => {
-                    let (storage, path) = self.open_ref(file)?;
-                    read_operator_file(storage.as_ref(), &path, Some(file.size))?
-                }
-                None => OperatorStateSnapshot::default(),
-            });
-        }
-        let mut new = redistribute(&old, new_parallelism)?;
-        Ok(new.swap_remove(index as usize))
+        let mut all = self.operator_states(uid, new_parallelism)?;
+        Ok(all.swap_remove(index as usize))
+    }
+
+    /// The operator state of every subtask of `new_parallelism`, redistributed with Flink's
+    /// rules: each stored file is read once.
+    pub fn operator_states(
+        &self,
+        uid: &str,
+        new_parallelism: u32,
+    ) -> Result<Vec<OperatorStateSnapshot>, CheckpointError> {
+        let op = self.operator(uid)?;
+        keygroup::check_parallelism(new_parallelism, op.max_parallelism)?;
+        let old = (0..op.subtasks.len() as u32)
+            .map(|i| self.stored_operator_state(uid, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(redistribute(&old, new_parallelism)?)
+    }
+
+    /// The operator state subtask `index` of operator `uid` stored, as written (not
+    /// redistributed); empty when it stored none. Callers that report progress read the
+    /// subtasks one by one with this and redistribute with [`statekit_core::redistribute`].
+    pub fn stored_operator_state(&self, uid: &str, index: u32) -> Result<OperatorStateSnapshot, CheckpointError> {
+        let op = self.operator(uid)?;
+        let s = op.subtasks.get(index as usize).ok_or_else(|| {
+            CheckpointError::Invalid(format!(
+                "operator {uid:?} has {} subtasks, no subtask {index}",
+                op.subtasks.len()
+            ))
+        })?;
+        Ok(match &s.operator {
+            Some(file) => {
+                let (storage, path) = self.open_ref(file)?;
+                read_operator_file(storage.as_ref(), &path, Some(file.size))?
+            }
+            None => OperatorStateSnapshot::default(),
+        })
     }
 
     /// Checks every byte of the snapshot.

@@ -279,10 +279,9 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             );
         }
         let mut result = Ok(());
-        for i in 0..op.parallelism {
-            // Redistribution at the same parallelism keeps list elements where they were;
-            // read each subtask's own state.
-            let snap = reader.operator_state(uid, op.parallelism, i)?;
+        // Redistribution at the same parallelism keeps list elements where they were; each
+        // subtask's file is read once.
+        for (i, snap) in (0u32..).zip(reader.operator_states(uid, op.parallelism)?) {
             for (d, data) in &snap.states {
                 if d.name != desc.name {
                     continue;

@@ -103,6 +103,9 @@ fn read(
         not_shown: 0,
         subtasks: p,
     };
+    // Each subtask's file is read once, then redistributed at the operator's own parallelism,
+    // as `statekit dump` reads it.
+    let mut stored = Vec::with_capacity(p as usize);
     for i in 0..p {
         if cancelled() {
             return None;
@@ -117,11 +120,19 @@ fn read(
                 unit: "subtasks",
             });
         }
-        // At the operator's own parallelism, as `statekit dump` reads it.
-        let snap = match reader.operator_state(uid, p, i) {
-            Ok(s) => s,
+        match reader.stored_operator_state(uid, i) {
+            Ok(s) => stored.push(s),
             Err(e) => return Some(Err(e.to_string())),
-        };
+        }
+    }
+    let subtasks = match statekit_core::redistribute(&stored, p) {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    for (i, snap) in (0u32..).zip(subtasks) {
+        if cancelled() {
+            return None;
+        }
         for (d, data) in snap.states {
             if d.name != name {
                 continue;

@@ -586,8 +586,7 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     if let (Some(reader), Some(path)) = (&restored_reader, &restore_path) {
         source_state = OperatorStateStore::from_snapshot(reader.operator_state(SOURCE_UID, 1, 0)?);
         if reader.metadata().operator(SINK_UID).is_some() {
-            for i in 0..p {
-                let snap = reader.operator_state(SINK_UID, p, i)?;
+            for snap in reader.operator_states(SINK_UID, p)? {
                 let mut s = OperatorStateStore::from_snapshot(snap);
                 let h = s.register(pending_commits_descriptor())?;
                 for e in s.list(h)? {
