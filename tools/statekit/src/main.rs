@@ -72,10 +72,28 @@ fn main() -> ExitCode {
         // The reader went away (`statekit dump … | head`): stop quietly, as `cat` does.
         Err(err) if is_broken_pipe(&err) => ExitCode::from(141),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_text(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes on one line, each said once: many errors include their cause's
+/// text in their own message (`path: No such device`) and also return it as their source,
+/// which `{:#}` would print a second time.
+fn error_text(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Whether `err` comes from writing to a closed pipe.

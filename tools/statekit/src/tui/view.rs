@@ -64,13 +64,15 @@ fn operator_bytes(o: &OperatorMetadata) -> u64 {
 
 /// Bytes per key group of an operator from `_metadata`, and what they are.
 fn key_group_bytes(o: &OperatorMetadata) -> (Vec<u64>, &'static str) {
-    let mut per = vec![0u64; o.max_parallelism as usize];
+    // Bounded whatever `_metadata` claims (a reader refuses max parallelism above 32768).
+    let n = o.max_parallelism.min(statekit_core::UPPER_BOUND_MAX_PARALLELISM);
+    let mut per = vec![0u64; n as usize];
     let mut what = "stored";
     for s in &o.subtasks {
         if let Some(k) = &s.keyed_stats {
             for g in &k.key_groups {
                 if let Some(b) = per.get_mut(g.key_group as usize) {
-                    *b += g.stored_bytes;
+                    *b = b.saturating_add(g.stored_bytes);
                 }
             }
         }
@@ -78,7 +80,7 @@ fn key_group_bytes(o: &OperatorMetadata) -> (Vec<u64>, &'static str) {
             what = "RocksDB estimate";
             for (kg, b) in &n.stats.key_groups {
                 if let Some(x) = per.get_mut(*kg as usize) {
-                    *x += b;
+                    *x = x.saturating_add(*b);
                 }
             }
         }
@@ -89,7 +91,7 @@ fn key_group_bytes(o: &OperatorMetadata) -> (Vec<u64>, &'static str) {
                 for g in part.stats.iter().flat_map(|st| &st.key_groups) {
                     if range.contains(g.key_group) {
                         if let Some(b) = per.get_mut(g.key_group as usize) {
-                            *b += g.stored_bytes;
+                            *b = b.saturating_add(g.stored_bytes);
                         }
                     }
                 }
