@@ -561,8 +561,17 @@ impl LogFileReader {
         self.read(e)
     }
 
-    /// Reads one change set of the index.
+    /// Reads one change set of the index (a file truncated by another program meanwhile is
+    /// reported as such).
     pub fn read(&self, e: &IndexEntry) -> Result<ChangeSetData> {
+        let r = self.read_change_set(e);
+        if r.is_err() {
+            statekit_core::storage::check_intact(self.blob.as_ref(), &self.file).map_err(FormatError::from)?;
+        }
+        r
+    }
+
+    fn read_change_set(&self, e: &IndexEntry) -> Result<ChangeSetData> {
         let b = self.blob.bytes();
         let at = e.offset as usize;
         let end = at + e.length as usize;

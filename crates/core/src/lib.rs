@@ -15,6 +15,8 @@ pub mod error;
 pub mod hash;
 pub mod keygroup;
 pub mod limits;
+#[cfg(target_os = "linux")]
+mod mapguard;
 pub mod operator;
 pub mod operator_state;
 pub mod schema;

@@ -33,6 +33,16 @@ pub enum StorageError {
         /// What it is ([`file_type_name`]).
         found: &'static str,
     },
+    /// The file was truncated by another program while it was being read.
+    #[error(
+        "{path}: the file was truncated by another program while it was being read (it had {had} bytes when opened)"
+    )]
+    Truncated {
+        /// The full path, as the user would type it.
+        path: String,
+        /// Its size when it was opened.
+        had: u64,
+    },
     /// An I/O error on a path.
     #[error("{path}: {source}")]
     Io {
@@ -55,6 +65,68 @@ pub trait Blob: Send + Sync {
     /// Readers call it after each key group, so reading a file much larger than RAM keeps the
     /// resident set at about one key group. Default: nothing.
     fn release(&self, _offset: usize, _len: usize) {}
+
+    /// True when the file was truncated by another program while it was mapped, so some of
+    /// the bytes read are zeros, not the file's: a reader whose read failed (a checksum, a
+    /// length) checks this to report the truncation rather than damage. Default: false.
+    fn truncated(&self) -> bool {
+        false
+    }
+}
+
+/// [`StorageError::Truncated`] when `blob` reports that its file was truncated while mapped
+/// (`file` names it): readers call it when a read fails, so a truncation is reported as such,
+/// not as damage. (Bytes past a truncation read as zeros, which always fail a checksum.)
+pub fn check_intact(blob: &dyn Blob, file: &str) -> Result<(), StorageError> {
+    if blob.truncated() {
+        Err(StorageError::Truncated {
+            path: file.to_string(),
+            had: blob.bytes().len() as u64,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// A read-only map of a local file, guarded against the file's truncation while mapped
+/// (`SIGBUS`; see the `mapguard` module).
+struct MappedFile {
+    // Declared first: unregistered before the map is unmapped.
+    #[cfg(target_os = "linux")]
+    guard: crate::mapguard::MapGuard,
+    map: Mmap,
+    /// The file, to tell a truncation that did not fault (inside the last page, which the
+    /// kernel zero-fills past the end) by its size.
+    path: PathBuf,
+}
+
+impl MappedFile {
+    fn new(map: Mmap, path: PathBuf) -> Self {
+        MappedFile {
+            #[cfg(target_os = "linux")]
+            guard: crate::mapguard::MapGuard::register(map.as_ptr(), map.len()),
+            map,
+            path,
+        }
+    }
+}
+
+impl Blob for MappedFile {
+    fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    fn release(&self, offset: usize, len: usize) {
+        self.map.release(offset, len);
+    }
+
+    fn truncated(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if self.guard.truncated() {
+            return true;
+        }
+        fs::metadata(&self.path).is_ok_and(|md| md.len() < self.map.len() as u64)
+    }
 }
 
 impl Blob for Vec<u8> {
@@ -423,9 +495,11 @@ impl Storage for LocalStorage {
         }
         // SAFETY: the file is opened read-only. statekit never modifies a committed file in
         // place (writers go through a temporary name and rename), so the mapping is not
-        // changed underneath us by statekit itself.
+        // changed underneath us by statekit itself; another program truncating it is survived
+        // by the map guard (`MappedFile`, `mapguard`), which readers consult via
+        // `Blob::truncated`.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| self.io(path, e))?;
-        Ok(Arc::new(map))
+        Ok(Arc::new(MappedFile::new(map, p)))
     }
 
     fn exists(&self, path: &str) -> Result<bool, StorageError> {

@@ -857,8 +857,22 @@ impl KeyedFileReader {
         self.layout.sections.get(i)
     }
 
-    /// Reads every block of `s`, calling `f` with each entry and its record length.
+    /// Reads every block of `s`, calling `f` with each entry and its record length. A file
+    /// truncated by another program meanwhile is reported as such.
     fn read_section(
+        &self,
+        s: &Section,
+        dec: &mut BlockDecoder,
+        f: impl FnMut(&Entry<'_>, usize) -> Result<()>,
+    ) -> Result<Totals> {
+        let r = self.read_section_blocks(s, dec, f);
+        if r.is_err() {
+            statekit_core::storage::check_intact(self.blob.as_ref(), &self.file)?;
+        }
+        r
+    }
+
+    fn read_section_blocks(
         &self,
         s: &Section,
         dec: &mut BlockDecoder,

@@ -149,7 +149,12 @@ pub fn decode_metadata(bytes: &[u8], file: &str) -> std::result::Result<Snapshot
 /// structural problems ([`crate::check_metadata`]): what it returns is safe to act on.
 pub fn read_metadata(storage: &dyn Storage, path: &str) -> std::result::Result<SnapshotMetadata, FormatError> {
     let blob = storage.open(path)?;
-    crate::verify::check_metadata(blob.bytes(), &storage.describe(path))
+    let file = storage.describe(path);
+    let r = crate::verify::check_metadata(blob.bytes(), &file);
+    if r.is_err() {
+        statekit_core::storage::check_intact(blob.as_ref(), &file)?;
+    }
+    r
 }
 
 /// Encodes `meta` and writes it atomically to `path` of `storage`; returns the size.

@@ -108,7 +108,12 @@ pub fn read_operator_file(
     expected_size: Option<u64>,
 ) -> std::result::Result<OperatorStateSnapshot, FormatError> {
     let blob = storage.open(path)?;
-    decode_operator_file(blob.as_ref(), &storage.describe(path), expected_size)
+    let file = storage.describe(path);
+    let r = decode_operator_file(blob.as_ref(), &file, expected_size);
+    if r.is_err() {
+        statekit_core::storage::check_intact(blob.as_ref(), &file)?;
+    }
+    r
 }
 
 /// Decodes an operator data file held in memory; `file` names it in errors.
