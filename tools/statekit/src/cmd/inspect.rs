@@ -176,6 +176,18 @@ fn dir_size(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// True when `dir` holds an entry named `_metadata`, whatever it is (a FIFO or a directory by
+/// that name makes a broken snapshot, reported as such, not a directory to search).
+pub(crate) fn has_metadata(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join(METADATA_FILE_NAME)).is_ok()
+}
+
+/// True when `path` names a snapshot: a directory with `_metadata`, or anything that is not a
+/// directory (its `_metadata` file, or what the user meant as one).
+pub(crate) fn is_snapshot_path(path: &Path) -> bool {
+    has_metadata(path) || std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
+}
+
 /// Every snapshot directory under `dir`, `depth` levels down (reads only `_metadata` files).
 pub(crate) fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
     let name = dir
@@ -184,8 +196,8 @@ pub(crate) fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
         .unwrap_or_default();
     let md = dir.join(METADATA_FILE_NAME);
     let is_chk = parse_checkpoint_dir_name(&name).is_some();
-    if md.is_file() || is_chk {
-        let (complete, problem, meta) = if md.is_file() {
+    if has_metadata(dir) || is_chk {
+        let (complete, problem, meta) = if has_metadata(dir) {
             match SnapshotReader::open(dir) {
                 Ok(r) => (true, None, Some(r.metadata().clone())),
                 Err(e) => (false, Some(e.to_string()), None),
@@ -273,7 +285,11 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                 None => ("checkpoint", "-".to_string(), "-".to_string()),
             };
             let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
-            let status = if f.complete { "complete" } else { "INCOMPLETE" };
+            let status = match (&f.problem, f.complete) {
+                (_, true) => "complete",
+                (Some(p), false) if p == "no _metadata: incomplete" => "INCOMPLETE",
+                _ => "BROKEN",
+            };
             outln!(
                 "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status:<10} {}",
                 f.bytes,

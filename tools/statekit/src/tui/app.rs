@@ -354,7 +354,7 @@ impl App {
     /// The state for `path` (shown as `title`) and the first request: scan a directory or
     /// open a snapshot (only its `_metadata`).
     pub fn new(path: &Path, title: &str) -> (App, Request) {
-        let is_snapshot = path.is_file() || path.join(statekit_format::METADATA_FILE_NAME).is_file();
+        let is_snapshot = crate::cmd::inspect::is_snapshot_path(path);
         let dir_mode = path.is_dir() && !is_snapshot;
         let mut app = App {
             title: title.to_string(),

@@ -60,7 +60,7 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
         if !b.exists() {
             bail!("{}: no such file or directory", b.display());
         }
-        let is_snapshot = |p: &std::path::Path| p.is_file() || p.join(statekit_format::METADATA_FILE_NAME).is_file();
+        let is_snapshot = crate::cmd::inspect::is_snapshot_path;
         if !is_snapshot(&args.path) || !is_snapshot(b) {
             bail!("--diff compares two snapshots (directories with a _metadata file, or the files)");
         }

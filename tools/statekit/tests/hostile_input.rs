@@ -1,0 +1,471 @@
+//! Snapshots crafted as an attacker would (issue 10): CRCs that pass, odd file types, odd paths,
+//! implausible counts. Every command ends promptly — no hang, no panic, no memory blow-up, no
+//! silent partial result — with a clear error (exit 2) or a listed problem (`verify`, exit 1).
+//! Each test here failed before its fix.
+
+mod common;
+
+use common::bin;
+use statekit_format::{decode_metadata, encode_metadata, FileScope, SnapshotMetadata, METADATA_FILE_NAME};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a bounded run of the binary did.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    /// Peak resident memory of the child, kB (from `wait4`).
+    max_rss_kb: i64,
+}
+
+/// Runs `statekit args…` in `dir`, killing it after `limit` (a hang fails the test with what it
+/// printed). Output goes to files, so a large one cannot block the child.
+fn run_bounded(dir: &Path, args: &[&str], limit: Duration) -> Ran {
+    run_cmd(Command::new(bin()).current_dir(dir).args(args), args, limit)
+}
+
+fn run_cmd(cmd: &mut Command, what: &[&str], limit: Duration) -> Ran {
+    let out = tempfile::NamedTempFile::new().expect("stdout file");
+    let err = tempfile::NamedTempFile::new().expect("stderr file");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(out.reopen().expect("reopen"))
+        .stderr(err.reopen().expect("reopen"))
+        .spawn()
+        .expect("spawn statekit");
+    let pid = child.id() as libc::pid_t;
+    let start = Instant::now();
+    let (status, rss) = loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child without blocking.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break (status, usage.ru_maxrss);
+        }
+        assert!(r == 0, "wait4 failed");
+        if start.elapsed() > limit {
+            // SAFETY: kills our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: reaps it.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            panic!(
+                "statekit {what:?} still running after {limit:?} (hang); stderr: {}",
+                std::fs::read_to_string(err.path()).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let code = if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else {
+        None
+    };
+    Ran {
+        code,
+        stdout: std::fs::read_to_string(out.path()).unwrap_or_default(),
+        stderr: std::fs::read_to_string(err.path()).unwrap_or_default(),
+        max_rss_kb: rss,
+    }
+}
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A clean failure: exit 2, no panic, one `error:` line mentioning `needle`.
+#[track_caller]
+fn assert_error(r: &Ran, what: &str, needle: &str) {
+    assert!(!r.stderr.contains("panicked"), "{what} panicked: {}", r.stderr);
+    assert_eq!(r.code, Some(2), "{what}: stdout {} stderr {}", r.stdout, r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{what}: one error line: {}", r.stderr);
+    assert!(r.stderr.starts_with("error: "), "{what}: {}", r.stderr);
+    assert!(r.stderr.contains(needle), "{what}: {:?} does not mention {needle:?}", r.stderr);
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1").join(name)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).expect("copy");
+        }
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf8 path")
+}
+
+fn read_meta(dir: &Path) -> SnapshotMetadata {
+    decode_metadata(&std::fs::read(dir.join(METADATA_FILE_NAME)).expect("read"), "_metadata").expect("decode")
+}
+
+/// Rewrites `dir/_metadata` after `edit` (CRC recomputed: the damage passes every checksum).
+fn edit_meta(dir: &Path, edit: impl FnOnce(&mut SnapshotMetadata)) {
+    let mut m = read_meta(dir);
+    edit(&mut m);
+    std::fs::write(dir.join(METADATA_FILE_NAME), encode_metadata(&m)).expect("write");
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let c = std::ffi::CString::new(s(path)).expect("cstring");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", path.display());
+}
+
+/// A word-count savepoint (parallelism 2) under `dir/name`; returns its directory.
+fn wordcount_savepoint(dir: &Path, name: &str) -> PathBuf {
+    let (out, cp, sp) = (format!("{name}-out"), format!("{name}-cp"), format!("{name}-sp"));
+    let r = run_bounded(
+        dir,
+        &[
+            "demo",
+            "wordcount",
+            "--output",
+            &out,
+            "--checkpoint-dir",
+            &cp,
+            "--savepoint-dir",
+            &sp,
+            "--stop-with-savepoint",
+        ],
+        Duration::from_secs(300),
+    );
+    assert_eq!(r.code, Some(0), "word count: {}", r.stderr);
+    dir.join(r.stdout.trim())
+}
+
+/// `demo wordcount --restore PATH` with fresh output directories.
+fn restore(dir: &Path, tag: &str, path: &Path) -> Ran {
+    let (out, cp, sp) = (format!("{tag}-out"), format!("{tag}-cp"), format!("{tag}-sp"));
+    run_bounded(
+        dir,
+        &[
+            "demo",
+            "wordcount",
+            "--output",
+            &out,
+            "--checkpoint-dir",
+            &cp,
+            "--savepoint-dir",
+            &sp,
+            "--restore",
+            s(path),
+        ],
+        LIMIT,
+    )
+}
+
+/// The keyed data file of subtask `i` of operator `uid`.
+fn keyed_file(dir: &Path, uid: &str, i: usize) -> PathBuf {
+    let m = read_meta(dir);
+    let op = m.operator(uid).expect("operator");
+    dir.join(&op.subtasks[i].keyed.as_ref().expect("keyed file").path)
+}
+
+/// Point 4: a FIFO as `_metadata` or as a data file made `show`, `verify`, `dump`, `diff` and
+/// `demo --restore` hang forever in `open()`.
+#[test]
+fn fifos_are_refused_not_waited_for() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let good = wordcount_savepoint(d, "wc");
+    let fifo_md = d.join("fifo-metadata");
+    copy_dir(&good, &fifo_md);
+    mkfifo(&fifo_md.join(METADATA_FILE_NAME));
+    let dump = |p: &Path| run_bounded(d, &["dump", s(p), "--uid", "counter", "--state", "count"], LIMIT);
+    for (what, r) in [
+        ("show", run_bounded(d, &["show", s(&fifo_md)], LIMIT)),
+        ("dump", dump(&fifo_md)),
+        ("diff", run_bounded(d, &["diff", s(&good), s(&fifo_md)], LIMIT)),
+        ("verify", run_bounded(d, &["verify", s(&fifo_md)], LIMIT)),
+        ("restore", restore(d, "r1", &fifo_md)),
+    ] {
+        assert_error(&r, what, "is a FIFO, not a regular file");
+    }
+    let fifo_data = d.join("fifo-data");
+    copy_dir(&good, &fifo_data);
+    mkfifo(&keyed_file(&fifo_data, "counter", 0));
+    let v = run_bounded(d, &["verify", s(&fifo_data)], LIMIT);
+    assert_eq!(v.code, Some(1), "verify: {} {}", v.stdout, v.stderr);
+    assert!(v.stdout.contains("is a FIFO, not a regular file"), "{}", v.stdout);
+    for (what, r) in [
+        ("dump", dump(&fifo_data)),
+        ("diff", run_bounded(d, &["diff", s(&good), s(&fifo_data)], LIMIT)),
+        ("restore", restore(d, "r2", &fifo_data)),
+    ] {
+        assert_error(&r, what, "is a FIFO, not a regular file");
+    }
+    // Point 12: a directory where a file is expected says so (it said "No such device").
+    let dir_data = d.join("dir-data");
+    copy_dir(&good, &dir_data);
+    let f = keyed_file(&dir_data, "counter", 0);
+    std::fs::remove_file(&f).expect("rm");
+    std::fs::create_dir(&f).expect("mkdir");
+    assert_error(&dump(&dir_data), "dump", "is a directory, not a regular file");
+}
+
+/// Point 12: an error and its cause were printed twice (`path: X: X`).
+#[test]
+fn an_error_is_printed_once() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let sp = d.join("sp");
+    copy_dir(&fixture("savepoint-basic"), &sp);
+    let m = read_meta(&sp);
+    let f = sp.join(&m.operator("word-counter").expect("op").subtasks[0].keyed.as_ref().expect("keyed").path);
+    std::fs::remove_file(&f).expect("rm");
+    std::os::unix::fs::symlink(&f, &f).expect("a symlink loop");
+    let r = run_bounded(d, &["dump", s(&sp), "--uid", "word-counter", "--state", "count"], LIMIT);
+    assert_error(&r, "dump", "Too many levels of symbolic links");
+    assert_eq!(r.stderr.matches("Too many levels of symbolic links").count(), 1, "{}", r.stderr);
+}
+
+/// Point 3: `list<list<unit>>` with 3-byte inner lists each claiming 2^20 units: a 301-byte
+/// value took 7 GB and 17 s in `dump`, `diff` and `inspect`.
+#[test]
+fn values_cannot_decode_to_more_than_a_bounded_multiple_of_their_size() {
+    use statekit_checkpoint::SnapshotWriter;
+    use statekit_core::storage::{LocalStorage, Storage};
+    use statekit_core::{key_group_for_key, KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let schema = TypeSchema::List(Box::new(TypeSchema::List(Box::new(TypeSchema::Unit))));
+    let write = |name: &str, outer: u64| -> PathBuf {
+        let mut value = Vec::new();
+        statekit_core::schema::put_varint(&mut value, outer);
+        for _ in 0..outer {
+            statekit_core::schema::put_varint(&mut value, 1 << 20);
+        }
+        let states = vec![StateDescriptor::value("blob", TypeSchema::Utf8, schema.clone())];
+        let entry = OwnedEntry {
+            key_group: key_group_for_key(b"k", 128),
+            state: 0,
+            key: b"k".to_vec(),
+            namespace: vec![],
+            user_key: None,
+            value,
+            timestamp: None,
+        };
+        let view = MemoryView::new(128, KeyGroupRange::all(128), states, vec![entry]);
+        let storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(LocalStorage::new(d.join(name)));
+        let w = SnapshotWriter::new(storage, "", statekit_format::SnapshotKind::Savepoint, 1, "job").expect("writer");
+        w.register_operator("op", 1, 128).expect("register");
+        w.write_subtask("op", 0, Some(&view), None, false).expect("write");
+        w.finish().expect("finish");
+        d.join(name)
+    };
+    let a = write("a", 100);
+    let b = write("b", 99);
+    // Under a 4 GB address-space limit: the old decoder needed 7 GB.
+    let limited = |args: &[&str]| {
+        let mut c = Command::new("sh");
+        c.current_dir(d)
+            .arg("-c")
+            .arg("ulimit -v 4000000; exec \"$0\" \"$@\"")
+            .arg(bin())
+            .args(args);
+        let t0 = Instant::now();
+        let r = run_cmd(&mut c, args, LIMIT);
+        (r, t0.elapsed())
+    };
+    for args in [
+        vec!["dump", s(&a), "--uid", "op", "--state", "blob"],
+        vec!["diff", s(&a), s(&b)],
+        vec!["inspect", s(&a), "--first-frame", "120x30", "--first-page", "op/blob"],
+        vec!["verify", s(&a)],
+    ] {
+        let (r, took) = limited(&args);
+        assert!(!r.stderr.contains("panicked"), "{args:?}: {}", r.stderr);
+        assert!(r.code.is_some(), "{args:?} died: {}", r.stderr);
+        assert!(took < Duration::from_secs(20), "{args:?} took {took:?}");
+        assert!(r.max_rss_kb < 1_000_000, "{args:?}: {} kB", r.max_rss_kb);
+        if args[0] == "dump" {
+            assert_eq!(r.code, Some(0), "{}", r.stderr);
+            assert!(r.stdout.contains("implausible counts"), "{}", r.stdout);
+        }
+    }
+}
+
+/// Point 5: `inspect` of a snapshot with max parallelism `u32::MAX` aborted allocating 32 GiB
+/// for its key-group chart; point 11: `dump` at max parallelism 0 printed "0 entries", exit 0.
+#[test]
+fn an_impossible_max_parallelism_is_refused_before_use() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    for (name, max_p) in [("huge", u32::MAX), ("zero", 0)] {
+        let sp = d.join(name);
+        copy_dir(&fixture("savepoint-basic"), &sp);
+        edit_meta(&sp, |m| {
+            for op in &mut m.operators {
+                op.max_parallelism = max_p;
+            }
+        });
+        for args in [
+            vec!["show", s(&sp)],
+            vec!["dump", s(&sp), "--uid", "word-counter", "--state", "count"],
+            vec!["diff", s(&sp), s(&fixture("savepoint-basic"))],
+        ] {
+            let r = run_bounded(d, &args, LIMIT);
+            assert_error(&r, &format!("{name} {args:?}"), "max_parallelism");
+        }
+        // The inspector shows the error in its first frame.
+        let r = run_bounded(d, &["inspect", s(&sp), "--first-frame", "200x30"], LIMIT);
+        assert!(!r.stderr.contains("panicked"), "{name} inspect: {}", r.stderr);
+        assert_eq!(r.code, Some(0), "{name} inspect: {}", r.stderr);
+        assert!(r.stdout.contains("max_parallelism"), "{name} inspect: {}", r.stdout);
+        let v = run_bounded(d, &["verify", s(&sp)], LIMIT);
+        assert_eq!(v.code, Some(1), "{name} verify: {} {}", v.stdout, v.stderr);
+        assert!(v.stdout.contains("max parallelism"), "{}", v.stdout);
+    }
+}
+
+/// Point 6: `show`, `ls`, `verify`, `gc` and `demo` panicked on a closed standard output.
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let sp = fixture("savepoint-basic");
+    std::fs::create_dir_all(d.join("base/job/shared")).expect("mkdir");
+    let closed = |args: &[&str]| {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let mut c = Command::new(bin());
+        c.current_dir(d).args(args).stdout(writer).stderr(Stdio::piped());
+        let out = c.output().expect("run");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    for args in [
+        vec!["show", s(&sp)],
+        vec!["ls", s(&sp)],
+        vec!["verify", s(&sp)],
+        vec!["gc", "base", "--dry-run"],
+        vec!["demo", "wordcount", "--echo", "--output", "o", "--checkpoint-dir", "c", "--savepoint-dir", "s"],
+    ] {
+        let (code, stderr) = closed(&args);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(code, Some(141), "{args:?}: {stderr}");
+        assert!(!stderr.contains("error"), "{args:?}: {stderr}");
+    }
+}
+
+/// Point 7: a lone `.skcl` file was read whole into memory before its magic was checked (a
+/// 2 GB sparse file cost 2.1 GB).
+#[test]
+fn a_huge_file_that_is_not_a_log_costs_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let f = std::fs::File::create(d.join("big.skcl")).expect("create");
+    f.set_len(2 << 30).expect("sparse 2 GB");
+    for args in [vec!["verify", "big.skcl"], vec!["dump", "big.skcl", "--changes"]] {
+        let r = run_bounded(d, &args, LIMIT);
+        assert!(!r.stderr.contains("panicked"), "{args:?}: {}", r.stderr);
+        assert!(matches!(r.code, Some(1) | Some(2)), "{args:?}: {} {}", r.stdout, r.stderr);
+        assert!(
+            format!("{}{}", r.stdout, r.stderr).contains("bad magic"),
+            "{args:?}: {} {}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(r.max_rss_kb < 200_000, "{args:?}: {} kB", r.max_rss_kb);
+    }
+}
+
+/// Point 8: `demo --restore` accepted a snapshot `verify` rejects (subtask 1's handle pointing
+/// at subtask 0's file) and silently restored half the state; point 9: `verify` passed a
+/// savepoint whose keyed files are absolute references outside it.
+#[test]
+fn restore_and_every_reader_refuse_what_verify_rejects() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let good = wordcount_savepoint(d, "wc");
+    let twice = d.join("twice");
+    copy_dir(&good, &twice);
+    edit_meta(&twice, |m| {
+        let op = m.operators.iter_mut().find(|o| o.uid == "counter").expect("counter");
+        op.subtasks[1].keyed = op.subtasks[0].keyed.clone();
+    });
+    let v = run_bounded(d, &["verify", s(&twice)], LIMIT);
+    assert_eq!(v.code, Some(1), "{} {}", v.stdout, v.stderr);
+    assert!(v.stdout.contains("also referenced by"), "{}", v.stdout);
+    for (what, r) in [
+        ("restore", restore(d, "r", &twice)),
+        (
+            "dump",
+            run_bounded(d, &["dump", s(&twice), "--uid", "counter", "--state", "count"], LIMIT),
+        ),
+        ("diff", run_bounded(d, &["diff", s(&good), s(&twice)], LIMIT)),
+        ("show", run_bounded(d, &["show", s(&twice)], LIMIT)),
+    ] {
+        assert_error(&r, what, "also referenced by");
+    }
+    assert!(!d.join("r-out").exists() || common::committed_lines(&d.join("r-out")).is_empty());
+
+    let absolute = d.join("absolute");
+    copy_dir(&good, &absolute);
+    let target = keyed_file(&absolute, "counter", 0);
+    edit_meta(&absolute, |m| {
+        let op = m.operators.iter_mut().find(|o| o.uid == "counter").expect("counter");
+        let k = op.subtasks[0].keyed.as_mut().expect("keyed");
+        k.scope = FileScope::Absolute;
+        k.path = s(&target).to_string();
+    });
+    let v = run_bounded(d, &["verify", s(&absolute)], LIMIT);
+    assert_eq!(v.code, Some(1), "{} {}", v.stdout, v.stderr);
+    assert!(v.stdout.contains("a savepoint must be self-contained"), "{}", v.stdout);
+    assert_error(&restore(d, "r2", &absolute), "restore", "self-contained");
+}
+
+/// Point 11: sums wrapped silently (`18446744073709551614 entries` in `show`/`ls`), and a huge
+/// `gc --min-age` wrapped.
+#[test]
+fn implausible_sums_and_durations_are_errors() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let sp = d.join("sp");
+    copy_dir(&fixture("savepoint-basic"), &sp);
+    edit_meta(&sp, |m| {
+        for st in m.operators.iter_mut().flat_map(|o| o.subtasks.iter_mut()) {
+            if let Some(k) = st.keyed_stats.as_mut() {
+                k.entries = u64::MAX;
+            }
+        }
+    });
+    let r = run_bounded(d, &["show", s(&sp)], LIMIT);
+    assert_error(&r, "show", "more than 2^64");
+    let r = run_bounded(d, &["ls", s(d)], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains("18446744073709551614"), "{}", r.stdout);
+    assert!(r.stdout.contains("more than 2^64"), "{}", r.stdout);
+    std::fs::create_dir_all(d.join("base")).expect("mkdir");
+    let r = run_bounded(d, &["gc", "base", "--min-age", "999999999999999999d", "--dry-run"], LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("too large"), "{}", r.stderr);
+}
+
+/// Points 1 and 2 through the command: `gc --yes` followed a directory symlink named like a
+/// checkpoint and deleted everything below it.
+#[test]
+fn gc_never_deletes_through_a_symlink() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let base = d.join("base");
+    std::fs::create_dir_all(base.join("job")).expect("mkdir");
+    std::fs::create_dir_all(d.join("elsewhere")).expect("mkdir");
+    std::fs::write(d.join("elsewhere/precious"), b"keep").expect("write");
+    std::os::unix::fs::symlink(d.join("elsewhere"), base.join("job/chk-999")).expect("symlink");
+    let r = run_bounded(d, &["gc", "base", "--yes", "--min-age", "0s"], LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stdout.contains("left alone: a symlink"), "{}", r.stdout);
+    assert_eq!(std::fs::read(d.join("elsewhere/precious")).expect("kept"), b"keep");
+}
