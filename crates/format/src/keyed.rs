@@ -810,6 +810,16 @@ impl KeyedFileReader {
                 "per-state entry totals do not add up to the key groups' entries",
             ));
         }
+        let raw_states = state_raw.iter().try_fold(0u64, |a, b| a.checked_add(*b));
+        let raw_sections = layout.sections.iter().try_fold(0u64, |a, s| a.checked_add(s.raw));
+        if raw_states.is_none() || raw_sections.is_none() {
+            return Err(FormatError::corrupt(
+                &file,
+                tail_offset,
+                "index.raw_bytes",
+                "the raw byte totals add up to more than 2^64: implausible",
+            ));
+        }
         let info = build_info(
             &path,
             layout.size,
