@@ -159,10 +159,12 @@ fn operand(buf: &mut Vec<u8>, stamped: bool, expire: Option<(i64, u64)>, element
     buf.extend_from_slice(elements);
 }
 
-/// `flags ‖ split ‖ a ‖ b` as `rocksdb_layout` reads it.
-fn layout_seed(out: &mut Out, flags: u8, a: &[u8], b: &[u8]) {
-    let Ok(split) = u8::try_from(a.len()) else { return };
-    let mut s = vec![flags, split];
+/// `flags ‖ len(a) ‖ split of b ‖ a ‖ b` as `rocksdb_layout` reads it.
+fn layout_seed(out: &mut Out, flags: u8, a: &[u8], b: &[u8], b_split: usize) {
+    let (Ok(split), Ok(split2)) = (u8::try_from(a.len()), u8::try_from(b_split)) else {
+        return;
+    };
+    let mut s = vec![flags, split, split2];
     s.extend_from_slice(a);
     s.extend_from_slice(b);
     out.put("rocksdb_layout", &s);
@@ -238,7 +240,7 @@ fn main() {
                     value.extend_from_slice(&ts.to_be_bytes());
                 }
                 value.extend_from_slice(&e.value);
-                layout_seed(&mut out, flags, &key, &value);
+                layout_seed(&mut out, flags, &key, &value, 0);
                 // stored list ‖ operands (an append and an expire-then-append)
                 let mut list = Vec::new();
                 element(&mut list, e.timestamp.or(Some(1)), &e.value);
@@ -247,8 +249,7 @@ fn main() {
                 operand(&mut ops, true, None, &list);
                 let first = ops.len();
                 operand(&mut ops, true, Some((e.timestamp.unwrap_or(5), 3)), &list);
-                let flags = flags | 2 | 4 | (((first / 8).min(31) as u8) << 3);
-                layout_seed(&mut out, flags, &list, &ops);
+                layout_seed(&mut out, flags | 2 | 4, &list, &ops, first);
             }
         }
         if target == "changelog_log_file" {
@@ -277,7 +278,7 @@ fn main() {
     let mut list = Vec::new();
     element(&mut list, None, b"elem");
     operand(&mut ops, false, None, &list);
-    layout_seed(&mut out, 1, &key, &ops);
+    layout_seed(&mut out, 1, &key, &ops, ops.len());
     // Changelog configuration.
     let typical = |key: &str| -> &'static str {
         if key.contains("enabled") {

@@ -1,8 +1,11 @@
 //! The RocksDB backend's byte layout (`statekit_rocksdb::layout`, `docs/rocksdb-layout.md`):
 //! what it reads back from RocksDB is untrusted (a damaged or foreign database). Byte 0 of
-//! the input selects the key-group prefix width (bit 0) and TTL stamps (bit 1); byte 1 is a
-//! split point; the rest is used as a stored key, a stored value, a stored list and list
-//! merge operands. Checks:
+//! the input selects the key-group prefix width (bit 0), TTL stamps (bit 1) and whether the
+//! merge starts from a stored list (bit 2); bytes 1 and 2 are split points: the rest is
+//! `a ‖ b` with `a` of byte 1's length, and `b` is `op_a ‖ op_b` with `op_a` of byte 2's
+//! length. The whole rest is used as a stored value, a stored list and list merge operands;
+//! `a` and `b` as two stored keys; `a` as the stored list and `op_a`, `op_b` as two merge
+//! operands. Checks:
 //!
 //! * `KeyLayout::decode` / `decode_into` never panic; a decoded key re-encodes
 //!   (`encode_map_key`) to the same bytes; `decode_into` into a used `DecodedKey` gives the
@@ -119,22 +122,18 @@ fn merges(existing: Option<&[u8]>, a: &[u8], b: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     statekit_fuzz::begin(data);
-    let (flags, split, rest) = match data {
-        [f, s, rest @ ..] => (*f, usize::from(*s), rest),
+    let (flags, split, split2, rest) = match data {
+        [f, s, s2, rest @ ..] => (*f, usize::from(*s), usize::from(*s2), rest),
         _ => return,
     };
     let layout = KeyLayout::for_max_parallelism(if flags & 1 == 0 { 128 } else { 32768 });
     let stamped = flags & 2 != 0;
-    let cut = split.min(rest.len());
-    let (a, b) = rest.split_at(cut);
+    let (a, b) = rest.split_at(split.min(rest.len()));
     keys(layout, a, b);
     values(rest, stamped);
     list(rest, stamped);
     operands(rest);
-    // Bit 2: the key part `a` doubles as the stored list; bits 3..: where `b` splits into
-    // two operands.
     let existing = (flags & 4 != 0).then_some(a);
-    let cut2 = (usize::from(flags >> 3) * 8).min(b.len());
-    let (op_a, op_b) = b.split_at(cut2);
+    let (op_a, op_b) = b.split_at(split2.min(b.len()));
     merges(existing, op_a, op_b);
 });
