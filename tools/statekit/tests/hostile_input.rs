@@ -26,6 +26,8 @@ fn run_bounded(dir: &Path, args: &[&str], limit: Duration) -> Ran {
     run_cmd(Command::new(bin()).current_dir(dir).args(args), args, limit)
 }
 
+// The child is reaped with `wait4` (for its peak memory), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn run_cmd(cmd: &mut Command, what: &[&str], limit: Duration) -> Ran {
     let out = tempfile::NamedTempFile::new().expect("stdout file");
     let err = tempfile::NamedTempFile::new().expect("stderr file");
@@ -81,11 +83,17 @@ fn assert_error(r: &Ran, what: &str, needle: &str) {
     assert_eq!(r.code, Some(2), "{what}: stdout {} stderr {}", r.stdout, r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{what}: one error line: {}", r.stderr);
     assert!(r.stderr.starts_with("error: "), "{what}: {}", r.stderr);
-    assert!(r.stderr.contains(needle), "{what}: {:?} does not mention {needle:?}", r.stderr);
+    assert!(
+        r.stderr.contains(needle),
+        "{what}: {:?} does not mention {needle:?}",
+        r.stderr
+    );
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/v1")
+        .join(name)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -120,7 +128,12 @@ fn mkfifo(path: &Path) {
     let _ = std::fs::remove_file(path);
     let c = std::ffi::CString::new(s(path)).expect("cstring");
     // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", path.display());
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {}",
+        path.display()
+    );
 }
 
 /// A word-count savepoint (parallelism 2) under `dir/name`; returns its directory.
@@ -223,12 +236,23 @@ fn an_error_is_printed_once() {
     let sp = d.join("sp");
     copy_dir(&fixture("savepoint-basic"), &sp);
     let m = read_meta(&sp);
-    let f = sp.join(&m.operator("word-counter").expect("op").subtasks[0].keyed.as_ref().expect("keyed").path);
+    let f = sp.join(
+        &m.operator("word-counter").expect("op").subtasks[0]
+            .keyed
+            .as_ref()
+            .expect("keyed")
+            .path,
+    );
     std::fs::remove_file(&f).expect("rm");
     std::os::unix::fs::symlink(&f, &f).expect("a symlink loop");
     let r = run_bounded(d, &["dump", s(&sp), "--uid", "word-counter", "--state", "count"], LIMIT);
     assert_error(&r, "dump", "Too many levels of symbolic links");
-    assert_eq!(r.stderr.matches("Too many levels of symbolic links").count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("Too many levels of symbolic links").count(),
+        1,
+        "{}",
+        r.stderr
+    );
 }
 
 /// Point 3: `list<list<unit>>` with 3-byte inner lists each claiming 2^20 units: a 301-byte
@@ -350,7 +374,17 @@ fn a_closed_stdout_ends_every_command_quietly() {
         vec!["ls", s(&sp)],
         vec!["verify", s(&sp)],
         vec!["gc", "base", "--dry-run"],
-        vec!["demo", "wordcount", "--echo", "--output", "o", "--checkpoint-dir", "c", "--savepoint-dir", "s"],
+        vec![
+            "demo",
+            "wordcount",
+            "--echo",
+            "--output",
+            "o",
+            "--checkpoint-dir",
+            "c",
+            "--savepoint-dir",
+            "s",
+        ],
     ] {
         let (code, stderr) = closed(&args);
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
@@ -370,7 +404,12 @@ fn a_huge_file_that_is_not_a_log_costs_nothing() {
     for args in [vec!["verify", "big.skcl"], vec!["dump", "big.skcl", "--changes"]] {
         let r = run_bounded(d, &args, LIMIT);
         assert!(!r.stderr.contains("panicked"), "{args:?}: {}", r.stderr);
-        assert!(matches!(r.code, Some(1) | Some(2)), "{args:?}: {} {}", r.stdout, r.stderr);
+        assert!(
+            matches!(r.code, Some(1) | Some(2)),
+            "{args:?}: {} {}",
+            r.stdout,
+            r.stderr
+        );
         assert!(
             format!("{}{}", r.stdout, r.stderr).contains("bad magic"),
             "{args:?}: {} {}",
@@ -448,7 +487,11 @@ fn implausible_sums_and_durations_are_errors() {
     assert!(!r.stdout.contains("18446744073709551614"), "{}", r.stdout);
     assert!(r.stdout.contains("more than 2^64"), "{}", r.stdout);
     std::fs::create_dir_all(d.join("base")).expect("mkdir");
-    let r = run_bounded(d, &["gc", "base", "--min-age", "999999999999999999d", "--dry-run"], LIMIT);
+    let r = run_bounded(
+        d,
+        &["gc", "base", "--min-age", "999999999999999999d", "--dry-run"],
+        LIMIT,
+    );
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("too large"), "{}", r.stderr);
 }
