@@ -8,7 +8,8 @@
 #    change records, RocksDB keys/values/lists/operands, configuration text);
 # 2. the fuzz targets are built (scripts/fuzz.sh --build-only);
 # 3. each target's seeds are minimized into fuzz/corpus/<target>/ with libFuzzer's
-#    `-merge=1` (what `cargo fuzz cmin` does): only inputs that add coverage are kept.
+#    `-merge=1` (what `cargo fuzz cmin` does): only inputs that add coverage are kept. With
+#    `-use_counters=0` coverage means edges, not hit counts, which keeps the corpus small.
 #
 # With --keep the current corpus is merged in too (to keep what fuzzing runs found);
 # otherwise the corpus is rebuilt from the seeds alone. Same environment as scripts/fuzz.sh.
@@ -40,7 +41,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$tmp/seeds/$t" "$tmp/new/$t"
   old=()
   if [ "$keep" = 1 ] && [ -d "fuzz/corpus/$t" ]; then old=("fuzz/corpus/$t"); fi
-  nice -n "$nice_n" "$bin_dir/$t" -merge=1 -timeout=10 -rss_limit_mb=2048 \
+  nice -n "$nice_n" "$bin_dir/$t" -merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 \
     "$tmp/new/$t" "${old[@]}" "$tmp/seeds/$t" >"$tmp/$t.merge.log" 2>&1 || {
     echo "error: merging $t failed:" >&2
     tail -n 20 "$tmp/$t.merge.log" >&2

@@ -199,6 +199,6 @@ fi
 echo
 echo "to add this run's new coverage to the checked-in corpus (minimizing it):"
 echo "  for t in ${targets[*]}; do mkdir -p fuzz/corpus/\$t.new &&"
-echo "    $bin_dir/\$t -merge=1 fuzz/corpus/\$t.new fuzz/corpus/\$t $run_dir/corpus/\$t &&"
+echo "    $bin_dir/\$t -merge=1 -use_counters=0 fuzz/corpus/\$t.new fuzz/corpus/\$t $run_dir/corpus/\$t &&"
 echo "    rm -r fuzz/corpus/\$t && mv fuzz/corpus/\$t.new fuzz/corpus/\$t; done"
 exit "$failed"
