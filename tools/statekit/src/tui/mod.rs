@@ -73,21 +73,37 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
     }
     let loader = Loader::spawn().context("starting the reader thread")?;
     let (mut app, first) = new_app(&args, &title);
-    // Raw mode and the alternate screen; ratatui's panic hook restores the terminal before
-    // the panic message prints.
-    let mut terminal = ratatui::try_init().context("setting up the terminal")?;
+    let mut terminal = init_terminal().context("setting up the terminal")?;
     let result = event_loop(&mut terminal, &mut app, &loader, first);
     ratatui::restore();
     result?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
-    app: &mut App,
-    loader: &Loader,
-    first: loader::Request,
-) -> Result<()> {
+/// The terminal the inspector draws on. Output is buffered and written once per frame (ratatui
+/// flushes the backend after each draw): a terminal — or tmux, or an SSH link — never receives
+/// half a frame, which would flicker (and made screen captures racy).
+type Term = Terminal<ratatui::backend::CrosstermBackend<std::io::BufWriter<std::io::Stdout>>>;
+
+/// Raw mode and the alternate screen, as `ratatui::try_init` sets them up, with a panic hook
+/// that restores the terminal before the panic message prints.
+fn init_terminal() -> std::io::Result<Term> {
+    use ratatui::crossterm::{execute, terminal};
+    terminal::enable_raw_mode()?;
+    if let Err(e) = execute!(std::io::stdout(), terminal::EnterAlternateScreen) {
+        ratatui::restore();
+        return Err(e);
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ratatui::restore();
+        hook(info);
+    }));
+    let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout());
+    Terminal::new(ratatui::backend::CrosstermBackend::new(out)).inspect_err(|_| ratatui::restore())
+}
+
+fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: loader::Request) -> Result<()> {
     let size = terminal.size()?;
     let dispatch = |app: &mut App, action: Action| {
         if let Some(req) = update(app, action) {
