@@ -54,7 +54,7 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 work_root="${STATEKIT_FUZZ_WORK:-/var/tmp/statekit-fuzz-work}"
 nice_n="${STATEKIT_FUZZ_NICE:-10}"
 read -r -a extra_args <<<"${STATEKIT_FUZZ_ARGS:-}"
-libfuzzer_flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+libfuzzer_flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -dict="$root/fuzz/fuzz.dict")
 
 # ---- tools --------------------------------------------------------------------------------
 if ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then

@@ -1,6 +1,7 @@
 //! Typed decoding of stored bytes by their schema, as `statekit dump` / `inspect` render
 //! them, and the schema builder of the `decode_value` target.
 
+use statekit_core::limits::{value_budget, VALUE_NODE_BYTES};
 use statekit_core::schema::MAX_SCHEMA_DEPTH;
 use statekit_core::{decode_value, encode_value, TypeSchema, Value};
 
@@ -8,6 +9,9 @@ use statekit_core::{decode_value, encode_value, TypeSchema, Value};
 /// what does not decode as hex), and checks the value codec on what decodes:
 ///
 /// * decoding never panics, and both the value and the error render;
+/// * a decoded value stays within the decoder's documented bound,
+///   `statekit_core::limits::value_budget(input length)` counted as [`cost`] counts it (no
+///   blow-up of memory or time from a few bytes of counts);
 /// * a decoded value encodes with its schema; the encoding is the input itself, except that
 ///   an overlong LEB128 length or count in the input is written canonically, which can only
 ///   make it shorter;
@@ -22,6 +26,13 @@ pub fn check_value(schema: &TypeSchema, bytes: &[u8]) -> Option<Value> {
             return None;
         }
     };
+    let cost = cost(&v);
+    let budget = value_budget(bytes.len());
+    assert!(
+        cost <= budget,
+        "a {schema} of {} bytes decoded to a value costing {cost} > its budget {budget}",
+        bytes.len()
+    );
     std::hint::black_box(v.to_string());
     let again = encode_value(schema, &v).expect("a decoded value encodes with its schema");
     assert!(
@@ -39,13 +50,30 @@ pub fn check_value(schema: &TypeSchema, bytes: &[u8]) -> Option<Value> {
     let back = match decode_value(schema, &again) {
         Ok(back) => back,
         Err(e) => {
-            assert!(e.reason.contains("implausible"), "a re-encoded {schema} does not decode: {e}");
+            assert!(
+                e.reason.contains("implausible"),
+                "a re-encoded {schema} does not decode: {e}"
+            );
             return Some(v);
         }
     };
     let third = encode_value(schema, &back).expect("encodes");
     assert_eq!(third, again, "{schema}: encode(decode(encode(v))) != encode(v)");
     Some(v)
+}
+
+/// What a decoded value counts against the decoder's budget: [`VALUE_NODE_BYTES`] per node
+/// plus the bytes of its strings and byte strings.
+pub fn cost(v: &Value) -> u64 {
+    VALUE_NODE_BYTES
+        + match v {
+            Value::Bytes(b) => b.len() as u64,
+            Value::Str(s) => s.len() as u64,
+            Value::List(items) | Value::Tuple(items) => items.iter().map(cost).sum(),
+            Value::Struct(fields) => fields.iter().map(|(_, v)| cost(v)).sum(),
+            Value::Option(Some(v)) => cost(v),
+            _ => 0,
+        }
 }
 
 /// Schema tags, the same numbers as the schema encoding of `docs/format.md`.
