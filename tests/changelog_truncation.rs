@@ -41,7 +41,7 @@ use statekit_changelog::{
     UploadConfig,
 };
 use statekit_checkpoint::{parse_checkpoint_dir_name, CheckpointStore, RestoreMode, SnapshotReader, SnapshotWriter};
-use statekit_core::storage::{Blob, DirEntry, LocalStorage, Storage, StorageError, StorageWriter};
+use statekit_core::storage::{HookedStorage, LocalStorage, Storage, StorageError, StorageHooks, StorageWriter};
 use statekit_core::{
     BackendConfig, KeyGroupRange, KeyedStateBackend, StateDescriptor, StateFunctions, StateHandle, TypeSchema,
 };
@@ -63,12 +63,11 @@ const MAX_ATTEMPTS: u32 = 2;
 // ---------------------------------------------------------------------------------------
 // Fault injection
 
-/// The local filesystem, failing on request: the next `fail_uploads` creates of log files
-/// (`…/dstl/…`), and the next create of a materialization whose name contains
-/// `fail_materialization` (a log id: one backend's materialization).
+/// Hooks failing on request: the next `fail_uploads` creates of log files (`…/dstl/…`), and the
+/// next create of a materialization whose name contains `fail_materialization` (a log id: one
+/// backend's materialization).
 #[derive(Debug)]
 struct Faulty {
-    inner: LocalStorage,
     fail_uploads: AtomicU32,
     fail_materialization: Mutex<Option<String>>,
 }
@@ -80,11 +79,8 @@ fn injected(path: &str) -> StorageError {
     }
 }
 
-impl Storage for Faulty {
-    fn describe(&self, path: &str) -> String {
-        self.inner.describe(path)
-    }
-    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+impl StorageHooks for Faulty {
+    fn create(&self, inner: &dyn Storage, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
         if path.contains("/dstl/")
             && self
                 .fail_uploads
@@ -100,30 +96,12 @@ impl Storage for Faulty {
                 return Err(injected(path));
             }
         }
-        self.inner.create(path)
-    }
-    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
-        self.inner.open(path)
-    }
-    fn exists(&self, path: &str) -> Result<bool, StorageError> {
-        self.inner.exists(path)
-    }
-    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
-        self.inner.delete_file(path)
-    }
-    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
-        self.inner.delete_dir_all(dir)
-    }
-    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-    fn absolute_path(&self, path: &str) -> Option<PathBuf> {
-        self.inner.absolute_path(path)
+        inner.create(path)
     }
 }
+
+/// The local filesystem through [`Faulty`] hooks.
+type FaultyStorage = HookedStorage<Faulty>;
 
 // ---------------------------------------------------------------------------------------
 // The model
@@ -325,7 +303,7 @@ fn policy() -> MaterializationPolicy {
     }
 }
 
-fn open_job(faulty: &Arc<Faulty>, name: &str, retained: usize) -> Job {
+fn open_job(faulty: &Arc<FaultyStorage>, name: &str, retained: usize) -> Job {
     let store = CheckpointStore::open(faulty.clone(), name, retained).expect("store");
     let dir = store.job_storage().expect("job storage");
     let storage = ChangelogStorage::for_job(dir.clone(), upload_config()).expect("changelog storage");
@@ -409,7 +387,7 @@ struct Counts {
 struct Harness {
     _tmp: tempfile::TempDir,
     base: PathBuf,
-    faulty: Arc<Faulty>,
+    faulty: Arc<FaultyStorage>,
     retained: usize,
     generation: u32,
     job: Job,
@@ -432,11 +410,13 @@ impl Harness {
     fn new(retained: usize, p: u32) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let base = tmp.path().to_path_buf();
-        let faulty = Arc::new(Faulty {
-            inner: LocalStorage::new(&base),
-            fail_uploads: AtomicU32::new(0),
-            fail_materialization: Mutex::new(None),
-        });
+        let faulty = Arc::new(HookedStorage::new(
+            Arc::new(LocalStorage::new(&base)),
+            Faulty {
+                fail_uploads: AtomicU32::new(0),
+                fail_materialization: Mutex::new(None),
+            },
+        ));
         let job = open_job(&faulty, "job0", retained);
         let mut backends: Vec<Backend> = (0..p).map(|i| new_backend(&job, p, i)).collect();
         let handles = backends.iter_mut().map(|b| register(b)).collect();
@@ -557,7 +537,7 @@ impl Harness {
             Step::ArmMaterializationFailure { sub } => {
                 let sub = usize::from(sub) % self.backends.len();
                 // At most one failure armed, and never more in a row than the policy allows.
-                let mut armed = self.faulty.fail_materialization.lock().expect("lock");
+                let mut armed = self.faulty.hooks().fail_materialization.lock().expect("lock");
                 if armed.is_none() && self.failures[sub] < 2 {
                     *armed = Some(self.backends[sub].log().to_string());
                     self.failures[sub] += 1;
@@ -569,12 +549,12 @@ impl Harness {
     }
 
     fn armed(&self) -> bool {
-        self.faulty.fail_materialization.lock().expect("lock").is_some()
+        self.faulty.hooks().fail_materialization.lock().expect("lock").is_some()
     }
 
     /// Disarms an armed materialization failure (when its materialization did not come).
     fn disarm(&mut self) {
-        *self.faulty.fail_materialization.lock().expect("lock") = None;
+        *self.faulty.hooks().fail_materialization.lock().expect("lock") = None;
     }
 
     fn begin(&mut self) {
@@ -723,7 +703,7 @@ impl Harness {
         for p in &mut self.pending {
             p.resolve();
         }
-        self.faulty.fail_uploads.store(MAX_ATTEMPTS, Ordering::SeqCst);
+        self.faulty.hooks().fail_uploads.store(MAX_ATTEMPTS, Ordering::SeqCst);
         // Twice at most: the first checkpoint after a NO_CLAIM restore materializes first and
         // has an empty tail.
         for _ in 0..2 {
@@ -735,12 +715,12 @@ impl Harness {
             let x = self.pending.len() - 1;
             self.pending[x].may_fail = true;
             self.pending[x].resolve();
-            if self.faulty.fail_uploads.load(Ordering::SeqCst) == 0 {
+            if self.faulty.hooks().fail_uploads.load(Ordering::SeqCst) == 0 {
                 break;
             }
         }
         assert_eq!(
-            self.faulty.fail_uploads.load(Ordering::SeqCst),
+            self.faulty.hooks().fail_uploads.load(Ordering::SeqCst),
             0,
             "the injected failure hit no upload"
         );
@@ -764,7 +744,7 @@ impl Harness {
         let log = self.backends[sub].log().to_string();
         let k = self.key_of(sub);
         self.put(k.clone(), bytes(7, 16));
-        *self.faulty.fail_materialization.lock().expect("lock") = Some(log);
+        *self.faulty.hooks().fail_materialization.lock().expect("lock") = Some(log);
         self.backends[sub]
             .materialize_now()
             .expect("one failed materialization is within the limit");

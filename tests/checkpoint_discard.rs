@@ -7,72 +7,47 @@
 //! complete, and every checkpoint that is listed must verify.
 
 use statekit_checkpoint::CheckpointStore;
-use statekit_core::storage::{Blob, DirEntry, LocalStorage, Storage, StorageError, StorageWriter};
+use statekit_core::storage::{HookedStorage, LocalStorage, Storage, StorageError, StorageHooks};
 use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, TypeSchema};
 use statekit_hashmap::HashMapBackend;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The local filesystem; when `break_dir_deletion` is set, `delete_dir_all` deletes one
-/// data file of the directory (not `_metadata`) and then fails, as a crash would leave it.
+/// When `break_dir_deletion` is set, `delete_dir_all` deletes one data file of the directory
+/// (not `_metadata`) and then fails, as a crash would leave it.
 #[derive(Debug)]
 struct HalfDeleting {
-    inner: LocalStorage,
     break_dir_deletion: AtomicBool,
 }
 
-impl Storage for HalfDeleting {
-    fn describe(&self, path: &str) -> String {
-        self.inner.describe(path)
-    }
-    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
-        self.inner.create(path)
-    }
-    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
-        self.inner.open(path)
-    }
-    fn exists(&self, path: &str) -> Result<bool, StorageError> {
-        self.inner.exists(path)
-    }
-    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
-        self.inner.delete_file(path)
-    }
-    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+impl StorageHooks for HalfDeleting {
+    fn delete_dir_all(&self, inner: &dyn Storage, dir: &str) -> Result<(), StorageError> {
         if !self.break_dir_deletion.load(Ordering::SeqCst) {
-            return self.inner.delete_dir_all(dir);
+            return inner.delete_dir_all(dir);
         }
-        if let Some(e) = self
-            .inner
+        if let Some(e) = inner
             .list(dir)?
             .into_iter()
             .find(|e| !e.is_dir && e.name != "_metadata")
         {
-            self.inner.delete_file(&format!("{dir}/{}", e.name))?;
+            inner.delete_file(&format!("{dir}/{}", e.name))?;
         }
         Err(StorageError::Io {
-            path: self.inner.describe(dir),
+            path: inner.describe(dir),
             source: std::io::Error::other("injected: killed in the middle of deleting the directory"),
         })
-    }
-    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-    fn absolute_path(&self, path: &str) -> Option<PathBuf> {
-        self.inner.absolute_path(path)
     }
 }
 
 #[test]
 fn a_discard_cut_short_leaves_no_complete_looking_checkpoint() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let storage = Arc::new(HalfDeleting {
-        inner: LocalStorage::new(tmp.path()),
-        break_dir_deletion: AtomicBool::new(false),
-    });
+    let storage = Arc::new(HookedStorage::new(
+        Arc::new(LocalStorage::new(tmp.path())),
+        HalfDeleting {
+            break_dir_deletion: AtomicBool::new(false),
+        },
+    ));
     let root: Arc<dyn Storage> = storage.clone();
     let store = CheckpointStore::open(root, "0123456789abcdef0123456789abcdef", 1).expect("store");
     let mut b = HashMapBackend::new(BackendConfig::for_subtask(128, 1, 0).expect("cfg")).expect("backend");
@@ -99,9 +74,9 @@ fn a_discard_cut_short_leaves_no_complete_looking_checkpoint() {
 
     // Checkpoint 2 subsumes 1; deleting 1's directory is cut short.
     let w = checkpoint(&mut b, 2);
-    storage.break_dir_deletion.store(true, Ordering::SeqCst);
+    storage.hooks().break_dir_deletion.store(true, Ordering::SeqCst);
     let r = store.complete(w);
-    storage.break_dir_deletion.store(false, Ordering::SeqCst);
+    storage.hooks().break_dir_deletion.store(false, Ordering::SeqCst);
     assert!(r.is_err(), "the injected failure surfaces");
     let complete: Vec<u64> = store.completed().expect("completed").iter().map(|c| c.id).collect();
     assert!(

@@ -12,7 +12,7 @@
 
 use statekit_changelog::{ChangelogBackend, ChangelogStorage, MaterializationPolicy, Materializer, UploadConfig};
 use statekit_checkpoint::{CheckpointStore, SnapshotReader};
-use statekit_core::storage::{Blob, DirEntry, LocalStorage, Storage, StorageError, StorageWriter};
+use statekit_core::storage::{HookedStorage, LocalStorage, Storage, StorageError, StorageHooks, StorageWriter};
 use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, StateHandle, TypeSchema};
 use statekit_hashmap::HashMapBackend;
 use std::collections::BTreeMap;
@@ -90,23 +90,22 @@ pub fn rocksdb_dir(dir: &Path) -> PathBuf {
 /// (with what was written so far flushed to the temporary file) and again before its commit
 /// (fsync and rename). With `slow` false it is plain local storage.
 #[derive(Debug)]
-pub struct SlowStorage {
-    inner: LocalStorage,
+pub struct Slow {
     slow: bool,
     uploads: AtomicU64,
     materializations: AtomicU64,
 }
 
-impl SlowStorage {
-    /// Local storage rooted at `root`.
-    pub fn new(root: &Path, slow: bool) -> Self {
-        SlowStorage {
-            inner: LocalStorage::new(root),
+/// Local storage rooted at `root`, slowed by [`Slow`] hooks.
+pub fn slow_storage(root: &Path, slow: bool) -> HookedStorage<Slow> {
+    HookedStorage::new(
+        Arc::new(LocalStorage::new(root)),
+        Slow {
             slow,
             uploads: AtomicU64::new(0),
             materializations: AtomicU64::new(0),
-        }
-    }
+        },
+    )
 }
 
 struct SlowWriter {
@@ -145,12 +144,9 @@ fn marker(line: &str) {
     }
 }
 
-impl Storage for SlowStorage {
-    fn describe(&self, path: &str) -> String {
-        self.inner.describe(path)
-    }
-    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
-        let w = self.inner.create(path)?;
+impl StorageHooks for Slow {
+    fn create(&self, inner: &dyn Storage, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        let w = inner.create(path)?;
         let slow = self.slow
             && if path.contains("/dstl/") {
                 self.uploads.fetch_add(1, Ordering::Relaxed) % 3 == 2
@@ -171,27 +167,6 @@ impl Storage for SlowStorage {
             }
         ));
         Ok(Box::new(SlowWriter { inner: w, writes: 0 }))
-    }
-    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
-        self.inner.open(path)
-    }
-    fn exists(&self, path: &str) -> Result<bool, StorageError> {
-        self.inner.exists(path)
-    }
-    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
-        self.inner.delete_file(path)
-    }
-    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
-        self.inner.delete_dir_all(dir)
-    }
-    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
-    fn absolute_path(&self, path: &str) -> Option<PathBuf> {
-        self.inner.absolute_path(path)
     }
 }
 
@@ -334,7 +309,7 @@ impl Job {
     pub fn start(dir: &Path, delegate: Delegate, slow: bool) -> Job {
         let base = checkpoint_base(dir);
         std::fs::create_dir_all(&base).expect("checkpoint base");
-        let storage: Arc<dyn Storage> = Arc::new(SlowStorage::new(&base, slow));
+        let storage: Arc<dyn Storage> = Arc::new(slow_storage(&base, slow));
         let store = CheckpointStore::open(storage, JOB, RETAINED).expect("store");
         let job_dir = store.job_storage().expect("job storage");
         let changelog = ChangelogStorage::for_job(job_dir.clone(), upload_config()).expect("changelog storage");

@@ -4,15 +4,14 @@
 //! bytes queued or in flight stay within the bound.
 
 use statekit_changelog::{Change, ChangelogStorage, LogFileReader, Op, UploadConfig};
-use statekit_core::storage::{join, Blob, DirEntry, MemoryStorage, Storage, StorageError, StorageWriter};
+use statekit_core::storage::{join, HookedStorage, MemoryStorage, Storage, StorageError, StorageHooks, StorageWriter};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Memory storage whose next `fail` file creations fail and whose next `slow` commits sleep.
+/// Hooks: the next `fail` file creations fail and the next `slow` commits sleep.
 #[derive(Debug, Default)]
 struct Faulty {
-    inner: MemoryStorage,
     fail: AtomicU32,
     slow: AtomicU32,
     slow_ms: AtomicU64,
@@ -47,11 +46,8 @@ fn take(c: &AtomicU32) -> bool {
         .is_ok()
 }
 
-impl Storage for Faulty {
-    fn describe(&self, path: &str) -> String {
-        self.inner.describe(path)
-    }
-    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+impl StorageHooks for Faulty {
+    fn create(&self, inner: &dyn Storage, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
         self.creates.fetch_add(1, Ordering::SeqCst);
         if take(&self.fail) {
             return Err(StorageError::Io {
@@ -61,28 +57,15 @@ impl Storage for Faulty {
         }
         let delay = take(&self.slow).then(|| Duration::from_millis(self.slow_ms.load(Ordering::SeqCst)));
         Ok(Box::new(SlowWriter {
-            inner: self.inner.create(path)?,
+            inner: inner.create(path)?,
             delay,
         }))
     }
-    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
-        self.inner.open(path)
-    }
-    fn exists(&self, path: &str) -> Result<bool, StorageError> {
-        self.inner.exists(path)
-    }
-    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
-        self.inner.list(dir)
-    }
-    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
-        self.inner.delete_file(path)
-    }
-    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
-        self.inner.delete_dir_all(dir)
-    }
-    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
-        self.inner.create_dir_all(dir)
-    }
+}
+
+/// Memory storage through [`Faulty`] hooks.
+fn faulty() -> Arc<HookedStorage<Faulty>> {
+    Arc::new(HookedStorage::new(Arc::new(MemoryStorage::new()), Faulty::default()))
 }
 
 fn put(v: &[u8]) -> Change<'_> {
@@ -104,14 +87,14 @@ fn config() -> UploadConfig {
     }
 }
 
-fn files(s: &Faulty) -> usize {
+fn files(s: &HookedStorage<Faulty>) -> usize {
     s.list("dstl").expect("list").len()
 }
 
 #[test]
 fn failed_attempts_are_retried() {
-    let f = Arc::new(Faulty::default());
-    f.fail.store(2, Ordering::SeqCst);
+    let f = faulty();
+    f.hooks().fail.store(2, Ordering::SeqCst);
     let st = ChangelogStorage::new(f.clone(), "dstl", config()).expect("storage");
     let mut w = st.writer();
     w.append(3, &put(b"v"));
@@ -123,8 +106,8 @@ fn failed_attempts_are_retried() {
 
 #[test]
 fn an_upload_failing_every_attempt_fails_one_persist_only() {
-    let f = Arc::new(Faulty::default());
-    f.fail.store(3, Ordering::SeqCst);
+    let f = faulty();
+    f.hooks().fail.store(3, Ordering::SeqCst);
     let st = ChangelogStorage::new(f.clone(), "dstl", config()).expect("storage");
     let mut w = st.writer();
     w.append(3, &put(b"first"));
@@ -141,9 +124,9 @@ fn an_upload_failing_every_attempt_fails_one_persist_only() {
 
 #[test]
 fn a_slow_attempt_gets_a_second_one_and_the_loser_is_deleted() {
-    let f = Arc::new(Faulty::default());
-    f.slow.store(1, Ordering::SeqCst);
-    f.slow_ms.store(1_500, Ordering::SeqCst);
+    let f = faulty();
+    f.hooks().slow.store(1, Ordering::SeqCst);
+    f.hooks().slow_ms.store(1_500, Ordering::SeqCst);
     let st = ChangelogStorage::new(f.clone(), "dstl", config()).expect("storage");
     let mut w = st.writer();
     w.append(1, &put(b"v"));
@@ -154,7 +137,7 @@ fn a_slow_attempt_gets_a_second_one_and_the_loser_is_deleted() {
         "waited for the slow attempt: {:?}",
         t.elapsed()
     );
-    assert_eq!(f.creates.load(Ordering::SeqCst), 2);
+    assert_eq!(f.hooks().creates.load(Ordering::SeqCst), 2);
     // The slow attempt finishes later; its file is deleted, the winner's stays.
     std::thread::sleep(Duration::from_millis(1_800));
     let names: Vec<String> = f.list("dstl").expect("list").into_iter().map(|e| e.name).collect();
@@ -163,10 +146,10 @@ fn a_slow_attempt_gets_a_second_one_and_the_loser_is_deleted() {
 
 #[test]
 fn in_flight_bytes_stay_bounded_and_appends_wait() {
-    let f = Arc::new(Faulty::default());
+    let f = faulty();
     // Every upload is slow: appends outrun the uploader and must wait.
-    f.slow.store(u32::MAX, Ordering::SeqCst);
-    f.slow_ms.store(30, Ordering::SeqCst);
+    f.hooks().slow.store(u32::MAX, Ordering::SeqCst);
+    f.hooks().slow_ms.store(30, Ordering::SeqCst);
     let cfg = UploadConfig {
         max_in_flight: 64 << 10,
         persist_size_threshold: 16 << 10,

@@ -739,6 +739,87 @@ impl Storage for SubdirStorage {
     }
 }
 
+/// What a [`HookedStorage`] does for the calls it intercepts; each method's default forwards
+/// to the wrapped storage. Override only what a test injects or an engine measures: a failing
+/// or slow `create`, a crash in the middle of `delete_dir_all`, a count of `open`s.
+pub trait StorageHooks: Send + Sync + fmt::Debug {
+    /// [`Storage::create`].
+    fn create(&self, inner: &dyn Storage, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        inner.create(path)
+    }
+    /// [`Storage::open`].
+    fn open(&self, inner: &dyn Storage, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        inner.open(path)
+    }
+    /// [`Storage::list`].
+    fn list(&self, inner: &dyn Storage, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        inner.list(dir)
+    }
+    /// [`Storage::delete_file`].
+    fn delete_file(&self, inner: &dyn Storage, path: &str) -> Result<(), StorageError> {
+        inner.delete_file(path)
+    }
+    /// [`Storage::delete_dir_all`].
+    fn delete_dir_all(&self, inner: &dyn Storage, dir: &str) -> Result<(), StorageError> {
+        inner.delete_dir_all(dir)
+    }
+}
+
+/// A storage whose `create`, `open`, `list` and deletions go through [`StorageHooks`] (fault
+/// injection, instrumentation); everything else goes straight to the wrapped storage.
+#[derive(Debug)]
+pub struct HookedStorage<H> {
+    inner: Arc<dyn Storage>,
+    hooks: H,
+}
+
+impl<H: StorageHooks> HookedStorage<H> {
+    /// `inner` seen through `hooks`.
+    pub fn new(inner: Arc<dyn Storage>, hooks: H) -> Self {
+        HookedStorage { inner, hooks }
+    }
+
+    /// The hooks (to arm a fault or read a counter).
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+
+    /// The wrapped storage.
+    pub fn inner(&self) -> &Arc<dyn Storage> {
+        &self.inner
+    }
+}
+
+impl<H: StorageHooks> Storage for HookedStorage<H> {
+    fn describe(&self, path: &str) -> String {
+        self.inner.describe(path)
+    }
+    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        self.hooks.create(self.inner.as_ref(), path)
+    }
+    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        self.hooks.open(self.inner.as_ref(), path)
+    }
+    fn exists(&self, path: &str) -> Result<bool, StorageError> {
+        self.inner.exists(path)
+    }
+    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        self.hooks.list(self.inner.as_ref(), dir)
+    }
+    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
+        self.hooks.delete_file(self.inner.as_ref(), path)
+    }
+    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        self.hooks.delete_dir_all(self.inner.as_ref(), dir)
+    }
+    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        self.inner.create_dir_all(dir)
+    }
+    fn absolute_path(&self, path: &str) -> Option<PathBuf> {
+        self.inner.absolute_path(path)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -769,6 +850,21 @@ mod tests {
     #[test]
     fn memory_storage() {
         exercise(&MemoryStorage::new());
+    }
+
+    #[test]
+    fn hooked_storage_forwards_what_it_does_not_intercept() {
+        #[derive(Debug, Default)]
+        struct CountOpens(AtomicU64);
+        impl StorageHooks for CountOpens {
+            fn open(&self, inner: &dyn Storage, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                inner.open(path)
+            }
+        }
+        let s = HookedStorage::new(Arc::new(MemoryStorage::new()), CountOpens::default());
+        exercise(&s);
+        assert_eq!(s.hooks().0.load(Ordering::Relaxed), 4, "exercise opens four times");
     }
 
     #[test]
