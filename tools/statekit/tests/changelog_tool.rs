@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::run;
+use common::{copy_dir, run};
 use rand::{Rng, SeedableRng};
 use serde_json::Value as Json;
 use statekit_changelog::{ChangelogBackend, ChangelogStorage, MaterializationPolicy, Materializer, UploadConfig};
@@ -332,19 +332,6 @@ fn referenced(chk: &Path) -> BTreeSet<String> {
         }
     }
     out
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir") {
-        let e = e.expect("entry");
-        let dest = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).expect("copy");
-        }
-    }
 }
 
 /// Builds the three checkpoints; checks show, dump, dump --changes and verify on each.

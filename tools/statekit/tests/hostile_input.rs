@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::bin;
+use common::{bin, copy_dir, fixture};
 use statekit_format::{decode_metadata, encode_metadata, FileScope, SnapshotMetadata, METADATA_FILE_NAME};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -88,25 +88,6 @@ fn assert_error(r: &Ran, what: &str, needle: &str) {
         "{what}: {:?} does not mention {needle:?}",
         r.stderr
     );
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/v1")
-        .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir") {
-        let e = e.expect("entry");
-        let dest = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).expect("copy");
-        }
-    }
 }
 
 fn s(p: &Path) -> &str {
