@@ -10,10 +10,12 @@
 //! first, which sets the input length.
 //!
 //! The abort path allocates nothing: the message is formatted into a stack buffer and
-//! written to fd 2 with `libc::write`.
+//! written to fd 2 with `libc::write`. Only when `RUST_BACKTRACE` is set (reproducing a
+//! finding) does it then print a backtrace of the allocation, which allocates; the cap is off
+//! from then on, until the abort.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The cap never goes below this many bytes.
 pub const FLOOR_BYTES: usize = 64 << 20;
@@ -24,6 +26,8 @@ pub const PER_INPUT_BYTE: usize = 512;
 pub const MARKER: &str = "==statekit-fuzz== allocation cap exceeded";
 
 static INPUT_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Set once the cap was exceeded: the backtrace printed before the abort may allocate freely.
+static TRIPPED: AtomicBool = AtomicBool::new(false);
 
 /// Sets the length of the input being run (the cap scales with it).
 pub fn set_input_len(len: usize) {
@@ -41,7 +45,7 @@ pub struct CappedAlloc;
 #[inline]
 fn check(size: usize) {
     let cap = cap();
-    if size > cap {
+    if size > cap && !TRIPPED.load(Ordering::Relaxed) {
         over_cap(size, cap);
     }
 }
@@ -70,6 +74,10 @@ fn over_cap(size: usize, cap: usize) -> ! {
     // SAFETY: writing an initialized stack buffer to fd 2.
     unsafe {
         libc::write(2, buf.as_ptr().cast(), n);
+    }
+    TRIPPED.store(true, Ordering::Relaxed);
+    if std::env::var_os("RUST_BACKTRACE").is_some() {
+        eprintln!("{}", std::backtrace::Backtrace::force_capture());
     }
     std::process::abort()
 }
