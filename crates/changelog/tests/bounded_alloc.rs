@@ -1,28 +1,44 @@
 //! A crafted log file cannot make the reader allocate more than a bounded multiple of its size
 //! (issue 10, point 7): an LZ4 change set whose header claims a 4 GiB raw length — behind a
-//! re-computed checksum — is refused before anything is allocated. A global allocator records
-//! the largest single allocation of this test binary.
+//! re-computed checksum — is refused before anything is allocated; every input the fuzzer once
+//! crashed on (`fuzz/regressions/changelog_*`) decodes without a panic and within the fuzz
+//! targets' allocation cap. A global allocator records each thread's largest allocation.
 
 use statekit_changelog::file::CHANGE_SET_HEADER_LEN;
 use statekit_changelog::{Change, ChangeSetBuffer, LogCompression, LogFileReader, LogFileWriter, LogId, Op};
 use statekit_core::storage::{MemoryStorage, Storage};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 use std::sync::Arc;
 
 struct Recording;
 
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// The largest allocation of this thread since the last [`reset`].
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+fn record(size: usize) {
+    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+}
+
+fn reset() {
+    LARGEST.with(|l| l.set(0));
+}
+
+fn largest() -> usize {
+    LARGEST.with(Cell::get)
+}
 
 // SAFETY: forwards to the system allocator; only records sizes.
 unsafe impl GlobalAlloc for Recording {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
+        record(layout.size());
         // SAFETY: same layout, forwarded.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
+        record(layout.size());
         // SAFETY: same layout, forwarded.
         unsafe { System.alloc_zeroed(layout) }
     }
@@ -31,7 +47,7 @@ unsafe impl GlobalAlloc for Recording {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LARGEST.fetch_max(new_size, Ordering::Relaxed);
+        record(new_size);
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -76,9 +92,47 @@ fn a_forged_lz4_raw_length_is_refused_before_allocating() {
     assert!(bytes.len() < 4096, "{} bytes", bytes.len());
 
     let reader = LogFileReader::from_blob(Arc::new(bytes), "f.skcl", None).expect("the index is intact");
-    LARGEST.store(0, Ordering::Relaxed);
+    reset();
     let err = reader.read(&e).expect_err("refused").to_string();
-    let largest = LARGEST.load(Ordering::Relaxed);
+    let largest = largest();
     assert!(err.contains("change_set.raw_len"), "{err}");
     assert!(largest < 1 << 20, "largest allocation while reading: {largest} bytes");
+}
+
+/// The inputs of `fuzz/regressions/<target>/`.
+fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions")
+        .join(target);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = rd
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().to_string(), std::fs::read(e.path()).expect("read")))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn fuzz_regressions_decode_within_the_allocation_cap() {
+    for (name, data) in regressions("changelog_log_file") {
+        let cap = (64usize << 20).max(512 * data.len());
+        reset();
+        if let Ok(reader) = LogFileReader::from_blob(Arc::new(data), &name, None) {
+            let _ = reader.verify();
+            for e in reader.index() {
+                if let Ok(cs) = reader.read(e) {
+                    let _ = cs.for_each_record(None, &mut |_, _| Ok(()));
+                }
+            }
+        }
+        assert!(largest() <= cap, "{name}: an allocation of {} bytes", largest());
+    }
+    for (name, data) in regressions("changelog_record") {
+        reset();
+        let _ = statekit_changelog::record::decode_record(&data);
+        assert!(largest() <= (64 << 20).max(512 * data.len()), "{name}");
+    }
 }
