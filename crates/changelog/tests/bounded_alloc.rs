@@ -109,7 +109,12 @@ fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
     };
     let mut out: Vec<_> = rd
         .flatten()
-        .map(|e| (e.file_name().to_string_lossy().to_string(), std::fs::read(e.path()).expect("read")))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().to_string(),
+                std::fs::read(e.path()).expect("read"),
+            )
+        })
         .collect();
     out.sort();
     out
