@@ -172,30 +172,6 @@ fn is_gc_dir_name(name: &str) -> bool {
     name == SHARED_DIR || name == TASK_OWNED_DIR || name == DSTL_DIR || parse_checkpoint_dir_name(name).is_some()
 }
 
-/// Snapshot directories (holding `_metadata`) below `dir`, at most `depth` levels down. This
-/// follows symlinks: a snapshot read only adds references, which protect files.
-fn snapshot_dirs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    // Any entry named `_metadata` (a FIFO too) marks a snapshot directory: one that does
-    // not read is left alone as unreadable rather than taken for an incomplete checkpoint.
-    if std::fs::symlink_metadata(dir.join(METADATA_FILE_NAME)).is_ok() {
-        out.push(dir.to_path_buf());
-        return;
-    }
-    if depth == 0 {
-        return;
-    }
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    let mut dirs: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    for d in dirs {
-        snapshot_dirs(&d, depth - 1, out);
-    }
-}
-
 /// Finds the garbage under the checkpoint base directory `base` (`<base>/<job-id>/…`).
 ///
 /// Every complete snapshot under `base` (checkpoints of every job, and any savepoint kept
@@ -221,8 +197,13 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
         ..GcPlan::default()
     };
     let mut referenced: BTreeSet<FileId> = BTreeSet::new();
-    let mut snapshots = Vec::new();
-    snapshot_dirs(&base, 4, &mut snapshots);
+    // Any entry named `_metadata` (a FIFO too) marks a snapshot directory: one that does not
+    // read is left alone as unreadable rather than taken for an incomplete checkpoint.
+    let snapshots: Vec<PathBuf> = crate::find::find_snapshot_dirs(&base, 4)
+        .into_iter()
+        .filter(|d| d.has_metadata)
+        .map(|d| d.path)
+        .collect();
     let mut complete: BTreeSet<PathBuf> = BTreeSet::new();
     let mut protect = |path: &Path| {
         // A reference to a file that does not exist protects nothing; every existing one is

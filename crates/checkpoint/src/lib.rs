@@ -16,6 +16,7 @@
 //!   complete snapshot references.
 
 mod error;
+mod find;
 mod gc;
 mod layout;
 mod reader;
@@ -24,6 +25,7 @@ mod store;
 mod writer;
 
 pub use error::CheckpointError;
+pub use find::{find_snapshot_dirs, has_metadata, SnapshotDir};
 pub use gc::{apply_gc, plan_gc, FileId, GcPlan, Orphan, OrphanReason};
 pub use layout::{
     checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, DSTL_DIR, JOB_ID_HEX_LEN,

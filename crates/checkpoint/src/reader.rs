@@ -276,8 +276,10 @@ impl SnapshotReader {
         Ok(out)
     }
 
-    /// Restores operator `uid`'s keyed state into `backend`, which may own any key-group
-    /// range of the same max parallelism (rescaling).
+    /// Restores operator `uid`'s canonical keyed state into `backend`, which may own any
+    /// key-group range of the same max parallelism (rescaling). Native and changelog state are
+    /// refused here: `statekit_snapshot::open_keyed` (the layer above the backends) restores
+    /// every snapshot kind.
     pub fn restore_keyed(&self, uid: &str, backend: &mut dyn KeyedStateBackend) -> Result<(), CheckpointError> {
         let op = self.operator(uid)?;
         if backend.max_parallelism() != op.max_parallelism {
@@ -301,7 +303,7 @@ impl SnapshotReader {
                 .unwrap_or_default();
             return Err(CheckpointError::Invalid(format!(
                 "{}: operator {uid:?} holds native {backend_name} state, which restores only into a {backend_name} \
-                 backend (statekit_rocksdb::RocksDbBackend::restore_native); take a canonical savepoint to switch backends",
+                 backend (statekit_snapshot::open_keyed restores any snapshot kind); take a canonical savepoint to switch backends",
                 self.storage.describe(METADATA_FILE_NAME)
             )));
         }
@@ -312,7 +314,7 @@ impl SnapshotReader {
         {
             return Err(CheckpointError::Invalid(format!(
                 "{}: operator {uid:?} holds changelog state (materializations plus a log tail): restore it with \
-                 statekit_changelog (ChangelogBackend::restore_changelog, or restore_plain for a backend without the changelog)",
+                 statekit_snapshot::open_keyed (any backend, with or without the changelog)",
                 self.storage.describe(METADATA_FILE_NAME)
             )));
         }

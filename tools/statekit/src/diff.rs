@@ -7,7 +7,6 @@
 //! ascending order, whatever the parallelism and format of either side; memory is bounded by
 //! one key group per side (one subtask for changelog snapshots, which are replayed).
 
-use crate::cmd::views::keyed_views;
 use anyhow::{anyhow, bail, Context, Result};
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{
@@ -15,6 +14,7 @@ use statekit_core::{
     StateDescriptor, TypeSchema,
 };
 use statekit_format::OperatorMetadata;
+use statekit_snapshot::keyed_views;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -213,7 +213,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             ));
         }
         let mut result = Ok(());
-        'files: for file in super::views::keyed_views(&reader, uid, range)? {
+        'files: for file in statekit_snapshot::keyed_views(&reader, uid, range)? {
             let Some(idx) = file.states().iter().position(|d| d.name == desc.name) else {
                 continue;
             };

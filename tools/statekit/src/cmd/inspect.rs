@@ -4,11 +4,10 @@ use super::changelog::{self, Summary};
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use statekit_checkpoint::{parse_checkpoint_dir_name, SnapshotReader};
+use statekit_checkpoint::{has_metadata, SnapshotReader};
 use statekit_core::uid_looks_auto_generated;
-use statekit_format::{
-    FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, METADATA_FILE_NAME,
-};
+use statekit_format::{FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata};
+use statekit_snapshot::find_snapshots;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -80,41 +79,6 @@ pub fn format_label(m: &SnapshotMetadata) -> String {
     }
 }
 
-/// (total bytes of every file the snapshot references, bytes this snapshot wrote itself):
-/// for an incremental checkpoint the second is what it uploaded; for a changelog checkpoint
-/// its own directory's files (materializations and log files are written off the checkpoint
-/// path and shared; each counts once in the total).
-pub(crate) fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
-    let (mut total, mut own) = (0, 0);
-    let mut changelog_files: std::collections::BTreeSet<(&str, &str)> = std::collections::BTreeSet::new();
-    for s in m.operators.iter().flat_map(|o| &o.subtasks) {
-        for f in s.keyed.iter().chain(s.operator.iter()) {
-            total += f.size;
-            own += f.size;
-        }
-        if let Some(n) = &s.native {
-            total += n.total_bytes();
-            own += n.uploaded_bytes;
-        }
-        if let Some(c) = &s.changelog {
-            let files = c
-                .materialized
-                .iter()
-                .map(|p| &p.file)
-                .chain(c.tail.iter().map(|t| &t.file));
-            for f in files {
-                if changelog_files.insert((f.scope.as_str(), &f.path)) {
-                    total += f.size;
-                    if f.scope == FileScope::Exclusive {
-                        own += f.size;
-                    }
-                }
-            }
-        }
-    }
-    (total, own)
-}
-
 /// `YYYY-MM-DDTHH:MM:SSZ` for milliseconds since the epoch.
 pub fn utc_time(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
@@ -148,97 +112,10 @@ pub struct VerifyArgs {
     pub json: bool,
 }
 
-/// A snapshot directory found by [`scan`].
-pub(crate) struct Found {
-    pub(crate) path: PathBuf,
-    pub(crate) complete: bool,
-    pub(crate) problem: Option<String>,
-    pub(crate) meta: Option<SnapshotMetadata>,
-    /// Every file the snapshot references (shared ones too), plus `_metadata`.
-    pub(crate) bytes: u64,
-    /// What the snapshot wrote itself (for an incremental checkpoint: what it uploaded).
-    pub(crate) own_bytes: u64,
-    /// Bytes inside its directory.
-    pub(crate) dir_bytes: u64,
-}
-
-fn dir_size(p: &Path) -> u64 {
-    std::fs::read_dir(p)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_size(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
-/// True when `dir` holds an entry named `_metadata`, whatever it is (a FIFO or a directory by
-/// that name makes a broken snapshot, reported as such, not a directory to search).
-pub(crate) fn has_metadata(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir.join(METADATA_FILE_NAME)).is_ok()
-}
-
 /// True when `path` names a snapshot: a directory with `_metadata`, or anything that is not a
 /// directory (its `_metadata` file, or what the user meant as one).
 pub(crate) fn is_snapshot_path(path: &Path) -> bool {
     has_metadata(path) || std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
-}
-
-/// Every snapshot directory under `dir`, `depth` levels down (reads only `_metadata` files).
-pub(crate) fn scan(dir: &Path, depth: usize, out: &mut Vec<Found>) {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let md = dir.join(METADATA_FILE_NAME);
-    let is_chk = parse_checkpoint_dir_name(&name).is_some();
-    if has_metadata(dir) || is_chk {
-        let (complete, problem, meta) = if has_metadata(dir) {
-            match SnapshotReader::open(dir) {
-                Ok(r) => (true, None, Some(r.metadata().clone())),
-                Err(e) => (false, Some(e.to_string()), None),
-            }
-        } else {
-            (false, Some("no _metadata: incomplete".to_string()), None)
-        };
-        let dir_bytes = dir_size(dir);
-        let md_bytes = std::fs::metadata(&md).map(|m| m.len()).unwrap_or(0);
-        let (bytes, own_bytes) = match &meta {
-            Some(m) => {
-                let (t, o) = referenced_bytes(m);
-                (t + md_bytes, o + md_bytes)
-            }
-            None => (dir_bytes, dir_bytes),
-        };
-        out.push(Found {
-            path: dir.to_path_buf(),
-            complete,
-            problem,
-            meta,
-            bytes,
-            own_bytes,
-            dir_bytes,
-        });
-        return;
-    }
-    if depth == 0 {
-        return;
-    }
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        let mut dirs: Vec<PathBuf> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        for d in dirs {
-            scan(&d, depth - 1, out);
-        }
-    }
 }
 
 /// `statekit ls`.
@@ -246,8 +123,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
     if !args.dir.is_dir() {
         anyhow::bail!("{}: not a directory", args.dir.display());
     }
-    let mut found = Vec::new();
-    scan(&args.dir, 4, &mut found);
+    let found = find_snapshots(&args.dir, 4);
     if args.json {
         let items: Vec<_> = found
             .iter()
@@ -285,10 +161,10 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                 None => ("checkpoint", "-".to_string(), "-".to_string()),
             };
             let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
-            let status = match (&f.problem, f.complete) {
-                (_, true) => "complete",
-                (Some(p), false) if p == "no _metadata: incomplete" => "INCOMPLETE",
-                _ => "BROKEN",
+            let status = match (f.complete, f.is_broken()) {
+                (true, _) => "complete",
+                (false, true) => "BROKEN",
+                (false, false) => "INCOMPLETE",
             };
             outln!(
                 "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status:<10} {}",
@@ -297,7 +173,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                 f.path.display()
             );
             if let Some(p) = &f.problem {
-                if f.meta.is_none() && p != "no _metadata: incomplete" {
+                if f.is_broken() {
                     outln!("{:<11} problem: {p}", "");
                 }
             }

@@ -6,4 +6,3 @@ pub mod diff;
 pub mod dump;
 pub mod gc;
 pub mod inspect;
-pub mod views;

@@ -8,7 +8,7 @@
 use super::app::{entry_line, Cursor, Page, Row, SnapshotRow};
 use super::diffview::{DiffPart, DiffSide};
 use super::opstate::OpStateRead;
-use crate::cmd::inspect::{format_label, kind_name, scan, utc_time, Found};
+use crate::cmd::inspect::{format_label, kind_name, utc_time};
 use crate::render;
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
@@ -484,7 +484,7 @@ impl Worker {
             });
             let op = reader.operator(uid).map_err(|e| Fail::Error(e.to_string()))?;
             let max_parallelism = op.max_parallelism;
-            let views = crate::cmd::views::keyed_views(reader, uid, KeyGroupRange::all(max_parallelism))
+            let views = statekit_snapshot::keyed_views(reader, uid, KeyGroupRange::all(max_parallelism))
                 .map_err(|e| Fail::Error(format!("{e:#}")))?;
             self.views = Some(Views {
                 uid: uid.to_string(),
@@ -799,9 +799,7 @@ fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<boo
 
 /// The snapshots under `root`, as the snapshot list shows them (paths relative to `root`).
 fn scan_dir(root: &Path) -> Vec<SnapshotRow> {
-    let mut found: Vec<Found> = Vec::new();
-    scan(root, 4, &mut found);
-    found
+    statekit_snapshot::find_snapshots(root, 4)
         .into_iter()
         .map(|f| {
             let rel = f.path.strip_prefix(root).unwrap_or(&f.path);

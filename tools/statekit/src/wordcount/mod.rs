@@ -28,19 +28,17 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use sink::FileSink;
 use source::WordSource;
-use statekit_changelog::{
-    restore_into, ChangelogBackend, ChangelogConfig, ChangelogCut, ChangelogStorage, Materializer, ReplayClock,
-    StorageKind,
-};
+use statekit_changelog::{ChangelogConfig, ChangelogCut, ChangelogStorage, StorageKind};
 use statekit_checkpoint::{new_job_id, CheckpointStore, RestoreMode, SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{LocalStorage, Storage};
-use statekit_core::StateError;
 use statekit_core::{
     decode_value, key_group_for_key, keygroup, BackendConfig, Codec, KeyedStateBackend, OperatorStateDescriptor,
     OperatorStateHandle, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, StateDescriptor, StateFunctions,
     StateHandle, TypeSchema, Value,
 };
-use statekit_hashmap::HashMapBackend;
+use statekit_snapshot::{
+    latest_checkpoint, open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom, SnapshotError,
+};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -244,15 +242,6 @@ pub enum BackendKind {
     Rocksdb,
 }
 
-/// The keyed state backend of one counter subtask.
-enum Keyed {
-    Heap(HashMapBackend),
-    #[cfg(feature = "rocksdb")]
-    RocksDb(Box<statekit_rocksdb::RocksDbBackend>),
-    /// Either kind behind the changelog.
-    Changelog(Box<ChangelogBackend>),
-}
-
 /// What the changelog backends of a job share: the upload service and where
 /// materializations go.
 struct ChangelogContext {
@@ -261,40 +250,10 @@ struct ChangelogContext {
     config: ChangelogConfig,
 }
 
-/// How operator `uid`'s keyed state is stored in a snapshot.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Stored {
-    Canonical,
-    Native,
-    Changelog,
-}
-
-fn stored(reader: &SnapshotReader, uid: &str) -> Result<Stored> {
-    Ok(if reader.is_changelog(uid)? {
-        Stored::Changelog
-    } else if reader.is_native(uid)? {
-        Stored::Native
-    } else {
-        Stored::Canonical
-    })
-}
-
-/// A plain backend of the chosen kind, restored natively from `native` when given.
-fn plain_backend(
-    args: &WordcountArgs,
-    config: BackendConfig,
-    native: Option<(&SnapshotReader, bool)>,
-) -> Result<Keyed> {
+/// The plain backend `--backend` and the `--rocksdb-*` flags choose.
+fn backend_choice(args: &WordcountArgs) -> Result<BackendChoice> {
     Ok(match args.backend {
-        BackendKind::Hashmap => {
-            if let Some((reader, _)) = native {
-                bail!(
-                    "{} is a native RocksDB snapshot: restore it with --backend rocksdb (or take a canonical savepoint to switch backends)",
-                    reader.storage().describe("")
-                );
-            }
-            Keyed::Heap(HashMapBackend::new(config)?)
-        }
+        BackendKind::Hashmap => BackendChoice::HashMap,
         #[cfg(feature = "rocksdb")]
         BackendKind::Rocksdb => {
             let profile: statekit_rocksdb::Profile = args
@@ -305,101 +264,39 @@ fn plain_backend(
             if let Some(dir) = &args.rocksdb_dir {
                 options = options.with_local_dir(dir);
             }
-            let mut b = statekit_rocksdb::RocksDbBackend::new(config, options)?;
-            if let Some((reader, reuse)) = native {
-                let handles = reader.native_handles(COUNTER_UID, b.key_group_range())?;
-                b.restore_native(&handles, reuse)?;
-            }
-            Keyed::RocksDb(Box::new(b))
+            BackendChoice::RocksDb(options)
         }
         #[cfg(not(feature = "rocksdb"))]
         BackendKind::Rocksdb => bail!("this statekit was built without the `rocksdb` feature"),
     })
 }
 
-impl Keyed {
-    /// The backend of counter subtask `index`, restored from `restore` when given. Any
-    /// snapshot restores into any configuration, except native RocksDB files into the heap
-    /// backend: canonical state through the backend's restore, native files through
-    /// RocksDB's (under the changelog too), changelog state by materializations plus
-    /// replay — into a changelog backend (which keeps referencing the restored files until
-    /// its first materialization, unless `NO_CLAIM`) or, with the changelog off, into a plain
-    /// one.
-    fn open(
-        args: &WordcountArgs,
-        changelog: Option<&ChangelogContext>,
-        config: BackendConfig,
-        index: u32,
-        restore: Option<(&SnapshotReader, RestoreMode)>,
-    ) -> Result<Self> {
-        let how = restore.map(|(r, _)| stored(r, COUNTER_UID)).transpose()?;
-        let Some(ctx) = changelog else {
-            return Ok(match (restore, how) {
-                (Some((reader, _)), Some(Stored::Changelog)) => {
-                    // Changelog off: replay into a plain backend on a replay clock, so TTL
-                    // data keeps its recorded timestamps.
-                    let rc = ReplayClock::new(config.clock.clone());
-                    let mut b = plain_backend(args, config.with_clock(rc.clone()), None)?;
-                    let range = b.as_dyn().key_group_range();
-                    let handles = reader.changelog_handles(COUNTER_UID, range)?;
-                    restore_into(b.as_dyn(), Some(&rc), range, &handles)?;
-                    rc.follow();
-                    b
-                }
-                (Some((reader, mode)), Some(Stored::Native)) => {
-                    plain_backend(args, config, Some((reader, mode.may_reference_restored_files())))?
-                }
-                (Some((reader, _)), _) => {
-                    let mut b = plain_backend(args, config, None)?;
-                    reader.restore_keyed(COUNTER_UID, b.as_dyn())?;
-                    b
-                }
-                (None, _) => plain_backend(args, config, None)?,
-            });
-        };
-        let materializer = Materializer::new(ctx.job.clone(), ctx.config.materialization.clone(), u64::from(index));
-        let native = match (restore, how) {
-            // Restored natively inside the wrapper (so on its replay clock); the files are
-            // not referenced later: the first checkpoint materializes.
-            (Some((reader, _)), Some(Stored::Native)) => Some((reader, false)),
-            _ => None,
-        };
-        let mut b = ChangelogBackend::new(config, &ctx.storage, materializer, |c| {
-            match plain_backend(args, c, native) {
-                Ok(k) => Ok(k.into_dyn()),
-                Err(e) => Err(StateError::Other(e.into())),
-            }
-        })?;
-        match (restore, how) {
-            (Some((reader, mode)), Some(Stored::Changelog)) => {
-                let handles = reader.changelog_handles(COUNTER_UID, b.key_group_range())?;
-                let stats = b.restore_changelog(&handles, mode.may_reference_restored_files())?;
-                tracing::debug!(index, ?stats, "changelog restored");
-            }
-            (Some(_), Some(Stored::Native)) => b.delegate_restored(),
-            (Some((reader, _)), _) => reader.restore_keyed(COUNTER_UID, &mut b)?,
-            (None, _) => {}
-        }
-        Ok(Keyed::Changelog(Box::new(b)))
-    }
-
-    fn into_dyn(self) -> Box<dyn KeyedStateBackend> {
-        match self {
-            Keyed::Heap(b) => Box::new(b),
-            #[cfg(feature = "rocksdb")]
-            Keyed::RocksDb(b) => b,
-            Keyed::Changelog(b) => b,
-        }
-    }
-
-    fn as_dyn(&mut self) -> &mut dyn KeyedStateBackend {
-        match self {
-            Keyed::Heap(b) => b,
-            #[cfg(feature = "rocksdb")]
-            Keyed::RocksDb(b) => b.as_mut(),
-            Keyed::Changelog(b) => b.as_mut(),
-        }
-    }
+/// The backend of counter subtask `index` (the library's [`open_keyed`]: any snapshot kind
+/// restores into any configuration, except native RocksDB files into the heap backend).
+fn open_counter(
+    choice: &BackendChoice,
+    changelog: Option<&ChangelogContext>,
+    config: BackendConfig,
+    index: u32,
+    restore: Option<(&SnapshotReader, RestoreMode)>,
+) -> Result<KeyedBackend> {
+    let setup = changelog.map(|ctx| ChangelogSetup {
+        storage: &ctx.storage,
+        job: ctx.job.clone(),
+        materialization: ctx.config.materialization.clone(),
+        jitter_seed: u64::from(index),
+    });
+    let from = restore.map(|(reader, mode)| RestoreFrom {
+        reader,
+        uid: COUNTER_UID,
+        mode,
+    });
+    open_keyed(choice, config, setup, from).map_err(|e| match e {
+        SnapshotError::NativeNeedsItsBackend { snapshot, .. } => anyhow::anyhow!(
+            "{snapshot} is a native RocksDB snapshot: restore it with --backend rocksdb (or take a canonical savepoint to switch backends)"
+        ),
+        other => other.into(),
+    })
 }
 
 /// The synchronous part of one subtask's keyed snapshot.
@@ -411,7 +308,7 @@ enum Cut {
 }
 
 struct Counter {
-    backend: Keyed,
+    backend: KeyedBackend,
     count: StateHandle,
     positions: StateHandle,
     followers: StateHandle,
@@ -456,29 +353,6 @@ fn decode_offset(bytes: &[u8]) -> Result<(String, u64)> {
         },
         _ => bail!("source offset state has an unexpected shape"),
     }
-}
-
-/// The newest complete checkpoint under a checkpoint base directory (any job).
-pub fn latest_checkpoint(base: &Path) -> Result<Option<(u64, PathBuf)>> {
-    let mut best: Option<(i64, u64, PathBuf)> = None;
-    let Ok(rd) = std::fs::read_dir(base) else {
-        return Ok(None);
-    };
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(base));
-    for job in rd.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
-        let job_id = job.file_name().to_string_lossy().to_string();
-        if job_id.starts_with('.') || job_id == "at-most-once" {
-            continue;
-        }
-        let store = CheckpointStore::open(storage.clone(), &job_id, 1)?;
-        if let Some(c) = store.latest_completed()? {
-            let key = (c.metadata.timestamp_ms, c.id);
-            if best.as_ref().is_none_or(|b| (b.0, b.1) < key) {
-                best = Some((key.0, key.1, base.join(&c.dir)));
-            }
-        }
-    }
-    Ok(best.map(|(_, id, p)| (id, p)))
 }
 
 struct Job {
@@ -572,11 +446,12 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     };
 
     // Keyed state: one backend per counter subtask, owning its key-group range, restored.
+    let choice = backend_choice(&args)?;
     let mut counters = Vec::new();
     for i in 0..p {
         let config = BackendConfig::for_subtask(max_p, p, i)?;
         let restore = restored_reader.as_ref().map(|r| (r, args.restore_mode));
-        counters.push(Keyed::open(&args, changelog.as_ref(), config, i, restore)?);
+        counters.push(open_counter(&choice, changelog.as_ref(), config, i, restore)?);
     }
 
     // Operator state.
@@ -843,7 +718,7 @@ impl Job {
     /// checkpoints whose asynchronous part is done.
     fn maintain(&mut self) -> Result<()> {
         for c in self.counters.iter_mut() {
-            if let Keyed::Changelog(b) = &mut c.backend {
+            if let KeyedBackend::Changelog(b) = &mut c.backend {
                 b.poll()?;
             }
         }
@@ -879,12 +754,12 @@ impl Job {
             .iter_mut()
             .map(|c| -> Result<Cut> {
                 match &mut c.backend {
-                    Keyed::Changelog(b) if checkpoint => {
+                    KeyedBackend::Changelog(b) if checkpoint => {
                         let states = b.descriptors();
                         return Ok(Cut::Changelog(b.checkpoint(id)?, states));
                     }
                     #[cfg(feature = "rocksdb")]
-                    Keyed::RocksDb(b) if native => {
+                    KeyedBackend::RocksDb(b) if native => {
                         let cut = b.native_snapshot(id)?;
                         return Ok(Cut::Native(cut, b.descriptors()));
                     }

@@ -1,8 +1,6 @@
 //! The keyed state of a snapshot's operator as entry streams, whatever its format.
 
-#[cfg(not(feature = "rocksdb"))]
-use anyhow::bail;
-use anyhow::{anyhow, Result};
+use crate::error::SnapshotError;
 use statekit_changelog::{restore_into, ReplayClock};
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{
@@ -12,43 +10,73 @@ use statekit_core::{
 use statekit_hashmap::HashMapBackend;
 use std::sync::Arc;
 
-/// One view per subtask of operator `uid` overlapping `range`: canonical keyed data files,
-/// native RocksDB files opened read-only (nothing is written to the snapshot), and changelog
-/// state restored into a heap backend (materializations plus the tail replayed, as a restore
-/// would see it).
-pub fn keyed_views(reader: &SnapshotReader, uid: &str, range: KeyGroupRange) -> Result<Vec<Box<dyn KeyedStateView>>> {
+/// How an operator's keyed state is stored in a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredAs {
+    /// Canonical keyed data files (restore into any backend, at any parallelism).
+    Canonical,
+    /// A backend's native files (RocksDB): restore into that backend, or read as views.
+    Native,
+    /// Changelog handles: materializations plus a log tail to replay.
+    Changelog,
+}
+
+/// How operator `uid`'s keyed state is stored in the snapshot `reader` opened.
+pub fn stored_as(reader: &SnapshotReader, uid: &str) -> Result<StoredAs, SnapshotError> {
+    Ok(if reader.is_changelog(uid)? {
+        StoredAs::Changelog
+    } else if reader.is_native(uid)? {
+        StoredAs::Native
+    } else {
+        StoredAs::Canonical
+    })
+}
+
+/// One view per subtask of operator `uid` overlapping `range`, in key-group order: canonical
+/// keyed data files, native RocksDB files opened read-only (nothing is written to the
+/// snapshot), and changelog state restored into a heap backend (materializations plus the
+/// tail replayed, as a restore would see it). Streaming the views one after the other gives
+/// the operator's entries in key-group order — the narrow waist every command reads.
+pub fn keyed_views(
+    reader: &SnapshotReader,
+    uid: &str,
+    range: KeyGroupRange,
+) -> Result<Vec<Box<dyn KeyedStateView>>, SnapshotError> {
     let mut views: Vec<Box<dyn KeyedStateView>> = Vec::new();
     for r in reader.keyed_readers(uid, range)? {
         views.push(Box::new(r));
     }
     let native = reader.native_handles(uid, range)?;
-    if !native.is_empty() {
+    if let Some(first) = native.first() {
         #[cfg(feature = "rocksdb")]
-        for h in &native {
-            views.push(Box::new(statekit_rocksdb::NativeSnapshotView::open(
-                h,
-                &statekit_rocksdb::RocksDbOptions::default(),
-            )?));
+        {
+            let _ = first;
+            for h in &native {
+                views.push(Box::new(statekit_rocksdb::NativeSnapshotView::open(
+                    h,
+                    &statekit_rocksdb::RocksDbOptions::default(),
+                )?));
+            }
         }
         #[cfg(not(feature = "rocksdb"))]
-        bail!(
-            "operator {uid:?} holds native {} state; this statekit was built without the `rocksdb` feature",
-            native[0].handle.backend
-        );
+        return Err(SnapshotError::BackendNotBuilt {
+            uid: uid.to_string(),
+            backend: first.handle.backend.clone(),
+        });
     }
     for h in reader.changelog_handles(uid, range)? {
         let r = h.key_groups.intersection(&range);
         if r.is_empty() {
             continue;
         }
-        views.push(Box::new(
-            restore_changelog(&h, r, reader.metadata().timestamp_ms).map_err(|e| {
-                anyhow!(
-                    "operator {uid:?}, subtask {}: restoring its changelog state: {e}",
-                    h.subtask
-                )
-            })?,
-        ));
+        let view = restore_changelog(&h, r, reader.metadata().timestamp_ms).map_err(|source| {
+            SnapshotError::ChangelogView {
+                uid: uid.to_string(),
+                subtask: h.subtask,
+                source,
+            }
+        })?;
+        views.push(Box::new(view));
     }
     // Subtask order is key-group order: sort so entries stream in key-group order.
     views.sort_by_key(|v| v.key_group_range().start());

@@ -1,0 +1,150 @@
+//! Finding snapshots under a directory and the latest complete checkpoint.
+
+use crate::error::SnapshotError;
+use statekit_checkpoint::{find_snapshot_dirs, CheckpointStore, SnapshotReader};
+use statekit_core::storage::{LocalStorage, Storage};
+use statekit_format::{FileScope, SnapshotMetadata, METADATA_FILE_NAME};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The reason [`FoundSnapshot::problem`] gives for a `chk-N` directory without `_metadata`.
+pub const INCOMPLETE: &str = "no _metadata: incomplete";
+
+/// A snapshot directory found by [`find_snapshots`] (only `_metadata` files are read).
+#[derive(Clone, Debug)]
+pub struct FoundSnapshot {
+    /// The directory.
+    pub path: PathBuf,
+    /// True when its `_metadata` reads and is structurally sound.
+    pub complete: bool,
+    /// Why it is not complete: [`INCOMPLETE`] for a checkpoint without `_metadata`, else the
+    /// error reading it (the snapshot is broken).
+    pub problem: Option<String>,
+    /// Its metadata, when complete.
+    pub meta: Option<SnapshotMetadata>,
+    /// Every file the snapshot references (shared ones too), plus `_metadata`.
+    pub bytes: u64,
+    /// What the snapshot wrote itself (for an incremental checkpoint: what it uploaded).
+    pub own_bytes: u64,
+    /// Bytes inside its directory.
+    pub dir_bytes: u64,
+}
+
+impl FoundSnapshot {
+    /// True when the directory has a `_metadata` that does not read (damaged, a newer
+    /// version, not a regular file): a broken snapshot rather than an incomplete one.
+    pub fn is_broken(&self) -> bool {
+        !self.complete && self.problem.as_deref() != Some(INCOMPLETE)
+    }
+}
+
+/// Every snapshot under `dir`, `depth` levels down, in path order: complete ones with their
+/// metadata, `chk-N` directories without `_metadata` (incomplete), and directories whose
+/// `_metadata` does not read (broken, with the reason).
+pub fn find_snapshots(dir: &Path, depth: usize) -> Vec<FoundSnapshot> {
+    find_snapshot_dirs(dir, depth)
+        .into_iter()
+        .map(|d| {
+            let (complete, problem, meta) = if d.has_metadata {
+                match SnapshotReader::open(&d.path) {
+                    Ok(r) => (true, None, Some(r.metadata().clone())),
+                    Err(e) => (false, Some(e.to_string()), None),
+                }
+            } else {
+                (false, Some(INCOMPLETE.to_string()), None)
+            };
+            let dir_bytes = dir_size(&d.path);
+            let md_bytes = std::fs::metadata(d.path.join(METADATA_FILE_NAME)).map_or(0, |m| m.len());
+            let (bytes, own_bytes) = match &meta {
+                Some(m) => {
+                    let (t, o) = referenced_bytes(m);
+                    (t.saturating_add(md_bytes), o.saturating_add(md_bytes))
+                }
+                None => (dir_bytes, dir_bytes),
+            };
+            FoundSnapshot {
+                path: d.path,
+                complete,
+                problem,
+                meta,
+                bytes,
+                own_bytes,
+                dir_bytes,
+            }
+        })
+        .collect()
+}
+
+fn dir_size(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_size(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .fold(0, u64::saturating_add)
+        })
+        .unwrap_or(0)
+}
+
+/// (total bytes of every file the snapshot references, bytes this snapshot wrote itself):
+/// for an incremental checkpoint the second is what it uploaded; for a changelog checkpoint
+/// its own directory's files (materializations and log files are written off the checkpoint
+/// path and shared; each counts once in the total).
+pub fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
+    let (mut total, mut own) = (0u64, 0u64);
+    let mut changelog_files: std::collections::BTreeSet<(&str, &str)> = std::collections::BTreeSet::new();
+    for s in m.operators.iter().flat_map(|o| &o.subtasks) {
+        for f in s.keyed.iter().chain(s.operator.iter()) {
+            total = total.saturating_add(f.size);
+            own = own.saturating_add(f.size);
+        }
+        if let Some(n) = &s.native {
+            total = total.saturating_add(n.total_bytes());
+            own = own.saturating_add(n.uploaded_bytes);
+        }
+        if let Some(c) = &s.changelog {
+            let files = c
+                .materialized
+                .iter()
+                .map(|p| &p.file)
+                .chain(c.tail.iter().map(|t| &t.file));
+            for f in files {
+                if changelog_files.insert((f.scope.as_str(), &f.path)) {
+                    total = total.saturating_add(f.size);
+                    if f.scope == FileScope::Exclusive {
+                        own = own.saturating_add(f.size);
+                    }
+                }
+            }
+        }
+    }
+    (total, own)
+}
+
+/// The newest complete checkpoint under a checkpoint base directory (`<base>/<job-id>/chk-N`,
+/// any job; newest by timestamp, then id), as (checkpoint id, directory). Hidden directories
+/// and `at-most-once` (the word count's offset store) are not jobs.
+pub fn latest_checkpoint(base: &Path) -> Result<Option<(u64, PathBuf)>, SnapshotError> {
+    let mut best: Option<(i64, u64, PathBuf)> = None;
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return Ok(None);
+    };
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(base));
+    for job in rd.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
+        let job_id = job.file_name().to_string_lossy().to_string();
+        if job_id.starts_with('.') || job_id == "at-most-once" {
+            continue;
+        }
+        let store = CheckpointStore::open(storage.clone(), &job_id, 1)?;
+        if let Some(c) = store.latest_completed()? {
+            let key = (c.metadata.timestamp_ms, c.id);
+            if best.as_ref().is_none_or(|b| (b.0, b.1) < key) {
+                best = Some((key.0, key.1, base.join(&c.dir)));
+            }
+        }
+    }
+    Ok(best.map(|(_, id, p)| (id, p)))
+}

@@ -1,0 +1,27 @@
+//! # statekit-snapshot
+//!
+//! The library layer above the backends: whatever snapshot a user points at — a canonical
+//! savepoint, a native RocksDB savepoint or incremental checkpoint, a changelog checkpoint —
+//! this crate opens it the same way:
+//!
+//! * [`keyed_views`]: an operator's keyed state as key-group-ordered entry streams
+//!   ([`statekit_core::KeyedStateView`]), the narrow waist every tool reads;
+//! * [`open_keyed`]: a backend of the caller's choice ([`BackendChoice`], optionally under the
+//!   changelog: [`ChangelogSetup`]) restored from any snapshot kind at any parallelism;
+//! * [`find_snapshots`] and [`latest_checkpoint`]: what lies under a directory.
+//!
+//! The `rocksdb` feature adds the RocksDB backend and native RocksDB snapshots; without it a
+//! native snapshot is an error ([`SnapshotError::BackendNotBuilt`]), and nothing builds RocksDB.
+//!
+//! Runnable example (an engine restoring "whatever snapshot the user points at" into a heap
+//! backend, at any parallelism): `cargo run -p statekit-snapshot --example restore_any -- PATH UID`.
+
+mod backend;
+mod error;
+mod find;
+mod views;
+
+pub use backend::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom};
+pub use error::SnapshotError;
+pub use find::{find_snapshots, latest_checkpoint, referenced_bytes, FoundSnapshot, INCOMPLETE};
+pub use views::{keyed_views, stored_as, StoredAs};
