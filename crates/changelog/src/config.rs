@@ -29,6 +29,13 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// What kind of failure this is (a configuration mistake).
+    pub fn kind(&self) -> statekit_core::ErrorKind {
+        statekit_core::ErrorKind::Caller
+    }
+}
+
 /// Where the change log is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StorageKind {

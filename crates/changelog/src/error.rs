@@ -1,7 +1,7 @@
 //! Errors of the changelog.
 
 use statekit_core::storage::StorageError;
-use statekit_core::StateError;
+use statekit_core::{ErrorKind, StateError};
 use statekit_format::FormatError;
 
 /// What went wrong in the changelog.
@@ -40,8 +40,28 @@ pub enum ChangelogError {
     Invalid(String),
 }
 
+impl ChangelogError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ChangelogError::Format(e) => e.kind(),
+            ChangelogError::Record { .. } => ErrorKind::Corrupt,
+            ChangelogError::Storage(e) => e.kind(),
+            ChangelogError::State(e) => e.kind(),
+            ChangelogError::Config(_) | ChangelogError::Invalid(_) => ErrorKind::Caller,
+            ChangelogError::Upload(_) => ErrorKind::Transient,
+        }
+    }
+}
+
+fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    err.downcast_ref::<ChangelogError>().map(ChangelogError::kind)
+}
+
 impl From<ChangelogError> for StateError {
     fn from(e: ChangelogError) -> Self {
+        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         match e {
             ChangelogError::State(s) => s,
             other => StateError::Other(Box::new(other)),

@@ -1,5 +1,5 @@
 use statekit_core::storage::StorageError;
-use statekit_core::StateError;
+use statekit_core::{ErrorKind, StateError};
 use statekit_format::FormatError;
 
 /// Errors of the checkpoint lifecycle.
@@ -26,4 +26,16 @@ pub enum CheckpointError {
         /// Why it was rejected.
         reason: String,
     },
+}
+
+impl CheckpointError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CheckpointError::Format(e) => e.kind(),
+            CheckpointError::Storage(e) => e.kind(),
+            CheckpointError::State(e) => e.kind(),
+            CheckpointError::Invalid(_) | CheckpointError::NotASnapshot { .. } => ErrorKind::Caller,
+        }
+    }
 }

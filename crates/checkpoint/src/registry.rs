@@ -92,6 +92,13 @@ pub enum RegistryError {
     NotPending(u64),
 }
 
+impl RegistryError {
+    /// What kind of failure this is (every registry error is a request that does not fit).
+    pub fn kind(&self) -> statekit_core::ErrorKind {
+        statekit_core::ErrorKind::Caller
+    }
+}
+
 /// The registry of one job.
 #[derive(Clone, Debug, Default)]
 pub struct SharedStateRegistry {

@@ -25,7 +25,7 @@ pub mod storage;
 pub mod stream;
 
 pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
-pub use error::StateError;
+pub use error::{register_kind_classifier, ErrorKind, KindClassifier, StateError};
 pub use keygroup::{key_group_for_key, KeyGroupRange, DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM};
 pub use operator::{uid_looks_auto_generated, OperatorId};
 pub use operator_state::{

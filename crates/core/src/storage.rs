@@ -54,6 +54,19 @@ pub enum StorageError {
     },
 }
 
+impl StorageError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind;
+        match self {
+            StorageError::NotFound(_) => ErrorKind::NotFound,
+            StorageError::InvalidPath(_) | StorageError::NotAFile { .. } => ErrorKind::Caller,
+            StorageError::Truncated { .. } => ErrorKind::Transient,
+            StorageError::Io { source, .. } => ErrorKind::of_io(source),
+        }
+    }
+}
+
 /// The bytes of a stored file (memory-mapped for local files).
 pub trait Blob: Send + Sync {
     /// The whole file.

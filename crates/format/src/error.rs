@@ -1,7 +1,7 @@
 //! The error type of the format crate.
 
 use statekit_core::storage::StorageError;
-use statekit_core::StateError;
+use statekit_core::{ErrorKind, StateError};
 
 /// Errors from encoding, decoding and verifying statekit files.
 ///
@@ -72,6 +72,17 @@ impl FormatError {
         FormatError::State(StateError::Snapshot(reason.into()))
     }
 
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            FormatError::Corrupt { .. } | FormatError::BadMagic { .. } => ErrorKind::Corrupt,
+            FormatError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
+            FormatError::Storage(e) => e.kind(),
+            FormatError::State(e) => e.kind(),
+            FormatError::Unresolvable(_) => ErrorKind::Caller,
+        }
+    }
+
     /// The file the error names, when it names one.
     pub fn file(&self) -> Option<&str> {
         match self {
@@ -86,8 +97,14 @@ impl FormatError {
 /// Converts for [`statekit_core::KeyedStateView`] implementations: a [`FormatError::State`] is
 /// unwrapped, anything else is boxed into [`StateError::Other`] (and can be recovered with
 /// `downcast_ref::<FormatError>()`).
+fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    err.downcast_ref::<FormatError>().map(FormatError::kind)
+}
+
 impl From<FormatError> for StateError {
     fn from(e: FormatError) -> Self {
+        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         match e {
             FormatError::State(s) => s,
             other => StateError::Other(Box::new(other)),

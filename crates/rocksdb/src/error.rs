@@ -1,6 +1,6 @@
 //! Errors of the RocksDB backend, carried inside [`StateError::Other`].
 
-use statekit_core::StateError;
+use statekit_core::{ErrorKind, StateError};
 
 /// What went wrong below the [`KeyedStateBackend`](statekit_core::KeyedStateBackend) trait.
 /// Backend methods return it wrapped in [`StateError::Other`]; downcast to inspect it.
@@ -24,8 +24,43 @@ pub enum RocksDbError {
     Disposed,
 }
 
+impl RocksDbError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RocksDbError::Db { source, .. } => {
+                use rocksdb::ErrorKind as K;
+                match source.kind() {
+                    K::Corruption => ErrorKind::Corrupt,
+                    K::NotFound => ErrorKind::NotFound,
+                    K::NotSupported => ErrorKind::Unsupported,
+                    K::InvalidArgument | K::ColumnFamilyDropped => ErrorKind::Caller,
+                    K::IOError
+                    | K::Incomplete
+                    | K::TimedOut
+                    | K::Aborted
+                    | K::Busy
+                    | K::Expired
+                    | K::TryAgain
+                    | K::MergeInProgress
+                    | K::ShutdownInProgress => ErrorKind::Transient,
+                    _ => ErrorKind::Internal,
+                }
+            }
+            RocksDbError::Corrupt(_) => ErrorKind::Corrupt,
+            RocksDbError::Disposed => ErrorKind::Caller,
+        }
+    }
+}
+
+fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    err.downcast_ref::<RocksDbError>().map(RocksDbError::kind)
+}
+
 impl From<RocksDbError> for StateError {
     fn from(e: RocksDbError) -> Self {
+        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         StateError::Other(Box::new(e))
     }
 }

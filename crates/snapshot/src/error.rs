@@ -2,7 +2,7 @@
 
 use statekit_changelog::ChangelogError;
 use statekit_checkpoint::CheckpointError;
-use statekit_core::StateError;
+use statekit_core::{ErrorKind, StateError};
 use statekit_format::FormatError;
 
 /// Errors of opening, reading and restoring snapshots of any kind.
@@ -52,8 +52,29 @@ pub enum SnapshotError {
     },
 }
 
+impl SnapshotError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SnapshotError::Checkpoint(e) => e.kind(),
+            SnapshotError::Format(e) => e.kind(),
+            SnapshotError::State(e) => e.kind(),
+            SnapshotError::Changelog(e) => e.kind(),
+            SnapshotError::NativeNeedsItsBackend { .. } => ErrorKind::Caller,
+            SnapshotError::BackendNotBuilt { .. } => ErrorKind::Unsupported,
+            SnapshotError::ChangelogView { source, .. } => source.kind(),
+        }
+    }
+}
+
+fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    err.downcast_ref::<SnapshotError>().map(SnapshotError::kind)
+}
+
 impl From<SnapshotError> for StateError {
     fn from(e: SnapshotError) -> Self {
+        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         match e {
             SnapshotError::State(s) => s,
             other => StateError::Other(Box::new(other)),
