@@ -157,6 +157,18 @@ impl StateError {
         }
     }
 
+    /// The operation needs one of the kinds `expected` names
+    /// ([`crate::state::accepts`]), but `desc` is another.
+    #[cold]
+    #[inline(never)]
+    pub fn wrong_kind(desc: &crate::StateDescriptor, expected: &'static str) -> Self {
+        StateError::WrongKind {
+            state: desc.name.clone(),
+            expected,
+            actual: desc.kind,
+        }
+    }
+
     /// Wraps an I/O error with context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         StateError::Io {

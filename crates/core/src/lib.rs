@@ -34,6 +34,6 @@ pub use operator_state::{
 pub use schema::{decode_value, encode_value, Codec, TypeSchema, Value};
 pub use state::{
     AggregateFn, KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, ReduceFn, StateDescriptor, StateFunctions,
-    TtlConfig, TtlUpdateType,
+    TtlConfig, TtlContext, TtlUpdateType,
 };
 pub use stream::{Entry, EntryVisitor, KeyedStateView, MemoryView, OwnedEntry};

@@ -145,6 +145,70 @@ impl TtlConfig {
     }
 }
 
+/// The TTL context of one state operation: the state's TTL and, when it has one, the time
+/// now (read from the backend's clock once per operation). Backends share it so expiry means
+/// the same in every one.
+#[derive(Clone, Copy, Debug)]
+pub struct TtlContext {
+    /// The state's TTL, if any.
+    pub cfg: Option<TtlConfig>,
+    /// The time now (ms since the epoch); 0 when the state has no TTL.
+    pub now: i64,
+}
+
+impl TtlContext {
+    /// The context for an operation on `desc` at the time `clock` says (read only when the
+    /// state has a TTL).
+    #[inline]
+    pub fn of(desc: &StateDescriptor, clock: &dyn crate::Clock) -> Self {
+        TtlContext {
+            cfg: desc.ttl,
+            now: if desc.ttl.is_some() { clock.now_ms() } else { 0 },
+        }
+    }
+
+    /// True when data stamped `ts` is visible (always, without TTL).
+    #[inline]
+    pub fn live(&self, ts: i64) -> bool {
+        match &self.cfg {
+            None => true,
+            Some(cfg) => !cfg.is_expired(ts, self.now),
+        }
+    }
+
+    /// True when reads refresh the timestamp ([`TtlUpdateType::OnReadAndWrite`]).
+    #[inline]
+    pub fn refresh_on_read(&self) -> bool {
+        matches!(&self.cfg, Some(c) if c.update_type == TtlUpdateType::OnReadAndWrite)
+    }
+
+    /// True when stored data carries a timestamp (the state has a TTL).
+    #[inline]
+    pub fn stamped(&self) -> bool {
+        self.cfg.is_some()
+    }
+
+    /// The timestamp a write records (`None` without TTL).
+    #[inline]
+    pub fn stamp(&self) -> Option<i64> {
+        self.cfg.map(|_| self.now)
+    }
+}
+
+/// The kinds an operation accepts, as [`crate::StateError::WrongKind`] names them.
+pub mod accepts {
+    /// `get`/`put`/`clear`-style single values.
+    pub const SINGLE: &str = "a value, reducing or aggregating state";
+    /// List operations.
+    pub const LIST: &str = "a list state";
+    /// Map operations.
+    pub const MAP: &str = "a map state";
+    /// `add`.
+    pub const ADDABLE: &str = "a list, reducing or aggregating state";
+    /// Merging namespaces.
+    pub const MERGEABLE: &str = "a list, reducing or aggregating state";
+}
+
 /// Everything recorded about a keyed state: its name (unique within an operator), kind,
 /// the schemas of its key, namespace, value (for lists: element; for maps: map value) and
 /// map user key, and its TTL.
@@ -287,6 +351,25 @@ pub enum StateFunctions {
     Reduce(ReduceFn),
     /// For aggregating state.
     Aggregate(AggregateFn),
+}
+
+impl StateFunctions {
+    /// Checks that the functions fit the kind of `desc` (`None` always fits).
+    pub fn check_fits(&self, desc: &StateDescriptor) -> Result<(), crate::StateError> {
+        let fits = match self {
+            StateFunctions::None => true,
+            StateFunctions::Reduce(_) => desc.kind == KeyedStateKind::Reducing,
+            StateFunctions::Aggregate(_) => desc.kind == KeyedStateKind::Aggregating,
+        };
+        if fits {
+            Ok(())
+        } else {
+            Err(crate::StateError::Incompatible(format!(
+                "state {:?} is a {} state and cannot take {:?} functions",
+                desc.name, desc.kind, self
+            )))
+        }
+    }
 }
 
 impl fmt::Debug for StateFunctions {

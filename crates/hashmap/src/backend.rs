@@ -5,7 +5,7 @@ use crate::cow::make_mut;
 use crate::snapshot::HashMapSnapshot;
 use crate::table::{key_hash, KgTable, Probe, Slot};
 use statekit_core::keygroup::check_max_parallelism;
-use statekit_core::state::{KeyedStateKind, TtlConfig, TtlUpdateType};
+use statekit_core::state::KeyedStateKind;
 use statekit_core::stream::check_entry_shape;
 use statekit_core::{
     key_group_for_key, BackendConfig, Clock, Entry, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
@@ -111,50 +111,10 @@ struct Registered {
     tables: Tables,
 }
 
-/// TTL context of one operation: the state's TTL and, when it has one, the time now.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ttl {
-    pub(crate) cfg: Option<TtlConfig>,
-    pub(crate) now: i64,
-}
+/// TTL context of one operation (shared with the other backends).
+pub(crate) use statekit_core::TtlContext as Ttl;
 
-impl Ttl {
-    /// True when a cell stamped `ts` is visible.
-    #[inline]
-    pub(crate) fn live(&self, ts: i64) -> bool {
-        match &self.cfg {
-            None => true,
-            Some(cfg) => !cfg.is_expired(ts, self.now),
-        }
-    }
-
-    #[inline]
-    fn refresh_on_read(&self) -> bool {
-        matches!(&self.cfg, Some(c) if c.update_type == TtlUpdateType::OnReadAndWrite)
-    }
-
-    /// The timestamp a write records.
-    #[inline]
-    fn stamp(&self) -> i64 {
-        self.now
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn wrong_kind(desc: &StateDescriptor, expected: &'static str) -> StateError {
-    StateError::WrongKind {
-        state: desc.name.clone(),
-        expected,
-        actual: desc.kind,
-    }
-}
-
-const SINGLE: &str = "a value, reducing or aggregating state";
-const LIST: &str = "a list state";
-const MAP: &str = "a map state";
-const ADDABLE: &str = "a list, reducing or aggregating state";
-const MERGEABLE: &str = "a list, reducing or aggregating state";
+use statekit_core::state::accepts::{ADDABLE, LIST, MAP, MERGEABLE, SINGLE};
 
 #[cold]
 #[inline(never)]
@@ -299,23 +259,6 @@ impl fmt::Debug for HashMapBackend {
             .field("states", &self.states.iter().map(|s| &s.desc.name).collect::<Vec<_>>())
             .field("entries", &self.entry_count())
             .finish()
-    }
-}
-
-/// Checks that `functions` fit the kind of `desc` (`None` always fits).
-fn check_functions(desc: &StateDescriptor, functions: &StateFunctions) -> Result<(), StateError> {
-    let fits = match functions {
-        StateFunctions::None => true,
-        StateFunctions::Reduce(_) => desc.kind == KeyedStateKind::Reducing,
-        StateFunctions::Aggregate(_) => desc.kind == KeyedStateKind::Aggregating,
-    };
-    if fits {
-        Ok(())
-    } else {
-        Err(StateError::Incompatible(format!(
-            "state {:?} is a {} state and cannot take {:?} functions",
-            desc.name, desc.kind, functions
-        )))
     }
 }
 
@@ -483,10 +426,7 @@ impl HashMapBackend {
 
     #[inline]
     fn ttl_of(&self, desc: &StateDescriptor) -> Ttl {
-        Ttl {
-            cfg: desc.ttl,
-            now: if desc.ttl.is_some() { self.clock.now_ms() } else { 0 },
-        }
+        Ttl::of(desc, self.clock.as_ref())
     }
 
     /// Resolves the handle and the key's key group, and reads the clock for TTL states:
@@ -615,7 +555,7 @@ impl KeyedStateBackend for HashMapBackend {
     }
 
     fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
-        check_functions(&descriptor, &functions)?;
+        functions.check_fits(&descriptor)?;
         if let Some(&h) = self.names.get(&descriptor.name) {
             let now = self.clock.now_ms();
             let st = &mut self.states[h.0 as usize];
@@ -662,7 +602,7 @@ impl KeyedStateBackend for HashMapBackend {
         let (i, idx, kh) = self.locate_mut(state, key)?;
         let st = &mut self.states[i];
         let Tables::Single(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, SINGLE));
+            return Err(StateError::wrong_kind(&st.desc, SINGLE));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
         if let Some(cfg) = st.desc.ttl {
@@ -685,10 +625,10 @@ impl KeyedStateBackend for HashMapBackend {
     fn put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
         let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Single(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, SINGLE));
+            return Err(StateError::wrong_kind(&st.desc, SINGLE));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        let ts = ttl.stamp();
+        let ts = ttl.now;
         let (cell, created) = make_mut(&mut tables[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
         if !created {
             cell.set(ts, value);
@@ -700,7 +640,7 @@ impl KeyedStateBackend for HashMapBackend {
     fn add(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
         let (st, idx, kh, ttl) = self.parts(state, key)?;
         let p = Probe::with_key_hash(key, namespace, kh);
-        let ts = ttl.stamp();
+        let ts = ttl.now;
         let Registered {
             desc,
             functions,
@@ -739,7 +679,7 @@ impl KeyedStateBackend for HashMapBackend {
                 cell.bytes = Bytes::from_vec(acc);
                 cell.ts = ts;
             }
-            _ => return Err(wrong_kind(desc, ADDABLE)),
+            _ => return Err(StateError::wrong_kind(desc, ADDABLE)),
         }
         Ok(())
     }
@@ -770,7 +710,7 @@ impl KeyedStateBackend for HashMapBackend {
     ) -> Result<usize, StateError> {
         let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::List(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, LIST));
+            return Err(StateError::wrong_kind(&st.desc, LIST));
         };
         let t = &mut tables[idx];
         let p = Probe::with_key_hash(key, namespace, kh);
@@ -816,14 +756,14 @@ impl KeyedStateBackend for HashMapBackend {
     ) -> Result<(), StateError> {
         let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::List(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, LIST));
+            return Err(StateError::wrong_kind(&st.desc, LIST));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
         if elements.is_empty() {
             remove_entry(&mut tables[idx], &p);
             return Ok(());
         }
-        let ts = ttl.stamp();
+        let ts = ttl.now;
         let (list, _) = make_mut(&mut tables[idx]).get_or_insert_with(&p, Vec::new);
         list.truncate(elements.len());
         for (i, e) in elements.iter().enumerate() {
@@ -848,7 +788,7 @@ impl KeyedStateBackend for HashMapBackend {
         let (i, idx, kh) = self.locate_mut(state, key)?;
         let st = &mut self.states[i];
         let Tables::Map(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, MAP));
+            return Err(StateError::wrong_kind(&st.desc, MAP));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
         if let Some(cfg) = st.desc.ttl {
@@ -878,11 +818,11 @@ impl KeyedStateBackend for HashMapBackend {
     ) -> Result<(), StateError> {
         let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Map(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, MAP));
+            return Err(StateError::wrong_kind(&st.desc, MAP));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
         let (map, _) = make_mut(&mut tables[idx]).get_or_insert_with(&p, MapValue::new);
-        map.put(user_key, ttl.stamp(), value);
+        map.put(user_key, ttl.now, value);
         Ok(())
     }
 
@@ -895,7 +835,7 @@ impl KeyedStateBackend for HashMapBackend {
     ) -> Result<bool, StateError> {
         let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Map(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, MAP));
+            return Err(StateError::wrong_kind(&st.desc, MAP));
         };
         let t = &mut tables[idx];
         let p = Probe::with_key_hash(key, namespace, kh);
@@ -921,7 +861,7 @@ impl KeyedStateBackend for HashMapBackend {
     ) -> Result<usize, StateError> {
         let (st, idx, kh, ttl) = self.parts(state, key)?;
         let Tables::Map(tables) = &mut st.tables else {
-            return Err(wrong_kind(&st.desc, MAP));
+            return Err(StateError::wrong_kind(&st.desc, MAP));
         };
         let t = &mut tables[idx];
         let p = Probe::with_key_hash(key, namespace, kh);
@@ -1012,7 +952,7 @@ impl KeyedStateBackend for HashMapBackend {
                 let Some(merged) = merged else {
                     return Ok(());
                 };
-                let ts = ttl.stamp();
+                let ts = ttl.now;
                 let (cell, created) = make_mut(t).get_or_insert_with(&target, || Cell {
                     ts,
                     bytes: Bytes::new(&merged),
@@ -1026,7 +966,7 @@ impl KeyedStateBackend for HashMapBackend {
                     cell.ts = ts;
                 }
             }
-            _ => return Err(wrong_kind(desc, MERGEABLE)),
+            _ => return Err(StateError::wrong_kind(desc, MERGEABLE)),
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use crate::options::RocksDbOptions;
 use crate::snapshot::RocksDbSnapshot;
 use rocksdb::{ColumnFamilyDescriptor, ReadOptions, WriteBatch, WriteOptions};
 use statekit_core::keygroup::check_max_parallelism;
-use statekit_core::state::{KeyedStateKind, TtlConfig, TtlUpdateType};
+use statekit_core::state::KeyedStateKind;
 use statekit_core::stream::check_entry_shape;
 use statekit_core::{
     key_group_for_key, BackendConfig, Clock, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
@@ -32,72 +32,10 @@ struct Registered {
     functions: StateFunctions,
 }
 
-/// TTL context of one operation: the state's TTL and, when it has one, the time now.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ttl {
-    pub(crate) cfg: Option<TtlConfig>,
-    pub(crate) now: i64,
-}
+/// TTL context of one operation (shared with the other backends).
+pub(crate) use statekit_core::TtlContext as Ttl;
 
-impl Ttl {
-    /// True when data stamped `ts` is visible.
-    #[inline]
-    pub(crate) fn live(&self, ts: i64) -> bool {
-        match &self.cfg {
-            None => true,
-            Some(cfg) => !cfg.is_expired(ts, self.now),
-        }
-    }
-
-    /// True when values carry a timestamp.
-    #[inline]
-    fn stamped(&self) -> bool {
-        self.cfg.is_some()
-    }
-
-    /// The timestamp a write records (`None` without TTL).
-    #[inline]
-    fn stamp(&self) -> Option<i64> {
-        self.cfg.map(|_| self.now)
-    }
-
-    #[inline]
-    fn refresh_on_read(&self) -> bool {
-        matches!(&self.cfg, Some(c) if c.update_type == TtlUpdateType::OnReadAndWrite)
-    }
-}
-
-#[cold]
-fn wrong_kind(desc: &StateDescriptor, expected: &'static str) -> StateError {
-    StateError::WrongKind {
-        state: desc.name.clone(),
-        expected,
-        actual: desc.kind,
-    }
-}
-
-const SINGLE: &str = "a value, reducing or aggregating state";
-const LIST: &str = "a list state";
-const MAP: &str = "a map state";
-const ADDABLE: &str = "a list, reducing or aggregating state";
-const MERGEABLE: &str = "a list, reducing or aggregating state";
-
-/// Checks that `functions` fit the kind of `desc` (`None` always fits).
-fn check_functions(desc: &StateDescriptor, functions: &StateFunctions) -> Result<(), StateError> {
-    let fits = match functions {
-        StateFunctions::None => true,
-        StateFunctions::Reduce(_) => desc.kind == KeyedStateKind::Reducing,
-        StateFunctions::Aggregate(_) => desc.kind == KeyedStateKind::Aggregating,
-    };
-    if fits {
-        Ok(())
-    } else {
-        Err(StateError::Incompatible(format!(
-            "state {:?} is a {} state and cannot take {:?} functions",
-            desc.name, desc.kind, functions
-        )))
-    }
-}
+use statekit_core::state::accepts::{ADDABLE, LIST, MAP, MERGEABLE, SINGLE};
 
 /// The open database, the column-family handles and the options every call uses.
 struct Store {
@@ -959,7 +897,7 @@ impl KeyedStateBackend for RocksDbBackend {
     }
 
     fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
-        check_functions(&descriptor, &functions)?;
+        functions.check_fits(&descriptor)?;
         if let Some(&h) = self.names.get(&descriptor.name) {
             let i = h.0 as usize;
             self.states[i]
@@ -1006,7 +944,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if !desc.kind.is_single_value() {
-            return Err(wrong_kind(desc, SINGLE));
+            return Err(StateError::wrong_kind(desc, SINGLE));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
@@ -1017,7 +955,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if !desc.kind.is_single_value() {
-            return Err(wrong_kind(desc, SINGLE));
+            return Err(StateError::wrong_kind(desc, SINGLE));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
@@ -1074,7 +1012,7 @@ impl KeyedStateBackend for RocksDbBackend {
                 encode_value(&mut self.val, ttl.stamp(), &acc);
                 store.put(i, &self.key, &self.val)
             }
-            _ => Err(wrong_kind(desc, ADDABLE)),
+            _ => Err(StateError::wrong_kind(desc, ADDABLE)),
         }
     }
 
@@ -1105,7 +1043,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if desc.kind != KeyedStateKind::List {
-            return Err(wrong_kind(desc, LIST));
+            return Err(StateError::wrong_kind(desc, LIST));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
@@ -1152,7 +1090,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if desc.kind != KeyedStateKind::List {
-            return Err(wrong_kind(desc, LIST));
+            return Err(StateError::wrong_kind(desc, LIST));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
@@ -1178,7 +1116,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if desc.kind != KeyedStateKind::Map {
-            return Err(wrong_kind(desc, MAP));
+            return Err(StateError::wrong_kind(desc, MAP));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_map_key(&mut self.key, kg, key, namespace, user_key);
@@ -1196,7 +1134,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if desc.kind != KeyedStateKind::Map {
-            return Err(wrong_kind(desc, MAP));
+            return Err(StateError::wrong_kind(desc, MAP));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_map_key(&mut self.key, kg, key, namespace, user_key);
@@ -1218,7 +1156,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if desc.kind != KeyedStateKind::Map {
-            return Err(wrong_kind(desc, MAP));
+            return Err(StateError::wrong_kind(desc, MAP));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_map_key(&mut self.key, kg, key, namespace, user_key);
@@ -1243,7 +1181,7 @@ impl KeyedStateBackend for RocksDbBackend {
         let (i, kg, ttl) = self.prepare(state, key)?;
         let desc = &self.states[i].desc;
         if desc.kind != KeyedStateKind::Map {
-            return Err(wrong_kind(desc, MAP));
+            return Err(StateError::wrong_kind(desc, MAP));
         }
         let store = live_store(&self.store)?;
         self.layout.encode_key_ns(&mut self.key, kg, key, namespace);
@@ -1361,7 +1299,7 @@ impl KeyedStateBackend for RocksDbBackend {
                 }
                 store.write(batch)
             }
-            _ => Err(wrong_kind(desc, MERGEABLE)),
+            _ => Err(StateError::wrong_kind(desc, MERGEABLE)),
         }
     }
 
