@@ -8,7 +8,9 @@
 //!   ([`statekit_core::KeyedStateView`]), the narrow waist every tool reads;
 //! * [`open_keyed`]: a backend of the caller's choice ([`BackendChoice`], optionally under the
 //!   changelog: [`ChangelogSetup`]) restored from any snapshot kind at any parallelism;
-//! * [`find_snapshots`] and [`latest_checkpoint`]: what lies under a directory.
+//! * [`find_snapshots`] and [`latest_checkpoint`]: what lies under a directory;
+//! * [`diff`]: the differences between any two snapshots, streamed to a sink key group by key
+//!   group (design `docs/design/0007-diff.md`).
 //!
 //! The `rocksdb` feature adds the RocksDB backend and native RocksDB snapshots; without it a
 //! native snapshot is an error ([`SnapshotError::BackendNotBuilt`]), and nothing builds RocksDB.
@@ -17,6 +19,7 @@
 //! backend, at any parallelism): `cargo run -p statekit-snapshot --example restore_any -- PATH UID`.
 
 mod backend;
+pub mod diff;
 mod error;
 mod find;
 mod views;

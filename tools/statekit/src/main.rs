@@ -17,7 +17,6 @@ macro_rules! outln {
 mod cmd;
 mod config;
 mod demo;
-mod diff;
 mod render;
 mod tui;
 mod wordcount;
@@ -81,7 +80,7 @@ fn main() -> ExitCode {
 /// The error and its causes on one line, each said once: many errors include their cause's
 /// text in their own message (`path: No such device`) and also return it as their source,
 /// which `{:#}` would print a second time.
-fn error_text(err: &anyhow::Error) -> String {
+pub(crate) fn error_text(err: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in err.chain() {
         let text = cause.to_string();

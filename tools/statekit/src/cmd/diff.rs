@@ -1,16 +1,18 @@
-//! `statekit diff`: the differences of two snapshots, printed (the comparison is
-//! [`crate::diff`]).
+//! `statekit diff`: the differences of two snapshots, printed (the comparison is the
+//! library's [`statekit_snapshot::diff`]).
 
-use crate::diff::{
-    describe_state, diff_snapshots, open_side, Change, DiffOptions, DiffSummary, Difference, FieldChange, Item,
-    KeyDetail, KeyDiff, MapEntryDiff, OperatorStateDiff, Side,
-};
 use crate::render;
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use clap::Args;
 use serde_json::{json, Value as Json};
+use statekit_checkpoint::SnapshotReader;
 use statekit_core::{OperatorStateDescriptor, StateDescriptor, TypeSchema};
+use statekit_snapshot::diff::{
+    describe_state, diff_snapshots, Change, DiffOptions, DiffSummary, Difference, FieldChange, Item, KeyDetail,
+    KeyDiff, MapEntryDiff, OperatorStateDiff, Side,
+};
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -67,6 +69,7 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let limit = args.limit.unwrap_or(u64::MAX);
     let mut printed = 0u64;
+    let mut write_error: Option<std::io::Error> = None;
     let summary = diff_snapshots(
         Side {
             label: &la,
@@ -79,19 +82,24 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
         &opts,
         &mut |d| {
             if printed >= limit {
-                return Ok(false);
+                return ControlFlow::Break(());
             }
-            if args.json {
-                writeln!(out, "{}", difference_json(&d))?;
+            let written = if args.json {
+                writeln!(out, "{}", difference_json(&d))
             } else {
-                for line in difference_text(&d) {
-                    writeln!(out, "{line}")?;
-                }
+                difference_text(&d).iter().try_for_each(|line| writeln!(out, "{line}"))
+            };
+            if let Err(e) = written {
+                write_error = Some(e);
+                return ControlFlow::Break(());
             }
             printed += 1;
-            Ok(true)
+            ControlFlow::Continue(())
         },
     )?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
     if args.json {
         writeln!(out, "{}", summary_json(&summary))?;
     }
@@ -640,4 +648,16 @@ pub fn difference_json(d: &Difference) -> Json {
             j
         }
     }
+}
+
+/// Opens one side; an error names its path.
+pub fn open_side(path: &std::path::Path) -> Result<SnapshotReader> {
+    SnapshotReader::open(path).map_err(|e| {
+        let (shown, msg) = (path.display().to_string(), e.to_string());
+        if msg.starts_with(&shown) {
+            anyhow!("{msg}")
+        } else {
+            anyhow!("{shown}: {msg}")
+        }
+    })
 }

@@ -1,6 +1,6 @@
 //! The diff view: `statekit inspect A --diff B`, or `d` on two rows of the snapshot list.
 //!
-//! The comparison is [`crate::diff::diff_snapshots_with_progress`], run by the worker
+//! The comparison is [`statekit_snapshot::diff::diff_snapshots_with_progress`], run by the worker
 //! ([`run`], called from `Worker::handle`): it streams the differences to the UI in batches
 //! of rows (one row per line `statekit diff` prints), at most `keep` of them (the rest are
 //! only counted), reports key groups done / total, and stops as soon as a newer request
@@ -10,19 +10,20 @@
 use super::app::App;
 use super::loader::Msg;
 use super::view::{highlight, kv, message, title_with_filter};
-use crate::cmd::diff::{bytes_text, difference_cell, difference_parts, item_text_as, list_text_as};
-use crate::diff::{
-    describe_state, diff_snapshots_with_progress, open_side, Change, DiffOptions, DiffProgress, DiffSummary,
-    Difference, FieldChange, Item, KeyDetail, Side,
-};
+use crate::cmd::diff::{bytes_text, difference_cell, difference_parts, item_text_as, list_text_as, open_side};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row as TRow, Table, TableState};
 use ratatui::Frame;
 use statekit_core::TypeSchema;
+use statekit_snapshot::diff::{
+    describe_state, diff_snapshots_with_progress, Change, DiffOptions, DiffProgress, DiffSummary, Difference,
+    FieldChange, Item, KeyDetail, Side,
+};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -204,9 +205,9 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
         flushed: Instant::now(),
         reported: None,
     });
-    let mut sink = |d: Difference| -> anyhow::Result<bool> {
+    let mut sink = |d: Difference| -> ControlFlow<()> {
         if cancelled() {
-            return Ok(false);
+            return ControlFlow::Break(());
         }
         let mut s = st.borrow_mut();
         if d.counts() {
@@ -237,7 +238,7 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
         if s.buf.len() >= BATCH || s.flushed.elapsed() >= Duration::from_millis(100) {
             s.flush();
         }
-        Ok(true)
+        ControlFlow::Continue(())
     };
     let mut progress = |p: DiffProgress| -> bool {
         if cancelled() {
@@ -283,7 +284,7 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
             counts: s.counts,
             not_shown: s.not_shown,
         }),
-        Err(e) => Err(sanitize(&format!("{e:#}"), sides)),
+        Err(e) => Err(sanitize(&crate::error_text(&e.into()), sides)),
     };
     done(s.out, end);
 }

@@ -1311,15 +1311,15 @@ mod diff_view {
     #[test]
     fn cells_match_the_cli_lines() {
         let (_dir, a, b) = pair();
-        let ra = crate::diff::open_side(&a).expect("a");
-        let rb = crate::diff::open_side(&b).expect("b");
+        let ra = crate::cmd::diff::open_side(&a).expect("a");
+        let rb = crate::cmd::diff::open_side(&b).expect("b");
         let mut n = 0;
-        crate::diff::diff_snapshots(
-            crate::diff::Side {
+        statekit_snapshot::diff::diff_snapshots(
+            statekit_snapshot::diff::Side {
                 label: "a",
                 reader: &ra,
             },
-            crate::diff::Side {
+            statekit_snapshot::diff::Side {
                 label: "b",
                 reader: &rb,
             },
@@ -1341,7 +1341,7 @@ mod diff_view {
                     );
                     n += 1;
                 }
-                Ok(true)
+                std::ops::ControlFlow::Continue(())
             },
         )
         .expect("diff");

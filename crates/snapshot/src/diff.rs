@@ -7,16 +7,17 @@
 //! ascending order, whatever the parallelism and format of either side; memory is bounded by
 //! one key group per side (one subtask for changelog snapshots, which are replayed).
 
-use anyhow::{anyhow, bail, Context, Result};
-use statekit_checkpoint::SnapshotReader;
+use crate::error::SnapshotError;
+use crate::views::keyed_views;
+use statekit_checkpoint::{CheckpointError, SnapshotReader};
 use statekit_core::{
-    KeyGroupRange, KeyedStateKind, KeyedStateView, OperatorStateData, OperatorStateDescriptor, OperatorStateMode,
-    StateDescriptor, TypeSchema,
+    ErrorKind, KeyGroupRange, KeyedStateKind, KeyedStateView, OperatorStateData, OperatorStateDescriptor,
+    OperatorStateMode, StateDescriptor, StateError, TypeSchema,
 };
 use statekit_format::OperatorMetadata;
-use statekit_snapshot::keyed_views;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -257,9 +258,76 @@ impl DiffSummary {
     }
 }
 
-/// Receives differences; returns `false` to refuse this one (it is not counted) and stop the
-/// walk.
-pub type DiffSink<'s> = dyn FnMut(Difference) -> Result<bool> + 's;
+/// Receives differences; [`ControlFlow::Break`] refuses this one (it is not counted) and stops
+/// the walk (the summary then says `truncated`). A sink that can fail keeps its error and
+/// breaks.
+pub type DiffSink<'s> = dyn FnMut(Difference) -> ControlFlow<()> + 's;
+
+/// Why a comparison failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DiffError {
+    /// `--uid` names an operator neither side has.
+    #[error("neither snapshot has an operator with uid {uid:?} (they have {have:?})")]
+    NoSuchOperator {
+        /// The uid asked for.
+        uid: String,
+        /// The uids the snapshots have.
+        have: Vec<String>,
+    },
+    /// `--state` names a state no compared operator has.
+    #[error("no compared operator has a state named {0:?} in either snapshot")]
+    NoSuchState(String),
+    /// One side's keyed state could not be opened.
+    #[error("{side}: operator {uid:?}: opening the keyed state of key groups {range:?}")]
+    OpenKeyed {
+        /// The side, as labelled.
+        side: String,
+        /// The operator.
+        uid: String,
+        /// The key groups.
+        range: KeyGroupRange,
+        /// The cause.
+        #[source]
+        source: Box<SnapshotError>,
+    },
+    /// One side's operator state could not be read.
+    #[error("{side}: operator {uid:?}: reading its operator state")]
+    OperatorState {
+        /// The side, as labelled.
+        side: String,
+        /// The operator.
+        uid: String,
+        /// The cause.
+        #[source]
+        source: Box<CheckpointError>,
+    },
+    /// Reading one key group of one side failed.
+    #[error("{side}: operator {uid:?}, key group {key_group}")]
+    ReadKeyGroup {
+        /// The side, as labelled.
+        side: String,
+        /// The operator.
+        uid: String,
+        /// The key group.
+        key_group: u32,
+        /// The cause.
+        #[source]
+        source: StateError,
+    },
+}
+
+impl DiffError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            DiffError::NoSuchOperator { .. } | DiffError::NoSuchState(_) => ErrorKind::Caller,
+            DiffError::OpenKeyed { source, .. } => source.kind(),
+            DiffError::OperatorState { source, .. } => source.kind(),
+            DiffError::ReadKeyGroup { source, .. } => source.kind(),
+        }
+    }
+}
 
 /// How far a comparison got: key groups walked of those of every operator on both sides
 /// (an operator whose keyed state is not compared counts as walked at once).
@@ -298,9 +366,9 @@ impl Emitter<'_, '_> {
     }
 
     /// Passes `d` on; false once the sink asked to stop.
-    fn emit(&mut self, d: Difference) -> Result<bool> {
+    fn emit(&mut self, d: Difference) -> bool {
         if self.stopped {
-            return Ok(false);
+            return false;
         }
         let layout = !d.counts();
         let probe = match &d {
@@ -310,7 +378,7 @@ impl Emitter<'_, '_> {
             Difference::OperatorState(_) => 3,
             Difference::Key(_) => 4,
         };
-        if (self.sink)(d)? {
+        if (self.sink)(d).is_continue() {
             let s = &mut self.summary;
             *[
                 &mut s.layout,
@@ -323,7 +391,7 @@ impl Emitter<'_, '_> {
             self.stopped = true;
             self.summary.truncated = true;
         }
-        Ok(!self.stopped)
+        !self.stopped
     }
 }
 
@@ -331,7 +399,12 @@ impl Emitter<'_, '_> {
 /// operator (a's order, then b's new ones) its operator record, its keyed-state records, its
 /// operator-state records, then its key records in key-group order (within a key group by
 /// state, then key and namespace in canonical order).
-pub fn diff_snapshots(a: Side<'_>, b: Side<'_>, opts: &DiffOptions, sink: &mut DiffSink<'_>) -> Result<DiffSummary> {
+pub fn diff_snapshots(
+    a: Side<'_>,
+    b: Side<'_>,
+    opts: &DiffOptions,
+    sink: &mut DiffSink<'_>,
+) -> Result<DiffSummary, DiffError> {
     diff_snapshots_with_progress(a, b, opts, sink, &mut |_| true)
 }
 
@@ -343,7 +416,7 @@ pub fn diff_snapshots_with_progress<'f>(
     opts: &DiffOptions,
     sink: &mut DiffSink<'f>,
     progress: &mut ProgressHook<'f>,
-) -> Result<DiffSummary> {
+) -> Result<DiffSummary, DiffError> {
     let (ma, mb) = (a.reader.metadata(), b.reader.metadata());
     let mut uids: Vec<&str> = ma.operators.iter().map(|o| o.uid.as_str()).collect();
     for o in &mb.operators {
@@ -353,7 +426,10 @@ pub fn diff_snapshots_with_progress<'f>(
     }
     if let Some(u) = &opts.uid {
         if !uids.contains(&u.as_str()) {
-            bail!("neither snapshot has an operator with uid {u:?} (they have {uids:?})");
+            return Err(DiffError::NoSuchOperator {
+                uid: u.clone(),
+                have: uids.iter().map(|s| s.to_string()).collect(),
+            });
         }
         uids.retain(|x| x == u);
     }
@@ -364,7 +440,7 @@ pub fn diff_snapshots_with_progress<'f>(
         // Only the operators that have the state on some side.
         uids.retain(|u| ma.operator(u).is_some_and(has) || mb.operator(u).is_some_and(has));
         if uids.is_empty() {
-            bail!("no compared operator has a state named {s:?} in either snapshot");
+            return Err(DiffError::NoSuchState(s.clone()));
         }
     }
     let total = uids
@@ -398,13 +474,13 @@ pub fn diff_snapshots_with_progress<'f>(
                 change: Change::Removed,
                 fields: Vec::new(),
                 keyed_not_compared: None,
-            }))?,
+            })),
             (None, Some(_)) => em.emit(Difference::Operator(OperatorDiff {
                 uid: uid.to_string(),
                 change: Change::Added,
                 fields: Vec::new(),
                 keyed_not_compared: None,
-            }))?,
+            })),
             (Some(oa), Some(ob)) => diff_operator(a, b, oa, ob, opts, &mut em)?,
             (None, None) => true,
         };
@@ -464,7 +540,7 @@ fn diff_operator(
     ob: &OperatorMetadata,
     opts: &DiffOptions,
     em: &mut Emitter<'_, '_>,
-) -> Result<bool> {
+) -> Result<bool, DiffError> {
     let uid = oa.uid.as_str();
     let fields: Vec<FieldChange> = [
         field("operator_id", oa.operator_id, ob.operator_id, false),
@@ -490,7 +566,7 @@ fn diff_operator(
             change: Change::Modified,
             fields,
             keyed_not_compared: keyed_not_compared.clone(),
-        }))?
+        }))
     {
         return Ok(false);
     }
@@ -532,7 +608,7 @@ fn diff_operator(
             fields,
             entries_compared,
         });
-        if !em.emit(d)? {
+        if !em.emit(d) {
             return Ok(false);
         }
     }
@@ -555,14 +631,24 @@ fn diff_operator(
         let mut stop = false;
         let stats = differ
             .diff_key_group(kg, va, vb, &mut |d| {
-                let go = em.emit(d)?;
-                stop = !go;
-                Ok(go)
+                if em.emit(d) {
+                    ControlFlow::Continue(())
+                } else {
+                    stop = true;
+                    ControlFlow::Break(())
+                }
             })
-            .map_err(|e| match e {
-                DiffError::A(e) => e.context(format!("{}: operator {uid:?}, key group {kg}", a.label)),
-                DiffError::B(e) => e.context(format!("{}: operator {uid:?}, key group {kg}", b.label)),
-                DiffError::Sink(e) => e,
+            .map_err(|e| {
+                let (side, source) = match e {
+                    SideError::A(e) => (a.label, e),
+                    SideError::B(e) => (b.label, e),
+                };
+                DiffError::ReadKeyGroup {
+                    side: side.to_string(),
+                    uid: uid.to_string(),
+                    key_group: kg,
+                    source,
+                }
             })?;
         for i in 0..2 {
             em.summary.entries[i] += stats.entries[i];
@@ -583,7 +669,7 @@ fn diff_operator_states(
     ob: &OperatorMetadata,
     opts: &DiffOptions,
     em: &mut Emitter<'_, '_>,
-) -> Result<bool> {
+) -> Result<bool, DiffError> {
     let uid = oa.uid.as_str();
     let wanted = |name: &str| opts.state.as_deref().is_none_or(|s| s == name);
     let mut names: Vec<&str> = oa.operator_states.iter().map(|d| d.name.as_str()).collect();
@@ -596,14 +682,18 @@ fn diff_operator_states(
     if names.is_empty() {
         return Ok(true);
     }
-    let read = |s: Side<'_>, o: &OperatorMetadata| -> Result<BTreeMap<String, OperatorStateData>> {
+    let read = |s: Side<'_>, o: &OperatorMetadata| -> Result<BTreeMap<String, OperatorStateData>, DiffError> {
         if o.operator_states.is_empty() {
             return Ok(BTreeMap::new());
         }
         let snap = s
             .reader
             .operator_state(uid, 1, 0)
-            .with_context(|| format!("{}: operator {uid:?}: reading its operator state", s.label))?;
+            .map_err(|source| DiffError::OperatorState {
+                side: s.label.to_string(),
+                uid: uid.to_string(),
+                source: Box::new(source),
+            })?;
         Ok(snap.states.into_iter().map(|(d, data)| (d.name, data)).collect())
     };
     let (sa, sb) = (read(a, oa)?, read(b, ob)?);
@@ -659,7 +749,7 @@ fn diff_operator_states(
             }
             (None, None) => continue,
         }
-        if !em.emit(Difference::OperatorState(d))? {
+        if !em.emit(Difference::OperatorState(d)) {
             return Ok(false);
         }
     }
@@ -761,7 +851,7 @@ impl<'r> Cursor<'r> {
         }
     }
 
-    fn views_for(&mut self, kg: u32) -> Result<&[Box<dyn KeyedStateView>]> {
+    fn views_for(&mut self, kg: u32) -> Result<&[Box<dyn KeyedStateView>], DiffError> {
         if !self.current.contains(kg) {
             self.views.clear();
             let range = self
@@ -770,11 +860,11 @@ impl<'r> Cursor<'r> {
                 .find(|r| r.contains(kg))
                 .copied()
                 .unwrap_or_else(|| KeyGroupRange::new(kg, kg));
-            self.views = keyed_views(self.side.reader, &self.uid, range).with_context(|| {
-                format!(
-                    "{}: operator {:?}: opening the keyed state of key groups {range:?}",
-                    self.side.label, self.uid
-                )
+            self.views = keyed_views(self.side.reader, &self.uid, range).map_err(|source| DiffError::OpenKeyed {
+                side: self.side.label.to_string(),
+                uid: self.uid.clone(),
+                range,
+                source: Box::new(source),
             })?;
             self.current = range;
         }
@@ -782,15 +872,13 @@ impl<'r> Cursor<'r> {
     }
 }
 
-/// Why a key-group comparison failed: reading side a, reading side b, or the sink.
+/// Why a key-group comparison failed: reading side a or side b.
 #[derive(Debug)]
-pub enum DiffError {
+pub enum SideError {
     /// Reading side a failed.
-    A(anyhow::Error),
+    A(StateError),
     /// Reading side b failed.
-    B(anyhow::Error),
-    /// The sink failed.
-    Sink(anyhow::Error),
+    B(StateError),
 }
 
 /// Entries and bytes read from each side in one key group.
@@ -846,7 +934,7 @@ impl Arena {
     }
 
     /// Fills with the entries of `kg` from `views` (those covering it).
-    fn fill(&mut self, kg: u32, views: &[Box<dyn KeyedStateView>], names: &[String]) -> Result<u64> {
+    fn fill(&mut self, kg: u32, views: &[Box<dyn KeyedStateView>], names: &[String]) -> Result<u64, StateError> {
         self.clear(names.len());
         let mut sources = 0;
         let mut n = 0u64;
@@ -946,7 +1034,7 @@ impl KeyGroupDiffer {
         a: &[Box<dyn KeyedStateView>],
         b: &[Box<dyn KeyedStateView>],
         sink: &mut DiffSink<'_>,
-    ) -> Result<KeyGroupStats, DiffError> {
+    ) -> Result<KeyGroupStats, SideError> {
         let [aa, ab] = &mut self.arenas;
         let names = &self.names;
         // The two sides are read (decompressed, decoded, copied) at the same time when key
@@ -958,16 +1046,14 @@ impl KeyGroupDiffer {
             std::thread::scope(|scope| {
                 let side_a = scope.spawn(|| aa.fill(kg, a, names));
                 let rb = ab.fill(kg, b, names);
-                let ra = side_a
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the reader of key group {kg} panicked")));
+                let ra = side_a.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 (ra, rb)
             })
         } else {
             (aa.fill(kg, a, names), ab.fill(kg, b, names))
         };
-        let na = ra.map_err(DiffError::A)?;
-        let nb = rb.map_err(DiffError::B)?;
+        let na = ra.map_err(SideError::A)?;
+        let nb = rb.map_err(SideError::B)?;
         let stats = KeyGroupStats {
             entries: [na, nb],
             bytes: [aa.data.len() as u64, ab.data.len() as u64],
@@ -1018,7 +1104,7 @@ impl KeyGroupDiffer {
                         change,
                         detail,
                     });
-                    if !sink(d).map_err(DiffError::Sink)? {
+                    if sink(d).is_break() {
                         return Ok(stats);
                     }
                 }
@@ -1108,18 +1194,6 @@ pub fn describe_state(d: &StateDescriptor) -> String {
     s
 }
 
-/// Opens one side; an error names its path.
-pub fn open_side(path: &std::path::Path) -> Result<SnapshotReader> {
-    SnapshotReader::open(path).map_err(|e| {
-        let (shown, msg) = (path.display().to_string(), e.to_string());
-        if msg.starts_with(&shown) {
-            anyhow!("{msg}")
-        } else {
-            anyhow!("{shown}: {msg}")
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1148,7 +1222,7 @@ mod tests {
                 if let Difference::Key(k) = d {
                     out.push(k);
                 }
-                Ok(true)
+                ControlFlow::Continue(())
             })
             .map_err(|e| format!("{e:?}"))
             .expect("diff");
