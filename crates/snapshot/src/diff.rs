@@ -72,12 +72,64 @@ impl Change {
     }
 }
 
+/// A property of an operator or a state descriptor that a comparison reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// The operator's id.
+    OperatorId,
+    /// The operator's parallelism (a layout property).
+    Parallelism,
+    /// The operator's max parallelism.
+    MaxParallelism,
+    /// Whether the operator had finished.
+    Finished,
+    /// The state's kind.
+    Kind,
+    /// The key schema.
+    Key,
+    /// The namespace schema.
+    Namespace,
+    /// The map user-key schema.
+    UserKey,
+    /// The value schema.
+    Value,
+    /// The TTL.
+    Ttl,
+    /// The operator state's distribution mode.
+    Mode,
+}
+
+impl Field {
+    /// The name as the CLI and JSON print it: `operator_id`, `parallelism`, `max_parallelism`,
+    /// `finished`, `kind`, `key`, `namespace`, `user_key`, `value`, `ttl`, `mode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::OperatorId => "operator_id",
+            Field::Parallelism => "parallelism",
+            Field::MaxParallelism => "max_parallelism",
+            Field::Finished => "finished",
+            Field::Kind => "kind",
+            Field::Key => "key",
+            Field::Namespace => "namespace",
+            Field::UserKey => "user_key",
+            Field::Value => "value",
+            Field::Ttl => "ttl",
+            Field::Mode => "mode",
+        }
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One changed property (of an operator or a state descriptor), rendered as text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldChange {
-    /// The property: `parallelism`, `max_parallelism`, `finished`, `operator_id`, `kind`,
-    /// `key`, `namespace`, `user_key`, `value`, `ttl`, `mode`.
-    pub field: &'static str,
+    /// The property.
+    pub field: Field,
     /// On side a.
     pub old: String,
     /// On side b.
@@ -491,7 +543,7 @@ pub fn diff_snapshots_with_progress<'f>(
     Ok(em.summary)
 }
 
-fn field(field: &'static str, old: impl ToString, new: impl ToString, layout: bool) -> Option<FieldChange> {
+fn field(field: Field, old: impl ToString, new: impl ToString, layout: bool) -> Option<FieldChange> {
     let (old, new) = (old.to_string(), new.to_string());
     (old != new).then_some(FieldChange {
         field,
@@ -516,17 +568,17 @@ pub fn ttl_text(d: &StateDescriptor) -> String {
 /// The changed properties of two descriptors of one keyed state.
 pub fn descriptor_changes(a: &StateDescriptor, b: &StateDescriptor) -> Vec<FieldChange> {
     [
-        field("kind", a.kind, b.kind, false),
-        field("key", &a.key_schema, &b.key_schema, false),
-        field("namespace", &a.namespace_schema, &b.namespace_schema, false),
+        field(Field::Kind, a.kind, b.kind, false),
+        field(Field::Key, &a.key_schema, &b.key_schema, false),
+        field(Field::Namespace, &a.namespace_schema, &b.namespace_schema, false),
         field(
-            "user_key",
+            Field::UserKey,
             opt_schema(&a.user_key_schema),
             opt_schema(&b.user_key_schema),
             false,
         ),
-        field("value", &a.value_schema, &b.value_schema, false),
-        field("ttl", ttl_text(a), ttl_text(b), false),
+        field(Field::Value, &a.value_schema, &b.value_schema, false),
+        field(Field::Ttl, ttl_text(a), ttl_text(b), false),
     ]
     .into_iter()
     .flatten()
@@ -543,10 +595,10 @@ fn diff_operator(
 ) -> Result<bool, DiffError> {
     let uid = oa.uid.as_str();
     let fields: Vec<FieldChange> = [
-        field("operator_id", oa.operator_id, ob.operator_id, false),
-        field("parallelism", oa.parallelism, ob.parallelism, true),
-        field("max_parallelism", oa.max_parallelism, ob.max_parallelism, false),
-        field("finished", oa.finished, ob.finished, false),
+        field(Field::OperatorId, oa.operator_id, ob.operator_id, false),
+        field(Field::Parallelism, oa.parallelism, ob.parallelism, true),
+        field(Field::MaxParallelism, oa.max_parallelism, ob.max_parallelism, false),
+        field(Field::Finished, oa.finished, ob.finished, false),
     ]
     .into_iter()
     .flatten()
@@ -588,7 +640,7 @@ fn diff_operator(
             (None, Some(_)) => (Change::Added, Vec::new(), false),
             (Some(x), Some(y)) => {
                 let f = descriptor_changes(x, y);
-                let comparable = f.iter().all(|c| c.field == "ttl");
+                let comparable = f.iter().all(|c| c.field == Field::Ttl);
                 if comparable {
                     compared.push(y.clone());
                 }
@@ -716,9 +768,9 @@ fn diff_operator_states(
             (None, Some(_)) => d.change = Change::Added,
             (Some(x), Some(y)) => {
                 d.fields = [
-                    field("mode", x.mode, y.mode, false),
-                    field("key", opt_schema(&x.key_schema), opt_schema(&y.key_schema), false),
-                    field("value", &x.value_schema, &y.value_schema, false),
+                    field(Field::Mode, x.mode, y.mode, false),
+                    field(Field::Key, opt_schema(&x.key_schema), opt_schema(&y.key_schema), false),
+                    field(Field::Value, &x.value_schema, &y.value_schema, false),
                 ]
                 .into_iter()
                 .flatten()

@@ -159,7 +159,7 @@ pub fn fields_text(fields: &[FieldChange]) -> String {
         .map(|f| {
             format!(
                 "{} {} -> {}{}",
-                f.field.replace('_', " "),
+                f.field.as_str().replace('_', " "),
                 f.old,
                 f.new,
                 if f.layout { " (layout only)" } else { "" }
@@ -173,7 +173,7 @@ fn fields_json(fields: &[FieldChange]) -> Json {
     Json::Array(
         fields
             .iter()
-            .map(|f| json!({"field": f.field, "old": f.old, "new": f.new, "layout": f.layout}))
+            .map(|f| json!({"field": f.field.as_str(), "old": f.old, "new": f.new, "layout": f.layout}))
             .collect(),
     )
 }

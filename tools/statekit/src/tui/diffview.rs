@@ -662,7 +662,7 @@ fn side_text(s: &TypeSchema, it: &Option<Item>, hex: bool) -> String {
 fn field_lines(fields: &[FieldChange], l: &mut Vec<Line<'static>>) {
     for f in fields {
         l.push(kv(
-            &f.field.replace('_', " "),
+            &f.field.as_str().replace('_', " "),
             format!("{} -> {}{}", f.old, f.new, if f.layout { " (layout only)" } else { "" }),
         ));
     }
