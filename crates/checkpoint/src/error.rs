@@ -15,7 +15,40 @@ pub enum CheckpointError {
     /// A backend failed.
     #[error(transparent)]
     State(#[from] StateError),
-    /// The request does not fit the snapshot (unknown uid, parallelism out of range, …).
+    /// The snapshot has no operator with this uid.
+    #[error("{snapshot}: no operator with uid {uid:?} (the snapshot has {known:?})")]
+    UnknownOperator {
+        /// The snapshot's `_metadata`.
+        snapshot: String,
+        /// The uid asked for.
+        uid: String,
+        /// The uids it has.
+        known: Vec<String>,
+    },
+    /// The shared-state registry refused a step of checkpoint `id`.
+    #[error("checkpoint {id}: {source}")]
+    Registry {
+        /// The checkpoint.
+        id: u64,
+        /// Why.
+        #[source]
+        source: crate::registry::RegistryError,
+    },
+    /// An I/O error on a local path (gc's walk and deletions).
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A gc plan was refused, as a whole or from one file on: a file left the base directory,
+    /// is reached through a symlink, or changed since the plan was made.
+    #[error("{0}")]
+    GcRefused(String),
+    /// Another request that does not fit (parallelism out of range, an operator registered
+    /// twice or not at all, a subtask index past the parallelism, …): a caller mistake.
     #[error("{0}")]
     Invalid(String),
     /// The path is not a checkpoint or savepoint.
@@ -35,7 +68,12 @@ impl CheckpointError {
             CheckpointError::Format(e) => e.kind(),
             CheckpointError::Storage(e) => e.kind(),
             CheckpointError::State(e) => e.kind(),
-            CheckpointError::Invalid(_) | CheckpointError::NotASnapshot { .. } => ErrorKind::Caller,
+            CheckpointError::Invalid(_)
+            | CheckpointError::NotASnapshot { .. }
+            | CheckpointError::UnknownOperator { .. } => ErrorKind::Caller,
+            CheckpointError::Registry { source, .. } => source.kind(),
+            CheckpointError::Io { source, .. } => ErrorKind::of_io(source),
+            CheckpointError::GcRefused(_) => ErrorKind::Transient,
         }
     }
 }

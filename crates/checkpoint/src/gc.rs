@@ -114,7 +114,10 @@ impl GcPlan {
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> CheckpointError {
-    CheckpointError::Invalid(format!("{}: {e}", path.display()))
+    CheckpointError::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
 }
 
 /// Why a non-regular, non-directory entry is left alone, for [`GcPlan::skipped`].
@@ -392,13 +395,13 @@ fn locate_orphan(base: &Path, o: &Orphan) -> Result<Option<(Dir, std::ffi::OsStr
 pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
     let base = &plan.base;
     if base.as_os_str().is_empty() || !base.is_absolute() {
-        return Err(CheckpointError::Invalid(
+        return Err(CheckpointError::GcRefused(
             "refusing a gc plan without an absolute base directory".into(),
         ));
     }
     for o in &plan.orphans {
         if let Err(why) = locate_orphan(base, o) {
-            return Err(CheckpointError::Invalid(format!(
+            return Err(CheckpointError::GcRefused(format!(
                 "refusing the whole gc plan, nothing deleted: {}: {why} (base {})",
                 o.path.display(),
                 base.display()
@@ -410,7 +413,7 @@ pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
     for o in &plan.orphans {
         let located = locate_orphan(base, o).map_err(|why| {
-            CheckpointError::Invalid(format!(
+            CheckpointError::GcRefused(format!(
                 "{}: {why}; stopped after deleting {n} files (base {})",
                 o.path.display(),
                 base.display()

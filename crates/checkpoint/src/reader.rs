@@ -139,13 +139,13 @@ impl SnapshotReader {
 
     /// The operator with this uid.
     pub fn operator(&self, uid: &str) -> Result<&OperatorMetadata, CheckpointError> {
-        self.metadata.operator(uid).ok_or_else(|| {
-            let known: Vec<&str> = self.metadata.operators.iter().map(|o| o.uid.as_str()).collect();
-            CheckpointError::Invalid(format!(
-                "{}: no operator with uid {uid:?} (the snapshot has {known:?})",
-                self.storage.describe(METADATA_FILE_NAME)
-            ))
-        })
+        self.metadata
+            .operator(uid)
+            .ok_or_else(|| CheckpointError::UnknownOperator {
+                snapshot: self.storage.describe(METADATA_FILE_NAME),
+                uid: uid.to_string(),
+                known: self.metadata.operators.iter().map(|o| o.uid.clone()).collect(),
+            })
     }
 
     /// Resolves the snapshot's file references.

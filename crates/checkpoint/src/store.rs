@@ -406,7 +406,7 @@ impl CheckpointStore {
             let ids: Vec<String> = files.iter().map(|(i, _, _)| i.clone()).collect();
             sh.registry
                 .begin(id, ids)
-                .map_err(|e| CheckpointError::Invalid(format!("checkpoint {id}: {e}")))?;
+                .map_err(|source| CheckpointError::Registry { id, source })?;
             for (i, st, path) in files {
                 sh.locations.entry(i).or_insert((st, path));
             }
@@ -425,7 +425,7 @@ impl CheckpointStore {
             .lock()
             .registry
             .complete(id)
-            .map_err(|e| CheckpointError::Invalid(format!("checkpoint {id}: {e}")))?;
+            .map_err(|source| CheckpointError::Registry { id, source })?;
         let completed = CompletedCheckpoint { id, dir, metadata };
         Ok((
             completed,
