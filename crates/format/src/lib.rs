@@ -16,7 +16,8 @@
 //!
 //! Every decoder is total: bad bytes give a [`FormatError`] naming the file, offset and
 //! field, never a panic, and no length read from a file is trusted before it has been
-//! checked against the bytes that remain.
+//! checked against the bytes that remain. The decoder modules deny
+//! `clippy::indexing_slicing`.
 //!
 //! ```
 //! use statekit_core::storage::MemoryStorage;
