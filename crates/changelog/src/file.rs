@@ -2,12 +2,13 @@
 //! every part covered by a CRC32, every change set compressed on its own so its offset stays
 //! seekable, and an index of every change set (log, sequence number, offset, length, records,
 //! key groups) so a reader fetches only the change sets of its key-group range.
+#![deny(clippy::indexing_slicing)]
 
 use crate::record::{decode_record, encode_change, encode_metadata, Change, Record};
-use statekit_core::schema::{get_varint, put_varint};
+use statekit_core::schema::put_varint;
 use statekit_core::storage::{Blob, Storage, StorageWriter};
 use statekit_core::{KeyGroupRange, StateDescriptor};
-use statekit_format::FormatError;
+use statekit_format::{le_u32, Cursor, FormatError};
 use std::fmt;
 use std::io::Write;
 use std::sync::Arc;
@@ -124,20 +125,37 @@ impl ChangeSetBuffer {
         self.records == 0
     }
 
+    /// The group of data key group `kg` (`slot` indexes `groups` by key group), created on
+    /// its first record.
+    // `groups[i]` is in bounds: `i` is the index of the group just pushed, or a slot's value,
+    // and a slot is only ever set to that (groups are never removed).
+    #[allow(clippy::indexing_slicing)]
+    #[inline]
+    fn group<'g>(groups: &'g mut Vec<Group>, slot: &mut Vec<u32>, kg: u32) -> &'g mut Group {
+        let k = kg as usize;
+        if k >= slot.len() {
+            slot.resize(k + 1, u32::MAX);
+        }
+        let i = match slot.get(k) {
+            Some(&i) if i != u32::MAX => i as usize,
+            _ => {
+                let i = groups.len();
+                groups.push(Group { kg, ..Group::default() });
+                if let Some(s) = slot.get_mut(k) {
+                    *s = i as u32;
+                }
+                i
+            }
+        };
+        &mut groups[i]
+    }
+
     /// Moves the record in `scratch` into the group of `kg`.
     fn push_scratch(&mut self, kg: u32) {
         let g = if kg == META_KEY_GROUP {
             &mut self.meta
         } else {
-            let k = kg as usize;
-            if k >= self.slot.len() {
-                self.slot.resize(k + 1, u32::MAX);
-            }
-            if self.slot[k] == u32::MAX {
-                self.slot[k] = self.groups.len() as u32;
-                self.groups.push(Group { kg, ..Group::default() });
-            }
-            &mut self.groups[self.slot[k] as usize]
+            Self::group(&mut self.groups, &mut self.slot, kg)
         };
         let before = g.data.len();
         put_varint(&mut g.data, self.scratch.len() as u64);
@@ -373,16 +391,6 @@ pub struct LogFileHeader {
     pub created_ms: i64,
 }
 
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
-}
-
 /// An open log file: header and index checked; change sets are read (and their CRCs checked)
 /// on demand.
 pub struct LogFileReader {
@@ -414,20 +422,16 @@ impl LogFileReader {
         let b = blob.bytes();
         let size = b.len() as u64;
         let corrupt = |off: u64, field: &str, why: String| FormatError::corrupt(file, off, field, why);
-        if b.len() < 4 || b[0..4] != FILE_MAGIC {
+        let too_short = || corrupt(size, "file size", format!("{size} bytes is too short; truncated?"));
+        if b.get(..4) != Some(&FILE_MAGIC[..]) {
             return Err(FormatError::BadMagic {
                 file: file.to_string(),
                 what: "changelog",
             });
         }
-        if b.len() < 8 {
-            return Err(corrupt(
-                size,
-                "file size",
-                format!("{size} bytes is too short; truncated?"),
-            ));
-        }
-        let version = le_u32(b, 4);
+        let Some(version) = le_u32(b, 4) else {
+            return Err(too_short());
+        };
         if version != LOG_FORMAT_VERSION {
             return Err(FormatError::UnsupportedVersion {
                 file: file.to_string(),
@@ -447,52 +451,57 @@ impl LogFileReader {
                 ));
             }
         }
-        if b.len() < HEADER_LEN + TRAILER_LEN {
-            return Err(corrupt(
-                size,
-                "file size",
-                format!("{size} bytes is too short; truncated?"),
-            ));
-        }
-        let stored = le_u32(b, 36);
-        let actual = crc32fast::hash(&b[..36]);
+        // The header and, after it, the trailer.
+        let Some((head, trailer)) = b
+            .split_first_chunk::<HEADER_LEN>()
+            .and_then(|(head, rest)| Some((head, rest.last_chunk::<TRAILER_LEN>()?)))
+        else {
+            return Err(too_short());
+        };
+        let mut h = Cursor::new(head, 0, file);
+        h.take(8, "header.magic+version")?;
+        let flags = h.u32("header.flags")?;
+        let upload_id = h.array::<16>("header.upload_id")?;
+        let created_ms = h.i64("header.created_ms")?;
+        let crc_at = h.offset();
+        let stored = h.u32("header.crc32")?;
+        let actual = crc32fast::hash(&head[..HEADER_LEN - 4]);
         if stored != actual {
             return Err(corrupt(
-                36,
+                crc_at,
                 "header.crc32",
                 format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
             ));
         }
-        let flags = le_u32(b, 8);
         if flags != 0 {
             return Err(corrupt(8, "header.flags", format!("unknown feature flags {flags:#x}")));
         }
-        let mut upload_id = [0u8; 16];
-        upload_id.copy_from_slice(&b[12..28]);
-        let header = LogFileHeader {
-            upload_id,
-            created_ms: le_u64(b, 28) as i64,
-        };
+        let header = LogFileHeader { upload_id, created_ms };
         let t = b.len() - TRAILER_LEN;
-        if b[t + 20..t + 24] != TRAILER_MAGIC {
+        let mut tr = Cursor::new(trailer, t as u64, file);
+        let index_offset = tr.u64("trailer.index_offset")?;
+        let index_len = u64::from(tr.u32("trailer.index_len")?);
+        let index_crc = tr.u32("trailer.index_crc32")?;
+        let count = tr.u32("trailer.count")?;
+        let magic_at = tr.offset();
+        if tr.array::<4>("trailer.magic")? != TRAILER_MAGIC {
             return Err(corrupt(
-                (t + 20) as u64,
+                magic_at,
                 "trailer.magic",
                 "no trailer: the file is truncated or was not finished".into(),
             ));
         }
-        let index_offset = le_u64(b, t);
-        let index_len = u64::from(le_u32(b, t + 8));
-        let index_crc = le_u32(b, t + 12);
-        let count = le_u32(b, t + 16);
-        if index_offset < HEADER_LEN as u64 || index_offset.checked_add(index_len) != Some(t as u64) {
-            return Err(corrupt(
-                t as u64,
-                "trailer.index_offset",
-                format!("index at {index_offset} of {index_len} bytes does not end at the trailer ({t})"),
-            ));
-        }
-        let idx = &b[index_offset as usize..t];
+        let idx = usize::try_from(index_offset)
+            .ok()
+            .filter(|_| index_offset >= HEADER_LEN as u64 && index_offset.checked_add(index_len) == Some(t as u64))
+            .and_then(|start| b.get(start..t))
+            .ok_or_else(|| {
+                corrupt(
+                    t as u64,
+                    "trailer.index_offset",
+                    format!("index at {index_offset} of {index_len} bytes does not end at the trailer ({t})"),
+                )
+            })?;
         let actual = crc32fast::hash(idx);
         if actual != index_crc {
             return Err(corrupt(
@@ -573,24 +582,44 @@ impl LogFileReader {
 
     fn read_change_set(&self, e: &IndexEntry) -> Result<ChangeSetData> {
         let b = self.blob.bytes();
-        let at = e.offset as usize;
-        let end = at + e.length as usize;
-        let h = &b[at..at + CHANGE_SET_HEADER_LEN];
-        let corrupt = |off: usize, field: &str, why: String| FormatError::corrupt(&self.file, off as u64, field, why);
-        if h[0..4] != CHANGE_SET_MAGIC {
+        let at = e.offset;
+        let corrupt = |off: u64, field: &str, why: String| FormatError::corrupt(&self.file, off, field, why);
+        // The index tiles the file with change sets (checked when it was opened); an entry
+        // from elsewhere may not.
+        let (h, stored) = usize::try_from(at)
+            .ok()
+            .zip(usize::try_from(e.length).ok())
+            .and_then(|(start, len)| b.get(start..start.checked_add(len)?))
+            .and_then(<[u8]>::split_first_chunk::<CHANGE_SET_HEADER_LEN>)
+            .ok_or_else(|| {
+                corrupt(
+                    at,
+                    "change_set",
+                    format!("{} bytes at {at} are not a change set of the file", e.length),
+                )
+            })?;
+        let mut c = Cursor::new(h, at, &self.file);
+        let magic = c.array::<4>("change_set.magic")?;
+        let log = c.array::<16>("change_set.log")?;
+        let sqn = c.u64("change_set.sqn")?;
+        let records = c.u32("change_set.records")?;
+        let codec = c.u8("change_set.codec")?;
+        let flags = c.u8("change_set.flags")?;
+        let reserved = c.array::<2>("change_set.reserved")?;
+        let raw_len = c.u32("change_set.raw_len")? as usize;
+        let stored_len = c.u32("change_set.stored_len")? as usize;
+        let want = c.u32("change_set.crc32")?;
+        if magic != CHANGE_SET_MAGIC {
             return Err(corrupt(at, "change_set.magic", "not a change set".into()));
         }
-        let stored_len = le_u32(h, 40) as usize;
-        if CHANGE_SET_HEADER_LEN + stored_len != e.length as usize {
+        if stored_len != stored.len() {
             return Err(corrupt(
                 at + 40,
                 "change_set.stored_len",
                 format!("{stored_len} bytes disagree with the index's length {}", e.length),
             ));
         }
-        let stored = &b[at + CHANGE_SET_HEADER_LEN..end];
-        let want = le_u32(h, 44);
-        let got = crc_of(&[&h[..44], stored]);
+        let got = crc_of(&[&h[..CHANGE_SET_HEADER_LEN - 4], stored]);
         if want != got {
             return Err(corrupt(
                 at + 44,
@@ -598,10 +627,6 @@ impl LogFileReader {
                 format!("checksum mismatch: stored {want:#010x}, computed {got:#010x}"),
             ));
         }
-        let mut log = [0u8; 16];
-        log.copy_from_slice(&h[4..20]);
-        let sqn = le_u64(h, 20);
-        let records = le_u32(h, 28);
         if LogId(log) != e.log || sqn != e.sqn || records != e.records {
             return Err(corrupt(
                 at + 4,
@@ -609,15 +634,14 @@ impl LogFileReader {
                 "log, sequence number or record count disagree with the index".into(),
             ));
         }
-        if h[33] & !CS_HAS_META != 0 || h[34] != 0 || h[35] != 0 {
+        if flags & !CS_HAS_META != 0 || reserved != [0, 0] {
             return Err(corrupt(
                 at + 33,
                 "change_set.flags",
-                format!("unknown flags {:#04x}", h[33]),
+                format!("unknown flags {flags:#04x}"),
             ));
         }
-        let raw_len = le_u32(h, 36) as usize;
-        let raw = match h[32] {
+        let raw = match codec {
             0 => {
                 if raw_len != stored_len {
                     return Err(corrupt(
@@ -640,8 +664,13 @@ impl LogFileReader {
                     ));
                 }
                 let mut out = vec![0u8; raw_len];
-                let n = lz4_flex::block::decompress_into(stored, &mut out)
-                    .map_err(|err| corrupt(at + CHANGE_SET_HEADER_LEN, "change_set.payload", format!("lz4: {err}")))?;
+                let n = lz4_flex::block::decompress_into(stored, &mut out).map_err(|err| {
+                    corrupt(
+                        at + CHANGE_SET_HEADER_LEN as u64,
+                        "change_set.payload",
+                        format!("lz4: {err}"),
+                    )
+                })?;
                 if n != raw_len {
                     return Err(corrupt(
                         at + 36,
@@ -651,7 +680,7 @@ impl LogFileReader {
                 }
                 out
             }
-            c => return Err(corrupt(at + 32, "change_set.codec", format!("unknown codec {c}"))),
+            other => return Err(corrupt(at + 32, "change_set.codec", format!("unknown codec {other}"))),
         };
         let data = ChangeSetData {
             file: self.file.clone(),
@@ -670,7 +699,7 @@ impl LogFileReader {
             }
             n += count;
         })?;
-        if meta != e.has_meta || kgs != e.key_groups || n != e.records || (h[33] & CS_HAS_META != 0) != meta {
+        if meta != e.has_meta || kgs != e.key_groups || n != e.records || (flags & CS_HAS_META != 0) != meta {
             return Err(corrupt(
                 at,
                 "change_set.payload",
@@ -693,64 +722,53 @@ impl LogFileReader {
 }
 
 fn decode_index(idx: &[u8], base: u64, file: &str, count: u32) -> Result<Vec<IndexEntry>> {
-    let mut pos = 0usize;
-    let err =
-        |pos: usize, field: &str, why: &str| FormatError::corrupt(file, base + pos as u64, field, why.to_string());
-    let v = |pos: &mut usize, field: &str| -> Result<u64> {
-        let at = *pos;
-        get_varint(idx, pos).ok_or_else(|| err(at, field, "truncated or overlong varint"))
-    };
-    let n = v(&mut pos, "index.count")?;
+    let mut c = Cursor::new(idx, base, file);
+    let n = c.varint("index.count")?;
     if n != u64::from(count) {
-        return Err(err(0, "index.count", "disagrees with the trailer's change-set count"));
+        return Err(c.err_at(base, "index.count", "disagrees with the trailer's change-set count"));
     }
     if n > idx.len() as u64 {
-        return Err(err(0, "index.count", "more entries than the index has bytes"));
+        return Err(c.err_at(base, "index.count", "more entries than the index has bytes"));
     }
     let mut out: Vec<IndexEntry> = Vec::with_capacity(n as usize);
     for i in 0..n {
         let f = |s: &str| format!("index[{i}].{s}");
-        if idx.len() - pos < 16 {
-            return Err(err(pos, &f("log"), "index ends early"));
-        }
-        let mut log = [0u8; 16];
-        log.copy_from_slice(&idx[pos..pos + 16]);
-        pos += 16;
-        let sqn = v(&mut pos, &f("sqn"))?;
-        let offset = v(&mut pos, &f("offset"))?;
-        let length = v(&mut pos, &f("length"))?;
-        let records = u32::try_from(v(&mut pos, &f("records"))?).map_err(|_| err(pos, &f("records"), "too large"))?;
-        let has_meta = match idx.get(pos) {
-            Some(0) => false,
-            Some(1) => true,
-            Some(_) => return Err(err(pos, &f("has_meta"), "not 0 or 1")),
-            None => return Err(err(pos, &f("has_meta"), "index ends early")),
+        let log = c.array::<16>(&f("log"))?;
+        let sqn = c.varint(&f("sqn"))?;
+        let offset = c.varint(&f("offset"))?;
+        let length_at = c.offset();
+        let length = c.varint(&f("length"))?;
+        let at = c.offset();
+        let records = c.varint(&f("records"))?;
+        let records = u32::try_from(records).map_err(|_| c.err_at(at, &f("records"), "too large"))?;
+        let at = c.offset();
+        let has_meta = match c.u8(&f("has_meta"))? {
+            0 => false,
+            1 => true,
+            _ => return Err(c.err_at(at, &f("has_meta"), "not 0 or 1")),
         };
-        pos += 1;
-        let k = v(&mut pos, &f("key_groups.count"))?;
-        if k > (idx.len() - pos) as u64 {
-            return Err(err(
-                pos,
-                &f("key_groups.count"),
-                "more key groups than the index has bytes",
-            ));
+        let at = c.offset();
+        let k = c.varint(&f("key_groups.count"))?;
+        if k > c.remaining() as u64 {
+            return Err(c.err_at(at, &f("key_groups.count"), "more key groups than the index has bytes"));
         }
         let mut key_groups = Vec::with_capacity(k as usize);
         let mut prev: Option<u64> = None;
         for _ in 0..k {
-            let d = v(&mut pos, &f("key_groups"))?;
+            let at = c.offset();
+            let d = c.varint(&f("key_groups"))?;
             let kg = match prev {
                 None => Some(d),
                 Some(p) => (p + 1).checked_add(d),
             };
             let Some(kg) = kg.filter(|&k| k < u64::from(META_KEY_GROUP)) else {
-                return Err(err(pos, &f("key_groups"), "key group out of range"));
+                return Err(c.err_at(at, &f("key_groups"), "key group out of range"));
             };
             key_groups.push(kg as u32);
             prev = Some(kg);
         }
         if offset.checked_add(length).is_none() {
-            return Err(err(pos, &f("length"), "offset + length overflows"));
+            return Err(c.err_at(length_at, &f("length"), "offset + length overflows"));
         }
         out.push(IndexEntry {
             log: LogId(log),
@@ -762,9 +780,7 @@ fn decode_index(idx: &[u8], base: u64, file: &str, count: u32) -> Result<Vec<Ind
             key_groups,
         });
     }
-    if pos != idx.len() {
-        return Err(err(pos, "index", "trailing bytes"));
-    }
+    c.finish("index")?;
     Ok(out)
 }
 
@@ -777,13 +793,26 @@ pub struct ChangeSetData {
 }
 
 impl ChangeSetData {
-    fn corrupt(&self, pos: usize, field: &str, why: impl Into<String>) -> FormatError {
+    #[cold]
+    fn corrupt(&self, pos: u64, field: &str, why: impl Into<String>) -> FormatError {
         FormatError::corrupt(
             &self.file,
             self.offset,
             field,
             format!("byte {pos} of the decompressed change set: {}", why.into()),
         )
+    }
+
+    /// An error of a cursor over the payload (whose offsets are positions in it) as the
+    /// change set's: the offset of the change set, the position in the reason.
+    #[cold]
+    fn relocate(&self, e: FormatError) -> FormatError {
+        match e {
+            FormatError::Corrupt {
+                offset, field, reason, ..
+            } => self.corrupt(offset, &field, reason),
+            other => other,
+        }
     }
 
     fn for_each_group(&self, f: &mut dyn FnMut(u32, u32)) -> Result<()> {
@@ -793,15 +822,14 @@ impl ChangeSetData {
         })
     }
 
-    /// Walks the groups in order, checking their framing: `f(key group, records, group
-    /// bytes)`, where the group bytes are the records, each `len: varint ‖ record`.
-    fn walk(&self, mut f: impl FnMut(u32, u32, &[u8]) -> Result<()>) -> Result<()> {
-        let r = &self.raw;
-        let mut pos = 0usize;
+    /// Walks the groups in order, checking their framing: `f(key group, records, cursor)`,
+    /// where the cursor is at the group's records, each `len: varint ‖ record`.
+    fn walk(&self, mut f: impl FnMut(u32, u32, Cursor<'_>) -> Result<()>) -> Result<()> {
+        let mut c = Cursor::new(&self.raw, 0, &self.file);
         let mut prev: Option<u32> = None;
-        while pos < r.len() {
-            let at = pos;
-            let kg = get_varint(r, &mut pos).ok_or_else(|| self.corrupt(at, "group.key_group", "truncated varint"))?;
+        while !c.is_empty() {
+            let at = c.offset();
+            let kg = c.varint("group.key_group").map_err(|e| self.relocate(e))?;
             let kg = u32::try_from(kg).map_err(|_| self.corrupt(at, "group.key_group", "out of range"))?;
             let ordered = match prev {
                 None => true,
@@ -816,21 +844,16 @@ impl ChangeSetData {
                 ));
             }
             prev = Some(kg);
-            let at = pos;
-            let count = get_varint(r, &mut pos).ok_or_else(|| self.corrupt(at, "group.count", "truncated varint"))?;
-            if count == 0 || count > (r.len() - pos) as u64 {
+            let at = c.offset();
+            let count = c.varint("group.count").map_err(|e| self.relocate(e))?;
+            if count == 0 || count > c.remaining() as u64 {
                 return Err(self.corrupt(at, "group.count", format!("{count} records cannot fit")));
             }
-            let start = pos;
+            let group = c.clone();
             for _ in 0..count {
-                let a = pos;
-                let len = get_varint(r, &mut pos).ok_or_else(|| self.corrupt(a, "record.len", "truncated varint"))?;
-                if len > (r.len() - pos) as u64 {
-                    return Err(self.corrupt(a, "record.len", format!("{len} bytes run past the change set")));
-                }
-                pos += len as usize;
+                c.bytes("record.len").map_err(|e| self.relocate(e))?;
             }
-            f(kg, count as u32, &r[start..pos])?;
+            f(kg, count as u32, group)?;
         }
         Ok(())
     }
@@ -843,17 +866,14 @@ impl ChangeSetData {
         range: Option<&KeyGroupRange>,
         f: &mut dyn FnMut(u32, Record<'_>) -> std::result::Result<(), FormatError>,
     ) -> Result<()> {
-        self.walk(|kg, _, group| {
+        self.walk(|kg, count, mut group| {
             let is_meta = kg == META_KEY_GROUP;
             if !is_meta && range.is_some_and(|r| !r.contains(kg)) {
                 return Ok(());
             }
-            let mut p = 0usize;
-            while p < group.len() {
-                // Framing was checked by `walk`.
-                let len = get_varint(group, &mut p).unwrap_or(0) as usize;
-                let bytes = &group[p..p + len];
-                p += len;
+            // Framing was checked by `walk`: the group holds `count` records.
+            for _ in 0..count {
+                let bytes = group.bytes("record.len").map_err(|e| self.relocate(e))?;
                 let rec = decode_record(bytes).map_err(|e| {
                     FormatError::corrupt(&self.file, self.offset, "record", format!("key group {kg}: {e}"))
                 })?;
@@ -898,6 +918,43 @@ mod tests {
 
     fn open(b: Vec<u8>) -> Result<LogFileReader> {
         LogFileReader::from_blob(Arc::new(b), "f.skcl", None)
+    }
+
+    #[test]
+    fn index_entries_from_elsewhere_are_errors_not_panics() {
+        let storage = MemoryStorage::new();
+        let mut w = LogFileWriter::create(&storage, "f.skcl", [7; 16], 1, LogCompression::None).expect("create");
+        let mut b = ChangeSetBuffer::new();
+        b.push_change(
+            3,
+            &Change {
+                state: 0,
+                time: None,
+                key: b"k",
+                namespace: b"",
+                op: crate::record::Op::Put(b"v"),
+            },
+        );
+        w.append(&b.seal(LogId([1; 16]), 0)).expect("append");
+        w.finish().expect("finish");
+        let r = LogFileReader::open(&storage, "f.skcl", None).expect("open");
+        let good = r.index()[0].clone();
+        r.read(&good).expect("the real entry");
+        for (offset, length) in [
+            (good.offset, u64::MAX),
+            (u64::MAX, 1),
+            (good.offset, 10),
+            (1 << 40, CHANGE_SET_HEADER_LEN as u64),
+            (good.offset + 1, good.length),
+        ] {
+            let e = IndexEntry {
+                offset,
+                length,
+                ..good.clone()
+            };
+            let err = r.read(&e).expect_err("not a change set").to_string();
+            assert!(err.starts_with("f.skcl: offset "), "{offset} {length}: {err}");
+        }
     }
 
     #[test]

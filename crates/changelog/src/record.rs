@@ -1,10 +1,12 @@
 //! Change records: what one state mutation appends to the log (`docs/changelog-format.md`,
 //! "Records"). Encoding appends to a buffer; decoding is total over byte slices and borrows
 //! from them.
+#![deny(clippy::indexing_slicing)]
 
 use crate::error::ChangelogError;
-use statekit_core::schema::{get_varint, put_varint};
+use statekit_core::schema::put_varint;
 use statekit_core::StateDescriptor;
+use statekit_format::{Cursor, FormatError};
 
 /// Op codes (low 4 bits of the first byte).
 mod code {
@@ -167,134 +169,109 @@ pub fn encode_change(out: &mut Vec<u8>, c: &Change<'_>) {
     }
 }
 
-/// A bounds-checked reader over one record's bytes; errors carry the field and the position
-/// within the record (callers add file and offset).
-struct R<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+/// How the record decoder names its input in the [`FormatError`]s of the cursor, before they
+/// become [`ChangelogError::Record`]s (which carry only the position).
+const RECORD: &str = "change record";
 
-impl<'a> R<'a> {
-    fn err(&self, field: &str, why: impl Into<String>) -> ChangelogError {
-        ChangelogError::Record {
-            position: self.pos,
-            field: field.to_string(),
-            reason: why.into(),
-        }
-    }
-
-    fn u8(&mut self, field: &str) -> Result<u8, ChangelogError> {
-        let b = *self
-            .buf
-            .get(self.pos)
-            .ok_or_else(|| self.err(field, "record ends early"))?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    fn varint(&mut self, field: &str) -> Result<u64, ChangelogError> {
-        get_varint(self.buf, &mut self.pos).ok_or_else(|| self.err(field, "truncated or overlong varint"))
-    }
-
-    fn u32v(&mut self, field: &str) -> Result<u32, ChangelogError> {
-        let v = self.varint(field)?;
-        u32::try_from(v).map_err(|_| self.err(field, format!("{v} does not fit 32 bits")))
-    }
-
-    fn bytes(&mut self, field: &str) -> Result<&'a [u8], ChangelogError> {
-        let n = self.varint(field)?;
-        let left = self.buf.len() - self.pos;
-        if n > left as u64 {
-            return Err(self.err(field, format!("length {n} runs past the record ({left} bytes left)")));
-        }
-        let s = &self.buf[self.pos..self.pos + n as usize];
-        self.pos += n as usize;
-        Ok(s)
-    }
-
-    fn list(&mut self, field: &str) -> Result<Vec<&'a [u8]>, ChangelogError> {
-        let n = self.varint(field)?;
-        // Every item takes at least one byte: reject counts the record cannot hold before
-        // allocating.
-        let left = (self.buf.len() - self.pos) as u64;
-        if n > left {
-            return Err(self.err(field, format!("count {n} exceeds the {left} bytes left")));
-        }
-        (0..n).map(|_| self.bytes(field)).collect()
+/// The cursor's error at a position within the record as a [`ChangelogError::Record`] (the
+/// caller that knows the file and offset wraps it).
+#[cold]
+fn record_error(e: FormatError) -> ChangelogError {
+    match e {
+        FormatError::Corrupt {
+            offset, field, reason, ..
+        } => ChangelogError::Record {
+            position: usize::try_from(offset).unwrap_or(usize::MAX),
+            field,
+            reason,
+        },
+        other => ChangelogError::Format(other),
     }
 }
 
-/// Decodes one record (the whole of `buf`: trailing bytes are an error).
+/// A varint that must fit 32 bits.
+#[inline]
+fn u32v(c: &mut Cursor<'_>, field: &str) -> Result<u32, FormatError> {
+    let at = c.offset();
+    let v = c.varint(field)?;
+    u32::try_from(v).map_err(|_| c.err_at(at, field, format!("{v} does not fit 32 bits")))
+}
+
+/// A count, then that many length-prefixed byte strings.
+#[inline]
+fn list<'a>(c: &mut Cursor<'a>, field: &str) -> Result<Vec<&'a [u8]>, FormatError> {
+    // Every item takes at least one byte: `count` rejects counts the record cannot hold
+    // before anything is allocated.
+    let n = c.count(field)?;
+    (0..n).map(|_| c.bytes(field)).collect()
+}
+
+/// Decodes one record (the whole of `buf`: trailing bytes are an error). Errors name the
+/// byte position within the record where the bad field starts, and the field.
 pub fn decode_record(buf: &[u8]) -> Result<Record<'_>, ChangelogError> {
-    let mut r = R { buf, pos: 0 };
-    let first = r.u8("op")?;
+    let mut c = Cursor::new(buf, 0, RECORD);
+    let rec = decode_fields(&mut c).map_err(record_error)?;
+    c.finish("record").map_err(record_error)?;
+    Ok(rec)
+}
+
+fn decode_fields<'a>(c: &mut Cursor<'a>) -> Result<Record<'a>, FormatError> {
+    let first = c.u8("op")?;
     if first & RESERVED_BITS != 0 {
-        return Err(r.err("op", format!("reserved bits set in {first:#04x}")));
+        return Err(c.err_at(0, "op", format!("reserved bits set in {first:#04x}")));
     }
     let op_code = first & 0x0F;
-    let state = r.u32v("state")?;
-    let rec = if op_code == code::METADATA {
+    let state = u32v(c, "state")?;
+    if op_code == code::METADATA {
         if first & HAS_TIME != 0 {
-            return Err(r.err("op", "a metadata record has no time"));
+            return Err(c.err_at(0, "op", "a metadata record has no time"));
         }
-        let (descriptor, used) =
-            statekit_format::decode_state_descriptor(&buf[r.pos..], 0, "change record", "descriptor")
-                .map_err(|e| r.err("descriptor", e.to_string()))?;
-        r.pos += used;
-        Record::Metadata { state, descriptor }
-    } else {
-        let time = if first & HAS_TIME != 0 {
-            let end = r.pos + 8;
-            let b = buf.get(r.pos..end).ok_or_else(|| r.err("time", "record ends early"))?;
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            r.pos = end;
-            Some(i64::from_le_bytes(a))
-        } else {
-            None
-        };
-        let key = r.bytes("key")?;
-        let namespace = r.bytes("namespace")?;
-        let op = match op_code {
-            code::CLEAR => Op::Clear,
-            code::PUT => Op::Put(r.bytes("value")?),
-            code::ADD_ELEMENT => Op::AddElement(r.bytes("element")?),
-            code::SET_LIST => Op::SetList(r.list("elements")?),
-            code::MAP_PUT => Op::MapPut {
-                user_key: r.bytes("user_key")?,
-                value: r.bytes("value")?,
-            },
-            code::MAP_REMOVE => Op::MapRemove(r.bytes("user_key")?),
-            code::MERGE_LIST => Op::MergeList(r.list("sources")?),
-            code::READ => {
-                let kind = match r.u8("read_kind")? {
-                    0 => ReadKind::Get,
-                    1 => ReadKind::List,
-                    2 => ReadKind::MapAll,
-                    3 => ReadKind::MapEntry,
-                    k => return Err(r.err("read_kind", format!("unknown read kind {k}"))),
-                };
-                let user_key = if kind == ReadKind::MapEntry {
-                    r.bytes("user_key")?
-                } else {
-                    &[]
-                };
-                Op::Read { kind, user_key }
-            }
-            other => return Err(r.err("op", format!("unknown op code {other}"))),
-        };
-        Record::Change(Change {
-            state,
-            time,
-            key,
-            namespace,
-            op,
-        })
-    };
-    if r.pos != buf.len() {
-        return Err(r.err("record", format!("{} trailing bytes", buf.len() - r.pos)));
+        let descriptor = statekit_format::read_state_descriptor(c, "descriptor")?;
+        return Ok(Record::Metadata { state, descriptor });
     }
-    Ok(rec)
+    let time = if first & HAS_TIME != 0 {
+        Some(c.i64("time")?)
+    } else {
+        None
+    };
+    let key = c.bytes("key")?;
+    let namespace = c.bytes("namespace")?;
+    let op = match op_code {
+        code::CLEAR => Op::Clear,
+        code::PUT => Op::Put(c.bytes("value")?),
+        code::ADD_ELEMENT => Op::AddElement(c.bytes("element")?),
+        code::SET_LIST => Op::SetList(list(c, "elements")?),
+        code::MAP_PUT => Op::MapPut {
+            user_key: c.bytes("user_key")?,
+            value: c.bytes("value")?,
+        },
+        code::MAP_REMOVE => Op::MapRemove(c.bytes("user_key")?),
+        code::MERGE_LIST => Op::MergeList(list(c, "sources")?),
+        code::READ => {
+            let at = c.offset();
+            let kind = match c.u8("read_kind")? {
+                0 => ReadKind::Get,
+                1 => ReadKind::List,
+                2 => ReadKind::MapAll,
+                3 => ReadKind::MapEntry,
+                k => return Err(c.err_at(at, "read_kind", format!("unknown read kind {k}"))),
+            };
+            let user_key = if kind == ReadKind::MapEntry {
+                c.bytes("user_key")?
+            } else {
+                &[]
+            };
+            Op::Read { kind, user_key }
+        }
+        other => return Err(c.err_at(0, "op", format!("unknown op code {other}"))),
+    };
+    Ok(Record::Change(Change {
+        state,
+        time,
+        key,
+        namespace,
+        op,
+    }))
 }
 
 #[cfg(test)]
@@ -377,6 +354,52 @@ mod tests {
         }
         buf.push(0);
         assert!(decode_record(&buf).is_err(), "trailing byte");
+    }
+
+    /// The position and field of a record error.
+    fn failure(buf: &[u8]) -> (usize, String) {
+        match decode_record(buf) {
+            Err(ChangelogError::Record { position, field, .. }) => (position, field),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_byte_it_starts_at() {
+        let mut buf = Vec::new();
+        encode_change(
+            &mut buf,
+            &Change {
+                state: 1,
+                time: Some(1),
+                key: b"key",
+                namespace: b"ns",
+                op: Op::Put(b"value"),
+            },
+        );
+        // op 0, state 1, time 2..10, key 10 (length) 11..14, namespace 14 15..17, value 17 18..23.
+        assert_eq!(failure(&buf[..1]), (1, "state".into()));
+        assert_eq!(failure(&buf[..5]), (2, "time".into()));
+        assert_eq!(failure(&buf[..12]), (10, "key".into()));
+        assert_eq!(failure(&buf[..20]), (17, "value".into()));
+        let mut bad = buf.clone();
+        bad[0] |= 0x10;
+        assert_eq!(failure(&bad), (0, "op".into()));
+        bad = buf.clone();
+        bad.push(9);
+        assert_eq!(failure(&bad), (23, "record".into()));
+        // A descriptor is read in place: its errors point into the record.
+        let d = StateDescriptor::value("name", TypeSchema::Utf8, TypeSchema::I64);
+        let mut buf = Vec::new();
+        encode_metadata(&mut buf, 7, &d);
+        // op 0, state 1, name 2 (length) 3..7, kind 7.
+        buf[7] = 200;
+        assert_eq!(failure(&buf), (7, "descriptor.kind".into()));
+        let e = decode_record(&buf).expect_err("bad kind").to_string();
+        assert_eq!(
+            e,
+            "change record: byte 7: descriptor.kind: unknown keyed state kind 200"
+        );
     }
 
     proptest! {

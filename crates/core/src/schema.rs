@@ -6,6 +6,7 @@
 //! `DataOutputStream` writes them), a top-level string or byte string is its raw bytes, and
 //! inside a composite every variable-length part carries a LEB128 length or count.
 //! [`TypeSchema::Bytes`] keeps state opaque when a program wants that.
+#![deny(clippy::indexing_slicing)]
 
 use std::fmt;
 

@@ -1,5 +1,6 @@
 //! Blocks: the unit of compression and checksumming in data files (`docs/format.md`
 //! §"Blocks").
+#![deny(clippy::indexing_slicing)]
 
 use crate::error::FormatError;
 use crate::wire::{le_u32, Result};
@@ -129,10 +130,12 @@ impl BlockEncoder {
                 }
             }
         }
-        let payload: &[u8] = if codec == CODEC_NONE {
-            raw
-        } else {
-            &self.scratch[..self.scratch_len]
+        let payload: &[u8] = match self.scratch.get(..self.scratch_len) {
+            Some(compressed) if codec != CODEC_NONE => compressed,
+            _ => {
+                codec = CODEC_NONE;
+                raw
+            }
         };
         let mut header = [0u8; BLOCK_HEADER_LEN];
         header[0..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -174,7 +177,10 @@ impl BlockEncoder {
         if self.scratch.len() < max {
             self.scratch.resize(max, 0);
         }
-        match lz4_flex::block::compress_into(raw, &mut self.scratch[..max]) {
+        let Some(out) = self.scratch.get_mut(..max) else {
+            return false;
+        };
+        match lz4_flex::block::compress_into(raw, out) {
             Ok(n) if n < raw.len() => {
                 self.scratch_len = n;
                 true
@@ -239,20 +245,23 @@ impl BlockDecoder {
         let err = |field: &str, reason: String| FormatError::corrupt(file, pos, field, reason);
         let start = usize::try_from(pos).map_err(|_| err("block", "offset beyond address space".into()))?;
         let avail = limit.saturating_sub(pos);
-        if avail < BLOCK_HEADER_LEN as u64 || start.saturating_add(BLOCK_HEADER_LEN) > bytes.len() {
-            return Err(err(
-                "block.header",
-                format!("needs {BLOCK_HEADER_LEN} bytes, only {avail} left in the section"),
-            ));
-        }
-        let field = |p: usize| le_u32(bytes, start + p).unwrap_or(0);
+        let header: &[u8; BLOCK_HEADER_LEN] = match bytes.get(start..).and_then(<[u8]>::first_chunk) {
+            Some(header) if avail >= BLOCK_HEADER_LEN as u64 => header,
+            _ => {
+                return Err(err(
+                    "block.header",
+                    format!("needs {BLOCK_HEADER_LEN} bytes, only {avail} left in the section"),
+                ))
+            }
+        };
+        let field = |p: usize| le_u32(header, p).unwrap_or(0);
         let h = BlockHeader {
             offset: pos,
             stored_len: field(0),
             raw_len: field(4),
             section: field(8),
             entries: field(12),
-            codec: bytes[start + 16],
+            codec: header[16],
         };
         let crc = field(20);
         if h.total_len() > avail {
@@ -270,7 +279,7 @@ impl BlockDecoder {
             .get(payload_start..payload_start + h.stored_len as usize)
             .ok_or_else(|| err("block.stored_len", "block runs past the end of the file".into()))?;
         let mut hasher = crc32fast::Hasher::new();
-        hasher.update(&bytes[start..start + BLOCK_CRC_SCOPE]);
+        hasher.update(&header[..BLOCK_CRC_SCOPE]);
         hasher.update(payload);
         let actual = hasher.finalize();
         if actual != crc {
@@ -279,7 +288,7 @@ impl BlockDecoder {
                 format!("checksum mismatch: stored {crc:#010x}, computed {actual:#010x}"),
             ));
         }
-        if bytes[start + 17..start + 20] != [0, 0, 0] {
+        if header[17..20] != [0, 0, 0] {
             return Err(err("block.reserved", "reserved bytes are not zero".into()));
         }
         let raw_len = h.raw_len as usize;
@@ -309,7 +318,10 @@ impl BlockDecoder {
                 if self.buf.len() < raw_len {
                     self.buf.resize(raw_len, 0);
                 }
-                let out = &mut self.buf[..raw_len];
+                let out = self
+                    .buf
+                    .get_mut(..raw_len)
+                    .ok_or_else(|| err("block.raw_len", format!("no buffer of {raw_len} bytes")))?;
                 let produced = if h.codec == CODEC_LZ4 {
                     lz4_flex::block::decompress_into(payload, out).map_err(|e| e.to_string())
                 } else {
@@ -322,7 +334,7 @@ impl BlockDecoder {
                     z.decompress_to_buffer(payload, out).map_err(|e| e.to_string())
                 };
                 match produced {
-                    Ok(n) if n == raw_len => &self.buf[..raw_len],
+                    Ok(n) if n == raw_len => out,
                     Ok(n) => {
                         return Err(err(
                             "block.raw_len",

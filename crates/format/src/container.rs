@@ -1,6 +1,7 @@
 //! The container shared by keyed and operator data files: a checksummed header, sections of
 //! blocks, an index of the sections and a fixed-size trailer that points at the index
 //! (`docs/format.md` §"Data files").
+#![deny(clippy::indexing_slicing)]
 
 use crate::block::{BlockEncoder, Compression, BLOCK_HEADER_LEN};
 use crate::error::FormatError;
@@ -79,6 +80,29 @@ pub(crate) struct Layout {
     pub size: u64,
 }
 
+impl Layout {
+    /// The header body of `bytes` (the file this layout was parsed from).
+    pub(crate) fn header_body<'a>(&self, bytes: &'a [u8], file: &str) -> Result<&'a [u8]> {
+        bytes.get(self.header_body.clone()).ok_or_else(|| {
+            FormatError::corrupt(
+                file,
+                self.header_body_offset,
+                "header",
+                "header body is not inside the file",
+            )
+        })
+    }
+
+    /// The file-kind specific tail of the index in `bytes` and its absolute offset.
+    pub(crate) fn index_tail<'a>(&self, bytes: &'a [u8], file: &str) -> Result<(&'a [u8], u64)> {
+        let offset = self.index_tail.start as u64;
+        let tail = bytes
+            .get(self.index_tail.clone())
+            .ok_or_else(|| FormatError::corrupt(file, offset, "index", "index tail is not inside the file"))?;
+        Ok((tail, offset))
+    }
+}
+
 fn io_err(file: &str, e: std::io::Error) -> FormatError {
     FormatError::Storage(StorageError::Io {
         path: file.to_string(),
@@ -88,8 +112,10 @@ fn io_err(file: &str, e: std::io::Error) -> FormatError {
 
 /// Checks the magic and version at the start of a file; shared with `_metadata`.
 pub(crate) fn check_magic_and_version(bytes: &[u8], file: &str, magic: &[u8; 4], what: &'static str) -> Result<()> {
-    let n = bytes.len().min(4);
-    if bytes.is_empty() || bytes[..n] != magic[..n] {
+    // The first four bytes, or all of a shorter file: a prefix of the magic is a truncated
+    // file of this kind, reported below.
+    let head = bytes.get(..4).unwrap_or(bytes);
+    if head.is_empty() || !magic.starts_with(head) {
         return Err(FormatError::BadMagic {
             file: file.to_string(),
             what,
@@ -156,8 +182,16 @@ pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Op
         ));
     }
     let crc_pos = HEADER_PREFIX_LEN + body_len as usize;
-    let stored = le_u32(bytes, crc_pos).unwrap_or(0);
-    let actual = crc32fast::hash(&bytes[..crc_pos]);
+    // `header_end` lies before the trailer: both parts exist.
+    let (covered, after) = bytes.split_at_checked(crc_pos).ok_or_else(|| {
+        c.err_at(
+            body_len_at,
+            "header.body_len",
+            "header body runs past the end of the file",
+        )
+    })?;
+    let stored = le_u32(after, 0).unwrap_or(0);
+    let actual = crc32fast::hash(covered);
     if stored != actual {
         return Err(FormatError::corrupt(
             file,
@@ -169,7 +203,10 @@ pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Op
 
     // Trailer.
     let t = bytes.len() - TRAILER_LEN;
-    if bytes[t + 20..] != TRAILER_MAGIC {
+    let Some(trailer) = bytes.last_chunk::<TRAILER_LEN>() else {
+        return Err(FormatError::corrupt(file, size, "file size", "no room for the trailer"));
+    };
+    if trailer[20..] != TRAILER_MAGIC {
         return Err(FormatError::corrupt(
             file,
             t as u64 + 20,
@@ -177,8 +214,8 @@ pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Op
             "missing trailer magic \"SKIX\" (file truncated or not finished)",
         ));
     }
-    let trailer_crc = le_u32(bytes, t + 16).unwrap_or(0);
-    let actual = crc32fast::hash(&bytes[t..t + 16]);
+    let trailer_crc = le_u32(trailer, 16).unwrap_or(0);
+    let actual = crc32fast::hash(&trailer[..16]);
     if trailer_crc != actual {
         return Err(FormatError::corrupt(
             file,
@@ -187,8 +224,8 @@ pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Op
             format!("checksum mismatch: stored {trailer_crc:#010x}, computed {actual:#010x}"),
         ));
     }
-    let index_offset = le_u64(bytes, t).unwrap_or(0);
-    let index_len = le_u64(bytes, t + 8).unwrap_or(0);
+    let index_offset = le_u64(trailer, 0).unwrap_or(0);
+    let index_len = le_u64(trailer, 8).unwrap_or(0);
     if index_offset.checked_add(index_len) != Some(t as u64) || index_offset < header_end || index_len < 5 {
         return Err(FormatError::corrupt(
             file,
@@ -199,10 +236,18 @@ pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Op
             ),
         ));
     }
-    // Both are below `t`, so they fit in usize.
+    // Both are below `t`, so they fit in usize; the index has at least 5 bytes.
     let (io, ie) = (index_offset as usize, t);
-    let stored = le_u32(bytes, ie - 4).unwrap_or(0);
-    let actual = crc32fast::hash(&bytes[io..ie - 4]);
+    let Some((index, crc)) = bytes.get(io..ie).and_then(<[u8]>::split_last_chunk::<4>) else {
+        return Err(FormatError::corrupt(
+            file,
+            t as u64,
+            "trailer.index_offset",
+            format!("index at {index_offset} of {index_len} bytes is not inside the file"),
+        ));
+    };
+    let stored = u32::from_le_bytes(*crc);
+    let actual = crc32fast::hash(index);
     if stored != actual {
         return Err(FormatError::corrupt(
             file,
@@ -211,7 +256,7 @@ pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Op
             format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
         ));
     }
-    let mut ic = Cursor::new(&bytes[io..ie - 4], index_offset, file);
+    let mut ic = Cursor::new(index, index_offset, file);
     let count_at = ic.offset();
     let n = ic.varint("index.section_count")?;
     let n = usize::try_from(n)
@@ -275,7 +320,7 @@ pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Op
             format!("sections end at {next} but the index starts at {index_offset}: the index does not cover the data"),
         ));
     }
-    let tail_start = io + (ic.offset() - index_offset) as usize;
+    let tail_start = io + ic.position();
     Ok(Layout {
         header_body: HEADER_PREFIX_LEN..crc_pos,
         header_body_offset: HEADER_PREFIX_LEN as u64,

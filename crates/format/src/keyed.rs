@@ -1,5 +1,6 @@
 //! Keyed data files: the canonical entry stream of one subtask, one section of blocks per
 //! non-empty key group (`docs/format.md` §"Keyed data files").
+#![deny(clippy::indexing_slicing)]
 
 use crate::block::{BlockDecoder, BlockHeader, WriteOptions, BLOCK_HEADER_LEN, CODEC_NONE};
 use crate::container::{self, ContainerWriter, Layout, Section, KEYED};
@@ -109,7 +110,7 @@ fn header_body(max_parallelism: u32, range: KeyGroupRange, states: &[StateDescri
 /// Checks what both writer and reader require of a state list.
 fn check_unique_names(states: &[StateDescriptor]) -> std::result::Result<(), String> {
     for (i, d) in states.iter().enumerate() {
-        if states[..i].iter().any(|o| o.name == d.name) {
+        if states.iter().take(i).any(|o| o.name == d.name) {
             return Err(format!("state name {:?} appears twice", d.name));
         }
     }
@@ -210,9 +211,10 @@ fn write_keyed_file_with(
         )?
     };
     for w in &writers {
-        for (i, (e, r)) in w.state_entries.iter().zip(&w.state_raw).enumerate() {
-            state_entries[i] += *e;
-            state_raw[i] += *r;
+        let totals = state_entries.iter_mut().zip(state_raw.iter_mut());
+        for ((te, tr), (e, r)) in totals.zip(w.state_entries.iter().zip(&w.state_raw)) {
+            *te += *e;
+            *tr += *r;
         }
     }
     let sections: Vec<Section> = cw.sections().to_vec();
@@ -290,13 +292,14 @@ struct RecordWriter {
     state_raw: Vec<u64>,
 }
 
-/// The bytes of one part of the previous entry (see [`RecordWriter`]).
+/// The bytes of one part of the previous entry (see [`RecordWriter`]); `None` only if the
+/// writer lost track of them (a bug, reported as an error rather than a panic).
 #[inline(always)]
-fn prev_part<'a>(raw: &'a [u8], in_raw: bool, at: (usize, usize), buf: &'a [u8]) -> &'a [u8] {
+fn prev_part<'a>(raw: &'a [u8], in_raw: bool, at: (usize, usize), buf: &'a [u8]) -> Option<&'a [u8]> {
     if in_raw {
-        &raw[at.0..at.1]
+        raw.get(at.0..at.1)
     } else {
-        buf
+        Some(buf)
     }
 }
 
@@ -327,6 +330,13 @@ impl RecordWriter {
         FormatError::invalid_input(format!("{}: key group {kg}: {m}", self.file))
     }
 
+    #[cold]
+    fn lost(file: &str, kg: u32, what: &str) -> FormatError {
+        FormatError::invalid_input(format!(
+            "{file}: key group {kg}: internal error: {what} is not in the block buffer"
+        ))
+    }
+
     #[inline]
     fn push(
         &mut self,
@@ -344,8 +354,10 @@ impl RecordWriter {
         }
         let mut same_prefix = false;
         if self.have_prev {
-            let prev_key = prev_part(&self.raw, self.prev_in_raw, self.prev_key, &self.prev_key_buf);
-            let prev_ns = prev_part(&self.raw, self.prev_in_raw, self.prev_ns, &self.prev_ns_buf);
+            let prev_key = prev_part(&self.raw, self.prev_in_raw, self.prev_key, &self.prev_key_buf)
+                .ok_or_else(|| Self::lost(&self.file, kg, "the previous key"))?;
+            let prev_ns = prev_part(&self.raw, self.prev_in_raw, self.prev_ns, &self.prev_ns_buf)
+                .ok_or_else(|| Self::lost(&self.file, kg, "the previous namespace"))?;
             let ord = e
                 .state
                 .cmp(&self.prev_state)
@@ -365,7 +377,8 @@ impl RecordWriter {
                 Ordering::Equal => {
                     same_prefix = true;
                     let dup = if shape.is_map {
-                        let prev_uk = prev_part(&self.raw, self.prev_in_raw, self.prev_uk, &self.prev_uk_buf);
+                        let prev_uk = prev_part(&self.raw, self.prev_in_raw, self.prev_uk, &self.prev_uk_buf)
+                            .ok_or_else(|| Self::lost(&self.file, kg, "the previous user key"))?;
                         cmp_bytes(e.user_key.unwrap_or_default(), prev_uk) != Ordering::Greater
                     } else {
                         !shape.is_list
@@ -375,7 +388,8 @@ impl RecordWriter {
                             kg,
                             format!(
                                 "state {:?}: duplicate or out-of-order entry for key {:02x?}",
-                                states[e.state as usize].name, e.key
+                                states.get(e.state as usize).map_or("", |d| d.name.as_str()),
+                                e.key
                             ),
                         ));
                     }
@@ -418,8 +432,17 @@ impl RecordWriter {
         self.prev_in_raw = true;
         self.block_has_prev = true;
         self.block_entries += 1;
-        self.state_entries[e.state as usize] += 1;
-        self.state_raw[e.state as usize] += len;
+        // `shapes` has one entry per state, so does each total (looked up above).
+        match (
+            self.state_entries.get_mut(e.state as usize),
+            self.state_raw.get_mut(e.state as usize),
+        ) {
+            (Some(n), Some(r)) => {
+                *n += 1;
+                *r += len;
+            }
+            _ => return Err(self.bad(kg, format!("state index {} has no totals", e.state))),
+        }
         if self.raw.len() >= self.block_size {
             self.flush(sink, kg)?;
         }
@@ -436,8 +459,12 @@ impl RecordWriter {
                     (self.prev_ns, &mut self.prev_ns_buf),
                     (self.prev_uk, &mut self.prev_uk_buf),
                 ] {
+                    let part = self
+                        .raw
+                        .get(at.0..at.1)
+                        .ok_or_else(|| Self::lost(&self.file, kg, "the previous entry"))?;
                     buf.clear();
-                    buf.extend_from_slice(&self.raw[at.0..at.1]);
+                    buf.extend_from_slice(part);
                 }
                 self.prev_in_raw = false;
             }
@@ -473,7 +500,10 @@ fn put_len(out: &mut Vec<u8>, n: usize) {
 #[inline]
 fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
     let n = a.len().min(b.len());
-    let (mut ca, mut cb) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    let (Some(a_head), Some(b_head)) = (a.get(..n), b.get(..n)) else {
+        return a.cmp(b);
+    };
+    let (mut ca, mut cb) = (a_head.chunks_exact(8), b_head.chunks_exact(8));
     for (x, y) in (&mut ca).zip(&mut cb) {
         let (x, y) = (u64::from_be_bytes(arr8(x)), u64::from_be_bytes(arr8(y)));
         if x != y {
@@ -530,15 +560,14 @@ fn decode_records<'a>(
     };
     let mut pos = 0usize;
     let mut count = 0u32;
-    let mut prev: Option<(u32, &'a [u8], &'a [u8])> = None;
-    while pos < raw.len() {
+    let mut prev: Option<(u32, Shape, &'a [u8], &'a [u8])> = None;
+    while let Some(&tag) = raw.get(pos) {
         let start = pos;
-        let tag = raw[pos];
         pos += 1;
         if tag & !REC_SAME_PREFIX != 0 {
             return Err(err(start, "record.tag", format!("unknown tag bits {tag:#04x}")));
         }
-        let (state, key, namespace) = if tag & REC_SAME_PREFIX != 0 {
+        let (state, shape, key, namespace) = if tag & REC_SAME_PREFIX != 0 {
             prev.ok_or_else(|| {
                 err(
                     start,
@@ -548,9 +577,9 @@ fn decode_records<'a>(
             })?
         } else {
             let at = pos;
-            let state = get_varint(raw, &mut pos)
+            let (state, shape) = get_varint(raw, &mut pos)
                 .and_then(|s| u32::try_from(s).ok())
-                .filter(|s| (*s as usize) < shapes.len())
+                .and_then(|s| Some((s, *shapes.get(s as usize)?)))
                 .ok_or_else(|| {
                     err(
                         at,
@@ -562,9 +591,8 @@ fn decode_records<'a>(
             let key = take_bytes(raw, &mut pos).ok_or_else(|| err(at, "record.key", "bad length".into()))?;
             let at = pos;
             let ns = take_bytes(raw, &mut pos).ok_or_else(|| err(at, "record.namespace", "bad length".into()))?;
-            (state, key, ns)
+            (state, shape, key, ns)
         };
-        let shape = shapes[state as usize];
         let user_key = if shape.is_map {
             let at = pos;
             Some(take_bytes(raw, &mut pos).ok_or_else(|| err(at, "record.user_key", "bad length".into()))?)
@@ -584,7 +612,7 @@ fn decode_records<'a>(
         } else {
             None
         };
-        prev = Some((state, key, namespace));
+        prev = Some((state, shape, key, namespace));
         count = count
             .checked_add(1)
             .ok_or_else(|| err(start, "record", "too many records".into()))?;
@@ -737,7 +765,7 @@ impl KeyedFileReader {
     fn parse(blob: Arc<dyn Blob>, file: String, path: String, expected: Option<u64>) -> Result<Self> {
         let bytes = blob.bytes();
         let layout = container::parse(bytes, &file, &KEYED, expected)?;
-        let mut c = Cursor::new(&bytes[layout.header_body.clone()], layout.header_body_offset, &file);
+        let mut c = Cursor::new(layout.header_body(bytes, &file)?, layout.header_body_offset, &file);
         let mp_at = c.offset();
         let max_parallelism = c.u32("header.max_parallelism")?;
         if check_max_parallelism(max_parallelism).is_err() {
@@ -782,8 +810,8 @@ impl KeyedFileReader {
                 ));
             }
         }
-        let tail_offset = layout.index_offset + (layout.index_tail.start as u64 - layout.index_offset);
-        let mut t = Cursor::new(&bytes[layout.index_tail.clone()], tail_offset, &file);
+        let (tail, tail_offset) = layout.index_tail(bytes, &file)?;
+        let mut t = Cursor::new(tail, tail_offset, &file);
         let count_at = t.offset();
         let n = t.varint("index.state_count")?;
         if n != states.len() as u64 {
@@ -962,10 +990,10 @@ impl KeyedFileReader {
             let mut dec = BlockDecoder::new();
             loop {
                 let i = next.fetch_add(1, AtomicOrdering::Relaxed);
-                if i >= sections.len() || i > first_bad.load(AtomicOrdering::Relaxed) {
+                let Some(section) = sections.get(i).filter(|_| i <= first_bad.load(AtomicOrdering::Relaxed)) else {
                     return (totals, None);
-                }
-                if let Err(e) = self.verify_section(&sections[i], &mut dec, &mut order, &mut totals) {
+                };
+                if let Err(e) = self.verify_section(section, &mut dec, &mut order, &mut totals) {
                     first_bad.fetch_min(i, AtomicOrdering::Relaxed);
                     return (totals, Some((i, e)));
                 }
@@ -999,23 +1027,24 @@ impl KeyedFileReader {
             }
             report.blocks += t.blocks;
             report.entries += t.entries;
-            for (i, (e, r)) in t.state_entries.iter().zip(&t.state_raw).enumerate() {
-                state_entries[i] += e;
-                state_raw[i] += r;
+            let sums = state_entries.iter_mut().zip(state_raw.iter_mut());
+            for ((se, sr), (e, r)) in sums.zip(t.state_entries.iter().zip(&t.state_raw)) {
+                *se += e;
+                *sr += r;
             }
         }
         if let Some((_, e)) = first_error {
             return Err(e);
         }
-        for (i, st) in self.info.states.iter().enumerate() {
-            if st.entries != state_entries[i] || st.raw_bytes != state_raw[i] {
+        for (st, (&entries, &raw)) in self.info.states.iter().zip(state_entries.iter().zip(&state_raw)) {
+            if st.entries != entries || st.raw_bytes != raw {
                 return Err(FormatError::corrupt(
                     &self.file,
                     self.layout.index_offset,
                     "index.state_totals",
                     format!(
                         "state {:?}: index says {} entries / {} raw bytes, the blocks hold {} / {}",
-                        st.name, st.entries, st.raw_bytes, state_entries[i], state_raw[i]
+                        st.name, st.entries, st.raw_bytes, entries, raw
                     ),
                 ));
             }
@@ -1043,8 +1072,24 @@ impl KeyedFileReader {
                 ));
             }
             index += 1;
-            totals.state_entries[e.state as usize] += 1;
-            totals.state_raw[e.state as usize] += len as u64;
+            // `check_entry_shape` found the state in the file's list; a total per state.
+            match (
+                totals.state_entries.get_mut(e.state as usize),
+                totals.state_raw.get_mut(e.state as usize),
+            ) {
+                (Some(n), Some(r)) => {
+                    *n += 1;
+                    *r += len as u64;
+                }
+                _ => {
+                    return Err(FormatError::corrupt(
+                        &self.file,
+                        s.offset,
+                        format!("key group {}", s.id),
+                        format!("entry {index}: state {} has no totals", e.state),
+                    ))
+                }
+            }
             Ok(())
         })?;
         totals.blocks += t.blocks;

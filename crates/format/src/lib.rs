@@ -9,11 +9,15 @@
 //!   of one key-group range touches only those bytes; read through `memmap2`
 //!   ([`write_keyed_file`], [`KeyedFileReader`]);
 //! * operator state files ([`write_operator_file`], [`read_operator_file`]);
-//! * [`verify_snapshot`], which checks a whole snapshot directory and lists every problem.
+//! * [`verify_snapshot`], which checks a whole snapshot directory and lists every problem;
+//! * [`Cursor`] (and [`le_u32`], [`le_u64`]): the bounds-checked reading every decoder here is
+//!   built on, public so other formats (the changelog's log files and records) decode the same
+//!   way.
 //!
 //! Every decoder is total: bad bytes give a [`FormatError`] naming the file, offset and
 //! field, never a panic, and no length read from a file is trusted before it has been
-//! checked against the bytes that remain.
+//! checked against the bytes that remain. The decoder modules deny
+//! `clippy::indexing_slicing`.
 //!
 //! ```
 //! use statekit_core::storage::MemoryStorage;
@@ -72,4 +76,4 @@ pub use resolve::{
     FileResolver, NativeTarget, ResolvedChangelogHandle, ResolvedFile, ResolvedNativeFile, ResolvedNativeHandle,
 };
 pub use verify::{check_metadata, verify_snapshot, verify_snapshot_files, SnapshotVerifyReport};
-pub use wire::{decode_state_descriptor, encode_state_descriptor};
+pub use wire::{decode_state_descriptor, encode_state_descriptor, le_u32, le_u64, read_state_descriptor, Cursor};

@@ -1,4 +1,5 @@
 //! Encoding and decoding of `_metadata` (`docs/format.md` §"The `_metadata` file").
+#![deny(clippy::indexing_slicing)]
 
 use crate::container::{check_magic_and_version, FORMAT_VERSION};
 use crate::error::FormatError;
@@ -200,8 +201,17 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
         ));
     }
     let crc_pos = bytes.len() - 4;
-    let stored = le_u32(bytes, crc_pos).unwrap_or(0);
-    let actual = crc32fast::hash(&bytes[..crc_pos]);
+    // At least `PREFIX_LEN + 4` bytes (checked above): the prefix, the body and the CRC.
+    let (Some((covered, crc)), Some(body)) = (bytes.split_last_chunk::<4>(), bytes.get(PREFIX_LEN..crc_pos)) else {
+        return Err(FormatError::corrupt(
+            file,
+            size,
+            "file size",
+            format!("{size} bytes is too short; truncated?"),
+        ));
+    };
+    let stored = u32::from_le_bytes(*crc);
+    let actual = crc32fast::hash(covered);
     if stored != actual {
         return Err(FormatError::corrupt(
             file,
@@ -210,7 +220,7 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
             format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
         ));
     }
-    let mut c = Cursor::new(&bytes[PREFIX_LEN..crc_pos], PREFIX_LEN as u64, file);
+    let mut c = Cursor::new(body, PREFIX_LEN as u64, file);
     let mut offsets = MetadataOffsets::default();
     let at = c.offset();
     let kind = match c.u8("kind")? {

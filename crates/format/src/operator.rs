@@ -1,5 +1,6 @@
 //! Operator data files: one subtask's operator (non-keyed) states, one section per state
 //! (`docs/format.md` §"Operator data files").
+#![deny(clippy::indexing_slicing)]
 
 use crate::block::{BlockDecoder, WriteOptions, BLOCK_HEADER_LEN, CODEC_NONE};
 use crate::container::{self, ContainerWriter, OPERATOR};
@@ -27,7 +28,7 @@ pub fn write_operator_file(
     put_varint(&mut header, snapshot.states.len() as u64);
     for (i, (d, data)) in snapshot.states.iter().enumerate() {
         check_operator_descriptor(d)?;
-        if snapshot.states[..i].iter().any(|(o, _)| o.name == d.name) {
+        if snapshot.states.iter().take(i).any(|(o, _)| o.name == d.name) {
             return Err(FormatError::invalid_input(format!(
                 "{file}: operator state {:?} appears twice",
                 d.name
@@ -124,7 +125,7 @@ pub fn decode_operator_file(
 ) -> std::result::Result<OperatorStateSnapshot, FormatError> {
     let bytes = blob.bytes();
     let layout = container::parse(bytes, file, &OPERATOR, expected_size)?;
-    let mut c = Cursor::new(&bytes[layout.header_body.clone()], layout.header_body_offset, file);
+    let mut c = Cursor::new(layout.header_body(bytes, file)?, layout.header_body_offset, file);
     let n = c.count("header.state_count")?;
     let mut descs: Vec<OperatorStateDescriptor> = Vec::with_capacity(n);
     for i in 0..n {
@@ -140,7 +141,7 @@ pub fn decode_operator_file(
         descs.push(d);
     }
     c.finish("header")?;
-    if layout.index_tail.start != layout.index_tail.end {
+    if !layout.index_tail.is_empty() {
         return Err(FormatError::corrupt(
             file,
             layout.index_offset,

@@ -1,5 +1,6 @@
 //! Primitive encoders and a bounds-checked decoding cursor shared by every file kind, plus the
 //! encodings of [`TypeSchema`] and the state descriptors (`docs/format.md` §"Common encodings").
+#![deny(clippy::indexing_slicing)]
 
 use crate::error::FormatError;
 use statekit_core::schema::{get_varint, put_varint, MAX_SCHEMA_DEPTH};
@@ -34,33 +35,63 @@ pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
     put_bytes(out, s.as_bytes());
 }
 
-/// Reads a little-endian `u32` at `pos` of `b` (caller checked the length).
+/// Reads a little-endian `u32` at byte `pos` of `b`; `None` when fewer than 4 bytes are
+/// there.
+///
+/// ```
+/// assert_eq!(statekit_format::le_u32(&[9, 1, 0, 0, 0], 1), Some(1));
+/// assert_eq!(statekit_format::le_u32(&[1, 0, 0], 0), None);
+/// ```
 #[inline]
-pub(crate) fn le_u32(b: &[u8], pos: usize) -> Option<u32> {
-    let s = b.get(pos..pos.checked_add(4)?)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+pub fn le_u32(b: &[u8], pos: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(*b.get(pos..)?.first_chunk::<4>()?))
 }
 
-/// Reads a little-endian `u64` at `pos` of `b`.
+/// Reads a little-endian `u64` at byte `pos` of `b`; `None` when fewer than 8 bytes are
+/// there.
 #[inline]
-pub(crate) fn le_u64(b: &[u8], pos: usize) -> Option<u64> {
-    let s = b.get(pos..pos.checked_add(8)?)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(s);
-    Some(u64::from_le_bytes(a))
+pub fn le_u64(b: &[u8], pos: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(*b.get(pos..)?.first_chunk::<8>()?))
 }
 
-/// A decoding position in a byte slice that is itself at absolute offset `base` of `file`.
-/// Every read is bounds-checked and every error names file, absolute offset and field.
-pub(crate) struct Cursor<'a> {
+/// A decoding position in a byte slice that is itself at absolute offset `base` of `file`:
+/// the one way statekit's decoders read bytes.
+///
+/// Every read is bounds-checked and fails with a [`FormatError::Corrupt`] that names the
+/// file, the absolute offset where the field being read starts, and the field; no length read
+/// from the bytes is trusted before it has been checked against what remains, so a hostile
+/// count or length never drives an allocation.
+///
+/// ```
+/// use statekit_format::{Cursor, FormatError};
+///
+/// // Bytes 100.. of "f": a u32 and a length-prefixed string.
+/// let bytes = [7, 0, 0, 0, 2, b'h', b'i'];
+/// let mut c = Cursor::new(&bytes, 100, "f");
+/// assert_eq!(c.u32("header.count")?, 7);
+/// assert_eq!(c.string("header.name")?, "hi");
+/// c.finish("header")?;
+///
+/// let mut c = Cursor::new(&bytes[..6], 100, "f");
+/// c.u32("header.count")?;
+/// let e = c.string("header.name").unwrap_err();
+/// assert_eq!(e.to_string(), "f: offset 104: header.name: length 2 exceeds the 1 bytes left");
+/// # Ok::<(), FormatError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Cursor<'a> {
     buf: &'a [u8],
+    /// Invariant: `pos <= buf.len()`.
     pos: usize,
     base: u64,
     file: &'a str,
 }
 
 impl<'a> Cursor<'a> {
-    pub(crate) fn new(buf: &'a [u8], base: u64, file: &'a str) -> Self {
+    /// A cursor at the start of `buf`, which lies at absolute offset `base` of `file` (the
+    /// name errors show).
+    #[inline]
+    pub fn new(buf: &'a [u8], base: u64, file: &'a str) -> Self {
         Cursor {
             buf,
             pos: 0,
@@ -69,97 +100,173 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The file errors name.
+    #[inline]
+    pub fn file(&self) -> &'a str {
+        self.file
+    }
+
     /// Absolute file offset of the next byte.
-    pub(crate) fn offset(&self) -> u64 {
+    #[inline]
+    pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
-    pub(crate) fn remaining(&self) -> usize {
+    /// Bytes consumed so far (the position within the slice, not the file).
+    #[inline]
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Bytes left.
+    #[inline]
+    pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
+    /// True when every byte was consumed.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    /// The bytes left, without consuming them.
+    #[inline]
+    pub fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or_default()
+    }
+
     /// A [`FormatError::Corrupt`] at the current position.
-    pub(crate) fn err(&self, field: &str, reason: impl Into<String>) -> FormatError {
+    #[cold]
+    pub fn err(&self, field: &str, reason: impl Into<String>) -> FormatError {
         FormatError::corrupt(self.file, self.offset(), field, reason)
     }
 
-    /// A [`FormatError::Corrupt`] at absolute offset `offset`.
-    pub(crate) fn err_at(&self, offset: u64, field: &str, reason: impl Into<String>) -> FormatError {
+    /// A [`FormatError::Corrupt`] at absolute offset `offset` (typically one
+    /// [`Cursor::offset`] returned before a field was read).
+    #[cold]
+    pub fn err_at(&self, offset: u64, field: &str, reason: impl Into<String>) -> FormatError {
         FormatError::corrupt(self.file, offset, field, reason)
     }
 
-    pub(crate) fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
-        if n > self.remaining() {
-            return Err(self.err(field, format!("needs {n} bytes, only {} left", self.remaining())));
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: usize, field: &str) -> FormatError {
+        self.err(field, format!("needs {n} bytes, only {} left", self.remaining()))
+    }
+
+    /// The next `n` bytes.
+    #[inline]
+    pub fn take(&mut self, n: usize, field: &str) -> std::result::Result<&'a [u8], FormatError> {
+        match self.pos.checked_add(n).and_then(|end| self.buf.get(self.pos..end)) {
+            Some(s) => {
+                self.pos += n;
+                Ok(s)
+            }
+            None => Err(self.short(n, field)),
         }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
     }
 
-    pub(crate) fn u8(&mut self, field: &str) -> Result<u8> {
-        Ok(self.take(1, field)?[0])
+    /// The next `N` bytes, as an array.
+    #[inline]
+    pub fn array<const N: usize>(&mut self, field: &str) -> std::result::Result<[u8; N], FormatError> {
+        match self.rest().first_chunk::<N>() {
+            Some(a) => {
+                self.pos += N;
+                Ok(*a)
+            }
+            None => Err(self.short(N, field)),
+        }
     }
 
-    pub(crate) fn u32(&mut self, field: &str) -> Result<u32> {
-        let s = self.take(4, field)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    /// One byte.
+    #[inline]
+    pub fn u8(&mut self, field: &str) -> std::result::Result<u8, FormatError> {
+        match self.buf.get(self.pos) {
+            Some(&b) => {
+                self.pos += 1;
+                Ok(b)
+            }
+            None => Err(self.short(1, field)),
+        }
     }
 
-    pub(crate) fn u64(&mut self, field: &str) -> Result<u64> {
-        let s = self.take(8, field)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(s);
-        Ok(u64::from_le_bytes(a))
+    /// A little-endian `u32`.
+    #[inline]
+    pub fn u32(&mut self, field: &str) -> std::result::Result<u32, FormatError> {
+        self.array(field).map(u32::from_le_bytes)
     }
 
-    pub(crate) fn i64(&mut self, field: &str) -> Result<i64> {
-        Ok(self.u64(field)? as i64)
+    /// A little-endian `u64`.
+    #[inline]
+    pub fn u64(&mut self, field: &str) -> std::result::Result<u64, FormatError> {
+        self.array(field).map(u64::from_le_bytes)
     }
 
-    pub(crate) fn varint(&mut self, field: &str) -> Result<u64> {
-        let at = self.offset();
+    /// A little-endian `i64`.
+    #[inline]
+    pub fn i64(&mut self, field: &str) -> std::result::Result<i64, FormatError> {
+        self.array(field).map(i64::from_le_bytes)
+    }
+
+    /// A LEB128 varint (at most 10 bytes, no bits beyond 64).
+    #[inline]
+    pub fn varint(&mut self, field: &str) -> std::result::Result<u64, FormatError> {
         let mut p = self.pos;
         match get_varint(self.buf, &mut p) {
             Some(v) => {
                 self.pos = p;
                 Ok(v)
             }
-            None => Err(self.err_at(at, field, "truncated or overlong LEB128 varint")),
+            None => Err(self.bad_varint(field)),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_varint(&self, field: &str) -> FormatError {
+        self.err(field, "truncated or overlong LEB128 varint")
     }
 
     /// A varint used as an element count: every element takes at least one byte, so a count
     /// larger than the bytes left is corrupt (and never drives an allocation).
-    pub(crate) fn count(&mut self, field: &str) -> Result<usize> {
+    #[inline]
+    pub fn count(&mut self, field: &str) -> std::result::Result<usize, FormatError> {
         let at = self.offset();
         let n = self.varint(field)?;
         match usize::try_from(n) {
             Ok(n) if n <= self.remaining() => Ok(n),
-            _ => Err(self.err_at(
-                at,
-                field,
-                format!("count {n} exceeds the {} bytes left", self.remaining()),
-            )),
+            _ => Err(self.too_many(at, "count", n, field)),
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn too_many(&self, at: u64, what: &str, n: u64, field: &str) -> FormatError {
+        self.err_at(
+            at,
+            field,
+            format!("{what} {n} exceeds the {} bytes left", self.remaining()),
+        )
+    }
+
     /// A varint length followed by that many bytes.
-    pub(crate) fn bytes(&mut self, field: &str) -> Result<&'a [u8]> {
+    #[inline]
+    pub fn bytes(&mut self, field: &str) -> std::result::Result<&'a [u8], FormatError> {
         let at = self.offset();
         let n = self.varint(field)?;
-        match usize::try_from(n) {
-            Ok(n) if n <= self.remaining() => self.take(n, field),
-            _ => Err(self.err_at(
-                at,
-                field,
-                format!("length {n} exceeds the {} bytes left", self.remaining()),
-            )),
+        let end = usize::try_from(n).ok().and_then(|n| self.pos.checked_add(n));
+        match end.and_then(|end| self.buf.get(self.pos..end).map(|s| (end, s))) {
+            Some((end, s)) => {
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(self.too_many(at, "length", n, field)),
         }
     }
 
     /// A length-prefixed UTF-8 string.
-    pub(crate) fn string(&mut self, field: &str) -> Result<String> {
+    pub fn string(&mut self, field: &str) -> std::result::Result<String, FormatError> {
         let at = self.offset();
         let b = self.bytes(field)?;
         match std::str::from_utf8(b) {
@@ -173,7 +280,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A flags byte with only the bits in `known` allowed.
-    pub(crate) fn flags(&mut self, known: u8, field: &str) -> Result<u8> {
+    pub fn flags(&mut self, known: u8, field: &str) -> std::result::Result<u8, FormatError> {
         let at = self.offset();
         let b = self.u8(field)?;
         if b & !known != 0 {
@@ -182,8 +289,8 @@ impl<'a> Cursor<'a> {
         Ok(b)
     }
 
-    /// Fails unless every byte was consumed.
-    pub(crate) fn finish(&self, what: &str) -> Result<()> {
+    /// Fails unless every byte was consumed; `what` names the whole being decoded.
+    pub fn finish(&self, what: &str) -> std::result::Result<(), FormatError> {
         if self.remaining() != 0 {
             return Err(self.err(what, format!("{} unexpected trailing bytes", self.remaining())));
         }
@@ -453,8 +560,14 @@ pub fn decode_state_descriptor(
 ) -> std::result::Result<(StateDescriptor, usize), FormatError> {
     let mut c = Cursor::new(bytes, base, file);
     let d = get_state_descriptor(&mut c, field)?;
-    let used = (c.offset() - base) as usize;
-    Ok((d, used))
+    Ok((d, c.position()))
+}
+
+/// Decodes a keyed state descriptor at the cursor (the counterpart of
+/// [`encode_state_descriptor`] for decoders built on [`Cursor`]); `field` names it in errors
+/// (its parts are `field.name`, `field.kind`, …).
+pub fn read_state_descriptor(c: &mut Cursor<'_>, field: &str) -> std::result::Result<StateDescriptor, FormatError> {
+    get_state_descriptor(c, field)
 }
 
 #[cfg(test)]
@@ -478,6 +591,38 @@ mod tests {
         put_schema(&mut out, &inner);
         let mut c = Cursor::new(&out, 0, "f");
         assert_eq!(get_schema(&mut c, "schema", 1).expect("decode"), *inner);
+    }
+
+    #[test]
+    fn errors_name_the_absolute_offset_where_the_field_starts() {
+        let mut out = vec![0xAA, 1, 0, 0, 0];
+        put_varint(&mut out, 300);
+        out.push(b'x');
+        let mut c = Cursor::new(&out, 1000, "f");
+        assert_eq!(c.u8("tag").expect("tag"), 0xAA);
+        assert_eq!((c.position(), c.offset(), c.remaining()), (1, 1001, out.len() - 1));
+        assert_eq!(c.u32("n").expect("n"), 1);
+        let before = c.clone();
+        let e = c.bytes("payload").expect_err("300 bytes are not there");
+        assert_eq!(
+            e.to_string(),
+            "f: offset 1005: payload: length 300 exceeds the 1 bytes left"
+        );
+        let mut c = before.clone();
+        assert_eq!(c.varint("len").expect("varint"), 300);
+        assert_eq!(c.rest(), b"x");
+        let e = c.array::<2>("pair").expect_err("one byte left");
+        assert_eq!(e.to_string(), "f: offset 1007: pair: needs 2 bytes, only 1 left");
+        let e = c.take(usize::MAX, "all").expect_err("no overflow");
+        assert!(e.to_string().starts_with("f: offset 1007: all: needs"), "{e}");
+        assert!(c.finish("whole").is_err());
+        c.u8("x").expect("x");
+        assert!(c.is_empty() && c.finish("whole").is_ok());
+        assert_eq!(le_u32(&out, 1), Some(1));
+        assert_eq!(le_u32(&out, out.len() - 3), None);
+        assert_eq!(le_u32(&out, usize::MAX), None);
+        assert_eq!(le_u64(&out, 0).map(|v| v & 0xff), Some(0xAA));
+        assert_eq!(le_u64(&out, 1), None);
     }
 
     #[test]

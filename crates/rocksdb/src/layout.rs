@@ -28,6 +28,7 @@
 //! merge operator applies segments to the stored list in order (tag 2 first drops the
 //! elements expired at the segment's time, as the heap backend does before appending to a
 //! list with TTL) and combines segments by concatenating them.
+#![deny(clippy::indexing_slicing)]
 
 use crate::error::RocksDbError;
 use statekit_core::StateError;
@@ -115,15 +116,15 @@ impl KeyLayout {
 
     /// Splits a stored key into `out` (its buffers are reused).
     pub fn decode_into(&self, raw: &[u8], out: &mut DecodedKey) -> Result<(), StateError> {
-        if raw.len() < self.prefix_bytes {
-            return Err(corrupt(format!("key of {} bytes has no key-group prefix", raw.len())));
-        }
-        out.key_group = if self.prefix_bytes == 1 {
-            u32::from(raw[0])
+        let prefix = if self.prefix_bytes == 1 {
+            raw.split_first().map(|(&kg, rest)| (u32::from(kg), rest))
         } else {
-            u32::from(u16::from_be_bytes([raw[0], raw[1]]))
+            raw.split_first_chunk::<2>()
+                .map(|(kg, rest)| (u32::from(u16::from_be_bytes(*kg)), rest))
         };
-        let rest = &raw[self.prefix_bytes..];
+        let (key_group, rest) =
+            prefix.ok_or_else(|| corrupt(format!("key of {} bytes has no key-group prefix", raw.len())))?;
+        out.key_group = key_group;
         let rest =
             take_escaped(rest, &mut out.key).ok_or_else(|| corrupt("key part of a stored key is not terminated"))?;
         let rest = take_escaped(rest, &mut out.namespace)
@@ -144,13 +145,15 @@ impl KeyLayout {
 /// Appends `bytes` escaped (`0x00` → `0x00 0xFF`) and the terminator `0x00 0x00`.
 #[inline]
 pub fn push_escaped(buf: &mut Vec<u8>, bytes: &[u8]) {
-    let mut rest = bytes;
-    while let Some(i) = rest.iter().position(|&b| b == 0) {
-        buf.extend_from_slice(&rest[..i]);
-        buf.extend_from_slice(&ESCAPED_ZERO);
-        rest = &rest[i + 1..];
+    // The runs between zero bytes (one more than there are zeros), each zero escaped.
+    let mut runs = bytes.split(|&b| b == 0);
+    if let Some(first) = runs.next() {
+        buf.extend_from_slice(first);
     }
-    buf.extend_from_slice(rest);
+    for run in runs {
+        buf.extend_from_slice(&ESCAPED_ZERO);
+        buf.extend_from_slice(run);
+    }
     buf.extend_from_slice(&TERMINATOR);
 }
 
@@ -161,12 +164,14 @@ fn take_escaped<'a>(raw: &'a [u8], out: &mut Vec<u8>) -> Option<&'a [u8]> {
     let mut rest = raw;
     loop {
         let i = rest.iter().position(|&b| b == 0)?;
-        out.extend_from_slice(&rest[..i]);
-        match rest.get(i + 1)? {
-            0x00 => return Some(&rest[i + 2..]),
-            0xFF => {
+        let (run, zero) = rest.split_at_checked(i)?;
+        out.extend_from_slice(run);
+        // `zero` starts with the zero byte; the byte after it says what it is.
+        match zero.get(1..)?.split_first()? {
+            (0x00, after) => return Some(after),
+            (0xFF, after) => {
                 out.push(0);
-                rest = &rest[i + 2..];
+                rest = after;
             }
             _ => return None,
         }
@@ -207,16 +212,13 @@ pub fn split_value(raw: &[u8], stamped: bool) -> Result<(i64, &[u8]), StateError
     if !stamped {
         return Ok((0, raw));
     }
-    if raw.len() < TIMESTAMP_BYTES {
+    let Some((ts, value)) = raw.split_first_chunk::<TIMESTAMP_BYTES>() else {
         return Err(corrupt(format!(
             "TTL value of {} bytes is shorter than its timestamp",
             raw.len()
         )));
-    }
-    let (ts, value) = raw.split_at(TIMESTAMP_BYTES);
-    let mut b = [0u8; TIMESTAMP_BYTES];
-    b.copy_from_slice(ts);
-    Ok((i64::from_be_bytes(b), value))
+    };
+    Ok((i64::from_be_bytes(*ts), value))
 }
 
 /// Appends one list element: `[timestamp, 8 bytes BE] ‖ LEB128 length ‖ bytes`.
@@ -263,21 +265,17 @@ impl<'a> ListElements<'a> {
     fn take(&mut self) -> Result<(i64, &'a [u8]), StateError> {
         let mut ts = 0;
         if self.stamped {
-            if self.rest.len() < TIMESTAMP_BYTES {
+            let Some((t, rest)) = self.rest.split_first_chunk::<TIMESTAMP_BYTES>() else {
                 return Err(corrupt("list element shorter than its timestamp"));
-            }
-            let (t, rest) = self.rest.split_at(TIMESTAMP_BYTES);
-            let mut b = [0u8; TIMESTAMP_BYTES];
-            b.copy_from_slice(t);
-            ts = i64::from_be_bytes(b);
+            };
+            ts = i64::from_be_bytes(*t);
             self.rest = rest;
         }
         let len = self.take_len()?;
-        let len = usize::try_from(len)
+        let (element, rest) = usize::try_from(len)
             .ok()
-            .filter(|&l| l <= self.rest.len())
+            .and_then(|l| self.rest.split_at_checked(l))
             .ok_or_else(|| corrupt(format!("list element of {len} bytes runs past the value")))?;
-        let (element, rest) = self.rest.split_at(len);
         self.rest = rest;
         Ok((ts, element))
     }
@@ -404,30 +402,28 @@ fn take_operand(raw: &[u8]) -> Result<(ListOperand<'_>, &[u8]), StateError> {
     let mut elems = ListElements::new(after, false);
     let len = elems.take_len()?;
     let body = elems.rest;
-    let len = usize::try_from(len)
+    let (payload, next) = usize::try_from(len)
         .ok()
-        .filter(|&l| l <= body.len())
+        .and_then(|l| body.split_at_checked(l))
         .ok_or_else(|| corrupt("list merge operand runs past its end"))?;
-    let (payload, next) = body.split_at(len);
+    let bad = || corrupt(format!("bad list merge operand (tag {tag}, {len} bytes)"));
     let op = match tag {
         OPERAND_APPEND | OPERAND_APPEND_STAMPED => ListOperand {
             stamped: tag == OPERAND_APPEND_STAMPED,
             expire: None,
             elements: payload,
         },
-        OPERAND_EXPIRE_APPEND if payload.len() >= 16 => {
-            let (h, elements) = payload.split_at(16);
-            let mut now = [0u8; 8];
-            let mut ttl = [0u8; 8];
-            now.copy_from_slice(&h[..8]);
-            ttl.copy_from_slice(&h[8..]);
+        OPERAND_EXPIRE_APPEND => {
+            // `now ‖ ttl_ms ‖ elements`.
+            let (now, rest) = payload.split_first_chunk::<8>().ok_or_else(bad)?;
+            let (ttl, elements) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
             ListOperand {
                 stamped: true,
-                expire: Some((i64::from_be_bytes(now), u64::from_be_bytes(ttl))),
+                expire: Some((i64::from_be_bytes(*now), u64::from_be_bytes(*ttl))),
                 elements,
             }
         }
-        _ => return Err(corrupt(format!("bad list merge operand (tag {tag}, {len} bytes)"))),
+        _ => return Err(bad()),
     };
     Ok((op, next))
 }
