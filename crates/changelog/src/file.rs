@@ -953,7 +953,7 @@ mod tests {
                 ..good.clone()
             };
             let err = r.read(&e).expect_err("not a change set").to_string();
-            assert!(err.starts_with("f.skcl: offset "), "{offset} {length}: {err}");
+            assert!(err.starts_with("memory:/f.skcl: offset "), "{offset} {length}: {err}");
         }
     }
 
