@@ -2,9 +2,10 @@
 //! logs it (`docs/design/0006-changelog.md`).
 
 use crate::error::ChangelogError;
-use crate::file::{LogFileReader, LogId, META_KEY_GROUP};
+use crate::file::{LogId, META_KEY_GROUP};
 use crate::materialize::{MaterializationPolicy, Materializer};
 use crate::record::{Change, Op, ReadKind, Record};
+use crate::tail::{walk_tail, LogFiles, TailProblem, TailStats};
 use crate::writer::{ChangelogStorage, ChangelogWriter, PendingPersist};
 use statekit_core::state::{KeyedStateKind, TtlUpdateType};
 use statekit_core::storage::Storage;
@@ -17,6 +18,7 @@ use statekit_format::{
     ResolvedChangelogHandle, ResolvedFile,
 };
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -635,63 +637,34 @@ pub fn restore_into(
     drop(views);
     drop(clipped);
     drop(readers);
-    // Tails.
-    let mut files: HashMap<(usize, String), LogFileReader> = HashMap::new();
+    // Tails, walked as the verifier and `dump --changes` walk them; any problem refuses
+    // the checkpoint.
+    let mut files = LogFiles::new();
     let mut ids: HashMap<([u8; 16], u32), StateHandle> = HashMap::new();
-    for (hi, h) in overlapping.iter().enumerate() {
-        let handle_range = h.key_groups.intersection(&range);
-        for (seg, file) in h.handle.tail.iter().zip(&h.tail) {
-            let effective = seg.key_groups.intersection(&handle_range);
-            if effective.is_empty() {
-                continue;
-            }
-            let key = (hi, file.path.clone());
-            if !files.contains_key(&key) {
-                let r = LogFileReader::open(file.storage.as_ref(), &file.path, Some(file.size))
-                    .map_err(|e| StateError::Other(Box::new(e)))?;
-                files.insert(key.clone(), r);
-            }
-            let reader = &files[&key];
-            let entry = reader.index().iter().find(|e| e.offset == seg.offset).ok_or_else(|| {
-                StateError::Restore(format!("{}: no change set at offset {}", reader.file(), seg.offset))
-            })?;
-            if entry.log.0 != seg.log || entry.sqn != seg.sqn || entry.length != seg.length {
-                return Err(StateError::Restore(format!(
-                    "{}: the change set at offset {} is not the one the checkpoint references (log, sequence number or length differ)",
-                    reader.file(),
-                    seg.offset
-                )));
-            }
-            if !entry.concerns(&effective) {
-                stats.change_sets_skipped += 1;
-                continue;
-            }
-            let data = reader.read(entry).map_err(|e| StateError::Other(Box::new(e)))?;
-            stats.change_sets += 1;
-            let log = seg.log;
-            let file_name = reader.file().to_string();
-            let mut apply_err: Option<StateError> = None;
-            data.for_each_record(Some(&effective), &mut |kg, rec| {
-                let r = apply(backend, clock, &mut ids, log, kg, rec);
-                match r {
-                    Ok(()) => {
-                        stats.records += 1;
-                        Ok(())
-                    }
-                    Err(e) => {
-                        apply_err = Some(e);
-                        Err(statekit_format::FormatError::corrupt(
-                            &file_name,
-                            seg.offset,
-                            "replay",
-                            "a record could not be applied".to_string(),
-                        ))
-                    }
-                }
-            })
-            .map_err(|e| apply_err.take().unwrap_or_else(|| StateError::Other(Box::new(e))))?;
-        }
+    let mut tail = TailStats::default();
+    for h in &overlapping {
+        // Nothing here stops the walk but an error.
+        let _ = walk_tail(
+            h,
+            "",
+            range,
+            &mut files,
+            &mut tail,
+            &mut |p| {
+                Err(match p {
+                    TailProblem::Open(e) | TailProblem::Read(e) => StateError::from(e),
+                    TailProblem::Mismatch(p) => StateError::Restore(p.to_string()),
+                })
+            },
+            &mut |pos, kg, rec| {
+                apply(backend, clock, &mut ids, pos.segment.log, kg, rec)?;
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
     }
+    stats.change_sets = tail.change_sets;
+    stats.change_sets_skipped = tail.change_sets_skipped;
+    stats.records = tail.records;
     Ok(stats)
 }
 

@@ -11,6 +11,7 @@ use statekit_core::{KeyGroupRange, StateDescriptor};
 use statekit_format::{le_u32, Cursor, FormatError};
 use std::fmt;
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// Magic of a log file.
@@ -816,15 +817,22 @@ impl ChangeSetData {
     }
 
     fn for_each_group(&self, f: &mut dyn FnMut(u32, u32)) -> Result<()> {
-        self.walk(|kg, count, _| {
+        match self.walk::<std::convert::Infallible>(|kg, count, _| {
             f(kg, count);
-            Ok(())
-        })
+            Ok(ControlFlow::Continue(()))
+        }) {
+            Ok(_) => Ok(()),
+            Err(RecordsError::Decode(e)) => Err(e),
+            Err(RecordsError::Visitor(never)) => match never {},
+        }
     }
 
     /// Walks the groups in order, checking their framing: `f(key group, records, cursor)`,
     /// where the cursor is at the group's records, each `len: varint ‖ record`.
-    fn walk(&self, mut f: impl FnMut(u32, u32, Cursor<'_>) -> Result<()>) -> Result<()> {
+    fn walk<E>(
+        &self,
+        mut f: impl FnMut(u32, u32, Cursor<'_>) -> std::result::Result<ControlFlow<()>, RecordsError<E>>,
+    ) -> std::result::Result<ControlFlow<()>, RecordsError<E>> {
         let mut c = Cursor::new(&self.raw, 0, &self.file);
         let mut prev: Option<u32> = None;
         while !c.is_empty() {
@@ -837,25 +845,31 @@ impl ChangeSetData {
                 Some(p) => kg != META_KEY_GROUP && kg > p,
             };
             if !ordered {
-                return Err(self.corrupt(
-                    at,
-                    "group.key_group",
-                    "groups are not in order (metadata first, then ascending key groups)",
-                ));
+                return Err(self
+                    .corrupt(
+                        at,
+                        "group.key_group",
+                        "groups are not in order (metadata first, then ascending key groups)",
+                    )
+                    .into());
             }
             prev = Some(kg);
             let at = c.offset();
             let count = c.varint("group.count").map_err(|e| self.relocate(e))?;
             if count == 0 || count > c.remaining() as u64 {
-                return Err(self.corrupt(at, "group.count", format!("{count} records cannot fit")));
+                return Err(self
+                    .corrupt(at, "group.count", format!("{count} records cannot fit"))
+                    .into());
             }
             let group = c.clone();
             for _ in 0..count {
                 c.bytes("record.len").map_err(|e| self.relocate(e))?;
             }
-            f(kg, count as u32, group)?;
+            if f(kg, count as u32, group)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 
     /// Decodes, in order, the metadata records and the records of the key groups in `range`
@@ -866,10 +880,24 @@ impl ChangeSetData {
         range: Option<&KeyGroupRange>,
         f: &mut dyn FnMut(u32, Record<'_>) -> std::result::Result<(), FormatError>,
     ) -> Result<()> {
+        match self.visit_records(range, &mut |kg, rec| f(kg, rec).map(ControlFlow::Continue)) {
+            Ok(_) => Ok(()),
+            Err(RecordsError::Decode(e) | RecordsError::Visitor(e)) => Err(e),
+        }
+    }
+
+    /// [`ChangeSetData::for_each_record`] with a visitor that can stop the walk
+    /// ([`ControlFlow::Break`], returned as is) or fail with its own error (returned as
+    /// [`RecordsError::Visitor`], apart from the change set's own decoding errors).
+    pub fn visit_records<E>(
+        &self,
+        range: Option<&KeyGroupRange>,
+        f: &mut RecordVisitor<'_, E>,
+    ) -> std::result::Result<ControlFlow<()>, RecordsError<E>> {
         self.walk(|kg, count, mut group| {
             let is_meta = kg == META_KEY_GROUP;
             if !is_meta && range.is_some_and(|r| !r.contains(kg)) {
-                return Ok(());
+                return Ok(ControlFlow::Continue(()));
             }
             // Framing was checked by `walk`: the group holds `count` records.
             for _ in 0..count {
@@ -878,7 +906,7 @@ impl ChangeSetData {
                     FormatError::corrupt(&self.file, self.offset, "record", format!("key group {kg}: {e}"))
                 })?;
                 if matches!(rec, Record::Metadata { .. }) != is_meta {
-                    return Err(FormatError::corrupt(
+                    return Err(RecordsError::Decode(FormatError::corrupt(
                         &self.file,
                         self.offset,
                         "record",
@@ -886,12 +914,32 @@ impl ChangeSetData {
                             "key group {kg}: a {} record in the wrong group",
                             if is_meta { "data" } else { "metadata" }
                         ),
-                    ));
+                    )));
                 }
-                f(kg, rec)?;
+                if f(kg, rec).map_err(RecordsError::Visitor)?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
             }
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })
+    }
+}
+
+/// A visitor of change records: `(key group, record)`; [`ControlFlow::Break`] stops the walk.
+pub type RecordVisitor<'v, E> = dyn FnMut(u32, Record<'_>) -> std::result::Result<ControlFlow<()>, E> + 'v;
+
+/// Why [`ChangeSetData::visit_records`] failed.
+#[derive(Debug)]
+pub enum RecordsError<E> {
+    /// The change set does not decode.
+    Decode(FormatError),
+    /// The visitor failed.
+    Visitor(E),
+}
+
+impl<E> From<FormatError> for RecordsError<E> {
+    fn from(e: FormatError) -> Self {
+        RecordsError::Decode(e)
     }
 }
 

@@ -23,14 +23,16 @@ mod error;
 pub mod file;
 mod materialize;
 pub mod record;
+pub mod tail;
+pub mod verify;
 mod writer;
 
 pub use backend::{restore_into, ChangelogBackend, ChangelogCut, ReplayClock, ReplayStats};
 pub use config::{ChangelogConfig, ConfigError, ConfigNote, StorageKind};
 pub use error::ChangelogError;
 pub use file::{
-    ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, SealedChangeSet,
-    META_KEY_GROUP,
+    ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, RecordsError,
+    SealedChangeSet, META_KEY_GROUP,
 };
 pub use materialize::{MaterializationPolicy, Materializer, MATERIALIZATION_DIR};
 pub use record::{Change, Op, ReadKind, Record};

@@ -42,6 +42,16 @@ pub enum ReadKind {
 }
 
 impl ReadKind {
+    /// The name `statekit dump --changes` shows (`get`, `list`, `map-all`, `map-entry`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadKind::Get => "get",
+            ReadKind::List => "list",
+            ReadKind::MapAll => "map-all",
+            ReadKind::MapEntry => "map-entry",
+        }
+    }
+
     fn code(self) -> u8 {
         match self {
             ReadKind::Get => 0,
@@ -97,6 +107,39 @@ pub struct Change<'a> {
     pub namespace: &'a [u8],
     /// The operation.
     pub op: Op<'a>,
+}
+
+impl Op<'_> {
+    /// The operation's name as `statekit dump --changes` shows it (`put`, `map-remove`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Clear => "clear",
+            Op::Put(_) => "put",
+            Op::AddElement(_) => "add-element",
+            Op::SetList(_) => "set-list",
+            Op::MapPut { .. } => "map-put",
+            Op::MapRemove(_) => "map-remove",
+            Op::MergeList(_) => "merge-list",
+            Op::Read { .. } => "read",
+        }
+    }
+
+    /// Whether a state of `kind` is changed (or read) by this operation.
+    pub fn fits(&self, kind: statekit_core::KeyedStateKind) -> bool {
+        use statekit_core::KeyedStateKind as K;
+        let single = matches!(kind, K::Value | K::Reducing | K::Aggregating);
+        match self {
+            Op::Clear => true,
+            Op::Put(_) => single,
+            Op::AddElement(_) | Op::SetList(_) | Op::MergeList(_) => kind == K::List,
+            Op::MapPut { .. } | Op::MapRemove(_) => kind == K::Map,
+            Op::Read { kind: r, .. } => match r {
+                ReadKind::Get => single,
+                ReadKind::List => kind == K::List,
+                ReadKind::MapAll | ReadKind::MapEntry => kind == K::Map,
+            },
+        }
+    }
 }
 
 /// A decoded record.

@@ -52,8 +52,15 @@ pub enum FormatError {
     State(#[from] StateError),
     /// A reference cannot be followed (a shared file without a job directory, an absolute
     /// reference on a non-local storage).
-    #[error("{0}")]
-    Unresolvable(String),
+    #[error("{scope} file {path:?}: {reason}")]
+    Unresolvable {
+        /// The reference's scope (`shared`, `absolute`).
+        scope: &'static str,
+        /// The path `_metadata` records.
+        path: String,
+        /// Why it cannot be followed.
+        reason: String,
+    },
 }
 
 impl FormatError {
@@ -79,7 +86,7 @@ impl FormatError {
             FormatError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
             FormatError::Storage(e) => e.kind(),
             FormatError::State(e) => e.kind(),
-            FormatError::Unresolvable(_) => ErrorKind::Caller,
+            FormatError::Unresolvable { .. } => ErrorKind::Caller,
         }
     }
 

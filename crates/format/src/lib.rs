@@ -57,6 +57,7 @@ pub mod metadata;
 mod metadata_codec;
 mod operator;
 mod pipeline;
+mod problem;
 mod resolve;
 mod verify;
 mod wire;
@@ -72,6 +73,7 @@ pub use metadata::{
 };
 pub use metadata_codec::{decode_metadata, encode_metadata, read_metadata, write_metadata};
 pub use operator::{decode_operator_file, read_operator_file, write_operator_file};
+pub use problem::Problem;
 pub use resolve::{
     FileResolver, NativeTarget, ResolvedChangelogHandle, ResolvedFile, ResolvedNativeFile, ResolvedNativeHandle,
 };

@@ -60,8 +60,11 @@ impl FileResolver {
 
     /// The storage holding `file` and the file's path inside it.
     pub fn resolve(&self, file: &FileRef) -> Result<(Arc<dyn Storage>, String), FormatError> {
-        let unresolved =
-            |why: &str| FormatError::Unresolvable(format!("{} file {:?}: {why}", file.scope.as_str(), file.path));
+        let unresolved = |why: &str| FormatError::Unresolvable {
+            scope: file.scope.as_str(),
+            path: file.path.clone(),
+            reason: why.to_string(),
+        };
         match file.scope {
             FileScope::Exclusive => Ok((self.snapshot.clone(), file.path.clone())),
             FileScope::Shared => self.job.clone().map(|s| (s, file.path.clone())).ok_or_else(|| {

@@ -22,9 +22,11 @@ mod backend;
 pub mod diff;
 mod error;
 mod find;
+pub mod verify;
 mod views;
 
 pub use backend::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom};
 pub use error::SnapshotError;
 pub use find::{find_snapshots, latest_checkpoint, referenced_bytes, FoundSnapshot, INCOMPLETE};
+pub use verify::{verify_path, verify_reader, Verification};
 pub use views::{keyed_views, stored_as, StoredAs};

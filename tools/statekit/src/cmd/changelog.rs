@@ -1,20 +1,21 @@
 //! Changelog (DSTL) state: what `show` says about a changelog checkpoint (from `_metadata`
-//! only), the change records `dump --changes` lists (of a checkpoint's tails, in replay order,
-//! or of one log file), and the checks `verify` adds to the format crate's (which cannot decode
-//! log files): every log file decoded, every tail segment matched against its file's index,
-//! every record the replay would apply checked against the operator's states.
+//! only), the change records `dump --changes` lists (of a checkpoint's tails, in replay order
+//! — the walk a restore replays, `statekit_changelog::tail` — or of one log file), and
+//! `verify` of a lone log file (the checks are `statekit_changelog::verify`'s).
 
 use crate::render;
 use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value as Json};
-use statekit_changelog::{IndexEntry, LogFileReader, LogId, Op, ReadKind, Record};
+use statekit_changelog::tail::{walk_tail, LogFiles, TailStats};
+use statekit_changelog::verify::LogCheck;
+use statekit_changelog::{LogFileReader, LogId, Op, ReadKind, Record, RecordsError};
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, StateDescriptor, TypeSchema};
+use statekit_core::{key_group_for_key, KeyGroupRange, StateDescriptor, TypeSchema};
 use statekit_format::{
-    ChangelogKeyedHandle, FileScope, FormatError, KeyedFileReader, KeyedStats, LogSegmentRef, OperatorMetadata,
-    ResolvedChangelogHandle, ResolvedFile, SubtaskMetadata,
+    ChangelogKeyedHandle, FileScope, FormatError, KeyedStats, LogSegmentRef, OperatorMetadata, Problem, SubtaskMetadata,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -35,19 +36,9 @@ pub fn is_log_file(path: &Path) -> bool {
 }
 
 /// A format error as one problem line, always naming file, offset and field (the version and
-/// magic errors carry no offset of their own).
+/// magic errors carry no offset of their own: [`Problem`] gives them theirs).
 pub fn problem_text(e: &FormatError) -> String {
-    match e {
-        FormatError::UnsupportedVersion { file, found, supported } => {
-            format!(
-                "{file}: offset 4: header.version: unsupported format version {found} (this build reads {supported})"
-            )
-        }
-        FormatError::BadMagic { file, what } => {
-            format!("{file}: offset 0: header.magic: not a statekit {what} file (bad magic)")
-        }
-        other => other.to_string(),
-    }
+    Problem::from(e).to_string()
 }
 
 /// Maps a log file given on the command line (named in errors as given): mapped, not read,
@@ -319,409 +310,12 @@ fn sqn_ranges(tail: &[LogSegmentRef]) -> Json {
 }
 
 // ----------------------------------------------------------------------------------------
-// Walking tails in replay order
-
-/// Log files, each opened once (by where it is); a file that does not open (or, for verify,
-/// does not verify) is kept as the problem it has.
-#[derive(Default)]
-struct LogFiles {
-    files: HashMap<String, std::result::Result<LogFileReader, String>>,
-}
-
-impl LogFiles {
-    /// The reader of `file`, and whether this call opened it (errors are reported once).
-    fn get(&mut self, file: &ResolvedFile) -> (std::result::Result<&LogFileReader, &str>, bool) {
-        let id = file.storage.describe(&file.path);
-        let mut fresh = false;
-        let entry = self.files.entry(id).or_insert_with(|| {
-            fresh = true;
-            LogFileReader::open(file.storage.as_ref(), &file.path, Some(file.size)).map_err(|e| problem_text(&e))
-        });
-        (entry.as_ref().map_err(String::as_str), fresh)
-    }
-}
-
-/// Where a replayed record comes from.
-struct Pos<'a> {
-    subtask: u32,
-    tail_index: usize,
-    /// The log file as `_metadata` references it.
-    file: &'a str,
-    /// The file as errors name it.
-    shown: &'a str,
-    offset: u64,
-    log: LogId,
-    sqn: u64,
-}
-
-/// Walks the tail of `h` as a restore of `range` replays it: each change set whose key groups
-/// (narrowed to the handle's and `range`) meet `range`, checked against the index of its file,
-/// then its metadata records and the records of those key groups, in order. `problem` gets
-/// what is wrong with a segment (its `Err` stops the walk; an `Ok` skips the segment).
-fn walk_tail(
-    h: &ResolvedChangelogHandle,
-    uid: &str,
-    range: KeyGroupRange,
-    files: &mut LogFiles,
-    problem: &mut dyn FnMut(String) -> Result<()>,
-    f: &mut dyn FnMut(&Pos<'_>, u32, Record<'_>) -> Result<()>,
-) -> Result<()> {
-    let handle_range = h.key_groups.intersection(&range);
-    let who = format!("operator {uid:?}, subtask {}", h.subtask);
-    for (k, (seg, file)) in h.handle.tail.iter().zip(&h.tail).enumerate() {
-        let effective = seg.key_groups.intersection(&handle_range);
-        if effective.is_empty() {
-            continue;
-        }
-        let (reader, fresh) = files.get(file);
-        let reader = match reader {
-            Ok(r) => r,
-            Err(e) => {
-                if fresh {
-                    problem(e.to_string())?;
-                }
-                continue;
-            }
-        };
-        let Some(entry) = find_entry(reader, seg, &who, k, problem)? else {
-            continue;
-        };
-        if !entry.concerns(&effective) {
-            continue;
-        }
-        let data = match reader.read(entry) {
-            Ok(d) => d,
-            Err(e) => {
-                problem(problem_text(&e))?;
-                continue;
-            }
-        };
-        let pos = Pos {
-            subtask: h.subtask,
-            tail_index: k,
-            file: &seg.file.path,
-            shown: reader.file(),
-            offset: seg.offset,
-            log: entry.log,
-            sqn: entry.sqn,
-        };
-        let mut failed: Option<anyhow::Error> = None;
-        let r = data.for_each_record(Some(&effective), &mut |kg, rec| {
-            f(&pos, kg, rec).map_err(|e| {
-                failed = Some(e);
-                FormatError::corrupt(reader.file(), seg.offset, "record", "stopped")
-            })
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        if let Err(e) = r {
-            problem(problem_text(&e))?;
-        }
-    }
-    Ok(())
-}
-
-/// The index entry of the change set tail segment `k` references, checked against it (log,
-/// sequence number, length, records); `None` (after telling `problem`) when it does not match.
-fn find_entry<'r>(
-    reader: &'r LogFileReader,
-    seg: &LogSegmentRef,
-    who: &str,
-    k: usize,
-    problem: &mut dyn FnMut(String) -> Result<()>,
-) -> Result<Option<&'r IndexEntry>> {
-    let file = reader.file();
-    let at = |field: &str, why: String| format!("{file}: offset {}: {field}: {why} ({who}, tail[{k}])", seg.offset);
-    let Some(e) = reader.index().iter().find(|e| e.offset == seg.offset) else {
-        problem(at(
-            "change_set",
-            "no change set starts here (the checkpoint references one)".into(),
-        ))?;
-        return Ok(None);
-    };
-    let mut ok = true;
-    if e.log.0 != seg.log {
-        problem(at(
-            "change_set.log",
-            format!(
-                "the change set is of log {}, the checkpoint references log {}",
-                e.log,
-                LogId(seg.log)
-            ),
-        ))?;
-        ok = false;
-    }
-    if e.sqn != seg.sqn {
-        problem(at(
-            "change_set.sqn",
-            format!(
-                "the change set has sequence number {}, the checkpoint references {}",
-                e.sqn, seg.sqn
-            ),
-        ))?;
-        ok = false;
-    }
-    if e.length != seg.length {
-        problem(at(
-            "change_set.length",
-            format!(
-                "the change set is {} bytes, the checkpoint references {}",
-                e.length, seg.length
-            ),
-        ))?;
-        ok = false;
-    }
-    if e.records != seg.records {
-        problem(at(
-            "change_set.records",
-            format!(
-                "the change set has {} records, the checkpoint references {}",
-                e.records, seg.records
-            ),
-        ))?;
-        ok = false;
-    }
-    Ok(ok.then_some(e))
-}
-
-// ----------------------------------------------------------------------------------------
 // verify
 
-/// What [`verify_changelog`] and [`verify_log_file`] read.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LogCheck {
-    /// Log files decoded in full.
-    pub log_files: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// Their change sets.
-    pub change_sets: u64,
-    /// Their records.
-    pub records: u64,
-    /// Records a restore would replay, checked against their states.
-    pub replayed: u64,
-}
-
-/// Checks the changelog state of a snapshot beyond what the format crate checks: every
-/// referenced log file decoded in full (CRCs, index, trailer, every record), every tail
-/// segment found at its offset with the log, sequence number, length and record count the
-/// checkpoint records, no change set replayed twice over the same key groups, every
-/// materialization's statistics equal to its file's, and every record a restore would replay
-/// declared by a metadata record, of the operator's state (compatible descriptor), of an
-/// operation that state's kind has, timed iff the state has a TTL, in the key group of its key.
-pub fn verify_changelog(reader: &SnapshotReader, problems: &mut Vec<String>) -> Result<LogCheck> {
-    let mut check = LogCheck::default();
-    let mut files = LogFiles::default();
-    for op in &reader.metadata().operators {
-        if !op.subtasks.iter().any(|s| s.changelog.is_some()) {
-            continue;
-        }
-        let handles = match reader.changelog_handles(&op.uid, KeyGroupRange::all(op.max_parallelism)) {
-            Ok(h) => h,
-            // The format's verify reports unresolvable references.
-            Err(e) => {
-                problems.push(format!("operator {:?}: {e}", op.uid));
-                continue;
-            }
-        };
-        // Every log file once, in full.
-        for h in &handles {
-            for file in &h.tail {
-                let id = file.storage.describe(&file.path);
-                if files.files.contains_key(&id) {
-                    continue;
-                }
-                let r = LogFileReader::open(file.storage.as_ref(), &file.path, Some(file.size))
-                    .and_then(|r| r.verify().map(|counts| (r, counts)));
-                let r = match r {
-                    Ok((r, (sets, records))) => {
-                        check.log_files += 1;
-                        check.bytes += r.size();
-                        check.change_sets += sets;
-                        check.records += records;
-                        Ok(r)
-                    }
-                    Err(e) => {
-                        let text = problem_text(&e);
-                        problems.push(text.clone());
-                        Err(text)
-                    }
-                };
-                files.files.insert(id, r);
-            }
-        }
-        for h in &handles {
-            let who = format!("operator {:?}, subtask {}", op.uid, h.subtask);
-            verify_materializations(h, &who, problems);
-            verify_tail_refs(h, op.max_parallelism, &who, problems);
-            check.replayed += verify_replay(h, op, &mut files, problems)?;
-        }
-    }
-    Ok(check)
-}
-
-/// Each materialization's recorded statistics equal its file's index.
-fn verify_materializations(h: &ResolvedChangelogHandle, who: &str, problems: &mut Vec<String>) {
-    for (k, (part, file)) in h.handle.materialized.iter().zip(&h.materialized).enumerate() {
-        let Some(stats) = &part.stats else { continue };
-        // Errors opening it are the format's verify's to report.
-        if let Ok(r) = KeyedFileReader::open(file.storage.as_ref(), &file.path, Some(file.size)) {
-            if *stats != KeyedStats::from_info(r.info()) {
-                problems.push(format!(
-                    "{}: offset 0: stats: the statistics _metadata records for it disagree with its index ({who}, materialized[{k}])",
-                    file.storage.describe(&file.path)
-                ));
-            }
-        }
-    }
-}
-
-/// Tail references that make sense without the files: key groups below max parallelism, no
-/// change set replayed twice over the same key groups.
-fn verify_tail_refs(h: &ResolvedChangelogHandle, max_p: u32, who: &str, problems: &mut Vec<String>) {
-    // (log, sqn) → the tail entries replaying it, with their key groups.
-    type Uses = Vec<(usize, KeyGroupRange)>;
-    let mut seen: HashMap<([u8; 16], u64), Uses> = HashMap::new();
-    for (k, seg) in h.handle.tail.iter().enumerate() {
-        if !seg.key_groups.is_empty() && seg.key_groups.end_exclusive() > max_p {
-            problems.push(format!(
-                "_metadata: {who}: changelog.tail[{k}].key_groups: {} exceeds max parallelism {max_p}",
-                seg.key_groups
-            ));
-        }
-        let earlier = seen.entry((seg.log, seg.sqn)).or_default();
-        for (j, kgs) in earlier.iter() {
-            if !kgs.intersection(&seg.key_groups).is_empty() {
-                problems.push(format!(
-                    "_metadata: {who}: changelog.tail[{k}]: change set {} of log {} is also tail[{j}], over key groups {} (replayed twice)",
-                    seg.sqn,
-                    LogId(seg.log),
-                    kgs.intersection(&seg.key_groups)
-                ));
-            }
-        }
-        earlier.push((k, seg.key_groups));
-    }
-}
-
-/// Which operations a state of `kind` is changed (or read) by.
-fn op_fits(kind: KeyedStateKind, op: &Op<'_>) -> bool {
-    use KeyedStateKind as K;
-    let single = matches!(kind, K::Value | K::Reducing | K::Aggregating);
-    match op {
-        Op::Clear => true,
-        Op::Put(_) => single,
-        Op::AddElement(_) | Op::SetList(_) | Op::MergeList(_) => kind == K::List,
-        Op::MapPut { .. } | Op::MapRemove(_) => kind == K::Map,
-        Op::Read { kind: r, .. } => match r {
-            ReadKind::Get => single,
-            ReadKind::List => kind == K::List,
-            ReadKind::MapAll | ReadKind::MapEntry => kind == K::Map,
-        },
-    }
-}
-
-/// Walks the replay of `h` and checks every record; returns the records checked.
-fn verify_replay(
-    h: &ResolvedChangelogHandle,
-    op: &OperatorMetadata,
-    files: &mut LogFiles,
-    problems: &mut Vec<String>,
-) -> Result<u64> {
-    let mut declared: HashMap<(LogId, u32), StateDescriptor> = HashMap::new();
-    let mut records = 0u64;
-    // One problem per change set at most: a damaged writer would repeat it for every record.
-    let mut flagged: BTreeSet<(usize, u64)> = BTreeSet::new();
-    let mut found: Vec<String> = Vec::new();
-    let mut segment_problems: Vec<String> = Vec::new();
-    let who = |p: &Pos<'_>| format!("operator {:?}, subtask {}, tail[{}]", op.uid, p.subtask, p.tail_index);
-    walk_tail(
-        h,
-        &op.uid,
-        KeyGroupRange::all(op.max_parallelism),
-        files,
-        &mut |p| {
-            segment_problems.push(p);
-            Ok(())
-        },
-        &mut |pos, kg, rec| {
-            records += 1;
-            let problem = match rec {
-                Record::Metadata { state, descriptor } => {
-                    let p = match op.keyed_states.iter().find(|d| d.name == descriptor.name) {
-                        None => Some(format!(
-                            "metadata record declares state {:?}, which is not among the operator's keyed states",
-                            descriptor.name
-                        )),
-                        Some(d) => d
-                            .check_compatible(&descriptor)
-                            .err()
-                            .map(|why| format!("metadata record disagrees with _metadata: {why}")),
-                    };
-                    declared.insert((pos.log, state), descriptor);
-                    p
-                }
-                Record::Change(c) => match declared.get(&(pos.log, c.state)) {
-                    None => Some(format!(
-                        "key group {kg}: a change of state {} that no earlier metadata record of log {} declared",
-                        c.state, pos.log
-                    )),
-                    Some(d) if !op_fits(d.kind, &c.op) => Some(format!(
-                        "key group {kg}: a {} record on {} state {:?}",
-                        op_name(&c.op),
-                        d.kind,
-                        d.name
-                    )),
-                    Some(d) if d.ttl.is_some() != c.time.is_some() => Some(format!(
-                        "key group {kg}: a record of state {:?} {} a time, but the state {} a TTL",
-                        d.name,
-                        if c.time.is_some() { "has" } else { "lacks" },
-                        if d.ttl.is_some() { "has" } else { "has no" }
-                    )),
-                    Some(_) if key_group_for_key(c.key, op.max_parallelism) != kg => Some(format!(
-                        "key group {kg}: the record's key belongs to key group {}",
-                        key_group_for_key(c.key, op.max_parallelism)
-                    )),
-                    Some(_) => None,
-                },
-            };
-            if let Some(why) = problem {
-                if flagged.insert((pos.tail_index, pos.offset)) {
-                    found.push(format!(
-                        "{}: offset {}: record: {why} ({})",
-                        pos.shown,
-                        pos.offset,
-                        who(pos)
-                    ));
-                }
-            }
-            Ok(())
-        },
-    )?;
-    problems.extend(segment_problems);
-    problems.extend(found);
-    Ok(records)
-}
-
 /// `statekit verify <file.skcl>`: decodes a lone log file in full.
-pub fn verify_log_file(path: &Path, problems: &mut Vec<String>) -> Result<LogCheck> {
+pub fn verify_log_file(path: &Path) -> Result<(LogCheck, Vec<Problem>)> {
     let shown = path.display().to_string();
-    let blob = map_lone(path)?;
-    let size = blob.bytes().len() as u64;
-    let mut check = LogCheck {
-        bytes: size,
-        ..LogCheck::default()
-    };
-    match LogFileReader::from_blob(blob, &shown, None).and_then(|r| r.verify()) {
-        Ok((sets, records)) => {
-            check.log_files = 1;
-            check.change_sets = sets;
-            check.records = records;
-        }
-        Err(e) => problems.push(problem_text(&e)),
-    }
-    Ok(check)
+    Ok(statekit_changelog::verify::verify_log_file(map_lone(path)?, &shown))
 }
 
 // ----------------------------------------------------------------------------------------
@@ -764,28 +358,6 @@ struct Origin<'a> {
     offset: u64,
     log: LogId,
     sqn: u64,
-}
-
-fn op_name(op: &Op<'_>) -> &'static str {
-    match op {
-        Op::Clear => "clear",
-        Op::Put(_) => "put",
-        Op::AddElement(_) => "add-element",
-        Op::SetList(_) => "set-list",
-        Op::MapPut { .. } => "map-put",
-        Op::MapRemove(_) => "map-remove",
-        Op::MergeList(_) => "merge-list",
-        Op::Read { .. } => "read",
-    }
-}
-
-fn read_kind_name(k: ReadKind) -> &'static str {
-    match k {
-        ReadKind::Get => "get",
-        ReadKind::List => "list",
-        ReadKind::MapAll => "map-all",
-        ReadKind::MapEntry => "map-entry",
-    }
 }
 
 /// One record as a text line and a JSON object, decoded per its state's schemas (as hex when
@@ -839,12 +411,12 @@ fn render_record(o: &Origin<'_>, kg: u32, rec: &Record<'_>, desc: Option<&StateD
             let state = desc.map_or_else(|| format!("#{}", c.state), |d| d.name.clone());
             text.push_str(&format!(
                 "kg={kg} state={state} op={} key={} ns={}",
-                op_name(&c.op),
+                c.op.name(),
                 render::text(ks, c.key),
                 render::text(ns, c.namespace)
             ));
             j["key_group"] = json!(kg);
-            j["op"] = json!(op_name(&c.op));
+            j["op"] = json!(c.op.name());
             j["state"] = desc.map_or(Json::Null, |d| json!(d.name));
             j["state_id"] = json!(c.state);
             j["key"] = render::json_of(ks, c.key);
@@ -883,8 +455,8 @@ fn render_record(o: &Origin<'_>, kg: u32, rec: &Record<'_>, desc: Option<&StateD
                     j["sources"] = sources.iter().map(|s| render::json_of(ns, s)).collect();
                 }
                 Op::Read { kind, user_key } => {
-                    text.push_str(&format!(" read={}", read_kind_name(*kind)));
-                    j["read"] = json!(read_kind_name(*kind));
+                    text.push_str(&format!(" read={}", kind.name()));
+                    j["read"] = json!(kind.name());
                     if *kind == ReadKind::MapEntry {
                         text.push_str(&format!(" user_key={}", render::text(uks, user_key)));
                         j["user_key"] = render::json_of(uks, user_key);
@@ -984,13 +556,14 @@ pub fn dump_changes(
     let mut files = LogFiles::default();
     for (o, range, handles) in &all {
         for h in handles {
-            walk_tail(
+            let _ = walk_tail(
                 h,
                 &o.uid,
                 *range,
                 &mut files,
-                &mut |p| Err(anyhow!(p)),
-                &mut |_, _, _| Ok(()),
+                &mut TailStats::default(),
+                &mut |p| Err(anyhow!(p.problem().to_string())),
+                &mut |_, _, _| Ok(ControlFlow::Continue(())),
             )?;
         }
     }
@@ -998,44 +571,56 @@ pub fn dump_changes(
     for (o, range, handles) in &all {
         for h in handles {
             let mut declared: HashMap<(LogId, u32), StateDescriptor> = HashMap::new();
-            let mut more = true;
-            walk_tail(
+            let listed = walk_tail(
                 h,
                 &o.uid,
                 *range,
                 &mut files,
-                &mut |p| Err(anyhow!(p)),
+                &mut TailStats::default(),
+                &mut |p| Err(anyhow!(p.problem().to_string())),
                 &mut |pos, kg, rec| {
-                    if !more {
-                        return Ok(());
-                    }
-                    if let Record::Metadata { state, descriptor } = &rec {
-                        declared.insert((pos.log, *state), descriptor.clone());
-                    }
-                    let desc = match &rec {
-                        Record::Change(c) => declared.get(&(pos.log, c.state)),
-                        Record::Metadata { .. } => None,
+                    let origin = Origin {
+                        subtask: Some(pos.subtask),
+                        file: &pos.segment.file.path,
+                        offset: pos.offset(),
+                        log: pos.log(),
+                        sqn: pos.sqn(),
                     };
-                    if filter.keeps(kg, &rec, desc) {
-                        let origin = Origin {
-                            subtask: Some(pos.subtask),
-                            file: pos.file,
-                            offset: pos.offset,
-                            log: pos.log,
-                            sqn: pos.sqn,
-                        };
-                        let (t, j) = render_record(&origin, kg, &rec, desc);
-                        more = emit(t, j)?;
-                    }
-                    Ok(())
+                    list(&origin, kg, &rec, filter, &mut declared, emit)
                 },
             )?;
-            if !more {
+            if listed.is_break() {
                 return Ok(());
             }
         }
     }
     Ok(())
+}
+
+/// Lists one record when `filter` keeps it (declaring its state first when it is a metadata
+/// record); breaks when `emit` wants no more.
+fn list(
+    origin: &Origin<'_>,
+    kg: u32,
+    rec: &Record<'_>,
+    filter: &ChangeFilter,
+    declared: &mut HashMap<(LogId, u32), StateDescriptor>,
+    emit: &mut dyn FnMut(String, Json) -> Result<bool>,
+) -> Result<ControlFlow<()>> {
+    if let Record::Metadata { state, descriptor } = rec {
+        declared.insert((origin.log, *state), descriptor.clone());
+    }
+    let desc = match rec {
+        Record::Change(c) => declared.get(&(origin.log, c.state)),
+        Record::Metadata { .. } => None,
+    };
+    if filter.keeps(kg, rec, desc) {
+        let (t, j) = render_record(origin, kg, rec, desc);
+        if !emit(t, j)? {
+            return Ok(ControlFlow::Break(()));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
 }
 
 /// Lists the records of one change set that `filter` keeps; false when `emit` wants no more.
@@ -1046,36 +631,14 @@ fn for_each_listed(
     declared: &mut HashMap<(LogId, u32), StateDescriptor>,
     emit: &mut dyn FnMut(String, Json) -> Result<bool>,
 ) -> Result<bool> {
-    let mut more = true;
-    let mut failed: Option<anyhow::Error> = None;
-    let r = data.for_each_record(filter.key_groups.as_ref(), &mut |kg, rec| {
-        if !more {
-            return Ok(());
-        }
-        if let Record::Metadata { state, descriptor } = &rec {
-            declared.insert((origin.log, *state), descriptor.clone());
-        }
-        let desc = match &rec {
-            Record::Change(c) => declared.get(&(origin.log, c.state)),
-            Record::Metadata { .. } => None,
-        };
-        if filter.keeps(kg, &rec, desc) {
-            let (t, j) = render_record(origin, kg, &rec, desc);
-            match emit(t, j) {
-                Ok(m) => more = m,
-                Err(e) => {
-                    failed = Some(e);
-                    return Err(FormatError::corrupt(origin.file, origin.offset, "record", "stopped"));
-                }
-            }
-        }
-        Ok(())
+    let r = data.visit_records(filter.key_groups.as_ref(), &mut |kg, rec| {
+        list(origin, kg, &rec, filter, declared, emit)
     });
-    if let Some(e) = failed {
-        return Err(e);
+    match r {
+        Ok(flow) => Ok(flow.is_continue()),
+        Err(RecordsError::Visitor(e)) => Err(e),
+        Err(RecordsError::Decode(e)) => Err(anyhow!(problem_text(&e))),
     }
-    r.map_err(|e| anyhow!(problem_text(&e)))?;
-    Ok(more)
 }
 
 /// The state names the log file's or snapshot's metadata records declare don't need to be

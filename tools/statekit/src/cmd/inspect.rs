@@ -460,32 +460,6 @@ fn changelog_key_groups(s: &statekit_format::SubtaskMetadata, h: &statekit_forma
     Ok(())
 }
 
-/// Decodes every entry of the native keyed state of `reader` (the format checked sizes and
-/// CRCs); returns the entries read, adds what is wrong to `problems`.
-fn verify_native_state(reader: &SnapshotReader, problems: &mut Vec<String>) -> Result<u64> {
-    // Counted only when the rocksdb feature can decode native state.
-    #[cfg_attr(not(feature = "rocksdb"), allow(unused_mut))]
-    let mut entries = 0;
-    for o in &reader.metadata().operators {
-        if !o.subtasks.iter().any(|s| s.native.is_some()) {
-            continue;
-        }
-        #[cfg(feature = "rocksdb")]
-        for h in reader.native_handles(&o.uid, statekit_core::KeyGroupRange::all(o.max_parallelism))? {
-            match statekit_rocksdb::verify_native(&h, &statekit_rocksdb::RocksDbOptions::default()) {
-                Ok(r) => entries += r.entries,
-                Err(e) => problems.push(format!("operator {:?}, subtask {}: {e}", o.uid, h.subtask)),
-            }
-        }
-        #[cfg(not(feature = "rocksdb"))]
-        problems.push(format!(
-            "operator {:?}: native state not decoded (this statekit was built without the `rocksdb` feature)",
-            o.uid
-        ));
-    }
-    Ok(entries)
-}
-
 /// `statekit verify`.
 pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     if changelog::is_log_file(&args.path) {
@@ -494,30 +468,11 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     // A structurally unsound `_metadata` (which every other command refuses) is still
     // verified: its problems are listed with those of its files, but the state is not decoded
     // further (native databases, changelog replay) from metadata that cannot be trusted.
-    let (reader, sound) = match SnapshotReader::open(&args.path) {
-        Ok(r) => (r, true),
-        Err(strict) => match SnapshotReader::open_unchecked(&args.path) {
-            Ok(r) => (r, false),
-            Err(_) => return Err(strict.into()),
-        },
-    };
-    let report = reader.verify()?;
-    let mut problems: Vec<String> = report.problems.iter().map(changelog::problem_text).collect();
-    let (files, bytes) = (report.files, report.bytes);
-    let is_changelog = reader.metadata().operators.iter().any(is_changelog);
-    let (entries, log) = if sound {
-        let native = verify_native_state(&reader, &mut problems)?;
-        (
-            report.entries.saturating_add(native),
-            changelog::verify_changelog(&reader, &mut problems)?,
-        )
-    } else {
-        (report.entries, changelog::LogCheck::default())
-    };
-    // A file several subtasks reference (a shared log file, an inherited materialization) is
-    // reported once.
-    let mut seen = std::collections::HashSet::new();
-    problems.retain(|p| seen.insert(p.clone()));
+    let (reader, v) = statekit_snapshot::verify_path(&args.path)?;
+    let problems: Vec<String> = v.problems.iter().map(ToString::to_string).collect();
+    let (files, bytes, entries) = (v.files, v.bytes, v.entries);
+    let log = v.changelog.unwrap_or_default();
+    let is_changelog = v.changelog.is_some();
     let ok = problems.is_empty();
     if args.json {
         let mut doc = json!({
@@ -563,7 +518,7 @@ fn verdict(problems: &[String]) -> String {
     }
 }
 
-fn log_json(log: &changelog::LogCheck) -> serde_json::Value {
+fn log_json(log: &statekit_changelog::verify::LogCheck) -> serde_json::Value {
     json!({
         "log_files": log.log_files,
         "log_bytes": log.bytes,
@@ -575,8 +530,8 @@ fn log_json(log: &changelog::LogCheck) -> serde_json::Value {
 
 /// `statekit verify <file.skcl>`: one log file, without a checkpoint.
 fn verify_log_file(args: &VerifyArgs) -> Result<ExitCode> {
-    let mut problems = Vec::new();
-    let log = changelog::verify_log_file(&args.path, &mut problems)?;
+    let (log, problems) = changelog::verify_log_file(&args.path)?;
+    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
     let ok = problems.is_empty();
     if args.json {
         let doc = json!({
