@@ -5,6 +5,7 @@
 //! repaired.
 #![no_main]
 
+use std::ops::ControlFlow;
 use libfuzzer_sys::fuzz_target;
 use statekit_core::storage::{Blob, MemoryStorage};
 use statekit_core::{KeyGroupRange, KeyedStateView, MemoryView};
@@ -29,7 +30,7 @@ fn check(data: &[u8]) {
             if let (Some(s), Some(uk)) = (&d.user_key_schema, e.user_key) {
                 check_value(s, uk);
             }
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         });
         assert!(r.is_ok() || !verified, "a verified file visits cleanly: {r:?}");
     }

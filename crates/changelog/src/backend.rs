@@ -699,11 +699,15 @@ impl KeyedStateView for ClippedView<'_> {
     fn states(&self) -> &[StateDescriptor] {
         self.inner.states()
     }
-    fn visit_key_group(&self, key_group: u32, visitor: &mut statekit_core::EntryVisitor<'_>) -> Result<(), StateError> {
+    fn visit_key_group(
+        &self,
+        key_group: u32,
+        visitor: &mut statekit_core::EntryVisitor<'_>,
+    ) -> Result<ControlFlow<()>, StateError> {
         if self.range.contains(key_group) {
             self.inner.visit_key_group(key_group, visitor)
         } else {
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::error::StateError;
 use crate::keygroup::KeyGroupRange;
 use crate::state::{KeyedStateKind, StateDescriptor};
 use std::cmp::Ordering;
+use std::ops::ControlFlow;
 
 /// One entry of a keyed snapshot.
 ///
@@ -43,8 +44,9 @@ impl Entry<'_> {
     }
 }
 
-/// A visitor over entries; returning an error stops the walk.
-pub type EntryVisitor<'v> = dyn FnMut(&Entry<'_>) -> Result<(), StateError> + 'v;
+/// A visitor over entries: [`ControlFlow::Break`] stops the walk (the visit returns it, and
+/// reads nothing more), an error fails it.
+pub type EntryVisitor<'v> = dyn FnMut(&Entry<'_>) -> Result<ControlFlow<()>, StateError> + 'v;
 
 /// A frozen, readable keyed snapshot: produced by a backend's snapshot, or read from files.
 ///
@@ -58,16 +60,20 @@ pub trait KeyedStateView: Send + Sync {
     fn key_group_range(&self) -> KeyGroupRange;
     /// The states, indexed by [`Entry::state`].
     fn states(&self) -> &[StateDescriptor];
-    /// Calls `visitor` for every entry of `key_group` in canonical order. A key group
-    /// outside [`KeyedStateView::key_group_range`] has no entries.
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError>;
+    /// Calls `visitor` for every entry of `key_group` in canonical order, until it breaks
+    /// (then returns [`ControlFlow::Break`]). A key group outside
+    /// [`KeyedStateView::key_group_range`] has no entries.
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError>;
 
-    /// Visits every key group of `range ∩ key_group_range()` in ascending order.
-    fn visit_range(&self, range: KeyGroupRange, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+    /// Visits every key group of `range ∩ key_group_range()` in ascending order, until the
+    /// visitor breaks.
+    fn visit_range(&self, range: KeyGroupRange, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         for kg in self.key_group_range().intersection(&range) {
-            self.visit_key_group(kg, visitor)?;
+            if self.visit_key_group(kg, visitor)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 
@@ -178,9 +184,9 @@ impl MemoryView {
         let mut entries = Vec::new();
         let range = range.intersection(&view.key_group_range());
         for kg in range {
-            view.visit_key_group(kg, &mut |e| {
+            let _ = view.visit_key_group(kg, &mut |e| {
                 entries.push(OwnedEntry::from_entry(kg, e));
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             })?;
         }
         Ok(MemoryView {
@@ -207,11 +213,13 @@ impl KeyedStateView for MemoryView {
     fn states(&self) -> &[StateDescriptor] {
         &self.states
     }
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         let start = self.entries.partition_point(|e| e.key_group < key_group);
         for e in self.entries[start..].iter().take_while(|e| e.key_group == key_group) {
-            visitor(&e.as_entry())?;
+            if visitor(&e.as_entry())?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 }

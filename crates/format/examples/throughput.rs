@@ -13,6 +13,7 @@ use statekit_core::{
     Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError, TtlConfig, TypeSchema,
 };
 use statekit_format::{write_keyed_file, Compression, KeyedFileReader, WriteOptions};
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 /// A view generating `per_kg` entries per key group: a value state, a TTL'd list state with 3
@@ -35,7 +36,7 @@ impl KeyedStateView for Synthetic {
     fn states(&self) -> &[StateDescriptor] {
         &self.states
     }
-    fn visit_key_group(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+    fn visit_key_group(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         use std::fmt::Write;
         let mut x = u64::from(kg) * 0x9e37_79b9_7f4a_7c15 + 1;
         let keys = self.per_kg / 8;
@@ -55,18 +56,22 @@ impl KeyedStateView for Synthetic {
                     x ^= x << 17;
                     let off = (x % (self.pool.len() - self.value_len) as u64) as usize;
                     let ukb = [b'u', b'k', j as u8];
-                    visitor(&Entry {
+                    if visitor(&Entry {
                         state,
                         key: key.as_bytes(),
                         namespace: &[],
                         user_key: uk.then_some(&ukb[..]),
                         value: &self.pool[off..off + self.value_len],
                         timestamp: (state == 1).then_some(1_700_000_000_000 + i64::from(j)),
-                    })?;
+                    })?
+                    .is_break()
+                    {
+                        return Ok(ControlFlow::Break(()));
+                    }
                 }
             }
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 
@@ -178,9 +183,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let t = Instant::now();
     let mut src = 0u64;
-    view.visit_range(KeyGroupRange::all(max_parallelism), &mut |e| {
+    let _ = view.visit_range(KeyGroupRange::all(max_parallelism), &mut |e| {
         src += e.value.len() as u64;
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     let source_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -233,10 +238,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     let mut n = 0u64;
     let mut sum = 0u64;
-    reader.visit_range(KeyGroupRange::all(max_parallelism), &mut |e| {
+    let _ = reader.visit_range(KeyGroupRange::all(max_parallelism), &mut |e| {
         n += 1;
         sum = sum.wrapping_add(e.value.len() as u64);
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     let visit_s = t.elapsed().as_secs_f64();
     assert_eq!(n, report.entries);

@@ -17,6 +17,7 @@ use statekit_core::stream::check_entry_shape;
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
 use std::cell::Cell;
 use std::cmp::Ordering;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
@@ -175,18 +176,23 @@ fn write_keyed_file_with(
     )?;
     let new_writer = || RecordWriter::new(&file, opts.block_size, states.len());
     let encode = |w: &mut RecordWriter, kg: u32, sink: &mut dyn BlockSink| -> Result<()> {
+        // A write error stops the visit (the view's own errors fail it).
         let mut failure: Option<FormatError> = None;
         let visited = view.visit_key_group(kg, &mut |e| match w.push(sink, kg, e, states, &shapes) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(ControlFlow::Continue(())),
             Err(err) => {
                 failure = Some(err);
-                Err(StateError::Snapshot("write aborted".into()))
+                Ok(ControlFlow::Break(()))
             }
-        });
+        })?;
         if let Some(f) = failure {
             return Err(f);
         }
-        visited?;
+        if visited.is_break() {
+            return Err(FormatError::invalid_input(format!(
+                "key group {kg}: the view stopped its visit early"
+            )));
+        }
         w.end_key_group(sink, kg)
     };
     let mut state_entries = vec![0u64; states.len()];
@@ -544,8 +550,8 @@ fn decode_records<'a>(
     shapes: &[Shape],
     h: &BlockHeader,
     file: &str,
-    mut f: impl FnMut(&Entry<'a>, usize) -> Result<()>,
-) -> Result<u32> {
+    mut f: impl FnMut(&Entry<'a>, usize) -> Result<ControlFlow<()>>,
+) -> Result<ControlFlow<(), u32>> {
     let err = |pos: usize, field: &str, reason: String| {
         if h.codec == CODEC_NONE {
             FormatError::corrupt(file, h.offset + (BLOCK_HEADER_LEN + pos) as u64, field, reason)
@@ -624,9 +630,11 @@ fn decode_records<'a>(
             value,
             timestamp,
         };
-        f(&e, pos - start)?;
+        if f(&e, pos - start)?.is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
     }
-    Ok(count)
+    Ok(ControlFlow::Continue(count))
 }
 
 thread_local! {
@@ -895,14 +903,15 @@ impl KeyedFileReader {
         self.layout.sections.get(i)
     }
 
-    /// Reads every block of `s`, calling `f` with each entry and its record length. A file
-    /// truncated by another program meanwhile is reported as such.
+    /// Reads every block of `s`, calling `f` with each entry and its record length, until it
+    /// breaks (then the index's counts are not checked: the section was not read to its end).
+    /// A file truncated by another program meanwhile is reported as such.
     fn read_section(
         &self,
         s: &Section,
         dec: &mut BlockDecoder,
-        f: impl FnMut(&Entry<'_>, usize) -> Result<()>,
-    ) -> Result<Totals> {
+        f: impl FnMut(&Entry<'_>, usize) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<(), Totals>> {
         let r = self.read_section_blocks(s, dec, f);
         if r.is_err() {
             statekit_core::storage::check_intact(self.blob.as_ref(), &self.file)?;
@@ -914,8 +923,8 @@ impl KeyedFileReader {
         &self,
         s: &Section,
         dec: &mut BlockDecoder,
-        mut f: impl FnMut(&Entry<'_>, usize) -> Result<()>,
-    ) -> Result<Totals> {
+        mut f: impl FnMut(&Entry<'_>, usize) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<(), Totals>> {
         let bytes = self.blob.bytes();
         let mut t = Totals::default();
         let mut pos = s.offset;
@@ -930,7 +939,9 @@ impl KeyedFileReader {
                     format!("block of key group {} inside key group {}'s blocks", h.section, s.id),
                 ));
             }
-            let n = decode_records(raw, &self.shapes, &h, &self.file, &mut f)?;
+            let ControlFlow::Continue(n) = decode_records(raw, &self.shapes, &h, &self.file, &mut f)? else {
+                return Ok(ControlFlow::Break(()));
+            };
             if n != h.entries {
                 return Err(FormatError::corrupt(
                     &self.file,
@@ -956,7 +967,7 @@ impl KeyedFileReader {
                 ),
             ));
         }
-        Ok(t)
+        Ok(ControlFlow::Continue(t))
     }
 
     /// Reads every block, checks every CRC, decodes every record, checks canonical order and
@@ -1090,10 +1101,13 @@ impl KeyedFileReader {
                     ))
                 }
             }
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })?;
-        totals.blocks += t.blocks;
-        totals.entries += t.entries;
+        // The checks above fail; they never stop the walk.
+        if let ControlFlow::Continue(t) = t {
+            totals.blocks += t.blocks;
+            totals.entries += t.entries;
+        }
         Ok(())
     }
 }
@@ -1122,13 +1136,19 @@ impl KeyedStateView for KeyedFileReader {
         &self.states
     }
 
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> std::result::Result<(), StateError> {
+    fn visit_key_group(
+        &self,
+        key_group: u32,
+        visitor: &mut EntryVisitor<'_>,
+    ) -> std::result::Result<ControlFlow<()>, StateError> {
         let Some(s) = self.section(key_group) else {
-            return Ok(());
+            return Ok(ControlFlow::Continue(()));
         };
-        with_decoder(|dec| self.read_section(s, dec, |e, _| visitor(e).map_err(FormatError::State)))
-            .map(|_| ())
-            .map_err(StateError::from)
+        match with_decoder(|dec| self.read_section(s, dec, |e, _| visitor(e).map_err(FormatError::State))) {
+            Ok(ControlFlow::Continue(_)) => Ok(ControlFlow::Continue(())),
+            Ok(ControlFlow::Break(())) => Ok(ControlFlow::Break(())),
+            Err(e) => Err(StateError::from(e)),
+        }
     }
 }
 
@@ -1239,7 +1259,11 @@ mod tests {
         fn states(&self) -> &[StateDescriptor] {
             self.0.states()
         }
-        fn visit_key_group(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> std::result::Result<(), StateError> {
+        fn visit_key_group(
+            &self,
+            kg: u32,
+            visitor: &mut EntryVisitor<'_>,
+        ) -> std::result::Result<ControlFlow<()>, StateError> {
             assert_ne!(kg, self.1, "view panics");
             self.0.visit_key_group(kg, visitor)
         }
@@ -1335,8 +1359,17 @@ mod tests {
         fn states(&self) -> &[StateDescriptor] {
             &self.0
         }
-        fn visit_key_group(&self, _: u32, visitor: &mut EntryVisitor<'_>) -> std::result::Result<(), StateError> {
-            self.1.iter().try_for_each(|e| visitor(&e.as_entry()))
+        fn visit_key_group(
+            &self,
+            _: u32,
+            visitor: &mut EntryVisitor<'_>,
+        ) -> std::result::Result<ControlFlow<()>, StateError> {
+            for e in &self.1 {
+                if visitor(&e.as_entry())?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+            Ok(ControlFlow::Continue(()))
         }
     }
 
@@ -1401,19 +1434,20 @@ mod tests {
                 let r = KeyedFileReader::open(&storage, "f", Some(info.file.size)).expect("open");
                 r.verify().expect("verify");
                 let mut back = Vec::new();
-                r.visit_key_group(0, &mut |x| {
-                    back.push(OwnedEntry {
-                        key_group: 0,
-                        state: x.state,
-                        key: x.key.to_vec(),
-                        namespace: x.namespace.to_vec(),
-                        user_key: x.user_key.map(<[u8]>::to_vec),
-                        value: x.value.to_vec(),
-                        timestamp: x.timestamp,
-                    });
-                    Ok(())
-                })
-                .expect("visit");
+                let _ = r
+                    .visit_key_group(0, &mut |x| {
+                        back.push(OwnedEntry {
+                            key_group: 0,
+                            state: x.state,
+                            key: x.key.to_vec(),
+                            namespace: x.namespace.to_vec(),
+                            user_key: x.user_key.map(<[u8]>::to_vec),
+                            value: x.value.to_vec(),
+                            timestamp: x.timestamp,
+                        });
+                        Ok(ControlFlow::Continue(()))
+                    })
+                    .expect("visit");
                 assert_eq!(back, good, "block size {block_size}");
                 for (i, entries) in bad.iter().enumerate() {
                     let view = Listed(states.clone(), entries.clone());

@@ -41,9 +41,9 @@
 //! let reader = KeyedFileReader::open(&storage, "op/0.keyed", Some(info.file.size))?;
 //! reader.verify()?;
 //! let mut seen = Vec::new();
-//! reader.visit_key_group(3, &mut |e| {
+//! let _ = reader.visit_key_group(3, &mut |e| {
 //!     seen.push(e.key.to_vec());
-//!     Ok(())
+//!     Ok(std::ops::ControlFlow::Continue(()))
 //! })?;
 //! assert_eq!(seen, vec![b"alice".to_vec()]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -43,7 +43,7 @@ fn keyed_file_regressions() {
         let verified = reader.verify().is_ok();
         let all = KeyGroupRange::all(reader.max_parallelism());
         for kg in all {
-            let _ = reader.visit_key_group(kg, &mut |_| Ok(()));
+            let _ = reader.visit_key_group(kg, &mut |_| Ok(std::ops::ControlFlow::Continue(())));
         }
         if verified {
             let view = MemoryView::collect(&reader, all).expect("a verified file visits cleanly");

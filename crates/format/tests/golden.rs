@@ -12,6 +12,7 @@ use statekit_core::storage::LocalStorage;
 use statekit_core::{KeyGroupRange, KeyedStateView, MemoryView, OperatorStateData};
 use statekit_format::*;
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 fn fixtures() -> PathBuf {
@@ -109,15 +110,16 @@ fn savepoint_basic_reads_back_exactly() {
     let mut counts = BTreeMap::new();
     for i in 0..2 {
         let r = KeyedFileReader::open(&storage, &format!("word-counter/{i}.keyed"), None).expect("open");
-        r.visit_range(KeyGroupRange::all(8), &mut |e| {
-            if e.state == 0 {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(e.value);
-                counts.insert(String::from_utf8_lossy(e.key).to_string(), i64::from_be_bytes(b));
-            }
-            Ok(())
-        })
-        .expect("visit");
+        let _ = r
+            .visit_range(KeyGroupRange::all(8), &mut |e| {
+                if e.state == 0 {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(e.value);
+                    counts.insert(String::from_utf8_lossy(e.key).to_string(), i64::from_be_bytes(b));
+                }
+                Ok(ControlFlow::Continue(()))
+            })
+            .expect("visit");
     }
     assert_eq!(counts.len(), 8);
     assert_eq!(counts["alice"], 1);
@@ -168,9 +170,12 @@ fn corrupt_bitflip_is_reported_with_file_and_offset() {
     assert!(msg.contains(&format!("offset {}", first.offset)), "{msg}");
     // Other key groups of the same file still read.
     let other = r.key_groups()[1].key_group;
-    r.visit_key_group(other, &mut |_| Ok(()))
+    let _ = r
+        .visit_key_group(other, &mut |_| Ok(std::ops::ControlFlow::Continue(())))
         .expect("undamaged key group reads");
-    assert!(r.visit_key_group(first.key_group, &mut |_| Ok(())).is_err());
+    assert!(r
+        .visit_key_group(first.key_group, &mut |_| Ok(std::ops::ControlFlow::Continue(())))
+        .is_err());
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use statekit_core::storage::{Blob, MemoryStorage, Storage};
 use statekit_core::{KeyGroupRange, KeyedStateView, MemoryView, OwnedEntry, StateDescriptor, StateError, TypeSchema};
 use statekit_format::*;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 fn view() -> MemoryView {
@@ -32,9 +33,9 @@ fn view() -> MemoryView {
 
 fn entries_of(v: &dyn KeyedStateView, kg: u32) -> Result<Vec<OwnedEntry>, StateError> {
     let mut out = Vec::new();
-    v.visit_key_group(kg, &mut |e| {
+    let _ = v.visit_key_group(kg, &mut |e| {
         out.push(OwnedEntry::from_entry(kg, e));
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     Ok(out)
 }

@@ -72,7 +72,7 @@ fn exercise_keyed(bytes: Vec<u8>, expected_size: Option<u64>) -> bool {
     let mut failed = r.verify().is_err();
     let range = KeyGroupRange::all(r.max_parallelism());
     for kg in range {
-        if let Err(e) = r.visit_key_group(kg, &mut |_| Ok(())) {
+        if let Err(e) = r.visit_key_group(kg, &mut |_| Ok(std::ops::ControlFlow::Continue(()))) {
             let _ = e.to_string();
             failed = true;
         }

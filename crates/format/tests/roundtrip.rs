@@ -11,6 +11,7 @@ use statekit_core::{
 };
 use statekit_format::*;
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 fn check_view_round_trip(view: &MemoryView, opts: &WriteOptions, sub: KeyGroupRange) -> Result<(), TestCaseError> {
     let storage = MemoryStorage::new();
@@ -227,11 +228,12 @@ fn empty_view_and_empty_range() {
     assert_eq!(r.key_group_range(), KeyGroupRange::EMPTY);
     assert_eq!(r.verify().expect("verify").entries, 0);
     let mut n = 0;
-    r.visit_range(KeyGroupRange::all(16), &mut |_| {
-        n += 1;
-        Ok(())
-    })
-    .expect("visit");
+    let _ = r
+        .visit_range(KeyGroupRange::all(16), &mut |_| {
+            n += 1;
+            Ok(ControlFlow::Continue(()))
+        })
+        .expect("visit");
     assert_eq!(n, 0);
 }
 
@@ -274,12 +276,12 @@ impl KeyedStateView for FailingView {
         &self,
         kg: u32,
         visitor: &mut statekit_core::EntryVisitor<'_>,
-    ) -> Result<(), statekit_core::StateError> {
-        self.0.visit_key_group(kg, visitor)?;
+    ) -> Result<std::ops::ControlFlow<()>, statekit_core::StateError> {
+        let flow = self.0.visit_key_group(kg, visitor)?;
         if kg == self.1 {
             return Err(statekit_core::StateError::Snapshot("source failed".into()));
         }
-        Ok(())
+        Ok(flow)
     }
 }
 

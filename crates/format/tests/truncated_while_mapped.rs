@@ -49,7 +49,7 @@ fn truncation_while_mapped_is_reported_as_truncation() {
         .expect("truncate");
     let mut failure = None;
     for kg in KeyGroupRange::all(max_p) {
-        if let Err(e) = reader.visit_key_group(kg, &mut |_| Ok(())) {
+        if let Err(e) = reader.visit_key_group(kg, &mut |_| Ok(std::ops::ControlFlow::Continue(()))) {
             failure = Some(e.to_string());
             break;
         }

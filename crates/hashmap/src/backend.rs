@@ -13,6 +13,7 @@ use statekit_core::{
 };
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// A stored value, list element or map value with its last-update timestamp (0 and unused
@@ -998,7 +999,7 @@ impl KeyedStateBackend for HashMapBackend {
             let mut count = 0usize;
             for kg in range {
                 let idx = (kg - start) as usize;
-                view.visit_key_group(kg, &mut |e| {
+                let _ = view.visit_key_group(kg, &mut |e| {
                     check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
                     let actual = key_group_for_key(e.key, max_p);
                     if actual != kg {
@@ -1007,7 +1008,8 @@ impl KeyedStateBackend for HashMapBackend {
                         )));
                     }
                     count += 1;
-                    ingest(&mut states[mapping[e.state as usize].0 as usize], idx, e, now)
+                    ingest(&mut states[mapping[e.state as usize].0 as usize], idx, e, now)?;
+                    Ok(ControlFlow::Continue(()))
                 })?;
             }
             tracing::debug!(%range, entries = count, "restored from view");
@@ -1112,9 +1114,9 @@ mod last_key_tests {
         // Every stored entry landed in its key's key group (a snapshot visits by key group).
         let view = b.snapshot(1)?;
         for kg in range {
-            view.visit_key_group(kg, &mut |e| {
+            let _ = view.visit_key_group(kg, &mut |e| {
                 assert_eq!(key_group_for_key(e.key, 16), kg);
-                Ok(())
+                Ok(std::ops::ControlFlow::Continue(()))
             })?;
         }
         Ok(())

@@ -5,6 +5,7 @@ use crate::backend::{Cell, Tables, Ttl};
 use crate::table::{KgTable, Slot};
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
 use std::fmt;
+use std::ops::ControlFlow;
 
 /// A frozen snapshot of a [`HashMapBackend`](crate::HashMapBackend).
 ///
@@ -136,9 +137,9 @@ impl KeyedStateView for HashMapSnapshot {
         &self.states
     }
 
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         if !self.range.contains(key_group) {
-            return Ok(());
+            return Ok(ControlFlow::Continue(()));
         }
         let idx = (key_group - self.range.start()) as usize;
         for (state, (desc, tables)) in self.states.iter().zip(&self.tables).enumerate() {
@@ -155,47 +156,59 @@ impl KeyedStateView for HashMapSnapshot {
                         if let Some(&(_, ahead)) = slots.get(i + PREFETCH_AHEAD) {
                             prefetch(ahead.value.bytes.as_slice());
                         }
-                        visitor(&Entry {
+                        if visitor(&Entry {
                             state,
                             key: slot.key(),
                             namespace: slot.namespace(),
                             user_key: None,
                             value: slot.value.bytes.as_slice(),
                             timestamp: timestamp(&slot.value),
-                        })?;
+                        })?
+                        .is_break()
+                        {
+                            return Ok(ControlFlow::Break(()));
+                        }
                     }
                 }
                 Tables::List(t) => {
                     for &(_, slot) in &sorted(&t[idx], |l| l.iter().any(|c| ttl.live(c.ts))) {
                         for c in slot.value.iter().filter(|c| ttl.live(c.ts)) {
-                            visitor(&Entry {
+                            if visitor(&Entry {
                                 state,
                                 key: slot.key(),
                                 namespace: slot.namespace(),
                                 user_key: None,
                                 value: c.bytes.as_slice(),
                                 timestamp: timestamp(c),
-                            })?;
+                            })?
+                            .is_break()
+                            {
+                                return Ok(ControlFlow::Break(()));
+                            }
                         }
                     }
                 }
                 Tables::Map(t) => {
                     for &(_, slot) in &sorted(&t[idx], |m| m.values().any(|c| ttl.live(c.ts))) {
                         for (user_key, c) in slot.value.iter().filter(|(_, c)| ttl.live(c.ts)) {
-                            visitor(&Entry {
+                            if visitor(&Entry {
                                 state,
                                 key: slot.key(),
                                 namespace: slot.namespace(),
                                 user_key: Some(user_key.as_slice()),
                                 value: c.bytes.as_slice(),
                                 timestamp: timestamp(c),
-                            })?;
+                            })?
+                            .is_break()
+                            {
+                                return Ok(ControlFlow::Break(()));
+                            }
                         }
                     }
                 }
             }
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

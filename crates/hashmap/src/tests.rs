@@ -9,6 +9,7 @@ use statekit_core::{
     ManualClock, MemoryView, OwnedEntry, StateDescriptor, StateError, StateFunctions, StateHandle, TtlConfig,
     TtlUpdateType, TypeSchema,
 };
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 type R = Result<(), StateError>;
@@ -555,20 +556,21 @@ fn assert_canonical(view: &dyn KeyedStateView) -> Vec<OwnedEntry> {
     let mut all = Vec::new();
     for kg in view.key_group_range() {
         let mut prev: Option<OwnedEntry> = None;
-        view.visit_key_group(kg, &mut |e: &Entry<'_>| {
-            assert_eq!(key_group_for_key(e.key, view.max_parallelism()), kg);
-            if let Some(p) = &prev {
-                assert_ne!(
-                    p.as_entry().canonical_cmp(e),
-                    std::cmp::Ordering::Greater,
-                    "{p:?} before {e:?}"
-                );
-            }
-            prev = Some(OwnedEntry::from_entry(kg, e));
-            all.push(OwnedEntry::from_entry(kg, e));
-            Ok(())
-        })
-        .expect("visit");
+        let _ = view
+            .visit_key_group(kg, &mut |e: &Entry<'_>| {
+                assert_eq!(key_group_for_key(e.key, view.max_parallelism()), kg);
+                if let Some(p) = &prev {
+                    assert_ne!(
+                        p.as_entry().canonical_cmp(e),
+                        std::cmp::Ordering::Greater,
+                        "{p:?} before {e:?}"
+                    );
+                }
+                prev = Some(OwnedEntry::from_entry(kg, e));
+                all.push(OwnedEntry::from_entry(kg, e));
+                Ok(ControlFlow::Continue(()))
+            })
+            .expect("visit");
     }
     all
 }
@@ -613,9 +615,9 @@ fn snapshot_view_is_in_canonical_order() -> R {
     assert_eq!(collect(view.as_ref()), all);
     // Out-of-range key groups are empty.
     let mut n = 0;
-    view.visit_key_group(99, &mut |_| {
+    let _ = view.visit_key_group(99, &mut |_| {
         n += 1;
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     assert_eq!(n, 0);
     let _ = m;

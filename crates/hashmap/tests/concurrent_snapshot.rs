@@ -7,6 +7,7 @@ use statekit_core::{
 };
 use statekit_hashmap::HashMapBackend;
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -128,11 +129,12 @@ fn read_slowly(view: &dyn KeyedStateView, reverse: bool, pause: Duration) -> Vec
     let mut per_group = BTreeMap::new();
     for kg in groups {
         let mut entries = Vec::new();
-        view.visit_key_group(kg, &mut |e| {
-            entries.push(OwnedEntry::from_entry(kg, e));
-            Ok(())
-        })
-        .expect("visit");
+        let _ = view
+            .visit_key_group(kg, &mut |e| {
+                entries.push(OwnedEntry::from_entry(kg, e));
+                Ok(ControlFlow::Continue(()))
+            })
+            .expect("visit");
         per_group.insert(kg, entries);
         std::thread::sleep(pause);
     }

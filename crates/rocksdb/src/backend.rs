@@ -20,6 +20,7 @@ use statekit_core::{
 use statekit_format::{FileRef, FileScope, NativeStateStats, NativeStats, ResolvedNativeHandle};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -1340,7 +1341,7 @@ impl KeyedStateBackend for RocksDbBackend {
                 count: 0,
             };
             for kg in range {
-                view.visit_key_group(kg, &mut |e| {
+                let _ = view.visit_key_group(kg, &mut |e| {
                     check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
                     let actual = key_group_for_key(e.key, max_p);
                     if actual != kg {
@@ -1355,7 +1356,7 @@ impl KeyedStateBackend for RocksDbBackend {
                         Some(cfg) => {
                             let ts = e.timestamp.unwrap_or(now);
                             if cfg.is_expired(ts, now) {
-                                return Ok(());
+                                return Ok(ControlFlow::Continue(()));
                             }
                             Some(ts)
                         }
@@ -1364,7 +1365,7 @@ impl KeyedStateBackend for RocksDbBackend {
                     match desc.kind {
                         KeyedStateKind::List => {
                             layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
-                            ingest.list_element(s, desc.ttl.is_some(), ts, e.value)
+                            ingest.list_element(s, desc.ttl.is_some(), ts, e.value)?;
                         }
                         KeyedStateKind::Map => {
                             let user_key = e.user_key.ok_or_else(|| {
@@ -1372,14 +1373,15 @@ impl KeyedStateBackend for RocksDbBackend {
                             })?;
                             layout.encode_map_key(&mut ingest.key, kg, e.key, e.namespace, user_key);
                             encode_value(&mut ingest.val, ts, e.value);
-                            ingest.put(s)
+                            ingest.put(s)?;
                         }
                         _ => {
                             layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
                             encode_value(&mut ingest.val, ts, e.value);
-                            ingest.put(s)
+                            ingest.put(s)?;
                         }
                     }
+                    Ok(ControlFlow::Continue(()))
                 })?;
             }
             let count = ingest.count;

@@ -28,6 +28,7 @@ use statekit_format::{
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -548,9 +549,9 @@ impl KeyedStateView for NativeSnapshotView {
         &self.states
     }
 
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         if !self.range.contains(key_group) {
-            return Ok(());
+            return Ok(ControlFlow::Continue(()));
         }
         for (state, desc) in self.states.iter().enumerate() {
             let Some(cf) = self.db.cf_handle(&desc.name) else {
@@ -559,9 +560,11 @@ impl KeyedStateView for NativeSnapshotView {
             let it = self
                 .db
                 .raw_iterator_cf_opt(&cf, key_group_read_options(self.layout, key_group));
-            visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?;
+            if visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
         }
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 
@@ -630,9 +633,9 @@ pub fn verify_native(
         }
         it.status().map_err(db_err(format!("read state {:?}", desc.name)))?;
     }
-    view.visit_range(range, &mut |_| {
+    let _ = view.visit_range(range, &mut |_| {
         report.entries += 1;
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     })?;
     Ok(report)
 }

@@ -9,6 +9,7 @@ use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions};
 use statekit_core::state::KeyedStateKind;
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
 use std::fmt;
+use std::ops::ControlFlow;
 
 /// A frozen snapshot of a [`RocksDbBackend`](crate::RocksDbBackend): a RocksDB snapshot
 /// (taking it copies nothing; the database keeps the versions it needs) plus the state
@@ -91,9 +92,9 @@ impl KeyedStateView for RocksDbSnapshot {
         &self.states
     }
 
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         if !self.range.contains(key_group) {
-            return Ok(());
+            return Ok(ControlFlow::Continue(()));
         }
         self.snapshot.with_dependent(|inner, snap| {
             for (state, desc) in self.states.iter().enumerate() {
@@ -103,9 +104,11 @@ impl KeyedStateView for RocksDbSnapshot {
                     .ok_or_else(|| corrupt(format!("no column family for state {:?}", desc.name)))?;
                 let ro = key_group_read_options(self.layout, key_group);
                 let it = snap.raw_iterator_cf_opt(&cf, ro);
-                visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?;
+                if visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
             }
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })
     }
 }
@@ -131,7 +134,7 @@ pub(crate) fn visit_state(
     now_ms: i64,
     mut it: DBRawIteratorWithThreadMode<'_, Db>,
     visitor: &mut EntryVisitor<'_>,
-) -> Result<(), StateError> {
+) -> Result<ControlFlow<()>, StateError> {
     let mut parts = DecodedKey::default();
     it.seek(layout.key_group_prefix(key_group));
     let ttl = Ttl {
@@ -171,7 +174,9 @@ pub(crate) fn visit_state(
                 if ttl.live(ts) {
                     entry.value = element;
                     entry.timestamp = timestamp(ts);
-                    visitor(&entry)?;
+                    if visitor(&entry)?.is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
                 }
             }
         } else {
@@ -179,10 +184,13 @@ pub(crate) fn visit_state(
             if ttl.live(ts) {
                 entry.value = value;
                 entry.timestamp = timestamp(ts);
-                visitor(&entry)?;
+                if visitor(&entry)?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
             }
         }
         it.next();
     }
-    it.status().map_err(db_err(format!("read state {:?}", desc.name)))
+    it.status().map_err(db_err(format!("read state {:?}", desc.name)))?;
+    Ok(ControlFlow::Continue(()))
 }

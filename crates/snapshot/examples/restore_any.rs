@@ -10,6 +10,7 @@
 use statekit_checkpoint::{RestoreMode, SnapshotReader};
 use statekit_core::{BackendConfig, KeyGroupRange};
 use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
+use std::ops::ControlFlow;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,9 +38,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let view = b.snapshot(1)?;
         let mut entries = 0u64;
         for kg in range {
-            view.visit_key_group(kg, &mut |_| {
+            let _ = view.visit_key_group(kg, &mut |_| {
                 entries += 1;
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             })?;
         }
         let states: Vec<&str> = view.states().iter().map(|s| s.name.as_str()).collect();

@@ -1000,10 +1000,10 @@ impl Arena {
                 .iter()
                 .map(|d| names.iter().position(|n| n == &d.name))
                 .collect();
-            v.visit_key_group(kg, &mut |e| {
+            let _ = v.visit_key_group(kg, &mut |e| {
                 n += 1;
                 let Some(Some(s)) = map.get(e.state as usize).copied() else {
-                    return Ok(());
+                    return Ok(ControlFlow::Continue(()));
                 };
                 let key = self.push(e.key);
                 let ns = self.push(e.namespace);
@@ -1016,7 +1016,7 @@ impl Arena {
                     value,
                     ts: e.timestamp,
                 });
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             })?;
         }
         if sources > 1 {

@@ -8,6 +8,7 @@ use statekit_core::{
     SystemClock,
 };
 use statekit_hashmap::HashMapBackend;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// How an operator's keyed state is stored in a snapshot.
@@ -121,7 +122,7 @@ impl KeyedStateView for RestoredView {
     fn states(&self) -> &[StateDescriptor] {
         self.view.states()
     }
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<(), StateError> {
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         self.view.visit_key_group(key_group, visitor)
     }
 }

@@ -36,7 +36,7 @@ fn reading_and_restoring_report_the_kind() {
     let mut failure: Option<StateError> = None;
     for v in keyed_views(&reader, "word-counter", KeyGroupRange::all(8)).expect("views") {
         for kg in v.key_group_range() {
-            if let Err(e) = v.visit_key_group(kg, &mut |_| Ok(())) {
+            if let Err(e) = v.visit_key_group(kg, &mut |_| Ok(std::ops::ControlFlow::Continue(()))) {
                 failure = Some(e);
             }
         }

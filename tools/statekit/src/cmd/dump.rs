@@ -9,6 +9,7 @@ use statekit_core::{
     key_group_for_key, KeyGroupRange, KeyedStateKind, OperatorStateData, StateError, UPPER_BOUND_MAX_PARALLELISM,
 };
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -77,9 +78,18 @@ fn parse_key_groups(s: &str) -> std::result::Result<KeyGroupRange, String> {
     Ok(r)
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("limit reached")]
-struct LimitReached;
+/// `f` for each item, until it breaks or fails.
+fn each<T>(
+    items: impl IntoIterator<Item = T>,
+    mut f: impl FnMut(T) -> Result<ControlFlow<()>, StateError>,
+) -> Result<ControlFlow<()>, StateError> {
+    for t in items {
+        if f(t)?.is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
+}
 
 pub(super) struct Out {
     json: bool,
@@ -98,9 +108,10 @@ impl Out {
         }
     }
 
-    fn emit(&mut self, text: String, json: serde_json::Value) -> Result<(), StateError> {
+    /// Prints one entry; breaks once `--limit` entries were printed.
+    fn emit(&mut self, text: String, json: serde_json::Value) -> Result<ControlFlow<()>, StateError> {
         if self.printed >= self.limit {
-            return Err(StateError::Other(Box::new(LimitReached)));
+            return Ok(ControlFlow::Break(()));
         }
         // The JSON array opens with its first element, so an error before any output
         // leaves standard output empty.
@@ -112,7 +123,7 @@ impl Out {
         };
         r.map_err(|e| StateError::io("standard output", e))?;
         self.printed += 1;
-        Ok(())
+        Ok(ControlFlow::Continue(()))
     }
 
     /// Closes the JSON array, flushes, reports the count on standard error.
@@ -149,11 +160,7 @@ fn dump_changes(args: &DumpArgs) -> Result<ExitCode> {
     };
     let mut out = Out::new(args.json, args.limit);
     super::changelog::dump_changes(&args.path, args.uid.as_deref(), &filter, &mut |text, json| {
-        if out.printed >= out.limit {
-            return Ok(false);
-        }
-        out.emit(text, json)?;
-        Ok(out.printed < out.limit)
+        Ok(out.emit(text, json)?.is_continue() && out.printed < out.limit)
     })?;
     out.finish("change records")
 }
@@ -212,7 +219,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                 summary.text("  ")
             ));
         }
-        let mut result = Ok(());
+        let mut result = Ok(ControlFlow::Continue(()));
         'files: for file in statekit_snapshot::keyed_views(&reader, uid, range)? {
             let Some(idx) = file.states().iter().position(|d| d.name == desc.name) else {
                 continue;
@@ -224,7 +231,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                 let mut last_ns: Vec<u8> = Vec::new();
                 let r = file.visit_key_group(kg, &mut |e| {
                     if e.state != idx || key.as_deref().is_some_and(|k| k != e.key) {
-                        return Ok(());
+                        return Ok(ControlFlow::Continue(()));
                     }
                     if e.key != last_key.as_slice() || e.namespace != last_ns.as_slice() {
                         element = 0;
@@ -263,8 +270,8 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                     };
                     out.emit(text, j)
                 });
-                if let Err(e) = r {
-                    result = Err(e);
+                if !matches!(r, Ok(ControlFlow::Continue(()))) {
+                    result = r;
                     break 'files;
                 }
             }
@@ -278,16 +285,16 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                 desc.name
             );
         }
-        let mut result = Ok(());
+        let mut result = Ok(ControlFlow::Continue(()));
         // Redistribution at the same parallelism keeps list elements where they were; each
         // subtask's file is read once.
-        for (i, snap) in (0u32..).zip(reader.operator_states(uid, op.parallelism)?) {
+        'subtasks: for (i, snap) in (0u32..).zip(reader.operator_states(uid, op.parallelism)?) {
             for (d, data) in &snap.states {
                 if d.name != desc.name {
                     continue;
                 }
                 let r = match data {
-                    OperatorStateData::List(items) => items.iter().enumerate().try_for_each(|(j, e)| {
+                    OperatorStateData::List(items) => each(items.iter().enumerate(), |(j, e)| {
                         out.emit(
                             format!("subtask={i} element[{j}]={}", render::text(&desc.value_schema, e)),
                             json!({"subtask": i, "index": j, "value": render::json_of(&desc.value_schema, e)}),
@@ -295,7 +302,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                     }),
                     OperatorStateData::Broadcast(m) => {
                         let ks = desc.key_schema.clone().unwrap_or(statekit_core::TypeSchema::Bytes);
-                        m.iter().try_for_each(|(k, v)| {
+                        each(m.iter(), |(k, v)| {
                             out.emit(
                                 format!(
                                     "subtask={i} key={} value={}",
@@ -308,12 +315,10 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                         })
                     }
                 };
-                if let Err(e) = r {
-                    result = Err(e);
+                if !matches!(r, Ok(ControlFlow::Continue(()))) {
+                    result = r;
+                    break 'subtasks;
                 }
-            }
-            if result.is_err() {
-                break;
             }
         }
         result
@@ -326,10 +331,9 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             state
         );
     };
-    match result {
-        Err(StateError::Other(e)) if e.is::<LimitReached>() => {}
-        Err(e) => return Err(e.into()),
-        Ok(()) => {}
+    // A break is the limit reached.
+    if let Err(e) = result {
+        return Err(e.into());
     }
     let code = out.finish("entries")?;
     if let Some(note) = changelog_note {

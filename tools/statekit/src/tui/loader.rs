@@ -14,6 +14,7 @@ use statekit_checkpoint::SnapshotReader;
 use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
 use statekit_format::SnapshotMetadata;
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -216,19 +217,6 @@ impl Msg {
             | Msg::OpState { gen, .. } => *gen,
         }
     }
-}
-
-/// Thrown through a visitor to stop it early.
-#[derive(Debug, thiserror::Error)]
-#[error("stopped")]
-struct Stop;
-
-fn stop() -> StateError {
-    StateError::Other(Box::new(Stop))
-}
-
-fn is_stop(e: &StateError) -> bool {
-    matches!(e, StateError::Other(b) if b.is::<Stop>())
 }
 
 /// The open views of one operator.
@@ -753,7 +741,7 @@ fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<boo
         let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
         let r = view.visit_key_group(kg, &mut |e| {
             if e.state != state {
-                return Ok(());
+                return Ok(ControlFlow::Continue(()));
             }
             let same = last
                 .as_ref()
@@ -773,25 +761,25 @@ fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<boo
             };
             element += 1;
             if !q.filter.is_empty() && !entry_line(desc, &row, false).contains(&q.filter) {
-                return Ok(());
+                return Ok(ControlFlow::Continue(()));
             }
             index += 1;
             match f(row) {
-                Ok(true) => Ok(()),
+                Ok(true) => Ok(ControlFlow::Continue(())),
                 Ok(false) => {
                     outcome = Ok(false);
-                    Err(stop())
+                    Ok(ControlFlow::Break(()))
                 }
                 Err(fail) => {
                     outcome = Err(fail);
-                    Err(stop())
+                    Ok(ControlFlow::Break(()))
                 }
             }
         });
         match r {
-            Err(e) if is_stop(&e) => return outcome,
+            Ok(ControlFlow::Break(())) => return outcome,
+            Ok(ControlFlow::Continue(())) => {}
             Err(e) => return Err(e.into()),
-            Ok(()) => {}
         }
     }
     outcome
