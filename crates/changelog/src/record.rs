@@ -376,11 +376,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn bad_records_are_errors() {
-        assert!(decode_record(&[]).is_err());
-        assert!(decode_record(&[0x42, 0]).is_err(), "reserved bits");
-        assert!(decode_record(&[15, 0, 0, 0]).is_err(), "unknown op");
+    /// A timed put of state 1, encoded.
+    fn timed_put() -> Vec<u8> {
         let mut buf = Vec::new();
         encode_change(
             &mut buf,
@@ -392,6 +389,15 @@ mod tests {
                 op: Op::Put(b"value"),
             },
         );
+        buf
+    }
+
+    #[test]
+    fn bad_records_are_errors() {
+        assert!(decode_record(&[]).is_err());
+        assert!(decode_record(&[0x42, 0]).is_err(), "reserved bits");
+        assert!(decode_record(&[15, 0, 0, 0]).is_err(), "unknown op");
+        let mut buf = timed_put();
         for cut in 0..buf.len() {
             assert!(decode_record(&buf[..cut]).is_err(), "truncated at {cut}");
         }
@@ -409,17 +415,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_field_and_the_byte_it_starts_at() {
-        let mut buf = Vec::new();
-        encode_change(
-            &mut buf,
-            &Change {
-                state: 1,
-                time: Some(1),
-                key: b"key",
-                namespace: b"ns",
-                op: Op::Put(b"value"),
-            },
-        );
+        let buf = timed_put();
         // op 0, state 1, time 2..10, key 10 (length) 11..14, namespace 14 15..17, value 17 18..23.
         assert_eq!(failure(&buf[..1]), (1, "state".into()));
         assert_eq!(failure(&buf[..5]), (2, "time".into()));

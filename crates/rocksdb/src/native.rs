@@ -611,24 +611,21 @@ pub fn verify_native(
             continue;
         };
         let mut it = view.db.raw_iterator_cf(&cf);
-        it.seek_to_first();
-        if let Some(k) = it.key() {
-            let kg = layout.decode(k)?.key_group;
-            if !range.contains(kg) {
-                return Err(corrupt(format!(
-                    "subtask {}: state {:?} holds key group {kg}, outside the subtask's range {range}",
-                    handle.subtask, desc.name
-                )));
+        // The keys sort by key group first: the first and the last key bound them all.
+        for last in [false, true] {
+            if last {
+                it.seek_to_last();
+            } else {
+                it.seek_to_first();
             }
-        }
-        it.seek_to_last();
-        if let Some(k) = it.key() {
-            let kg = layout.decode(k)?.key_group;
-            if !range.contains(kg) {
-                return Err(corrupt(format!(
-                    "subtask {}: state {:?} holds key group {kg}, outside the subtask's range {range}",
-                    handle.subtask, desc.name
-                )));
+            if let Some(k) = it.key() {
+                let kg = layout.decode(k)?.key_group;
+                if !range.contains(kg) {
+                    return Err(corrupt(format!(
+                        "subtask {}: state {:?} holds key group {kg}, outside the subtask's range {range}",
+                        handle.subtask, desc.name
+                    )));
+                }
             }
         }
         it.status().map_err(db_err(format!("read state {:?}", desc.name)))?;
