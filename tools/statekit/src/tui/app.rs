@@ -6,7 +6,7 @@ use super::loader::{Direction, Msg, PageAt, Query, Request};
 use super::opstate::{OpStateView, OP_KEEP};
 use crate::cmd::inspect::state_totals;
 use crate::render;
-use statekit_core::{StateDescriptor, TypeSchema};
+use statekit_core::StateDescriptor;
 use statekit_format::{OperatorMetadata, SnapshotMetadata};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,30 +81,18 @@ pub struct Page {
     pub more: bool,
 }
 
-/// Bytes rendered by `schema`, or as hex.
-pub fn cell(schema: &TypeSchema, bytes: &[u8], hex: bool) -> String {
-    if hex {
-        format!("0x{}", render::hex(bytes))
-    } else {
-        render::text(schema, bytes)
+impl Row {
+    /// The entry as one line ([`render::entry_line`]: what the entry filter matches).
+    pub fn line(&self, desc: &StateDescriptor, hex: bool) -> String {
+        let parts = render::EntryParts {
+            key: &self.key,
+            namespace: &self.namespace,
+            user_key: self.user_key.as_deref(),
+            element: self.element,
+            value: &self.value,
+        };
+        render::entry_line(desc, parts, hex)
     }
-}
-
-/// An entry as one line (what the entry filter matches).
-pub fn entry_line(desc: &StateDescriptor, row: &Row, hex: bool) -> String {
-    let mut s = format!("key={}", cell(&desc.key_schema, &row.key, hex));
-    if desc.namespace_schema != TypeSchema::Unit {
-        s.push_str(&format!(" ns={}", cell(&desc.namespace_schema, &row.namespace, hex)));
-    }
-    if let Some(uk) = &row.user_key {
-        let schema = desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-        s.push_str(&format!(" user_key={}", cell(&schema, uk, hex)));
-    }
-    if let Some(i) = row.element {
-        s.push_str(&format!(" element[{i}]"));
-    }
-    s.push_str(&format!(" value={}", cell(&desc.value_schema, &row.value, hex)));
-    s
 }
 
 /// What the main area shows.

@@ -10,7 +10,8 @@
 use super::app::App;
 use super::loader::Msg;
 use super::view::{highlight, kv, message, title_with_filter};
-use crate::cmd::diff::{bytes_text, difference_cell, difference_parts, item_text_as, list_text_as, open_side};
+use crate::cmd::diff::{difference_cell, difference_parts, open_side};
+use crate::render::{cell, item_text, list_text};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -656,7 +657,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
 
 fn side_text(s: &TypeSchema, it: &Option<Item>, hex: bool) -> String {
     it.as_ref()
-        .map_or_else(|| "(absent)".to_string(), |i| item_text_as(s, i, hex))
+        .map_or_else(|| "(absent)".to_string(), |i| item_text(s, i, hex))
 }
 
 fn field_lines(fields: &[FieldChange], l: &mut Vec<Line<'static>>) {
@@ -737,11 +738,11 @@ pub fn detail(app: &App) -> Vec<Line<'static>> {
                     format!("{nr} elements removed, {na} added, {} entries differ", s.entries.len()),
                 ));
             } else if p <= nr {
-                l.push(kv("element removed", bytes_text(&vs, &s.removed_elements[p - 1], hex)));
+                l.push(kv("element removed", cell(&vs, &s.removed_elements[p - 1], hex)));
             } else if p <= nr + na {
-                l.push(kv("element added", bytes_text(&vs, &s.added_elements[p - 1 - nr], hex)));
+                l.push(kv("element added", cell(&vs, &s.added_elements[p - 1 - nr], hex)));
             } else if let Some(e) = s.entries.get(p - 1 - nr - na) {
-                l.push(kv("key", bytes_text(&ks, &e.user_key, hex)));
+                l.push(kv("key", cell(&ks, &e.user_key, hex)));
                 l.push(kv("old", side_text(&vs, &e.old, hex)));
                 l.push(kv("new", side_text(&vs, &e.new, hex)));
             }
@@ -752,9 +753,9 @@ pub fn detail(app: &App) -> Vec<Line<'static>> {
             l.push(kv("state", format!("{} ({})", d.name, describe_state(d))));
             l.push(kv("change", change(k.change)));
             l.push(kv("key group", k.key_group.to_string()));
-            l.push(kv("key", bytes_text(&d.key_schema, &k.key, hex)));
+            l.push(kv("key", cell(&d.key_schema, &k.key, hex)));
             if d.namespace_schema != TypeSchema::Unit {
-                l.push(kv("namespace", bytes_text(&d.namespace_schema, &k.namespace, hex)));
+                l.push(kv("namespace", cell(&d.namespace_schema, &k.namespace, hex)));
             }
             let vs = &d.value_schema;
             match &k.detail {
@@ -768,7 +769,7 @@ pub fn detail(app: &App) -> Vec<Line<'static>> {
                         if absent {
                             "(absent)".to_string()
                         } else {
-                            list_text_as(vs, items, hex)
+                            list_text(vs, items, hex)
                         }
                     };
                     l.push(kv("old", t(old, k.change == Change::Added)));
@@ -777,7 +778,7 @@ pub fn detail(app: &App) -> Vec<Line<'static>> {
                 KeyDetail::Map(entries) => {
                     if let Some(e) = entries.get(r.part) {
                         let uks = d.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-                        l.push(kv("user key", bytes_text(&uks, &e.user_key, hex)));
+                        l.push(kv("user key", cell(&uks, &e.user_key, hex)));
                         l.push(kv("old", side_text(vs, &e.old, hex)));
                         l.push(kv("new", side_text(vs, &e.new, hex)));
                     }

@@ -5,7 +5,7 @@
 //! generation is no longer the latest is dropped, and a long scan stops as soon as a newer
 //! request arrives, so the screen always follows the last key pressed.
 
-use super::app::{entry_line, Cursor, Page, Row, SnapshotRow};
+use super::app::{Cursor, Page, Row, SnapshotRow};
 use super::diffview::{DiffPart, DiffSide};
 use super::opstate::OpStateRead;
 use crate::cmd::inspect::{format_label, kind_name, utc_time};
@@ -772,7 +772,7 @@ fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<boo
                 element: is_list.then_some(element),
             };
             element += 1;
-            if !q.filter.is_empty() && !entry_line(desc, &row, false).contains(&q.filter) {
+            if !q.filter.is_empty() && !row.line(desc, false).contains(&q.filter) {
                 return Ok(());
             }
             index += 1;

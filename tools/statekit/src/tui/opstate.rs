@@ -9,9 +9,10 @@
 //! `/` and `f` work on them without the worker; [`render`] draws the list and [`detail`] the
 //! selected element in the pane.
 
-use super::app::{cell, App};
+use super::app::App;
 use super::loader::Msg;
 use super::view::{highlight, kv, message, title_with_filter};
+use crate::render::{self, cell};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -144,7 +145,7 @@ fn read(
                             read.not_shown += 1;
                             continue;
                         }
-                        let line = format!("subtask={i} element[{j}]={}", cell(&vs, &value, false));
+                        let line = render::op_element_line(i, j, &vs, &value);
                         read.rows.push(OpStateRow {
                             subtask: i,
                             index: j as u64,
@@ -160,11 +161,7 @@ fn read(
                             read.not_shown += 1;
                             continue;
                         }
-                        let line = format!(
-                            "subtask={i} key={} value={}",
-                            cell(&ks, &key, false),
-                            cell(&vs, &value, false)
-                        );
+                        let line = render::op_entry_line(i, &ks, &key, &vs, &value);
                         read.rows.push(OpStateRow {
                             subtask: i,
                             index: j as u64,

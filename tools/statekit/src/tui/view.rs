@@ -1,9 +1,10 @@
 //! `render(&App, &mut Frame)`: everything on screen is a function of the [`App`].
 
-use super::app::{cell, App, Screen, StateItem, SMALL_HEIGHT};
+use super::app::{App, Screen, StateItem, SMALL_HEIGHT};
 use super::keys::HELP;
 use crate::cmd::changelog::Summary;
 use crate::cmd::inspect::{is_changelog, state_totals};
+use crate::render::cell;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
