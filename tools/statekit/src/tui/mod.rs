@@ -1,31 +1,37 @@
 //! `statekit inspect`: a terminal UI over a savepoint, a checkpoint or a directory of them
 //! (`docs/design/0008-inspector.md`).
 //!
-//! input ([`keys`]) → [`app::Action`] → pure [`app::update`] → [`view::render`]; reads beyond
-//! `_metadata` run in the [`loader`] worker thread and come back as actions.
+//! input ([`keys`]) → [`app::Action`] → pure [`app::update`] → [`draw::render`]; reads beyond
+//! `_metadata` run in the [`worker`] thread and come back as actions.
+//!
+//! * [`app`]: the [`App`] (the screen shown and the ones under it) and `update`;
+//! * [`screens`]: one model per screen and the trait `update` moves, searches, filters and
+//!   pages them through;
+//! * [`worker`]: every read beyond `_metadata` (entries pages and searches, the comparison of
+//!   two snapshots, operator state), on its own thread;
+//! * [`draw`]: everything on screen, as a function of the [`App`].
 
 pub mod app;
-pub mod diffview;
+pub mod draw;
 pub mod keys;
-pub mod loader;
-pub mod opstate;
-pub mod rows;
-pub mod view;
+pub mod screens;
+pub mod worker;
 
 #[cfg(test)]
 mod tests;
 
 use anyhow::{bail, Context, Result};
-use app::{update, Action, App, Screen, StateItem};
+use app::{update, Action, App};
 use clap::Args;
-use loader::Loader;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{self, Event};
 use ratatui::Terminal;
+use screens::{Screen, StateItem};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use worker::Loader;
 
 /// Arguments of `statekit inspect`.
 #[derive(Args, Debug)]
@@ -103,7 +109,7 @@ fn init_terminal() -> std::io::Result<Term> {
     Terminal::new(ratatui::backend::CrosstermBackend::new(out)).inspect_err(|_| ratatui::restore())
 }
 
-fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: loader::Request) -> Result<()> {
+fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: worker::Request) -> Result<()> {
     let size = terminal.size()?;
     let dispatch = |app: &mut App, action: Action| {
         if let Some(req) = update(app, action) {
@@ -113,7 +119,7 @@ fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: loader
     dispatch(app, Action::Resize(size.width, size.height));
     loader.send(first);
     loop {
-        terminal.draw(|f| view::render(app, f))?;
+        terminal.draw(|f| draw::render(app, f))?;
         if app.quit {
             return Ok(());
         }
@@ -143,7 +149,7 @@ fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: loader
 }
 
 /// The app and its first request: a snapshot or directory, or (`--diff`) a comparison.
-fn new_app(args: &InspectArgs, title: &str) -> (App, loader::Request) {
+fn new_app(args: &InspectArgs, title: &str) -> (App, worker::Request) {
     match &args.diff {
         Some(b) => App::new_diff(&args.path, title, b, &b.display().to_string()),
         None => App::new(&args.path, title),
@@ -178,14 +184,14 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
     loader.send(first);
     settle(&mut app, &loader)?;
     let mut terminal = Terminal::new(TestBackend::new(w, h))?;
-    terminal.draw(|f| view::render(&app, f))?;
+    terminal.draw(|f| draw::render(&app, f))?;
     let first_ms = t0.elapsed().as_secs_f64() * 1000.0;
     outln!("{}", terminal.backend());
     outln!("first frame: {first_ms:.2} ms");
     if let Some(spec) = &args.first_page {
         let (uid, state) = spec.split_once('/').context("--first-page takes UID/STATE")?;
         let t1 = Instant::now();
-        if app.screen == Screen::Snapshots {
+        if app.screen() == Screen::Snapshots {
             bail!("--first-page needs a snapshot, not a directory of them");
         }
         let ops = app.visible_operators();
@@ -194,19 +200,19 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
             .iter()
             .position(|&i| m.operators[i].uid == uid)
             .with_context(|| format!("no operator {uid:?}"))?;
-        app.sel[1] = op;
+        app.set_sel(op);
         let _ = update(&mut app, Action::Enter);
         let st = app
             .visible_states()
             .iter()
             .position(|s| matches!(s, StateItem::Keyed(i) if app.operator().is_some_and(|o| o.keyed_states[*i].name == state)))
             .with_context(|| format!("no keyed state {state:?} in {uid:?}"))?;
-        app.sel[2] = st;
+        app.set_sel(st);
         if let Some(req) = update(&mut app, Action::Enter) {
             loader.send(req);
         }
         settle(&mut app, &loader)?;
-        terminal.draw(|f| view::render(&app, f))?;
+        terminal.draw(|f| draw::render(&app, f))?;
         let page_ms = t1.elapsed().as_secs_f64() * 1000.0;
         outln!("{}", terminal.backend());
         outln!("first page of {uid}/{state}: {page_ms:.2} ms");
@@ -218,7 +224,7 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
                 if pages % 256 == 0 {
                     anon_peak = anon_peak.max(memory_kb("RssAnon").unwrap_or(0));
                 }
-                let Some(e) = app.entries.as_ref() else { break };
+                let Some(e) = app.entries() else { break };
                 if let Some(err) = &e.error {
                     bail!("paging {uid}/{state}: {err}");
                 }
@@ -234,7 +240,7 @@ fn first_frame(args: &InspectArgs, title: &str, size: &str) -> Result<ExitCode> 
                 settle(&mut app, &loader)?;
                 pages += 1;
             }
-            terminal.draw(|f| view::render(&app, f))?;
+            terminal.draw(|f| draw::render(&app, f))?;
             let secs = t2.elapsed().as_secs_f64();
             outln!("{}", terminal.backend());
             anon_peak = anon_peak.max(memory_kb("RssAnon").unwrap_or(0));
