@@ -95,18 +95,16 @@ pub struct Page {
     pub more: bool,
 }
 
-impl Row {
-    /// The entry as one line ([`render::entry_line`]: what the entry filter matches).
-    pub fn line(&self, desc: &StateDescriptor, hex: bool) -> String {
-        let parts = render::EntryParts {
-            key: &self.key,
-            namespace: &self.namespace,
-            user_key: self.user_key.as_deref(),
-            element: self.element,
-            value: &self.value,
-        };
-        render::entry_line(desc, parts, hex)
-    }
+/// `row` as one line ([`render::entry_line`]: what the entry filter matches).
+pub fn entry_line(desc: &StateDescriptor, row: &Row, hex: bool) -> String {
+    let parts = render::EntryParts {
+        key: &row.key,
+        namespace: &row.namespace,
+        user_key: row.user_key.as_deref(),
+        element: row.element,
+        value: &row.value,
+    };
+    render::entry_line(desc, parts, hex)
 }
 
 /// Which entries of which state a page or search reads.
@@ -861,7 +859,7 @@ fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<boo
                 element: is_list.then_some(element),
             };
             element += 1;
-            if !q.filter.is_empty() && !row.line(desc, false).contains(&q.filter) {
+            if !q.filter.is_empty() && !entry_line(desc, &row, false).contains(&q.filter) {
                 return Ok(());
             }
             index += 1;
