@@ -1,7 +1,7 @@
 //! Drawing the diff screen: the summary, the list of differences, and the selected one in
 //! full in the pane.
 
-use super::{highlight, kv, message, title_with_filter, wrap};
+use super::{error_message, highlight, kv, title_with_filter, wrap};
 use crate::cmd::diff::difference_cell;
 use crate::render::{cell, item_text, list_text};
 use crate::tui::app::App;
@@ -137,26 +137,13 @@ pub fn render(app: &App, dv: &DiffView, f: &mut Frame, area: Rect) {
     let hex = if app.hex { " hex" } else { "" };
     let title = title_with_filter(app, format!("diff{hex}{range}"));
     if let Some(Err(e)) = &dv.end {
-        return message(
-            f,
-            area,
-            title,
-            vec![
-                Line::from(Span::styled(
-                    "cannot compare these snapshots:",
-                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-                )),
-                Line::from(""),
-                Line::from(Span::styled(e.clone(), Style::new().fg(Color::Red))),
-                Line::from(""),
-                Line::from("`statekit verify` lists every problem of a snapshot."),
-                Line::from(if dv.from_list {
-                    "Esc: back to the snapshot list"
-                } else {
-                    "q: quit"
-                }),
-            ],
-        );
+        let back = if dv.from_list {
+            "Esc: back to the snapshot list"
+        } else {
+            "q: quit"
+        };
+        let hints = ["`statekit verify` lists every problem of a snapshot.", back];
+        return error_message(f, area, title, "cannot compare these snapshots:", e, &hints);
     }
     let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);

@@ -1,42 +1,61 @@
 //! Drawing the name lists (snapshots, operators, states) and the entries table.
 
-use super::{bytes, highlight, message, operator_bytes, title_with_filter};
+use super::{bytes, error_message, highlight, message, operator_bytes, title_with_filter};
 use crate::cmd::inspect::state_totals;
 use crate::render::cell;
 use crate::tui::app::App;
 use crate::tui::screens::entries::EntriesView;
 use crate::tui::screens::{ListModel, StateItem};
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Row as TRow, Table, TableState};
 use ratatui::Frame;
 use statekit_core::{KeyedStateKind, TypeSchema};
 
-fn table(
-    f: &mut Frame,
-    area: Rect,
-    title: String,
-    header: Vec<&str>,
-    rows: Vec<Vec<String>>,
-    widths: Vec<Constraint>,
-    sel: usize,
-) {
-    table_keep(f, area, title, header, rows, widths, sel, None);
-}
+/// The snapshot list's columns: heading and width.
+const SNAPSHOT_COLUMNS: [(&str, Constraint); 6] = [
+    ("PATH", Constraint::Min(12)),
+    ("KIND", Constraint::Length(10)),
+    ("ID", Constraint::Length(3)),
+    ("FORMAT", Constraint::Length(14)),
+    ("BYTES", Constraint::Length(9)),
+    ("STATUS", Constraint::Length(6)),
+];
 
-/// A table; below 60 columns only the columns `narrow` lists (when given).
-#[allow(clippy::too_many_arguments)]
+/// The operator list's columns.
+const OPERATOR_COLUMNS: [(&str, Constraint); 6] = [
+    ("UID", Constraint::Min(12)),
+    ("PAR", Constraint::Length(5)),
+    ("FINISHED", Constraint::Length(8)),
+    ("STATES", Constraint::Length(6)),
+    ("BYTES", Constraint::Length(9)),
+    ("OPERATOR ID", Constraint::Length(32)),
+];
+
+/// The state list's columns.
+const STATE_COLUMNS: [(&str, Constraint); 6] = [
+    ("NAME", Constraint::Min(10)),
+    ("KIND", Constraint::Length(12)),
+    ("KEY", Constraint::Length(8)),
+    ("VALUE", Constraint::Min(8)),
+    ("ENTRIES", Constraint::Length(8)),
+    ("BYTES", Constraint::Length(9)),
+];
+
+/// A table of `columns` (heading, width); below 60 columns only the columns `narrow` lists
+/// (when given).
 fn table_keep(
     f: &mut Frame,
     area: Rect,
     title: String,
-    header: Vec<&str>,
+    columns: &[(&str, Constraint)],
     rows: Vec<Vec<String>>,
-    widths: Vec<Constraint>,
     sel: usize,
     narrow: Option<&[usize]>,
 ) {
+    let header: Vec<&str> = columns.iter().map(|c| c.0).collect();
+    let widths: Vec<Constraint> = columns.iter().map(|c| c.1).collect();
     let (header, rows, widths) = match narrow {
         Some(keep) if area.width < 60 => {
             let pick = |v: &[String]| keep.iter().filter_map(|&i| v.get(i).cloned()).collect::<Vec<_>>();
@@ -95,43 +114,20 @@ pub fn snapshots(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
             ]
         })
         .collect();
-    table_keep(
-        f,
-        area,
-        title,
-        vec!["PATH", "KIND", "ID", "FORMAT", "BYTES", "STATUS"],
-        rows,
-        vec![
-            Constraint::Min(12),
-            Constraint::Length(10),
-            Constraint::Length(3),
-            Constraint::Length(14),
-            Constraint::Length(9),
-            Constraint::Length(6),
-        ],
-        list.sel,
-        Some(&[0, 1, 5]),
-    );
+    table_keep(f, area, title, &SNAPSHOT_COLUMNS, rows, list.sel, Some(&[0, 1, 5]));
 }
 
 /// The operators of the open snapshot (or why it did not open).
 pub fn operators(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
     let title = title_with_filter(app, "operators".into());
     if let Some(e) = &app.open_error {
-        let mut lines = vec![
-            Line::from(Span::styled(
-                "cannot open this snapshot:",
-                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-            )),
-            Line::from(""),
-            Line::from(Span::styled(e.clone(), Style::new().fg(Color::Red))),
-            Line::from(""),
-            Line::from("`statekit verify` lists every problem."),
-        ];
-        if app.dir_mode {
-            lines.push(Line::from("Esc: back to the snapshot list"));
-        }
-        return message(f, area, title, lines);
+        let verify = "`statekit verify` lists every problem.";
+        let hints: &[&str] = if app.dir_mode {
+            &[verify, "Esc: back to the snapshot list"]
+        } else {
+            &[verify]
+        };
+        return error_message(f, area, title, "cannot open this snapshot:", e, hints);
     }
     let Some(m) = app.metadata() else {
         return message(f, area, title, vec![Line::from("reading _metadata…")]);
@@ -163,23 +159,7 @@ pub fn operators(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
             ]
         })
         .collect();
-    table_keep(
-        f,
-        area,
-        title,
-        vec!["UID", "PAR", "FINISHED", "STATES", "BYTES", "OPERATOR ID"],
-        rows,
-        vec![
-            Constraint::Min(12),
-            Constraint::Length(5),
-            Constraint::Length(8),
-            Constraint::Length(6),
-            Constraint::Length(9),
-            Constraint::Length(32),
-        ],
-        list.sel,
-        Some(&[0, 1, 4]),
-    );
+    table_keep(f, area, title, &OPERATOR_COLUMNS, rows, list.sel, Some(&[0, 1, 4]));
 }
 
 /// The states of the selected operator.
@@ -221,23 +201,7 @@ pub fn states(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
             }
         })
         .collect();
-    table_keep(
-        f,
-        area,
-        title,
-        vec!["NAME", "KIND", "KEY", "VALUE", "ENTRIES", "BYTES"],
-        rows,
-        vec![
-            Constraint::Min(10),
-            Constraint::Length(12),
-            Constraint::Length(8),
-            Constraint::Min(8),
-            Constraint::Length(8),
-            Constraint::Length(9),
-        ],
-        list.sel,
-        Some(&[0, 1, 4]),
-    );
+    table_keep(f, area, title, &STATE_COLUMNS, rows, list.sel, Some(&[0, 1, 4]));
 }
 
 /// A page of entries.
@@ -257,21 +221,8 @@ pub fn entries(app: &App, e: &EntriesView, f: &mut Frame, area: Rect) {
     let hex = if app.hex { " hex" } else { "" };
     let title = title_with_filter(app, format!("{} {}{hex} · entries{range}{of}", d.name, d.kind));
     if let Some(err) = &e.error {
-        return message(
-            f,
-            area,
-            title,
-            vec![
-                Line::from(Span::styled(
-                    "cannot read this state:",
-                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-                )),
-                Line::from(""),
-                Line::from(Span::styled(err.clone(), Style::new().fg(Color::Red))),
-                Line::from(""),
-                Line::from("Esc: back to the states"),
-            ],
-        );
+        let hints = ["Esc: back to the states"];
+        return error_message(f, area, title, "cannot read this state:", err, &hints);
     }
     let Some(page) = page else {
         return message(f, area, title, vec![Line::from("reading entries…")]);
@@ -325,7 +276,7 @@ pub fn entries(app: &App, e: &EntriesView, f: &mut Frame, area: Rect) {
         })
         .collect();
     // Columns as wide as their widest cell on this page; the value takes what is left.
-    let widths = header
+    let widths: Vec<Constraint> = header
         .iter()
         .enumerate()
         .map(|(i, h)| {
@@ -342,5 +293,6 @@ pub fn entries(app: &App, e: &EntriesView, f: &mut Frame, area: Rect) {
             }
         })
         .collect();
-    table(f, area, title, header, rows, widths, e.sel);
+    let columns: Vec<(&str, Constraint)> = header.into_iter().zip(widths).collect();
+    table_keep(f, area, title, &columns, rows, e.sel, None);
 }

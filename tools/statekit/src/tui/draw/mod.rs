@@ -272,6 +272,22 @@ fn message(f: &mut Frame, area: Rect, title: String, text: Vec<Line<'static>>) {
     f.render_widget(p, area);
 }
 
+/// A bordered box saying what could not be done (`what`, in bold red), the error (red), and
+/// then the `hints` (what to do about it), each on a line of its own.
+fn error_message(f: &mut Frame, area: Rect, title: String, what: &str, err: &str, hints: &[&str]) {
+    let mut lines = vec![
+        Line::from(Span::styled(
+            what.to_string(),
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        )),
+        Line::from(""),
+        Line::from(Span::styled(err.to_string(), Style::new().fg(Color::Red))),
+        Line::from(""),
+    ];
+    lines.extend(hints.iter().map(|h| Line::from(h.to_string())));
+    message(f, area, title, lines);
+}
+
 /// The style of the selected row.
 fn highlight() -> Style {
     Style::new().add_modifier(Modifier::REVERSED)

@@ -1,7 +1,7 @@
 //! Drawing the operator state screen: the list of elements (or entries), and the selected one
 //! in full in the pane.
 
-use super::{highlight, kv, message, title_with_filter};
+use super::{error_message, highlight, kv, message, title_with_filter};
 use crate::render::cell;
 use crate::tui::app::App;
 use crate::tui::screens::opstate::OpStateView;
@@ -40,22 +40,8 @@ pub fn render(app: &App, v: &OpStateView, f: &mut Frame, area: Rect) {
     let hex = if app.hex { " hex" } else { "" };
     let title = title_with_filter(app, format!("{} {}{hex}{range}", d.name, mode_name(d)));
     if let Some(err) = &v.error {
-        return message(
-            f,
-            area,
-            title,
-            vec![
-                Line::from(Span::styled(
-                    "cannot read this operator state:",
-                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-                )),
-                Line::from(""),
-                Line::from(Span::styled(err.clone(), Style::new().fg(Color::Red))),
-                Line::from(""),
-                Line::from("`statekit verify` lists every problem."),
-                Line::from("Esc: back to the states"),
-            ],
-        );
+        let hints = ["`statekit verify` lists every problem.", "Esc: back to the states"];
+        return error_message(f, area, title, "cannot read this operator state:", err, &hints);
     }
     let Some(read) = &v.read else {
         return message(f, area, title, vec![Line::from("reading operator state…")]);

@@ -2,12 +2,10 @@
 //! ([`crate::tui::worker::diff`]), grouped by operator → state → key, filtered and selected in
 //! memory.
 
-use super::rows::RowList;
-use super::{Ctx, Outcome, ScreenModel};
-use crate::tui::app::Action;
+use super::rows::{HeldRows, RowList};
+use super::Ctx;
 use crate::tui::draw;
 use crate::tui::worker::diff::{DiffEnd, DiffPart, DiffRow, DiffSide};
-use crate::tui::worker::Direction;
 use statekit_snapshot::diff::Difference;
 use std::collections::HashMap;
 
@@ -84,53 +82,31 @@ impl DiffView {
         }
     }
 
-    /// Recomputes the rows that contain the filter (empty: all).
-    fn refilter(&mut self) {
-        let rows = &self.rows;
-        self.list.refilter(rows.len(), |i, f| rows[i].line.contains(f));
-    }
-
     /// The selected row.
     pub fn selected(&self) -> Option<&DiffRow> {
         self.list.visible.get(self.list.sel).map(|&i| &self.rows[i])
     }
 }
 
-impl ScreenModel for DiffView {
-    fn move_by(&mut self, action: &Action, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        self.list.move_by(action, page);
-        Outcome::Done
+impl HeldRows for DiffView {
+    fn list(&self) -> &RowList {
+        &self.list
     }
 
-    fn search(&mut self, text: &str, direction: Direction, include_current: bool, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        let rows = &self.rows;
-        let forward = direction == Direction::Next;
-        self.list
-            .search(forward, include_current, page, |i| rows[i].line.contains(text))
+    fn list_mut(&mut self) -> &mut RowList {
+        &mut self.list
     }
 
-    fn filter(&self) -> &str {
-        &self.list.filter
+    fn row_count(&self) -> usize {
+        self.rows.len()
     }
 
-    fn set_filter(&mut self, text: String, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        self.list.reset_to(text);
-        self.refilter();
-        self.list.scroll(page);
-        Outcome::Done
+    fn line(&self, i: usize) -> &str {
+        &self.rows[i].line
     }
 
-    fn page(&self, ctx: &Ctx) -> usize {
+    fn table_rows(&self, ctx: &Ctx) -> usize {
         let (w, h) = ctx.main_area();
         draw::diff::table_height(self, h, w)
-    }
-
-    fn resized(&mut self, _: &Ctx, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        self.list.scroll(page);
-        Outcome::Done
     }
 }

@@ -2,12 +2,10 @@
 //! ([`crate::tui::worker::opstate`]), held in memory and filtered, searched and selected
 //! there.
 
-use super::rows::RowList;
-use super::{Ctx, Outcome, ScreenModel};
-use crate::tui::app::Action;
+use super::rows::{HeldRows, RowList};
+use super::Ctx;
 use crate::tui::draw;
 use crate::tui::worker::opstate::{OpStateRead, OpStateRow};
-use crate::tui::worker::Direction;
 use statekit_core::OperatorStateDescriptor;
 
 /// The operator state screen's state.
@@ -53,12 +51,6 @@ impl OpStateView {
         }
     }
 
-    /// Recomputes the rows whose line contains the filter (empty: all).
-    fn refilter(&mut self) {
-        let rows = self.read.as_ref().map_or(&[][..], |r| r.rows.as_slice());
-        self.list.refilter(rows.len(), |i, f| rows[i].line.contains(f));
-    }
-
     /// The selected row.
     pub fn selected(&self) -> Option<&OpStateRow> {
         self.list.visible.get(self.list.sel).and_then(|&i| self.rows().get(i))
@@ -70,41 +62,25 @@ impl OpStateView {
     }
 }
 
-impl ScreenModel for OpStateView {
-    fn move_by(&mut self, action: &Action, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        self.list.move_by(action, page);
-        Outcome::Done
+impl HeldRows for OpStateView {
+    fn list(&self) -> &RowList {
+        &self.list
     }
 
-    fn search(&mut self, text: &str, direction: Direction, include_current: bool, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        let rows = self.read.as_ref().map_or(&[][..], |r| r.rows.as_slice());
-        let forward = direction == Direction::Next;
-        self.list
-            .search(forward, include_current, page, |i| rows[i].line.contains(text))
+    fn list_mut(&mut self) -> &mut RowList {
+        &mut self.list
     }
 
-    fn filter(&self) -> &str {
-        &self.list.filter
+    fn row_count(&self) -> usize {
+        self.rows().len()
     }
 
-    fn set_filter(&mut self, text: String, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        self.list.reset_to(text);
-        self.refilter();
-        self.list.scroll(page);
-        Outcome::Done
+    fn line(&self, i: usize) -> &str {
+        &self.rows()[i].line
     }
 
-    fn page(&self, ctx: &Ctx) -> usize {
+    fn table_rows(&self, ctx: &Ctx) -> usize {
         let (_, h) = ctx.main_area();
         draw::opstate::table_height(self, h)
-    }
-
-    fn resized(&mut self, _: &Ctx, ctx: &Ctx) -> Outcome {
-        let page = self.page(ctx);
-        self.list.scroll(page);
-        Outcome::Done
     }
 }

@@ -1,8 +1,9 @@
 //! Selection, scrolling and search over an in-memory list of rows (the diff list and the
 //! operator state list share them).
 
-use super::Outcome;
+use super::{Ctx, Outcome, ScreenModel};
 use crate::tui::app::Action;
+use crate::tui::worker::Direction;
 
 /// The rows shown of a list held in memory (the diff list, the operator state list): those
 /// that pass the filter, the selected one, and the first one shown.
@@ -19,10 +20,9 @@ pub struct RowList {
 }
 
 impl RowList {
-    /// Recomputes the rows (of `n`) whose line `contains` the filter (empty: all).
-    pub fn refilter(&mut self, n: usize, contains: impl Fn(usize, &str) -> bool) {
-        let filter = self.filter.as_str();
-        self.visible = (0..n).filter(|&i| filter.is_empty() || contains(i, filter)).collect();
+    /// The rows that pass the filter now (the selection stays on a row).
+    pub fn set_visible(&mut self, visible: Vec<usize>) {
+        self.visible = visible;
         self.sel = self.sel.min(self.visible.len().saturating_sub(1));
     }
 
@@ -51,28 +51,80 @@ impl RowList {
         })
     }
 
-    /// [`RowList::find`], then selects the match (`page` rows to a screen).
-    pub fn search(
-        &mut self,
-        forward: bool,
-        include_current: bool,
-        page: usize,
-        matches: impl Fn(usize) -> bool,
-    ) -> Outcome {
-        match self.find(forward, include_current, matches) {
+    /// A new filter: from the top (the caller refilters).
+    pub fn reset_to(&mut self, filter: String) {
+        self.filter = filter;
+        self.sel = 0;
+        self.top = 0;
+    }
+}
+
+/// A screen whose rows are held in memory (the diff list, an operator state): `/`, `n`, `N`
+/// and `f` match the rows' lines without the worker. Its [`ScreenModel`] follows from this.
+pub trait HeldRows {
+    /// Filter, selection and scroll.
+    fn list(&self) -> &RowList;
+    /// Filter, selection and scroll, to change.
+    fn list_mut(&mut self) -> &mut RowList;
+    /// Rows held.
+    fn row_count(&self) -> usize;
+    /// Row `i` as typed text (what `/` and `f` match).
+    fn line(&self, i: usize) -> &str;
+    /// Rows of the screen's table at `ctx` (a page).
+    fn table_rows(&self, ctx: &Ctx) -> usize;
+
+    /// Recomputes the rows whose line contains the filter (empty: all).
+    fn refilter(&mut self) {
+        let filter = self.list().filter.clone();
+        let visible = (0..self.row_count())
+            .filter(|&i| filter.is_empty() || self.line(i).contains(filter.as_str()))
+            .collect();
+        self.list_mut().set_visible(visible);
+    }
+}
+
+impl<T: HeldRows> ScreenModel for T {
+    fn move_by(&mut self, action: &Action, ctx: &Ctx) -> Outcome {
+        let page = self.page(ctx);
+        self.list_mut().move_by(action, page);
+        Outcome::Done
+    }
+
+    fn search(&mut self, text: &str, direction: Direction, include_current: bool, ctx: &Ctx) -> Outcome {
+        let page = self.page(ctx);
+        let forward = direction == Direction::Next;
+        match self
+            .list()
+            .find(forward, include_current, |i| self.line(i).contains(text))
+        {
             Some(i) => {
-                self.select(i, page);
+                self.list_mut().select(i, page);
                 Outcome::Found
             }
             None => Outcome::NotFound,
         }
     }
 
-    /// A new filter: from the top (the caller refilters).
-    pub fn reset_to(&mut self, filter: String) {
-        self.filter = filter;
-        self.sel = 0;
-        self.top = 0;
+    fn filter(&self) -> &str {
+        &self.list().filter
+    }
+
+    fn set_filter(&mut self, text: String, ctx: &Ctx) -> Outcome {
+        let page = self.page(ctx);
+        self.list_mut().reset_to(text);
+        self.refilter();
+        self.list_mut().scroll(page);
+        Outcome::Done
+    }
+
+    fn page(&self, ctx: &Ctx) -> usize {
+        self.table_rows(ctx)
+    }
+
+    fn resized(&mut self, _: &Ctx, ctx: &Ctx) -> Outcome {
+        let page = self.page(ctx);
+        self.list_mut().scroll(page);
+        Outcome::Done
     }
 }
 
