@@ -1,6 +1,7 @@
 //! The `statekit` tool as a library: its commands ([`cmd`], [`demo`]), the one place typed
 //! values are rendered as text and JSON ([`render`]), and the inspector ([`tui`]). The
-//! `statekit` binary is its command line.
+//! `statekit` binary is its command line; the benches and tests drive the inspector
+//! in-process through [`tui::headless`].
 
 /// `println!` that hands a write error back to the caller instead of panicking: a closed
 /// standard output (`statekit ls | head -1`) ends the command quietly with exit 141, as `cat`
