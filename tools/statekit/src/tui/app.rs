@@ -3,8 +3,7 @@
 //!
 //! The [`App`] holds the screen shown (a [`ScreenState`]) and the screens under it that Esc
 //! goes back to; `update` hands the keys that move, search, filter and page to the shown
-//! screen's [`ScreenModel`] once, and turns what it asks for
-//! into requests.
+//! screen's [`ScreenModel`] once, and turns what it asks for into requests.
 
 use super::screens::diff::DiffView;
 use super::screens::entries::{EntriesView, Pending};
