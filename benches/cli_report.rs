@@ -8,6 +8,9 @@
 //!   state each (default 1024) that differ in 1% of their keys, beside `cat` of both
 //!   directories and `statekit verify` (full decode) of both.
 //!
+//! The inspector is measured in a child process of this report (`--inspect`, [`inspect_child`]),
+//! which drives it through the `statekit` library on an in-memory terminal.
+//!
 //! ```text
 //! cargo build --release -p statekit
 //! cargo run --release -p statekit-benches --bin cli_report -- [--small-mb 10] [--large-mb 1024] [--dir DIR]
@@ -15,6 +18,8 @@
 //! ```
 
 use rand::{Rng, SeedableRng};
+use statekit::tui::app::Action;
+use statekit::tui::headless::Headless;
 use statekit_benches as w;
 use statekit_checkpoint::SnapshotWriter;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -138,15 +143,106 @@ fn generate_changed(dir: &Path, mb: u64, changed_every: usize, p: u32) -> PathBu
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-fn main() {
+/// A memory figure of this process in kB from `/proc/self/status` (Linux): `RssAnon`
+/// (anonymous resident memory: heap, not mapped files) or `VmHWM` (peak resident memory).
+fn memory_kb(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    line.trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// `--inspect PATH --first-frame COLSxROWS [--first-page UID/STATE [--page-through]]`: the
+/// inspector on an in-memory terminal. Prints its first complete frame (the operators, or the
+/// snapshot list) and the time from start to it; with `--first-page`, then opens UID/STATE
+/// and times its first page of entries; with `--page-through`, then pages down (PgDn) to the
+/// last entry and prints the pages, entries, time and peak memory (VmHWM). An error ends it
+/// with `error: …` and exit 2.
+fn inspect_child(args: &[String]) -> std::process::ExitCode {
+    let after = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("error: {e}");
+        std::process::ExitCode::from(2)
+    };
+    let (Some(path), Some(size)) = (after("--inspect"), after("--first-frame")) else {
+        return fail(&"--inspect PATH --first-frame COLSxROWS");
+    };
+    let Some((w, h)) = size
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse::<u16>().ok()?, h.parse::<u16>().ok()?)))
+    else {
+        return fail(&"--first-frame takes COLSxROWS, e.g. 80x24");
+    };
+    let t0 = Instant::now();
+    let mut inspector = match Headless::open(Path::new(path), None, (w, h)) {
+        Ok(i) => i,
+        Err(e) => return fail(&format!("{e:#}")),
+    };
+    let frame = |i: &mut Headless| i.draw().unwrap_or_else(|e| format!("drawing failed: {e:#}"));
+    println!("{}", frame(&mut inspector));
+    println!("first frame: {:.2} ms", t0.elapsed().as_secs_f64() * 1000.0);
+    let Some(spec) = after("--first-page") else {
+        return std::process::ExitCode::SUCCESS;
+    };
+    let Some((uid, state)) = spec.split_once('/') else {
+        return fail(&"--first-page takes UID/STATE");
+    };
+    let t1 = Instant::now();
+    if let Err(e) = inspector.open_state(uid, state) {
+        return fail(&format!("{e:#}"));
+    }
+    println!("{}", frame(&mut inspector));
+    println!(
+        "first page of {uid}/{state}: {:.2} ms",
+        t1.elapsed().as_secs_f64() * 1000.0
+    );
+    if !args.iter().any(|a| a == "--page-through") {
+        return std::process::ExitCode::SUCCESS;
+    }
+    let t2 = Instant::now();
+    let (mut pages, mut entries) = (1u64, 0u64);
+    let mut anon_peak = memory_kb("RssAnon").unwrap_or(0);
+    loop {
+        if pages % 256 == 0 {
+            anon_peak = anon_peak.max(memory_kb("RssAnon").unwrap_or(0));
+        }
+        let Some(e) = inspector.app.entries() else { break };
+        if let Some(err) = &e.error {
+            return fail(&format!("paging {uid}/{state}: {err}"));
+        }
+        let Some(p) = e.page.as_ref() else { break };
+        entries += p.rows.len() as u64;
+        if !p.more {
+            break;
+        }
+        match inspector.act(Action::PageDown) {
+            Ok(true) => pages += 1,
+            Ok(false) => break,
+            Err(e) => return fail(&format!("{e:#}")),
+        }
+    }
+    println!("{}", frame(&mut inspector));
+    let secs = t2.elapsed().as_secs_f64();
+    anon_peak = anon_peak.max(memory_kb("RssAnon").unwrap_or(0));
+    println!(
+        "paged through {uid}/{state}: {pages} pages, {entries} entries in {secs:.2} s ({:.0} entries/s); peak memory (VmHWM) {}; anonymous memory, sampled peak: {anon_peak} kB",
+        entries as f64 / secs.max(1e-9),
+        memory_kb("VmHWM").map_or_else(|| "unknown".into(), |kb| format!("{kb} kB"))
+    );
+    std::process::ExitCode::SUCCESS
+}
+
+fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--inspect") {
+        return inspect_child(&args);
+    }
     if let Some(i) = args.iter().position(|a| a == "--generate") {
         let mb: u64 = args.get(i + 1).and_then(|s| s.parse().ok()).expect("--generate MB");
         let dir = PathBuf::from(arg("--dir", "."));
         let every: usize = arg("--changed-every", "0").parse().expect("--changed-every");
         let p: u32 = arg("--parallelism", "4").parse().expect("--parallelism");
         println!("{}", make_savepoint_changed(&dir, mb, every, p).display());
-        return;
+        return std::process::ExitCode::SUCCESS;
     }
     let exe = std::env::current_exe().expect("exe");
     let statekit = exe.with_file_name("statekit");
@@ -166,7 +262,7 @@ fn main() {
     let with_diff = args.iter().any(|a| a == "--diff" || a == "--diff-only");
     if args.iter().any(|a| a == "--diff-only") {
         diff_section(&statekit, tmp.path());
-        return;
+        return std::process::ExitCode::SUCCESS;
     }
     let small = generate(tmp.path(), small_mb);
     let large = generate(tmp.path(), large_mb);
@@ -231,13 +327,14 @@ fn main() {
         "  statekit verify {v:>8.0} MB/s (peak RSS {mv} KiB)   cat > /dev/null {c:>8.0} MB/s   ratio {:.2}x",
         v / c
     );
-    inspect_section(&statekit, &small, &large, small_bytes, large_bytes);
+    inspect_section(&exe, &small, &large, small_bytes, large_bytes);
     if with_diff {
         diff_section(&statekit, tmp.path());
     }
+    std::process::ExitCode::SUCCESS
 }
 
-/// The figure a `statekit inspect --first-frame` run printed after `prefix`.
+/// The figure an [`inspect_child`] run printed after `prefix`.
 fn printed(out: &str, prefix: &str) -> String {
     out.lines()
         .rev()
@@ -250,7 +347,8 @@ fn printed(out: &str, prefix: &str) -> String {
 /// `statekit inspect`: start to first frame on the small and the large savepoint (the whole
 /// process: start, `_metadata`, one frame rendered to an in-memory 80x24 terminal, exit), the
 /// first page of entries, and paging through every entry of the large one (bounded memory).
-fn inspect_section(statekit: &Path, small: &Path, large: &Path, small_bytes: u64, large_bytes: u64) {
+/// Each run is an [`inspect_child`] of this report (`me`).
+fn inspect_section(me: &Path, small: &Path, large: &Path, small_bytes: u64, large_bytes: u64) {
     println!(
         "\n== statekit inspect: start to first frame (80x24), {:.0} MB vs {:.0} MB savepoint, best of 5 ==",
         small_bytes as f64 / 1e6,
@@ -258,8 +356,8 @@ fn inspect_section(statekit: &Path, small: &Path, large: &Path, small_bytes: u64
     );
     let frame = |p: &Path, page: bool| {
         best(5, || {
-            let mut cmd = Command::new(statekit);
-            cmd.arg("inspect").arg(p).args(["--first-frame", "80x24"]);
+            let mut cmd = Command::new(me);
+            cmd.arg("--inspect").arg(p).args(["--first-frame", "80x24"]);
             if page {
                 cmd.args(["--first-page", "counter/count"]);
             }
@@ -284,8 +382,8 @@ fn inspect_section(statekit: &Path, small: &Path, large: &Path, small_bytes: u64
         tpl.as_secs_f64() * 1e3
     );
     let t = Instant::now();
-    let out = Command::new(statekit)
-        .arg("inspect")
+    let out = Command::new(me)
+        .arg("--inspect")
         .arg(large)
         .args([
             "--first-frame",
@@ -295,7 +393,7 @@ fn inspect_section(statekit: &Path, small: &Path, large: &Path, small_bytes: u64
             "--page-through",
         ])
         .output()
-        .expect("spawn statekit inspect");
+        .expect("spawn the inspector");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = String::from_utf8_lossy(&out.stdout);
     println!(

@@ -4,24 +4,8 @@
 //! Exit codes: 0 success, 1 a check found problems, 2 an error (bad arguments, unreadable
 //! input).
 
-/// `println!` that hands a write error back to the caller instead of panicking: a closed
-/// standard output (`statekit ls | head -1`) ends the command quietly with exit 141, as `cat`
-/// does (see [`is_broken_pipe`]). Use it for every line the binary prints to standard output.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout(), $($arg)*)?
-    }};
-}
-
-mod cmd;
-mod config;
-mod demo;
-mod render;
-mod tui;
-mod wordcount;
-
 use clap::{Parser, Subcommand};
+use statekit::{cmd, demo, error_text, tui};
 use std::process::ExitCode;
 
 /// Inspect, verify and produce checkpoints and savepoints of keyed stream state.
@@ -75,24 +59,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// The error and its causes on one line, each said once: many errors include their cause's
-/// text in their own message (`path: No such device`) and also return it as their source,
-/// which `{:#}` would print a second time.
-pub(crate) fn error_text(err: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
 }
 
 /// Whether `err` comes from writing to a closed pipe.

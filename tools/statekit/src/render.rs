@@ -1,8 +1,11 @@
-//! Turning stored bytes into text and JSON, and user text into key bytes.
+//! Turning stored bytes into text and JSON, and user text into key bytes: the one place
+//! where `dump`, `diff`, `show` and the inspector (`tui`) render typed values, entries and
+//! operator-state elements, so that a value reads the same everywhere.
 
 use anyhow::{bail, Result};
 use serde_json::{json, Value as Json};
-use statekit_core::{decode_value, encode_value, TypeSchema, Value};
+use statekit_core::{decode_value, encode_value, StateDescriptor, TypeSchema, Value};
+use statekit_snapshot::diff::Item;
 use std::fmt::Write as _;
 
 /// Lower-case hex.
@@ -21,6 +24,85 @@ pub fn text(schema: &TypeSchema, bytes: &[u8]) -> String {
         Ok(v) => v.to_string(),
         Err(e) => format!("0x{} (undecodable as {schema}: {})", hex(bytes), e.reason),
     }
+}
+
+/// Bytes typed by `schema` (as `dump` prints them, see [`text`]), or as `0x…` hex.
+pub fn cell(schema: &TypeSchema, bytes: &[u8], hex: bool) -> String {
+    if hex {
+        format!("0x{}", self::hex(bytes))
+    } else {
+        text(schema, bytes)
+    }
+}
+
+/// A value with its TTL timestamp: `5 ttl_ts=1700000000000` ([`cell`] for the value).
+pub fn item_text(schema: &TypeSchema, it: &Item, hex: bool) -> String {
+    let v = cell(schema, &it.bytes, hex);
+    match it.timestamp {
+        Some(t) => format!("{v} ttl_ts={t}"),
+        None => v,
+    }
+}
+
+/// A list state's elements: `[1, 2, 3]` ([`item_text`] for each).
+pub fn list_text(schema: &TypeSchema, items: &[Item], hex: bool) -> String {
+    let inner: Vec<String> = items.iter().map(|i| item_text(schema, i, hex)).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+/// The stored parts of one keyed-state entry, as [`entry_line`] renders them.
+#[derive(Clone, Copy, Debug)]
+pub struct EntryParts<'a> {
+    /// Key bytes.
+    pub key: &'a [u8],
+    /// Namespace bytes.
+    pub namespace: &'a [u8],
+    /// Map user key bytes.
+    pub user_key: Option<&'a [u8]>,
+    /// Index of a list element in its list.
+    pub element: Option<u64>,
+    /// Value, element or map value bytes.
+    pub value: &'a [u8],
+}
+
+/// An entry as one line, as the inspector shows and filters it:
+/// `key=… [ns=…] [user_key=…] [element[i]] value=…` (the namespace only when the state has
+/// one).
+pub fn entry_line(desc: &StateDescriptor, e: EntryParts<'_>, hex: bool) -> String {
+    let mut s = format!("key={}", cell(&desc.key_schema, e.key, hex));
+    if desc.namespace_schema != TypeSchema::Unit {
+        s.push_str(&format!(" ns={}", cell(&desc.namespace_schema, e.namespace, hex)));
+    }
+    if let Some(uk) = e.user_key {
+        let schema = desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+        s.push_str(&format!(" user_key={}", cell(&schema, uk, hex)));
+    }
+    if let Some(i) = e.element {
+        s.push_str(&format!(" element[{i}]"));
+    }
+    s.push_str(&format!(" value={}", cell(&desc.value_schema, e.value, hex)));
+    s
+}
+
+/// Element `index` of a list (or union) operator state of `subtask` as one line:
+/// `subtask=0 element[3]=…` (what `dump` prints, and what the inspector shows and filters).
+pub fn op_element_line(subtask: u32, index: usize, schema: &TypeSchema, bytes: &[u8]) -> String {
+    format!("subtask={subtask} element[{index}]={}", text(schema, bytes))
+}
+
+/// [`op_element_line`] as JSON (`dump --json`).
+pub fn op_element_json(subtask: u32, index: usize, schema: &TypeSchema, bytes: &[u8]) -> Json {
+    json!({"subtask": subtask, "index": index, "value": json_of(schema, bytes)})
+}
+
+/// An entry of a broadcast operator state of `subtask` as one line: `subtask=0 key=… value=…`.
+pub fn op_entry_line(subtask: u32, ks: &TypeSchema, key: &[u8], vs: &TypeSchema, value: &[u8]) -> String {
+    format!("subtask={subtask} key={} value={}", text(ks, key), text(vs, value))
+}
+
+/// [`op_entry_line`] as JSON (`dump --json`).
+pub fn op_entry_json(subtask: u32, ks: &TypeSchema, key: &[u8], vs: &TypeSchema, value: &[u8]) -> Json {
+    json!({"subtask": subtask, "key": json_of(ks, key), "value": json_of(vs, value)})
 }
 
 /// A decoded value as JSON (bytes as `"0x…"` strings, 64-bit integers as numbers).

@@ -76,6 +76,55 @@ fn run_cmd(cmd: &mut Command, what: &[&str], limit: Duration) -> Ran {
 
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// Tells [`inspector_child`] what to open: `PATH`, a tab, `COLSxROWS`, and optionally a tab
+/// and `UID/STATE`.
+const INSPECT_CHILD: &str = "STATEKIT_INSPECT_CHILD";
+
+/// The inspector as `statekit inspect PATH` opens it, on an in-memory terminal of `size`
+/// (`COLSxROWS`): its first complete frame printed, then (`page`: `UID/STATE`) the first page
+/// of that keyed state. It runs as a child process — this test binary running only
+/// [`inspector_child`] — so that its time and memory are bounded and measured as a command's.
+fn inspect_cmd(path: &Path, size: &str, page: Option<&str>) -> Command {
+    let mut spec = format!("{}\t{size}", path.display());
+    if let Some(p) = page {
+        spec.push('\t');
+        spec.push_str(p);
+    }
+    let mut c = Command::new(std::env::current_exe().expect("the test binary"));
+    c.args(["--exact", "inspector_child", "--nocapture", "--test-threads", "1"])
+        .env(INSPECT_CHILD, spec);
+    c
+}
+
+/// The child of [`inspect_cmd`] (without its variable: nothing to do). An error ends it as
+/// `statekit` ends: `error: …` and exit 2.
+#[test]
+fn inspector_child() {
+    let Ok(spec) = std::env::var(INSPECT_CHILD) else {
+        return;
+    };
+    let run = || -> anyhow::Result<()> {
+        let mut parts = spec.split('\t');
+        let path = PathBuf::from(parts.next().unwrap_or_default());
+        let (w, h) = parts
+            .next()
+            .and_then(|s| s.split_once('x'))
+            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+            .ok_or_else(|| anyhow::anyhow!("{INSPECT_CHILD}: no COLSxROWS"))?;
+        let mut inspector = statekit::tui::headless::Headless::open(&path, None, (w, h))?;
+        println!("{}", inspector.draw()?);
+        if let Some((uid, state)) = parts.next().and_then(|p| p.split_once('/')) {
+            inspector.open_state(uid, state)?;
+            println!("{}", inspector.draw()?);
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
 /// A clean failure: exit 2, no panic, one `error:` line mentioning `needle`.
 #[track_caller]
 fn assert_error(r: &Ran, what: &str, needle: &str) {
@@ -273,24 +322,40 @@ fn values_cannot_decode_to_more_than_a_bounded_multiple_of_their_size() {
     let a = write("a", 100);
     let b = write("b", 99);
     // Under a 4 GB address-space limit: the old decoder needed 7 GB.
-    let limited = |args: &[&str]| {
+    let limited = |cmd: &Command| {
         let mut c = Command::new("sh");
         c.current_dir(d)
             .arg("-c")
             .arg("ulimit -v 4000000; exec \"$0\" \"$@\"")
-            .arg(bin())
-            .args(args);
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))));
         let t0 = Instant::now();
-        let r = run_cmd(&mut c, args, LIMIT);
+        let what: Vec<&str> = cmd.get_args().filter_map(|a| a.to_str()).collect();
+        let r = run_cmd(&mut c, &what, LIMIT);
         (r, t0.elapsed())
     };
-    for args in [
+    let statekit = |args: &[&str]| {
+        let mut c = Command::new(bin());
+        c.args(args);
+        c
+    };
+    for (args, cmd) in [
         vec!["dump", s(&a), "--uid", "op", "--state", "blob"],
         vec!["diff", s(&a), s(&b)],
-        vec!["inspect", s(&a), "--first-frame", "120x30", "--first-page", "op/blob"],
+        // The inspector's first frame, then the first page of op/blob.
+        vec!["inspect", s(&a), "120x30", "op/blob"],
         vec!["verify", s(&a)],
-    ] {
-        let (r, took) = limited(&args);
+    ]
+    .into_iter()
+    .map(|args| {
+        let cmd = match args[0] {
+            "inspect" => inspect_cmd(&a, args[2], Some(args[3])),
+            _ => statekit(&args),
+        };
+        (args, cmd)
+    }) {
+        let (r, took) = limited(&cmd);
         assert!(!r.stderr.contains("panicked"), "{args:?}: {}", r.stderr);
         assert!(r.code.is_some(), "{args:?} died: {}", r.stderr);
         assert!(took < Duration::from_secs(20), "{args:?} took {took:?}");
@@ -325,7 +390,11 @@ fn an_impossible_max_parallelism_is_refused_before_use() {
             assert_error(&r, &format!("{name} {args:?}"), "max_parallelism");
         }
         // The inspector shows the error in its first frame.
-        let r = run_bounded(d, &["inspect", s(&sp), "--first-frame", "200x30"], LIMIT);
+        let r = run_cmd(
+            inspect_cmd(&sp, "200x30", None).current_dir(d),
+            &["inspect", s(&sp)],
+            LIMIT,
+        );
         assert!(!r.stderr.contains("panicked"), "{name} inspect: {}", r.stderr);
         assert_eq!(r.code, Some(0), "{name} inspect: {}", r.stderr);
         assert!(r.stdout.contains("max_parallelism"), "{name} inspect: {}", r.stdout);

@@ -204,35 +204,11 @@ fn op_desc_json(d: &Option<OperatorStateDescriptor>) -> Json {
 }
 
 fn item_text(schema: &TypeSchema, it: &Item) -> String {
-    item_text_as(schema, it, false)
-}
-
-/// Bytes typed by `schema` (as `dump` prints them), or as `0x…` hex.
-pub fn bytes_text(schema: &TypeSchema, bytes: &[u8], hex: bool) -> String {
-    if hex {
-        format!("0x{}", render::hex(bytes))
-    } else {
-        render::text(schema, bytes)
-    }
-}
-
-/// A value with its TTL timestamp: `5 ttl_ts=1700000000000`.
-pub fn item_text_as(schema: &TypeSchema, it: &Item, hex: bool) -> String {
-    let v = bytes_text(schema, &it.bytes, hex);
-    match it.timestamp {
-        Some(t) => format!("{v} ttl_ts={t}"),
-        None => v,
-    }
+    render::item_text(schema, it, false)
 }
 
 fn list_text(schema: &TypeSchema, items: &[Item]) -> String {
-    list_text_as(schema, items, false)
-}
-
-/// A list state's elements: `[1, 2, 3]`.
-pub fn list_text_as(schema: &TypeSchema, items: &[Item], hex: bool) -> String {
-    let inner: Vec<String> = items.iter().map(|i| item_text_as(schema, i, hex)).collect();
-    format!("[{}]", inner.join(", "))
+    render::list_text(schema, items, false)
 }
 
 /// One line of a difference as the inspector's diff list shows it: the columns of a line
@@ -315,29 +291,32 @@ pub fn difference_cell(d: &Difference, part: usize, hex: bool) -> Option<DiffCel
                 cells(s.change.sign(), &s.uid, &s.name, String::new(), what)
             } else if part <= nr {
                 let e = &s.removed_elements[part - 1];
-                cells('-', &s.uid, &s.name, "element".into(), bytes_text(&vs, e, hex))
+                cells('-', &s.uid, &s.name, "element".into(), render::cell(&vs, e, hex))
             } else if part <= nr + na {
                 let e = &s.added_elements[part - 1 - nr];
-                cells('+', &s.uid, &s.name, "element".into(), bytes_text(&vs, e, hex))
+                cells('+', &s.uid, &s.name, "element".into(), render::cell(&vs, e, hex))
             } else {
                 let e = &s.entries[part - 1 - nr - na];
                 let (sign, what) = entry_values(&vs, e, hex);
-                let key = format!("key={}", bytes_text(&ks, &e.user_key, hex));
+                let key = format!("key={}", render::cell(&ks, &e.user_key, hex));
                 cells(sign, &s.uid, &s.name, key, what)
             }
         }
         Difference::Key(k) => {
             let st = &k.state;
-            let mut key = bytes_text(&st.key_schema, &k.key, hex);
+            let mut key = render::cell(&st.key_schema, &k.key, hex);
             if st.namespace_schema != TypeSchema::Unit {
-                key.push_str(&format!(" ns={}", bytes_text(&st.namespace_schema, &k.namespace, hex)));
+                key.push_str(&format!(
+                    " ns={}",
+                    render::cell(&st.namespace_schema, &k.namespace, hex)
+                ));
             }
             let vs = &st.value_schema;
             let sign = k.change.sign();
             match &k.detail {
                 KeyDetail::None => cells(sign, &k.uid, &st.name, key, String::new()),
                 KeyDetail::Value { old, new } => {
-                    let t = |i: &Item| item_text_as(vs, i, hex);
+                    let t = |i: &Item| render::item_text(vs, i, hex);
                     let what = match (old, new) {
                         (Some(o), Some(n)) => format!("{} -> {}", t(o), t(n)),
                         (Some(x), None) | (None, Some(x)) => t(x),
@@ -347,9 +326,13 @@ pub fn difference_cell(d: &Difference, part: usize, hex: bool) -> Option<DiffCel
                 }
                 KeyDetail::List { old, new } => {
                     let what = match k.change {
-                        Change::Added => list_text_as(vs, new, hex),
-                        Change::Removed => list_text_as(vs, old, hex),
-                        Change::Modified => format!("{} -> {}", list_text_as(vs, old, hex), list_text_as(vs, new, hex)),
+                        Change::Added => render::list_text(vs, new, hex),
+                        Change::Removed => render::list_text(vs, old, hex),
+                        Change::Modified => format!(
+                            "{} -> {}",
+                            render::list_text(vs, old, hex),
+                            render::list_text(vs, new, hex)
+                        ),
                     };
                     cells(sign, &k.uid, &st.name, key, what)
                 }
@@ -358,7 +341,7 @@ pub fn difference_cell(d: &Difference, part: usize, hex: bool) -> Option<DiffCel
                     Some(e) => {
                         let uks = st.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
                         let (sign, what) = entry_values(vs, e, hex);
-                        let key = format!("{key} user_key={}", bytes_text(&uks, &e.user_key, hex));
+                        let key = format!("{key} user_key={}", render::cell(&uks, &e.user_key, hex));
                         cells(sign, &k.uid, &st.name, key, what)
                     }
                 },
@@ -391,7 +374,7 @@ fn op_state_parts(s: &OperatorStateDiff) -> Option<String> {
 
 /// The sign and `old -> new` text of a map (or broadcast) entry.
 fn entry_values(vs: &TypeSchema, e: &MapEntryDiff, hex: bool) -> (char, String) {
-    let t = |i: &Item| item_text_as(vs, i, hex);
+    let t = |i: &Item| render::item_text(vs, i, hex);
     match (&e.old, &e.new) {
         (None, Some(n)) => ('+', t(n)),
         (Some(o), None) => ('-', t(o)),

@@ -295,22 +295,19 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                 }
                 let r = match data {
                     OperatorStateData::List(items) => each(items.iter().enumerate(), |(j, e)| {
+                        let vs = &desc.value_schema;
                         out.emit(
-                            format!("subtask={i} element[{j}]={}", render::text(&desc.value_schema, e)),
-                            json!({"subtask": i, "index": j, "value": render::json_of(&desc.value_schema, e)}),
+                            render::op_element_line(i, j, vs, e),
+                            render::op_element_json(i, j, vs, e),
                         )
                     }),
                     OperatorStateData::Broadcast(m) => {
                         let ks = desc.key_schema.clone().unwrap_or(statekit_core::TypeSchema::Bytes);
                         each(m.iter(), |(k, v)| {
+                            let vs = &desc.value_schema;
                             out.emit(
-                                format!(
-                                    "subtask={i} key={} value={}",
-                                    render::text(&ks, k),
-                                    render::text(&desc.value_schema, v)
-                                ),
-                                json!({"subtask": i, "key": render::json_of(&ks, k),
-                                       "value": render::json_of(&desc.value_schema, v)}),
+                                render::op_entry_line(i, &ks, k, vs, v),
+                                render::op_entry_json(i, &ks, k, vs, v),
                             )
                         })
                     }

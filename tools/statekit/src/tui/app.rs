@@ -1,142 +1,21 @@
 //! The inspector's state and its pure `update`: no terminal, no threads, no I/O. Reads are
 //! asked for by returning a [`Request`]; their results come back as [`Action::Loaded`].
+//!
+//! The [`App`] holds the screen shown (a [`ScreenState`]) and the screens under it that Esc
+//! goes back to; `update` hands the keys that move, search, filter and page to the shown
+//! screen's [`ScreenModel`] once, and turns what it asks for into requests.
 
-use super::diffview::{DiffPart, DiffSide, DiffView, DIFF_KEEP};
-use super::loader::{Direction, Msg, PageAt, Query, Request};
-use super::opstate::{OpStateView, OP_KEEP};
+use super::screens::diff::DiffView;
+use super::screens::entries::{EntriesView, Pending};
+use super::screens::opstate::OpStateView;
+use super::screens::{Ctx, ListModel, Outcome, Read, Screen, ScreenModel, ScreenState, StateItem};
+use super::worker::diff::{DiffSide, DIFF_KEEP};
+use super::worker::opstate::OP_KEEP;
+use super::worker::{Direction, Msg, Request, SnapshotRow};
 use crate::cmd::inspect::state_totals;
-use crate::render;
-use statekit_core::{StateDescriptor, TypeSchema};
 use statekit_format::{OperatorMetadata, SnapshotMetadata};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// A snapshot found under the directory given to `inspect`.
-#[derive(Clone, Debug)]
-pub struct SnapshotRow {
-    /// Its directory.
-    pub path: PathBuf,
-    /// Its path relative to that directory, as shown.
-    pub label: String,
-    /// `checkpoint` or `savepoint`.
-    pub kind: String,
-    /// Checkpoint id (`-` when `_metadata` is unreadable).
-    pub id: String,
-    /// Format label.
-    pub format: String,
-    /// Time it was taken (UTC).
-    pub time: String,
-    /// Bytes of every file it references.
-    pub bytes: u64,
-    /// Bytes it wrote itself.
-    pub own_bytes: u64,
-    /// Whether `_metadata` is there and readable.
-    pub complete: bool,
-    /// Why it is not.
-    pub problem: Option<String>,
-}
-
-/// The position of an entry: its key group, and its index among the entries of the state
-/// (that pass the filter) in that key group.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Cursor {
-    /// Key group.
-    pub key_group: u32,
-    /// Index within the key group.
-    pub index: u64,
-}
-
-impl Cursor {
-    /// The first entry.
-    pub const START: Cursor = Cursor { key_group: 0, index: 0 };
-}
-
-/// One entry, as stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
-    /// Where it is.
-    pub cursor: Cursor,
-    /// Key bytes.
-    pub key: Vec<u8>,
-    /// Namespace bytes.
-    pub namespace: Vec<u8>,
-    /// Map user key bytes.
-    pub user_key: Option<Vec<u8>>,
-    /// Value, element or map value bytes.
-    pub value: Vec<u8>,
-    /// TTL timestamp (ms).
-    pub ttl_timestamp: Option<i64>,
-    /// Index of a list element in its list.
-    pub element: Option<u64>,
-}
-
-/// A page of entries.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Page {
-    /// Cursor of its first entry (of where it was asked to start, when empty).
-    pub start: Cursor,
-    /// The entries.
-    pub rows: Vec<Row>,
-    /// Whether entries may follow it.
-    pub more: bool,
-}
-
-/// Bytes rendered by `schema`, or as hex.
-pub fn cell(schema: &TypeSchema, bytes: &[u8], hex: bool) -> String {
-    if hex {
-        format!("0x{}", render::hex(bytes))
-    } else {
-        render::text(schema, bytes)
-    }
-}
-
-/// An entry as one line (what the entry filter matches).
-pub fn entry_line(desc: &StateDescriptor, row: &Row, hex: bool) -> String {
-    let mut s = format!("key={}", cell(&desc.key_schema, &row.key, hex));
-    if desc.namespace_schema != TypeSchema::Unit {
-        s.push_str(&format!(" ns={}", cell(&desc.namespace_schema, &row.namespace, hex)));
-    }
-    if let Some(uk) = &row.user_key {
-        let schema = desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-        s.push_str(&format!(" user_key={}", cell(&schema, uk, hex)));
-    }
-    if let Some(i) = row.element {
-        s.push_str(&format!(" element[{i}]"));
-    }
-    s.push_str(&format!(" value={}", cell(&desc.value_schema, &row.value, hex)));
-    s
-}
-
-/// What the main area shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Screen {
-    /// Snapshots under a directory.
-    Snapshots,
-    /// Operators of the open snapshot.
-    Operators,
-    /// States of the selected operator.
-    States,
-    /// Entries of the selected state.
-    Entries,
-    /// The differences of two snapshots.
-    Diff,
-    /// The elements (or entries) of the selected operator state.
-    OpState,
-}
-
-impl Screen {
-    /// Index of the screen's filter in [`App::filters`].
-    pub fn slot(self) -> usize {
-        match self {
-            Screen::Snapshots => 0,
-            Screen::Operators => 1,
-            Screen::States => 2,
-            Screen::Entries => 3,
-            Screen::Diff => 4,
-            Screen::OpState => 5,
-        }
-    }
-}
 
 /// What a prompt is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,57 +59,6 @@ pub enum MetaPane {
     Hidden,
 }
 
-/// Rows of a terminal below which the pane does not show by itself.
-pub const SMALL_HEIGHT: u16 = 16;
-
-/// The entries screen.
-#[derive(Clone, Debug)]
-pub struct EntriesView {
-    /// Operator uid.
-    pub uid: String,
-    /// The state.
-    pub desc: StateDescriptor,
-    /// The page shown.
-    pub page: Option<Page>,
-    /// Selected row of the page.
-    pub sel: usize,
-    /// Index of the page's first entry among all (that pass the filter), when known.
-    pub first_index: Option<u64>,
-    /// Entries of the state per `_metadata`, and whether that is an estimate.
-    pub total: Option<(u64, bool)>,
-    /// Why the last read failed.
-    pub error: Option<String>,
-}
-
-impl EntriesView {
-    /// The selected entry.
-    pub fn selected(&self) -> Option<&Row> {
-        self.page.as_ref().and_then(|p| p.rows.get(self.sel))
-    }
-}
-
-/// What the outstanding request will do with its page.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Pending {
-    /// Replace the page; the first index is known when `Some`.
-    Fresh(Option<u64>),
-    /// The page after the one shown.
-    Next,
-    /// The page before the one shown.
-    Prev,
-    /// The last page.
-    Last,
-}
-
-/// A row of the states list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StateItem {
-    /// Keyed state, by index in the operator's keyed states.
-    Keyed(usize),
-    /// Operator state, by index in the operator's operator states.
-    Operator(usize),
-}
-
 /// Everything the screen shows.
 #[derive(Clone, Debug)]
 pub struct App {
@@ -240,8 +68,10 @@ pub struct App {
     pub root: PathBuf,
     /// Whether the root is a directory of snapshots (else one snapshot).
     pub dir_mode: bool,
-    /// The screen.
-    pub screen: Screen,
+    /// The screen shown.
+    current: ScreenState,
+    /// The screens Esc goes back to, the nearest last.
+    parents: Vec<ScreenState>,
     /// Snapshots under the root (dir mode).
     pub snapshots: Vec<SnapshotRow>,
     /// Whether the scan finished.
@@ -250,18 +80,8 @@ pub struct App {
     pub snapshot: Option<(String, Arc<SnapshotMetadata>)>,
     /// Why the snapshot could not be opened.
     pub open_error: Option<String>,
-    /// Selected row of the snapshot, operator and state lists (in their filtered rows).
-    pub sel: [usize; 3],
-    /// Filter text of each screen (by [`Screen::slot`]).
-    pub filters: [String; 6],
-    /// The entries screen.
-    pub entries: Option<EntriesView>,
-    /// The operator state screen.
-    pub opstate: Option<OpStateView>,
     /// Rows of an operator state kept at most.
     pub op_keep: usize,
-    /// The diff screen.
-    pub diff: Option<DiffView>,
     /// The snapshot marked with `d` as the old side of a diff (index in `snapshots`).
     pub diff_base: Option<usize>,
     /// Rows of a diff kept at most.
@@ -290,7 +110,6 @@ pub struct App {
     pub size: (u16, u16),
     /// Animation counter of the progress spinner.
     pub tick: u64,
-    pending: Option<Pending>,
     snapshot_label: Option<String>,
 }
 
@@ -347,9 +166,6 @@ pub enum Action {
     Loaded(Msg),
 }
 
-/// Rows of the header, footer, table border and table header around entries.
-const CHROME_ROWS: u16 = 5;
-
 impl App {
     /// The state for `path` (shown as `title`) and the first request: scan a directory or
     /// open a snapshot (only its `_metadata`).
@@ -360,17 +176,17 @@ impl App {
             title: title.to_string(),
             root: path.to_path_buf(),
             dir_mode,
-            screen: if dir_mode { Screen::Snapshots } else { Screen::Operators },
+            current: if dir_mode {
+                ScreenState::Snapshots(ListModel::new())
+            } else {
+                ScreenState::Operators(ListModel::new())
+            },
+            parents: Vec::new(),
             snapshots: Vec::new(),
             scanned: false,
             snapshot: None,
             open_error: None,
-            sel: [0; 3],
-            filters: Default::default(),
-            entries: None,
-            opstate: None,
             op_keep: OP_KEEP,
-            diff: None,
             diff_base: None,
             diff_keep: DIFF_KEEP,
             hex: false,
@@ -385,7 +201,6 @@ impl App {
             quit: false,
             size: (80, 24),
             tick: 0,
-            pending: None,
             snapshot_label: None,
         };
         let req = if dir_mode {
@@ -423,12 +238,17 @@ impl App {
         (app, req)
     }
 
-    /// Opens the diff screen on `sides` and asks for the comparison.
+    /// Opens the diff screen on `sides` (over the snapshot list when `from_list`, else in
+    /// place of everything) and asks for the comparison.
     fn diff_request(&mut self, sides: [DiffSide; 2], from_list: bool) -> Request {
         self.status = None;
-        self.filters[4].clear();
-        self.diff = Some(DiffView::new(sides.clone(), from_list));
-        self.screen = Screen::Diff;
+        let view = ScreenState::Diff(DiffView::new(sides.clone(), from_list));
+        if from_list {
+            self.push(view);
+        } else {
+            self.parents.clear();
+            self.current = view;
+        }
         let gen = self.next_gen("comparing");
         Request::Diff {
             gen,
@@ -437,18 +257,115 @@ impl App {
         }
     }
 
+    /// Shows `screen` over the current one (Esc comes back).
+    fn push(&mut self, screen: ScreenState) {
+        let under = std::mem::replace(&mut self.current, screen);
+        self.parents.push(under);
+    }
+
+    /// Back to the screen under the current one.
+    fn pop(&mut self) {
+        if let Some(under) = self.parents.pop() {
+            self.current = under;
+        }
+    }
+
+    /// Which screen shows.
+    pub fn screen(&self) -> Screen {
+        self.current.kind()
+    }
+
+    /// The model of the screen shown.
+    pub fn current(&self) -> &ScreenState {
+        &self.current
+    }
+
+    /// The screen shown and the ones under it, the shown one first.
+    fn screens(&self) -> impl Iterator<Item = &ScreenState> {
+        std::iter::once(&self.current).chain(self.parents.iter().rev())
+    }
+
+    /// The nearest screen of `kind` (the shown one, or one under it).
+    fn find(&self, kind: Screen) -> Option<&ScreenState> {
+        self.screens().find(|s| s.kind() == kind)
+    }
+
+    /// The nearest list of `kind`, to change.
+    fn find_list_mut(&mut self, kind: Screen) -> Option<&mut ListModel> {
+        std::iter::once(&mut self.current)
+            .chain(self.parents.iter_mut().rev())
+            .find(|s| s.kind() == kind)
+            .and_then(ScreenState::list_mut)
+    }
+
+    /// The entries screen, when it shows.
+    pub fn entries(&self) -> Option<&EntriesView> {
+        match &self.current {
+            ScreenState::Entries(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The operator state screen, when it shows.
+    pub fn opstate(&self) -> Option<&OpStateView> {
+        match &self.current {
+            ScreenState::OpState(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The diff screen, when it shows.
+    pub fn diff(&self) -> Option<&DiffView> {
+        match &self.current {
+            ScreenState::Diff(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The selected row of the list shown (snapshots, operators, states), among the rows
+    /// that pass its filter.
+    pub fn sel(&self) -> usize {
+        self.current.list().map_or(0, |l| l.sel)
+    }
+
+    /// Selects row `sel` of the list shown (among the rows that pass its filter).
+    pub fn set_sel(&mut self, sel: usize) {
+        if let Some(l) = self.current.list_mut() {
+            l.sel = sel;
+        }
+    }
+
+    /// The filter of the screen shown (empty: off).
+    pub fn filter(&self) -> &str {
+        self.current.model().filter()
+    }
+
+    /// What the models know of the app at its current size.
+    pub fn ctx(&self) -> Ctx {
+        Ctx {
+            size: self.size,
+            meta_visible: self.meta_visible(),
+            loading: self.loading.is_some(),
+        }
+    }
+
+    /// Rows a page of the screen shown holds (PgUp/PgDn move by it).
+    pub fn page(&self) -> usize {
+        self.current.model().page(&self.ctx())
+    }
+
     /// `d`: in the snapshot list, marks the selected snapshot as the base, unmarks it, or
     /// diffs the base with the selected one.
     fn mark_diff(&mut self) -> Option<Request> {
-        if self.screen != Screen::Snapshots {
-            self.status = Some(match self.screen {
+        if self.screen() != Screen::Snapshots {
+            self.status = Some(match self.screen() {
                 Screen::Diff => "d: this is a diff; Esc goes back".into(),
                 _ => "d diffs two snapshots: in the snapshot list (inspect a directory), or `statekit inspect A --diff B`"
                     .into(),
             });
             return None;
         }
-        let i = *self.visible_snapshots().get(self.sel[0])?;
+        let i = self.current.list()?.selected()?;
         match self.diff_base {
             None => {
                 self.diff_base = Some(i);
@@ -471,31 +388,6 @@ impl App {
                 let sides = [side(&self.snapshots[b]), side(&self.snapshots[i])];
                 Some(self.diff_request(sides, true))
             }
-        }
-    }
-
-    /// Moves in the diff list.
-    fn diff_move(&mut self, action: &Action) {
-        let page = super::diffview::page_rows(self);
-        let Some(dv) = self.diff.as_mut() else {
-            return;
-        };
-        let sel = super::rows::move_target(action, dv.sel, dv.visible.len(), page);
-        dv.select(sel, page);
-    }
-
-    /// `/`, `n`, `N` in the diff list.
-    fn diff_search(&mut self, text: &str, forward: bool, include_current: bool) {
-        let page = super::diffview::page_rows(self);
-        let Some(dv) = self.diff.as_mut() else {
-            return;
-        };
-        match dv.find(text, forward, include_current) {
-            Some(i) => {
-                dv.select(i, page);
-                self.status = None;
-            }
-            None => self.status = Some(format!("not found: {text}")),
         }
     }
 
@@ -536,104 +428,38 @@ impl App {
         self.snapshot.as_ref().map(|(_, m)| m.as_ref())
     }
 
-    /// Indexes of the snapshots that pass the filter.
-    pub fn visible_snapshots(&self) -> Vec<usize> {
-        let f = &self.filters[0];
-        (0..self.snapshots.len())
-            .filter(|&i| f.is_empty() || self.snapshots[i].label.contains(f.as_str()))
-            .collect()
-    }
-
     /// Indexes of the operators that pass the filter.
     pub fn visible_operators(&self) -> Vec<usize> {
-        let Some(m) = self.metadata() else {
-            return Vec::new();
-        };
-        let f = &self.filters[1];
-        (0..m.operators.len())
-            .filter(|&i| f.is_empty() || m.operators[i].uid.contains(f.as_str()))
-            .collect()
+        self.find(Screen::Operators)
+            .and_then(ScreenState::list)
+            .map_or_else(Vec::new, |l| l.visible.clone())
     }
 
     /// The selected operator.
     pub fn operator(&self) -> Option<&OperatorMetadata> {
-        let i = *self.visible_operators().get(self.sel[1])?;
+        let i = self.find(Screen::Operators)?.list()?.selected()?;
         self.metadata().map(|m| &m.operators[i])
     }
 
     /// States of the selected operator that pass the filter: keyed, then operator state.
     pub fn visible_states(&self) -> Vec<StateItem> {
-        let Some(o) = self.operator() else {
+        let (Some(o), Some(l)) = (self.operator(), self.find(Screen::States).and_then(ScreenState::list)) else {
             return Vec::new();
         };
-        let f = &self.filters[2];
-        let keyed = (0..o.keyed_states.len())
-            .filter(|&i| f.is_empty() || o.keyed_states[i].name.contains(f.as_str()))
-            .map(StateItem::Keyed);
-        let ops = (0..o.operator_states.len())
-            .filter(|&i| f.is_empty() || o.operator_states[i].name.contains(f.as_str()))
-            .map(StateItem::Operator);
-        keyed.chain(ops).collect()
+        let items = StateItem::all(o);
+        l.visible.iter().map(|&i| items[i]).collect()
     }
 
     /// The selected state.
     pub fn state(&self) -> Option<StateItem> {
-        self.visible_states().get(self.sel[2]).copied()
-    }
-
-    fn list_len(&self) -> usize {
-        match self.screen {
-            Screen::Snapshots => self.visible_snapshots().len(),
-            Screen::Operators => self.visible_operators().len(),
-            Screen::States => self.visible_states().len(),
-            Screen::Entries => self.page_rows().len(),
-            Screen::Diff => self.diff.as_ref().map_or(0, |d| d.visible.len()),
-            Screen::OpState => self.opstate.as_ref().map_or(0, |v| v.visible.len()),
-        }
-    }
-
-    /// Names of the rows of a list screen (what `/` matches there).
-    fn list_names(&self) -> Vec<String> {
-        match self.screen {
-            Screen::Snapshots => self
-                .visible_snapshots()
-                .into_iter()
-                .map(|i| self.snapshots[i].label.clone())
-                .collect(),
-            Screen::Operators => {
-                let m = self.metadata();
-                self.visible_operators()
-                    .into_iter()
-                    .filter_map(|i| m.map(|m| m.operators[i].uid.clone()))
-                    .collect()
-            }
-            Screen::States => {
-                let o = self.operator();
-                self.visible_states()
-                    .into_iter()
-                    .filter_map(|s| {
-                        o.map(|o| match s {
-                            StateItem::Keyed(i) => o.keyed_states[i].name.clone(),
-                            StateItem::Operator(i) => o.operator_states[i].name.clone(),
-                        })
-                    })
-                    .collect()
-            }
-            Screen::Entries | Screen::Diff | Screen::OpState => Vec::new(),
-        }
-    }
-
-    fn page_rows(&self) -> &[Row] {
-        self.entries
-            .as_ref()
-            .and_then(|e| e.page.as_ref())
-            .map_or(&[], |p| p.rows.as_slice())
+        let i = self.find(Screen::States)?.list()?.selected()?;
+        StateItem::all(self.operator()?).get(i).copied()
     }
 
     /// Whether the metadata pane shows at the current size.
     pub fn meta_visible(&self) -> bool {
         match self.meta {
-            MetaPane::Auto => self.size.1 >= SMALL_HEIGHT,
+            MetaPane::Auto => self.size.1 >= super::draw::SMALL_HEIGHT,
             MetaPane::Shown => true,
             MetaPane::Hidden => false,
         }
@@ -641,100 +467,78 @@ impl App {
 
     /// Entries per page: the rows the entries table shows at the current size.
     pub fn page_size(&self) -> usize {
-        let (w, h) = self.size;
-        let body = h.saturating_sub(CHROME_ROWS);
-        let rows = if self.meta_visible() && w < super::view::SIDE_PANE_WIDTH && h >= SMALL_HEIGHT {
-            body - super::view::bottom_pane_height(h.saturating_sub(2))
-        } else {
-            body
-        };
-        usize::from(rows.max(1))
+        self.ctx().page_size()
     }
 
-    fn query(&self) -> Option<Query> {
-        let e = self.entries.as_ref()?;
-        Some(Query {
-            uid: e.uid.clone(),
-            state: e.desc.name.clone(),
-            filter: self.filters[3].clone(),
-            page_size: self.page_size(),
-        })
-    }
-
-    fn page_request(&mut self, at: PageAt, select: usize, pending: Pending) -> Option<Request> {
-        let query = self.query()?;
-        let gen = self.next_gen(&format!("reading {:?}", query.state));
-        self.pending = Some(pending);
-        Some(Request::Page { gen, query, at, select })
-    }
-
-    fn search_request(&mut self, text: String, exact_first: bool, direction: Direction) -> Option<Request> {
-        let query = self.query()?;
-        let from = self
-            .entries
-            .as_ref()
-            .and_then(|e| e.selected())
-            .map(|r| r.cursor.clone())
-            .unwrap_or_default();
-        let gen = self.next_gen(&format!("searching {:?}", query.state));
-        self.pending = Some(Pending::Fresh(None));
-        Some(Request::Search {
-            gen,
-            query,
-            text,
-            exact_first,
-            from,
-            direction,
-        })
-    }
-
-    /// Moves a list selection to the next (or previous) row whose name contains `text`.
-    fn list_search(&mut self, text: &str, direction: Direction, include_current: bool) {
-        let names = self.list_names();
-        let n = names.len();
-        if n == 0 {
-            return;
-        }
-        let slot = self.screen.slot();
-        let cur = self.sel[slot].min(n - 1);
-        let start = if include_current { 0 } else { 1 };
-        let hit = (start..=n).find_map(|step| {
-            let i = match direction {
-                Direction::Next => (cur + step) % n,
-                Direction::Prev => (cur + n * 2 - step) % n,
-            };
-            names[i].contains(text).then_some(i)
-        });
-        match hit {
-            Some(i) => {
-                self.sel[slot] = i;
+    /// The request for what the screen shown asked: a page or a search of the entries, or
+    /// the status line's answer to a search.
+    fn apply(&mut self, outcome: Outcome, text: &str) -> Option<Request> {
+        match outcome {
+            Outcome::Done => None,
+            Outcome::Found => {
                 self.status = None;
+                None
             }
-            None => self.status = Some(format!("not found: {text}")),
+            Outcome::NotFound => {
+                self.status = Some(format!("not found: {text}"));
+                None
+            }
+            Outcome::Read(read) => self.read_request(read),
         }
+    }
+
+    /// The worker request for `read` of the entries screen.
+    fn read_request(&mut self, read: Read) -> Option<Request> {
+        let page_size = self.page_size();
+        let ScreenState::Entries(e) = &self.current else {
+            return None;
+        };
+        let query = e.query(page_size);
+        let from = e.selected().map(|r| r.cursor.clone()).unwrap_or_default();
+        let (req, pending) = match read {
+            Read::Page { at, select, pending } => {
+                let gen = self.next_gen(&format!("reading {:?}", query.state));
+                (Request::Page { gen, query, at, select }, pending)
+            }
+            Read::Search {
+                text,
+                exact_first,
+                direction,
+            } => {
+                let gen = self.next_gen(&format!("searching {:?}", query.state));
+                let req = Request::Search {
+                    gen,
+                    query,
+                    text,
+                    exact_first,
+                    from,
+                    direction,
+                };
+                (req, Pending::Fresh(None))
+            }
+        };
+        if let ScreenState::Entries(e) = &mut self.current {
+            e.pending = Some(pending);
+        }
+        Some(req)
     }
 
     fn enter(&mut self) -> Option<Request> {
-        match self.screen {
+        match self.screen() {
             Screen::Snapshots => {
-                let i = *self.visible_snapshots().get(self.sel[0])?;
+                let i = self.current.list()?.selected()?;
                 let row = self.snapshots[i].clone();
                 self.snapshot = None;
                 self.open_error = None;
-                self.sel[1] = 0;
-                self.sel[2] = 0;
-                self.filters[1].clear();
-                self.filters[2].clear();
-                self.screen = Screen::Operators;
+                self.push(ScreenState::Operators(ListModel::new()));
                 let gen = self.next_gen("reading _metadata");
                 self.snapshot_label = Some(row.label.clone());
                 Some(Request::Open { gen, path: row.path })
             }
             Screen::Operators => {
-                self.operator()?;
-                self.screen = Screen::States;
-                self.sel[2] = 0;
-                self.filters[2].clear();
+                let o = self.operator()?;
+                let names = StateItem::all(o).into_iter().map(|s| s.name(o).to_string()).collect();
+                self.push(ScreenState::States(ListModel::of(names)));
                 None
             }
             Screen::States => {
@@ -744,25 +548,14 @@ impl App {
                         let desc = o.keyed_states[i].clone();
                         let totals = state_totals(&o);
                         let approx = o.subtasks.iter().any(|s| s.native.is_some() || s.changelog.is_some());
-                        self.entries = Some(EntriesView {
-                            uid: o.uid.clone(),
-                            total: totals.get(&desc.name).map(|t| (t.0, approx)),
-                            desc,
-                            page: None,
-                            sel: 0,
-                            first_index: None,
-                            error: None,
-                        });
-                        self.filters[3].clear();
-                        self.screen = Screen::Entries;
-                        self.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0)))
+                        let total = totals.get(&desc.name).map(|t| (t.0, approx));
+                        self.push(ScreenState::Entries(EntriesView::new(o.uid.clone(), desc, total)));
+                        self.apply(EntriesView::first_page(), "")
                     }
                     StateItem::Operator(i) => {
                         let desc = o.operator_states[i].clone();
                         let state = desc.name.clone();
-                        self.opstate = Some(OpStateView::new(desc));
-                        self.filters[5].clear();
-                        self.screen = Screen::OpState;
+                        self.push(ScreenState::OpState(OpStateView::new(desc)));
                         let gen = self.next_gen(&format!("reading {state:?}"));
                         Some(Request::OpState {
                             gen,
@@ -781,11 +574,10 @@ impl App {
     /// worker at once).
     fn back(&mut self) -> Option<Request> {
         self.status = None;
-        match self.screen {
+        match self.screen() {
             Screen::Diff => {
-                if self.diff.as_ref().is_some_and(|d| d.from_list) {
-                    self.diff = None;
-                    self.screen = Screen::Snapshots;
+                if self.diff().is_some_and(|d| d.from_list) {
+                    self.pop();
                     return self.cancel_loading();
                 }
                 self.status = Some("opened with --diff: nothing to go back to (q quits)".into());
@@ -794,19 +586,13 @@ impl App {
                 self.diff_base = None;
                 self.status = Some("base unmarked".into());
             }
-            Screen::Entries => {
-                self.entries = None;
-                self.screen = Screen::States;
+            Screen::Entries | Screen::OpState => {
+                self.pop();
                 return self.cancel_loading();
             }
-            Screen::OpState => {
-                self.opstate = None;
-                self.screen = Screen::States;
-                return self.cancel_loading();
-            }
-            Screen::States => self.screen = Screen::Operators,
+            Screen::States => self.pop(),
             Screen::Operators if self.dir_mode => {
-                self.screen = Screen::Snapshots;
+                self.pop();
                 return self.cancel_loading();
             }
             _ => {}
@@ -821,103 +607,24 @@ impl App {
         self.loading.as_ref()?;
         self.gen += 1;
         self.loading = None;
-        self.pending = None;
-        Some(Request::Cancel { gen: self.gen })
-    }
-
-    /// Moves in the operator state list.
-    fn opstate_move(&mut self, action: &Action) {
-        let page = super::opstate::page_rows(self);
-        let Some(v) = self.opstate.as_mut() else {
-            return;
-        };
-        let sel = super::rows::move_target(action, v.sel, v.visible.len(), page);
-        v.select(sel, page);
-    }
-
-    /// `/`, `n`, `N` in the operator state list.
-    fn opstate_search(&mut self, text: &str, forward: bool, include_current: bool) {
-        let page = super::opstate::page_rows(self);
-        let Some(v) = self.opstate.as_mut() else {
-            return;
-        };
-        match v.find(text, forward, include_current) {
-            Some(i) => {
-                v.select(i, page);
-                self.status = None;
-            }
-            None => self.status = Some(format!("not found: {text}")),
+        if let ScreenState::Entries(e) = &mut self.current {
+            e.pending = None;
         }
+        Some(Request::Cancel { gen: self.gen })
     }
 
     /// Scrolls the help overlay by `by` lines (clamped to its content at the current size).
     fn help_scroll_by(&mut self, by: i32) {
-        let max = super::view::help_max_scroll(self.size);
+        let max = super::draw::help_max_scroll(self.size);
         let to = (i32::from(self.help_scroll) + by).clamp(0, i32::from(max));
         self.help_scroll = to as u16;
-    }
-
-    fn entries_move(&mut self, action: &Action) -> Option<Request> {
-        if self.loading.is_some() {
-            return None;
-        }
-        let e = self.entries.as_ref()?;
-        let page = e.page.as_ref();
-        let len = page.map_or(0, |p| p.rows.len());
-        let more = page.is_some_and(|p| p.more);
-        let at_start = page.is_none_or(|p| p.start == Cursor::START) || e.first_index == Some(0);
-        let start = page.map(|p| p.start.clone()).unwrap_or_default();
-        let next = page
-            .and_then(|p| p.rows.last())
-            .map(|r| Cursor {
-                key_group: r.cursor.key_group,
-                index: r.cursor.index + 1,
-            })
-            .unwrap_or_default();
-        let sel = e.sel;
-        match action {
-            Action::Down if sel + 1 < len => self.set_entry_sel(sel + 1),
-            Action::Down if more => return self.page_request(PageAt::From(next), 0, Pending::Next),
-            Action::Up if sel > 0 => self.set_entry_sel(sel - 1),
-            Action::Up if !at_start => return self.page_request(PageAt::Before(start), usize::MAX, Pending::Prev),
-            Action::PageDown if more => return self.page_request(PageAt::From(next), 0, Pending::Next),
-            Action::PageDown => self.set_entry_sel(len.saturating_sub(1)),
-            Action::PageUp if !at_start => return self.page_request(PageAt::Before(start), 0, Pending::Prev),
-            Action::PageUp => self.set_entry_sel(0),
-            Action::Top => return self.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0))),
-            Action::Bottom => return self.page_request(PageAt::Last, usize::MAX, Pending::Last),
-            _ => {}
-        }
-        None
-    }
-
-    fn set_entry_sel(&mut self, sel: usize) {
-        if let Some(e) = self.entries.as_mut() {
-            e.sel = sel;
-        }
-    }
-
-    fn list_move(&mut self, action: &Action) {
-        let len = self.list_len();
-        let slot = self.screen.slot();
-        let step = usize::from(self.page_size().max(1) as u16);
-        let cur = self.sel[slot];
-        self.sel[slot] = match action {
-            Action::Up => cur.saturating_sub(1),
-            Action::Down => cur + 1,
-            Action::Top => 0,
-            Action::Bottom => len.saturating_sub(1),
-            Action::PageUp => cur.saturating_sub(step),
-            Action::PageDown => cur + step,
-            _ => cur,
-        }
-        .min(len.saturating_sub(1));
     }
 
     fn loaded(&mut self, msg: Msg) -> Option<Request> {
         if msg.gen() != self.gen {
             return None;
         }
+        let ctx = self.ctx();
         match msg {
             Msg::Progress {
                 what,
@@ -936,30 +643,33 @@ impl App {
             Msg::OpState { result, .. } => {
                 self.loading = None;
                 let result = result.map_err(|e| self.sanitize(&e));
-                let page = super::opstate::page_rows(self);
-                let filter = self.filters[5].clone();
-                let v = self.opstate.as_mut()?;
-                match result {
-                    Ok(read) => {
-                        v.read = Some(read);
-                        v.error = None;
-                        v.refilter(&filter);
-                        v.scroll(page);
-                    }
-                    Err(e) => v.error = Some(e),
+                if let ScreenState::OpState(v) = &mut self.current {
+                    let page = v.page(&ctx);
+                    v.arrived(result, page);
                 }
             }
             Msg::Scanned { snapshots, .. } => {
                 self.loading = None;
+                let names = snapshots.iter().map(|s| s.label.clone()).collect();
+                let n = snapshots.len();
                 self.snapshots = snapshots;
                 self.scanned = true;
-                self.sel[0] = self.sel[0].min(self.snapshots.len().saturating_sub(1));
+                if let Some(l) = self.find_list_mut(Screen::Snapshots) {
+                    l.set_names(names);
+                    l.sel = l.sel.min(n.saturating_sub(1));
+                }
             }
             Msg::Opened { result, .. } => {
                 self.loading = None;
                 let label = self.snapshot_label.clone().unwrap_or_else(|| self.title.clone());
                 match result {
-                    Ok(m) => self.snapshot = Some((label, m)),
+                    Ok(m) => {
+                        let names = m.operators.iter().map(|o| o.uid.clone()).collect();
+                        if let Some(l) = self.find_list_mut(Screen::Operators) {
+                            l.set_names(names);
+                        }
+                        self.snapshot = Some((label, m));
+                    }
                     Err(e) => self.open_error = Some(self.sanitize(&e)),
                 }
             }
@@ -967,72 +677,30 @@ impl App {
                 result, select, note, ..
             } => {
                 self.loading = None;
-                let pending = self.pending.take();
                 self.status = note;
                 let result = result.map_err(|err| self.sanitize(&err));
-                let filtered = !self.filters[3].is_empty();
-                let e = self.entries.as_mut()?;
-                match result {
-                    Err(err) => e.error = Some(err),
-                    Ok(page) => {
-                        e.error = None;
-                        let old_first = e.first_index;
-                        let old_len = e.page.as_ref().map_or(0, |p| p.rows.len()) as u64;
-                        let n = page.rows.len();
-                        match pending {
-                            Some(Pending::Next) | Some(Pending::Prev) if n == 0 => {
-                                if let Some(p) = e.page.as_mut() {
-                                    if pending == Some(Pending::Next) {
-                                        p.more = false;
-                                    }
-                                }
-                                self.status = Some(if pending == Some(Pending::Next) {
-                                    "end of entries".into()
-                                } else {
-                                    "start of entries".into()
-                                });
-                                return None;
-                            }
-                            Some(Pending::Next) => e.first_index = old_first.map(|f| f + old_len),
-                            Some(Pending::Prev) => e.first_index = old_first.and_then(|f| f.checked_sub(n as u64)),
-                            Some(Pending::Last) => {
-                                e.first_index = match e.total {
-                                    Some((t, false)) if !filtered => t.checked_sub(n as u64),
-                                    _ => None,
-                                }
-                            }
-                            Some(Pending::Fresh(f)) => e.first_index = f,
-                            None => {}
-                        }
-                        if page.start == Cursor::START && pending != Some(Pending::Last) {
-                            e.first_index = Some(0);
-                        }
-                        e.sel = if select == usize::MAX {
-                            n.saturating_sub(1)
-                        } else {
-                            select.min(n.saturating_sub(1))
-                        };
-                        e.page = Some(page);
+                if let ScreenState::Entries(e) = &mut self.current {
+                    if let Some(s) = e.arrived(result, select) {
+                        self.status = Some(s.to_string());
                     }
                 }
             }
             Msg::NotFound { text, .. } => {
                 self.loading = None;
-                self.pending = None;
+                if let ScreenState::Entries(e) = &mut self.current {
+                    e.pending = None;
+                }
                 self.status = Some(format!("not found: {text}"));
             }
             Msg::Diff { part, .. } => {
-                let page = super::diffview::page_rows(self);
-                let filter = self.filters[4].clone();
-                let dv = self.diff.as_mut()?;
-                match part {
-                    DiffPart::Rows(rows) => dv.push(rows, &filter),
-                    DiffPart::Done(end) => {
-                        self.loading = None;
-                        dv.end = Some(end);
-                    }
+                let ScreenState::Diff(dv) = &mut self.current else {
+                    return None;
+                };
+                let page = dv.page(&ctx);
+                if matches!(part, super::worker::diff::DiffPart::Done(_)) {
+                    self.loading = None;
                 }
-                dv.scroll(page);
+                dv.arrived(part, page);
             }
         }
         None
@@ -1054,29 +722,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             None
         }
         Action::Resize(w, h) => {
-            let before = app.page_size();
+            let before = app.ctx();
             app.size = (w, h);
-            app.help_scroll = app.help_scroll.min(super::view::help_max_scroll(app.size));
-            if app.screen == Screen::OpState {
-                let page = super::opstate::page_rows(app);
-                if let Some(v) = app.opstate.as_mut() {
-                    v.scroll(page);
-                }
-            }
-            if app.screen == Screen::Diff {
-                let page = super::diffview::page_rows(app);
-                if let Some(dv) = app.diff.as_mut() {
-                    dv.scroll(page);
-                }
-            }
-            if app.screen == Screen::Entries && app.page_size() != before && app.loading.is_none() {
-                let e = app.entries.as_ref()?;
-                let start = e.page.as_ref()?.start.clone();
-                let first = e.first_index;
-                let sel = e.sel;
-                return app.page_request(PageAt::From(start), sel, Pending::Fresh(first));
-            }
-            None
+            app.help_scroll = app.help_scroll.min(super::draw::help_max_scroll(app.size));
+            let ctx = app.ctx();
+            let outcome = app.current.model_mut().resized(&before, &ctx);
+            app.apply(outcome, "")
         }
         Action::ToggleHelp => {
             app.help = !app.help;
@@ -1103,7 +754,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             };
             let text = match kind {
                 PromptKind::Search => String::new(),
-                PromptKind::Filter => app.filters[app.screen.slot()].clone(),
+                PromptKind::Filter => app.filter().to_string(),
             };
             app.prompt = Some(Prompt { kind, text });
             None
@@ -1126,55 +777,20 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
         }
         Action::PromptSubmit => {
             let p = app.prompt.take()?;
+            let ctx = app.ctx();
             match p.kind {
                 PromptKind::Search => {
                     if p.text.is_empty() {
                         return None;
                     }
                     app.search = Some(p.text.clone());
-                    if app.screen == Screen::Diff {
-                        app.diff_search(&p.text, true, true);
-                        None
-                    } else if app.screen == Screen::OpState {
-                        app.opstate_search(&p.text, true, true);
-                        None
-                    } else if app.screen == Screen::Entries {
-                        app.search_request(p.text, true, Direction::Next)
-                    } else {
-                        app.list_search(&p.text, Direction::Next, true);
-                        None
-                    }
+                    let outcome = app.current.model_mut().search(&p.text, Direction::Next, true, &ctx);
+                    app.apply(outcome, &p.text)
                 }
                 PromptKind::Filter => {
-                    let slot = app.screen.slot();
-                    app.filters[slot] = p.text;
                     app.status = None;
-                    if app.screen == Screen::Diff {
-                        let page = super::diffview::page_rows(app);
-                        let filter = app.filters[slot].clone();
-                        if let Some(dv) = app.diff.as_mut() {
-                            dv.sel = 0;
-                            dv.top = 0;
-                            dv.refilter(&filter);
-                            dv.scroll(page);
-                        }
-                        None
-                    } else if app.screen == Screen::OpState {
-                        let page = super::opstate::page_rows(app);
-                        let filter = app.filters[slot].clone();
-                        if let Some(v) = app.opstate.as_mut() {
-                            v.sel = 0;
-                            v.top = 0;
-                            v.refilter(&filter);
-                            v.scroll(page);
-                        }
-                        None
-                    } else if app.screen == Screen::Entries {
-                        app.page_request(PageAt::From(Cursor::START), 0, Pending::Fresh(Some(0)))
-                    } else {
-                        app.sel[slot] = 0;
-                        None
-                    }
+                    let outcome = app.current.model_mut().set_filter(p.text, &ctx);
+                    app.apply(outcome, "")
                 }
             }
         }
@@ -1188,27 +804,15 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
                 app.status = Some("no search yet: press / to search".into());
                 return None;
             };
-            if app.screen == Screen::Diff {
-                app.diff_search(&text, direction == Direction::Next, false);
-                None
-            } else if app.screen == Screen::OpState {
-                app.opstate_search(&text, direction == Direction::Next, false);
-                None
-            } else if app.screen == Screen::Entries {
-                if app.loading.is_some() {
-                    return None;
-                }
-                app.search_request(text, false, direction)
-            } else {
-                app.list_search(&text, direction, false);
-                None
-            }
+            let ctx = app.ctx();
+            let outcome = app.current.model_mut().search(&text, direction, false, &ctx);
+            app.apply(outcome, &text)
         }
         Action::Enter => app.enter(),
         Action::Back => app.back(),
         Action::MarkDiff => app.mark_diff(),
         Action::Up | Action::Down | Action::PageUp | Action::PageDown if app.help => {
-            let page = i32::from(super::view::help_height(app.size).max(1));
+            let page = i32::from(super::draw::help_height(app.size).max(1));
             app.help_scroll_by(match action {
                 Action::Up => -1,
                 Action::Down => 1,
@@ -1218,18 +822,9 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             None
         }
         Action::Up | Action::Down | Action::Top | Action::Bottom | Action::PageUp | Action::PageDown => {
-            if app.screen == Screen::OpState {
-                app.opstate_move(&action);
-                None
-            } else if app.screen == Screen::Diff {
-                app.diff_move(&action);
-                None
-            } else if app.screen == Screen::Entries {
-                app.entries_move(&action)
-            } else {
-                app.list_move(&action);
-                None
-            }
+            let ctx = app.ctx();
+            let outcome = app.current.model_mut().move_by(&action, &ctx);
+            app.apply(outcome, "")
         }
     }
 }

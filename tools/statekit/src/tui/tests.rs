@@ -1,10 +1,11 @@
 //! Screen snapshots (`TestBackend` + insta) and pure `update` tests, on the golden fixtures.
 //! The worker runs inline (no thread), so every screen is deterministic.
 
-use super::app::{update, Action, App, Screen};
+use super::app::{update, Action, App};
+use super::draw::render;
 use super::keys::action_for;
-use super::loader::{Request, Worker};
-use super::view::render;
+use super::screens::Screen;
+use super::worker::{Request, Worker};
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -102,7 +103,7 @@ impl Harness {
 
     /// The (typed) keys of the entries on the page.
     fn keys_on_page(&self) -> Vec<String> {
-        let e = self.app.entries.as_ref().expect("entries screen");
+        let e = self.app.entries().expect("entries screen");
         e.page
             .as_ref()
             .map(|p| {
@@ -115,7 +116,7 @@ impl Harness {
     }
 
     fn selected_key(&self) -> Option<String> {
-        let e = self.app.entries.as_ref()?;
+        let e = self.app.entries()?;
         e.selected().map(|r| crate::render::text(&e.desc.key_schema, &r.key))
     }
 }
@@ -125,7 +126,7 @@ impl Harness {
 #[test]
 fn screen_snapshot_list() {
     let h = Harness::open_path(&fixtures_dir(), "fixtures/v1", 80, 24);
-    assert_eq!(h.app.screen, Screen::Snapshots);
+    assert_eq!(h.app.screen(), Screen::Snapshots);
     insta::assert_snapshot!(h.screen());
 }
 
@@ -159,7 +160,7 @@ fn screen_metadata_pane_narrow_40x12() {
 fn screen_states() {
     let mut h = Harness::open("savepoint-basic", 80, 24);
     h.keys("<Enter>");
-    assert_eq!(h.app.screen, Screen::States);
+    assert_eq!(h.app.screen(), Screen::States);
     insta::assert_snapshot!(h.screen());
 }
 
@@ -167,7 +168,7 @@ fn screen_states() {
 fn screen_entries_typed() {
     let mut h = Harness::open("savepoint-basic", 80, 24);
     h.keys("<Enter>jj<Enter>");
-    assert_eq!(h.app.screen, Screen::Entries);
+    assert_eq!(h.app.screen(), Screen::Entries);
     insta::assert_snapshot!(h.screen());
 }
 
@@ -247,7 +248,7 @@ fn screen_help_overlay_narrow() {
     assert_eq!(h.app.help_scroll, 0);
     h.keys("g");
     assert!(!h.app.help);
-    assert_eq!(h.app.sel[1], 0, "the closing key does nothing else");
+    assert_eq!(h.app.sel(), 0, "the closing key does nothing else");
     // Opened again, it starts at the top.
     h.keys("?jj?");
     h.keys("?");
@@ -257,7 +258,7 @@ fn screen_help_overlay_narrow() {
 #[test]
 fn help_fits_on_a_large_terminal() {
     let mut h = Harness::open("savepoint-basic", 80, 24);
-    assert_eq!(super::view::help_max_scroll((80, 24)), 0);
+    assert_eq!(super::draw::help_max_scroll((80, 24)), 0);
     h.keys("?j");
     assert!(h.app.help);
     assert_eq!(h.app.help_scroll, 0);
@@ -300,7 +301,7 @@ fn screen_corrupted_data_file() {
     insta::assert_snapshot!(s);
     // Back out and on: the app keeps working.
     h.keys("<Esc><Esc>j<Enter><Enter>");
-    assert!(h.app.entries.as_ref().is_some_and(|e| e.error.is_none()));
+    assert!(h.app.entries().is_some_and(|e| e.error.is_none()));
 }
 
 #[test]
@@ -326,30 +327,30 @@ fn navigation_in_and_out() {
     let n = h.app.snapshots.len();
     assert!(n >= 10);
     h.keys("G");
-    assert_eq!(h.app.sel[0], n - 1);
+    assert_eq!(h.app.sel(), n - 1);
     h.keys("j");
-    assert_eq!(h.app.sel[0], n - 1, "stays on the last row");
+    assert_eq!(h.app.sel(), n - 1, "stays on the last row");
     h.keys("g");
-    assert_eq!(h.app.sel[0], 0);
+    assert_eq!(h.app.sel(), 0);
     h.keys("k");
-    assert_eq!(h.app.sel[0], 0);
+    assert_eq!(h.app.sel(), 0);
     h.keys("/savepoint-basic<Enter>");
-    assert_eq!(h.app.snapshots[h.app.sel[0]].label, "savepoint-basic");
+    assert_eq!(h.app.snapshots[h.app.sel()].label, "savepoint-basic");
     h.keys("l");
-    assert_eq!(h.app.screen, Screen::Operators);
+    assert_eq!(h.app.screen(), Screen::Operators);
     assert_eq!(h.app.operator().map(|o| o.uid.as_str()), Some("word-counter"));
     h.keys("j");
     assert_eq!(h.app.operator().map(|o| o.uid.as_str()), Some("enricher"));
     h.keys("<Enter><Enter>");
-    assert_eq!(h.app.screen, Screen::Entries);
+    assert_eq!(h.app.screen(), Screen::Entries);
     assert_eq!(h.keys_on_page(), vec!["11", "33"]);
     h.keys("h");
-    assert_eq!(h.app.screen, Screen::States);
-    assert!(h.app.entries.is_none(), "leaving drops the page");
+    assert_eq!(h.app.screen(), Screen::States);
+    assert!(h.app.entries().is_none(), "leaving drops the page");
     h.keys("<Esc><Esc>");
-    assert_eq!(h.app.screen, Screen::Snapshots);
+    assert_eq!(h.app.screen(), Screen::Snapshots);
     h.keys("<Esc>");
-    assert_eq!(h.app.screen, Screen::Snapshots);
+    assert_eq!(h.app.screen(), Screen::Snapshots);
     h.keys("q");
     assert!(h.app.quit);
 }
@@ -360,7 +361,7 @@ fn entries_page_by_page() {
     let mut h = Harness::open("savepoint-basic", 80, 12);
     assert_eq!(h.app.page_size(), 7);
     h.keys("<Enter>jj<Enter>");
-    let e = |h: &Harness| h.app.entries.clone().expect("entries");
+    let e = |h: &Harness| h.app.entries().cloned().expect("entries");
     assert_eq!(e(&h).page.expect("page").rows.len(), 7);
     assert_eq!(e(&h).first_index, Some(0));
     h.keys("<PgDn>");
@@ -465,7 +466,7 @@ fn filter_lists_and_entries() {
     assert!(h.screen().contains("[filter: value=5]"));
     // The prompt starts with the current filter.
     h.keys("fzzz<Enter>");
-    assert_eq!(h.app.filters[3], "value=5zzz");
+    assert_eq!(h.app.filter(), "value=5zzz");
     assert!(h.keys_on_page().is_empty());
     assert!(h.screen().contains("no entries match the filter"));
     h.keys("f<BS><BS><BS><BS><BS><BS><BS><BS><BS><BS><Enter>");
@@ -473,7 +474,7 @@ fn filter_lists_and_entries() {
     // Esc in a prompt cancels it.
     h.keys("fabc<Esc>");
     assert!(h.app.prompt.is_none());
-    assert_eq!(h.app.filters[3], "");
+    assert_eq!(h.app.filter(), "");
 }
 
 #[test]
@@ -514,8 +515,8 @@ fn stale_answers_are_ignored() {
     for m in msgs {
         update(&mut app, Action::Loaded(m));
     }
-    assert_eq!(app.screen, Screen::States);
-    assert!(app.entries.is_none());
+    assert_eq!(app.screen(), Screen::States);
+    assert!(app.entries().is_none());
     assert!(app.loading.is_none());
 }
 
@@ -523,14 +524,13 @@ fn stale_answers_are_ignored() {
 
 /// The typed lines of the operator state rows that pass the filter.
 fn op_lines(h: &Harness) -> Vec<String> {
-    let v = h.app.opstate.as_ref().expect("operator state screen");
-    v.visible.iter().map(|&i| v.rows()[i].line.clone()).collect()
+    let v = h.app.opstate().expect("operator state screen");
+    v.list.visible.iter().map(|&i| v.rows()[i].line.clone()).collect()
 }
 
 fn op_selected(h: &Harness) -> String {
     h.app
-        .opstate
-        .as_ref()
+        .opstate()
         .and_then(|v| v.selected())
         .map(|r| r.line.clone())
         .unwrap_or_default()
@@ -554,7 +554,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn screen_opstate_list_80x24() {
     let mut h = Harness::open("savepoint-basic", 80, 24);
     h.keys("<Enter>/offsets<Enter><Enter>");
-    assert_eq!(h.app.screen, Screen::OpState);
+    assert_eq!(h.app.screen(), Screen::OpState);
     assert_eq!(
         op_lines(&h),
         [
@@ -577,7 +577,7 @@ fn screen_opstate_list_80x24() {
 fn screen_opstate_union_40x12() {
     let mut h = Harness::open("savepoint-basic", 40, 12);
     h.keys("<Enter>/watermarks<Enter><Enter>");
-    assert_eq!(h.app.screen, Screen::OpState);
+    assert_eq!(h.app.screen(), Screen::OpState);
     // A union list: every subtask gets all elements.
     assert_eq!(op_lines(&h).len(), 4);
     insta::assert_snapshot!(h.screen());
@@ -608,7 +608,7 @@ fn opstate_navigation_search_filter() {
     // 80x12: no pane, 7 rows of the table at once.
     let mut h = Harness::open("savepoint-basic", 80, 12);
     h.keys("<Enter>/offsets<Enter><Enter>");
-    let sel = |h: &Harness| h.app.opstate.as_ref().map_or(0, |v| v.sel);
+    let sel = |h: &Harness| h.app.opstate().map_or(0, |v| v.list.sel);
     assert_eq!(sel(&h), 0);
     h.keys("k");
     assert_eq!(sel(&h), 0);
@@ -648,16 +648,16 @@ fn opstate_navigation_search_filter() {
     assert_eq!(op_lines(&h).len(), 6);
     // Esc: back to the states, the same row selected; h too.
     h.keys("<Esc>");
-    assert_eq!(h.app.screen, Screen::States);
-    assert!(h.app.opstate.is_none());
+    assert_eq!(h.app.screen(), Screen::States);
+    assert!(h.app.opstate().is_none());
     h.keys("<Enter>");
-    assert_eq!(h.app.screen, Screen::OpState);
-    assert_eq!(h.app.filters[5], "", "a new screen starts unfiltered");
+    assert_eq!(h.app.screen(), Screen::OpState);
+    assert_eq!(h.app.filter(), "", "a new screen starts unfiltered");
     h.keys("h");
-    assert_eq!(h.app.screen, Screen::States);
+    assert_eq!(h.app.screen(), Screen::States);
     // An empty list state (enricher's `pending`, three subtasks).
     h.keys("<Esc>j<Enter>/pending<Enter><Enter>");
-    assert_eq!(h.app.screen, Screen::OpState);
+    assert_eq!(h.app.screen(), Screen::OpState);
     assert!(h.screen().contains("no elements in 3 subtasks"), "{}", h.screen());
 }
 
@@ -666,7 +666,7 @@ fn opstate_rows_beyond_the_limit_are_counted_not_kept() {
     let mut h = Harness::open("savepoint-basic", 80, 24);
     h.app.op_keep = 4;
     h.keys("<Enter>/offsets<Enter><Enter>");
-    let v = h.app.opstate.as_ref().expect("operator state screen");
+    let v = h.app.opstate().expect("operator state screen");
     assert_eq!(v.rows().len(), 4);
     assert_eq!(v.read.as_ref().map(|r| r.not_shown), Some(2));
     let s = h.screen();
@@ -699,7 +699,7 @@ fn screen_opstate_corrupted_file() {
     insta::assert_snapshot!(s);
     // Back out and on: the app keeps working (keyed state is in other files).
     h.keys("<Esc>g<Enter>");
-    assert!(h.app.entries.as_ref().is_some_and(|e| e.error.is_none()));
+    assert!(h.app.entries().is_some_and(|e| e.error.is_none()));
 }
 
 #[test]
@@ -715,11 +715,12 @@ fn opstate_is_read_on_the_worker_with_progress_and_cancel() {
         update(&mut app, Action::Loaded(m));
     }
     update(&mut app, Action::Enter);
-    app.sel[2] = app
+    let op_state = app
         .visible_states()
         .iter()
-        .position(|s| matches!(s, super::app::StateItem::Operator(_)))
+        .position(|s| matches!(s, super::screens::StateItem::Operator(_)))
         .expect("an operator state");
+    app.set_sel(op_state);
     // Enter only asks: nothing is read on the UI side.
     let Some(req) = update(&mut app, Action::Enter) else {
         panic!("entering an operator state asks the worker");
@@ -728,9 +729,9 @@ fn opstate_is_read_on_the_worker_with_progress_and_cancel() {
         matches!(req, Request::OpState { ref state, .. } if state == "offsets"),
         "{req:?}"
     );
-    assert_eq!(app.screen, Screen::OpState);
+    assert_eq!(app.screen(), Screen::OpState);
     assert!(app.loading.is_some());
-    assert!(app.opstate.as_ref().is_some_and(|v| v.read.is_none()));
+    assert!(app.opstate().is_some_and(|v| v.read.is_none()));
     let mut t = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
     t.draw(|f| render(&app, f)).expect("draw");
     assert!(t.backend().to_string().contains("reading operator state…"));
@@ -740,7 +741,7 @@ fn opstate_is_read_on_the_worker_with_progress_and_cancel() {
     worker.handle(req.clone(), &mut |m| msgs.push(m));
     let progress = msgs
         .iter()
-        .find(|m| matches!(m, super::loader::Msg::Progress { .. }))
+        .find(|m| matches!(m, super::worker::Msg::Progress { .. }))
         .cloned()
         .expect("progress");
     update(&mut app, Action::Loaded(progress));
@@ -754,8 +755,8 @@ fn opstate_is_read_on_the_worker_with_progress_and_cancel() {
     for m in msgs {
         update(&mut app, Action::Loaded(m));
     }
-    assert_eq!(app.screen, Screen::States);
-    assert!(app.opstate.is_none() && app.loading.is_none());
+    assert_eq!(app.screen(), Screen::States);
+    assert!(app.opstate().is_none() && app.loading.is_none());
     // A superseded read sends nothing.
     latest.store(cancel.gen(), Ordering::SeqCst);
     let mut msgs = Vec::new();
@@ -934,23 +935,22 @@ mod diff_view {
     /// The selected row's line (typed).
     fn selected_line(h: &Harness) -> String {
         h.app
-            .diff
-            .as_ref()
+            .diff()
             .and_then(|d| d.selected())
             .map(|r| r.line.clone())
             .unwrap_or_default()
     }
 
     fn lines(h: &Harness) -> Vec<String> {
-        let d = h.app.diff.as_ref().expect("diff view");
-        d.visible.iter().map(|&i| d.rows[i].line.clone()).collect()
+        let d = h.app.diff().expect("diff view");
+        d.list.visible.iter().map(|&i| d.rows[i].line.clone()).collect()
     }
 
     #[test]
     fn known_changes_rows_and_summary() {
         let (_dir, a, b) = pair();
         let h = open_diff(&a, "old", &b, "new", 120, 40);
-        assert_eq!(h.app.screen, Screen::Diff);
+        assert_eq!(h.app.screen(), Screen::Diff);
         let got = lines(&h);
         // Every known change is there, typed, with its marker.
         for needle in [
@@ -983,7 +983,7 @@ mod diff_view {
                 seen.push(s);
             }
         }
-        let end = h.app.diff.as_ref().and_then(|d| d.end.clone()).expect("ended");
+        let end = h.app.diff().and_then(|d| d.end.clone()).expect("ended");
         let end = end.expect("no error");
         assert_eq!(end.summary.layout, 1);
         assert_eq!(end.not_shown, 0);
@@ -1036,7 +1036,7 @@ mod diff_view {
         let h = open_diff(&a, "savepoint-basic", &a, "savepoint-basic", 80, 24);
         let s = h.screen();
         assert!(s.contains("no differences"), "{s}");
-        assert!(h.app.diff.as_ref().is_some_and(|d| d.rows.is_empty()));
+        assert!(h.app.diff().is_some_and(|d| d.rows.is_empty()));
         insta::assert_snapshot!(s);
     }
 
@@ -1053,8 +1053,7 @@ mod diff_view {
         assert!(s.contains("no differences") && s.contains("1 rescaled operator"), "{s}");
         let end = h
             .app
-            .diff
-            .as_ref()
+            .diff()
             .and_then(|d| d.end.clone())
             .expect("ended")
             .expect("no error");
@@ -1106,8 +1105,8 @@ mod diff_view {
         let mut h = open_diff(&a, "old", &b, "new", 80, 12);
         let n = lines(&h).len();
         assert!(n >= 13, "{n} rows");
-        let sel = |h: &Harness| h.app.diff.as_ref().map_or(0, |d| d.sel);
-        let top = |h: &Harness| h.app.diff.as_ref().map_or(0, |d| d.top);
+        let sel = |h: &Harness| h.app.diff().map_or(0, |d| d.list.sel);
+        let top = |h: &Harness| h.app.diff().map_or(0, |d| d.list.top);
         assert_eq!(sel(&h), 0);
         h.keys("k");
         assert_eq!(sel(&h), 0);
@@ -1121,7 +1120,7 @@ mod diff_view {
         assert_eq!(sel(&h), n - 1);
         h.keys("g");
         assert_eq!((sel(&h), top(&h)), (0, 0));
-        let page = super::super::diffview::page_rows(&h.app);
+        let page = h.app.page();
         h.keys("<PgDn>");
         assert_eq!(sel(&h), page);
         h.keys("<PgUp>");
@@ -1148,7 +1147,7 @@ mod diff_view {
         assert_eq!(lines(&h).len(), n);
         // Opened with --diff: Esc has nowhere to go, q quits.
         h.keys("<Esc>");
-        assert_eq!(h.app.screen, Screen::Diff);
+        assert_eq!(h.app.screen(), Screen::Diff);
         h.keys("q");
         assert!(h.app.quit);
     }
@@ -1160,7 +1159,7 @@ mod diff_view {
         app.diff_keep = 4;
         let _ = update(&mut app, Action::Resize(80, 24));
         // The request again, with the smaller limit.
-        let sides = app.diff.as_ref().map(|d| d.sides.clone()).expect("diff view");
+        let sides = app.diff().map(|d| d.sides.clone()).expect("diff view");
         let gen = app.gen;
         let req = Request::Diff { gen, sides, keep: 4 };
         let latest = Arc::new(AtomicU64::new(0));
@@ -1170,7 +1169,7 @@ mod diff_view {
             latest,
         };
         h.run(req);
-        let d = h.app.diff.as_ref().expect("diff view");
+        let d = h.app.diff().expect("diff view");
         assert_eq!(d.rows.len(), 4);
         let end = d.end.clone().expect("ended").expect("no error");
         assert!(end.not_shown > 0);
@@ -1188,7 +1187,7 @@ mod diff_view {
     fn d_marks_the_base_then_diffs() {
         let mut h = Harness::open_path(&fixtures_dir(), "fixtures/v1", 80, 24);
         h.keys("/savepoint-basic<Enter>d");
-        let base = h.app.sel[0];
+        let base = h.app.sel();
         assert_eq!(h.app.diff_base, Some(base));
         assert!(h.screen().contains("[base] savepoint-basic"));
         assert!(h
@@ -1201,12 +1200,12 @@ mod diff_view {
         assert_eq!(h.app.diff_base, None);
         h.keys("d<Esc>");
         assert_eq!(h.app.diff_base, None);
-        assert_eq!(h.app.screen, Screen::Snapshots);
+        assert_eq!(h.app.screen(), Screen::Snapshots);
         // d on elsewhere than the snapshot list: a hint, nothing marked.
         // Mark, move to another, d: the diff of base → selected.
         h.keys("d/corrupt-truncated<Enter>d");
-        assert_eq!(h.app.screen, Screen::Diff);
-        let d = h.app.diff.as_ref().expect("diff view");
+        assert_eq!(h.app.screen(), Screen::Diff);
+        let d = h.app.diff().expect("diff view");
         assert_eq!(d.sides[0].label, "savepoint-basic");
         assert_eq!(d.sides[1].label, "corrupt-truncated");
         let s = h.screen();
@@ -1217,14 +1216,14 @@ mod diff_view {
         );
         // Esc: back to the list, the base still marked.
         h.keys("<Esc>");
-        assert_eq!(h.app.screen, Screen::Snapshots);
-        assert!(h.app.diff.is_none());
+        assert_eq!(h.app.screen(), Screen::Snapshots);
+        assert!(h.app.diff().is_none());
         assert_eq!(h.app.diff_base, Some(base));
         h.keys("<Esc>");
         assert_eq!(h.app.diff_base, None);
         // Elsewhere, d only explains.
         h.keys("/savepoint-basic<Enter><Enter>d");
-        assert_eq!(h.app.screen, Screen::Operators);
+        assert_eq!(h.app.screen(), Screen::Operators);
         assert!(h.app.status.as_deref().is_some_and(|s| s.contains("snapshot list")));
     }
 
@@ -1258,13 +1257,13 @@ mod diff_view {
         let mut msgs = Vec::new();
         let l2 = latest.clone();
         worker.handle(req, &mut |m| {
-            if matches!(m, super::super::loader::Msg::Progress { ref what, .. } if what == "comparing") {
+            if matches!(m, super::super::worker::Msg::Progress { ref what, .. } if what == "comparing") {
                 l2.store(gen + 1, Ordering::SeqCst);
             }
             msgs.push(m)
         });
         assert!(
-            !msgs.iter().any(|m| matches!(m, super::super::loader::Msg::Diff { .. })),
+            !msgs.iter().any(|m| matches!(m, super::super::worker::Msg::Diff { .. })),
             "{msgs:?}"
         );
         for m in msgs {
@@ -1281,7 +1280,7 @@ mod diff_view {
             panic!("d on a second snapshot asks for the diff");
         };
         assert!(matches!(diff, Request::Diff { .. }));
-        assert_eq!(h.app.screen, Screen::Diff);
+        assert_eq!(h.app.screen(), Screen::Diff);
         assert!(h.app.loading.is_some());
         // Esc: back to the list, and a Cancel of a newer generation, with nothing to do.
         let before = h.app.gen;
@@ -1291,11 +1290,11 @@ mod diff_view {
         assert_eq!(cancel, Request::Cancel { gen: before + 1 });
         assert_eq!(h.app.gen, before + 1, "the generation moves");
         assert!(cancel.gen() > diff.gen());
-        assert_eq!(h.app.screen, Screen::Snapshots);
-        assert!(h.app.loading.is_none() && h.app.diff.is_none());
+        assert_eq!(h.app.screen(), Screen::Snapshots);
+        assert!(h.app.loading.is_none() && h.app.diff().is_none());
         // The loader raises its latest generation without queueing work, so the walk
         // stops at its next check instead of at the next request.
-        let loader = super::super::loader::Loader::spawn().expect("loader");
+        let loader = super::super::worker::Loader::spawn().expect("loader");
         loader.send(cancel.clone());
         assert_eq!(loader.latest(), cancel.gen());
         // The worker, seeing that generation, answers the diff with nothing.

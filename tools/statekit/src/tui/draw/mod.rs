@@ -1,25 +1,71 @@
 //! `render(&App, &mut Frame)`: everything on screen is a function of the [`App`].
+//!
+//! The frame (header, footer, pane, key-group chart, help overlay) is drawn here, the name
+//! lists and the entries table in [`lists`], the diff screen in [`diff`] and the operator
+//! state screen in [`opstate`]. The layout functions ([`main_area`], [`entries_rows`]) tell
+//! the screen models how many rows a page holds.
 
-use super::app::{cell, App, Screen, StateItem, SMALL_HEIGHT};
+pub mod diff;
+pub mod lists;
+pub mod opstate;
+
+use super::app::App;
+use super::app::PromptKind;
 use super::keys::HELP;
+use super::screens::{Screen, ScreenState, StateItem};
 use crate::cmd::changelog::Summary;
 use crate::cmd::inspect::{is_changelog, state_totals};
+use crate::render::cell;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{
-    Bar, BarChart, BarGroup, Block, Borders, Clear, Paragraph, Row as TRow, Table, TableState, Wrap,
-};
+use ratatui::widgets::{Bar, BarChart, BarGroup, Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
-use statekit_core::{KeyedStateKind, TypeSchema};
+use statekit_core::TypeSchema;
 use statekit_format::{OperatorMetadata, SubtaskMetadata};
 
 /// At this many columns or more the metadata pane sits beside the list, else under it.
 pub const SIDE_PANE_WIDTH: u16 = 100;
 
+/// Rows of a terminal below which the pane does not show by itself.
+pub const SMALL_HEIGHT: u16 = 16;
+
+/// Rows of the header, footer, table border and table header around entries.
+const CHROME_ROWS: u16 = 5;
+
 /// Rows of the pane under the list, for a body of `body` rows.
 pub fn bottom_pane_height(body: u16) -> u16 {
     body / 2
+}
+
+/// The main area (columns, rows) of a screen in a terminal of `size`, as [`render`] lays it
+/// out (`meta_visible`: the pane shows).
+pub fn main_area(size: (u16, u16), meta_visible: bool) -> (u16, u16) {
+    let (w, h) = size;
+    let body = h.saturating_sub(2);
+    if meta_visible {
+        if w >= SIDE_PANE_WIDTH {
+            (w - w * 2 / 5, body)
+        } else if h >= SMALL_HEIGHT {
+            (w, body - bottom_pane_height(body))
+        } else {
+            (w, body)
+        }
+    } else {
+        (w, body)
+    }
+}
+
+/// Entries per page: the rows the entries table shows in a terminal of `size`.
+pub fn entries_rows(size: (u16, u16), meta_visible: bool) -> usize {
+    let (w, h) = size;
+    let body = h.saturating_sub(CHROME_ROWS);
+    let rows = if meta_visible && w < SIDE_PANE_WIDTH && h >= SMALL_HEIGHT {
+        body - bottom_pane_height(h.saturating_sub(2))
+    } else {
+        body
+    };
+    usize::from(rows.max(1))
 }
 
 const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
@@ -131,14 +177,15 @@ pub fn render(app: &App, f: &mut Frame) {
 
 fn render_header(app: &App, f: &mut Frame, area: Rect) {
     let mut crumbs = vec![app.title.clone()];
-    if let (Screen::Diff, Some(d)) = (app.screen, &app.diff) {
+    let screen = app.screen();
+    if let ScreenState::Diff(d) = app.current() {
         let what = format!("diff {} → {}", d.sides[0].label, d.sides[1].label);
         if app.dir_mode {
             crumbs.push(what);
         } else {
             crumbs = vec![what];
         }
-    } else if app.screen != Screen::Snapshots {
+    } else if screen != Screen::Snapshots {
         if let Some((label, m)) = &app.snapshot {
             let what = format!(
                 "{} {} {}",
@@ -146,7 +193,7 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
                 m.checkpoint_id,
                 crate::cmd::inspect::format_label(m)
             );
-            let what = if app.screen == Screen::Operators {
+            let what = if screen == Screen::Operators {
                 format!(" ({what})")
             } else {
                 String::new()
@@ -158,20 +205,15 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             }
         }
     }
-    if matches!(app.screen, Screen::States | Screen::Entries | Screen::OpState) {
+    if matches!(screen, Screen::States | Screen::Entries | Screen::OpState) {
         if let Some(o) = app.operator() {
             crumbs.push(o.uid.clone());
         }
     }
-    if app.screen == Screen::Entries {
-        if let Some(e) = &app.entries {
-            crumbs.push(e.desc.name.clone());
-        }
-    }
-    if app.screen == Screen::OpState {
-        if let Some(v) = &app.opstate {
-            crumbs.push(v.desc.name.clone());
-        }
+    match app.current() {
+        ScreenState::Entries(e) => crumbs.push(e.desc.name.clone()),
+        ScreenState::OpState(v) => crumbs.push(v.desc.name.clone()),
+        _ => {}
     }
     let line = Line::from(vec![
         Span::styled(" statekit inspect ", Style::new().add_modifier(Modifier::BOLD)),
@@ -186,8 +228,8 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
 fn render_footer(app: &App, f: &mut Frame, area: Rect) {
     let line = if let Some(p) = &app.prompt {
         let label = match p.kind {
-            super::app::PromptKind::Search => "/",
-            super::app::PromptKind::Filter => "filter: ",
+            PromptKind::Search => "/",
+            PromptKind::Filter => "filter: ",
         };
         Line::from(vec![Span::raw(label), Span::raw(p.text.clone()), Span::raw("_")])
     } else if let Some(l) = &app.loading {
@@ -213,8 +255,8 @@ fn render_footer(app: &App, f: &mut Frame, area: Rect) {
 }
 
 /// ` title ` with the screen's filter, if any.
-pub(super) fn title_with_filter(app: &App, title: String) -> String {
-    let filter = &app.filters[app.screen.slot()];
+fn title_with_filter(app: &App, title: String) -> String {
+    let filter = app.filter();
     if filter.is_empty() {
         format!(" {title} ")
     } else {
@@ -223,371 +265,50 @@ pub(super) fn title_with_filter(app: &App, title: String) -> String {
 }
 
 /// A bordered box of text.
-pub(super) fn message(f: &mut Frame, area: Rect, title: String, text: Vec<Line<'static>>) {
+fn message(f: &mut Frame, area: Rect, title: String, text: Vec<Line<'static>>) {
     let p = Paragraph::new(text)
         .block(Block::default().borders(Borders::ALL).title(title))
         .wrap(Wrap { trim: false });
     f.render_widget(p, area);
 }
 
+/// A bordered box saying what could not be done (`what`, in bold red), the error (red), and
+/// then the `hints` (what to do about it), each on a line of its own.
+fn error_message(f: &mut Frame, area: Rect, title: String, what: &str, err: &str, hints: &[&str]) {
+    let mut lines = vec![
+        Line::from(Span::styled(
+            what.to_string(),
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        )),
+        Line::from(""),
+        Line::from(Span::styled(err.to_string(), Style::new().fg(Color::Red))),
+        Line::from(""),
+    ];
+    lines.extend(hints.iter().map(|h| Line::from(h.to_string())));
+    message(f, area, title, lines);
+}
+
 /// The style of the selected row.
-pub(super) fn highlight() -> Style {
+fn highlight() -> Style {
     Style::new().add_modifier(Modifier::REVERSED)
 }
 
-fn table(
-    f: &mut Frame,
-    area: Rect,
-    title: String,
-    header: Vec<&str>,
-    rows: Vec<Vec<String>>,
-    widths: Vec<Constraint>,
-    sel: usize,
-) {
-    table_keep(f, area, title, header, rows, widths, sel, None);
-}
-
-/// A table; below 60 columns only the columns `narrow` lists (when given).
-#[allow(clippy::too_many_arguments)]
-fn table_keep(
-    f: &mut Frame,
-    area: Rect,
-    title: String,
-    header: Vec<&str>,
-    rows: Vec<Vec<String>>,
-    widths: Vec<Constraint>,
-    sel: usize,
-    narrow: Option<&[usize]>,
-) {
-    let (header, rows, widths) = match narrow {
-        Some(keep) if area.width < 60 => {
-            let pick = |v: &[String]| keep.iter().filter_map(|&i| v.get(i).cloned()).collect::<Vec<_>>();
-            (
-                keep.iter().filter_map(|&i| header.get(i).copied()).collect(),
-                rows.iter().map(|r| pick(r)).collect(),
-                keep.iter().filter_map(|&i| widths.get(i).copied()).collect(),
-            )
-        }
-        _ => (header, rows, widths),
-    };
-    let n = rows.len();
-    let rows: Vec<TRow> = rows.into_iter().map(TRow::new).collect();
-    let t = Table::new(rows, widths)
-        .header(TRow::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
-        .block(Block::default().borders(Borders::ALL).title(title))
-        .row_highlight_style(highlight())
-        .column_spacing(1);
-    let mut state = TableState::default();
-    if n > 0 {
-        state.select(Some(sel.min(n - 1)));
-    }
-    f.render_stateful_widget(t, area, &mut state);
-}
-
 fn render_main(app: &App, f: &mut Frame, area: Rect) {
-    match app.screen {
-        Screen::Snapshots => render_snapshots(app, f, area),
-        Screen::Operators => render_operators(app, f, area),
-        Screen::States => render_states(app, f, area),
-        Screen::Entries => render_entries(app, f, area),
-        Screen::Diff => super::diffview::render(app, f, area),
-        Screen::OpState => super::opstate::render(app, f, area),
+    match app.current() {
+        ScreenState::Snapshots(l) => lists::snapshots(app, l, f, area),
+        ScreenState::Operators(l) => lists::operators(app, l, f, area),
+        ScreenState::States(l) => lists::states(app, l, f, area),
+        ScreenState::Entries(e) => lists::entries(app, e, f, area),
+        ScreenState::Diff(dv) => diff::render(app, dv, f, area),
+        ScreenState::OpState(v) => opstate::render(app, v, f, area),
     }
-}
-
-fn render_snapshots(app: &App, f: &mut Frame, area: Rect) {
-    let title = title_with_filter(app, "snapshots".into());
-    if !app.scanned {
-        return message(f, area, title, vec![Line::from("scanning for snapshots…")]);
-    }
-    if app.snapshots.is_empty() {
-        return message(
-            f,
-            area,
-            title,
-            vec![Line::from(format!("no checkpoints or savepoints under {}", app.title))],
-        );
-    }
-    let rows = app
-        .visible_snapshots()
-        .into_iter()
-        .map(|i| {
-            let s = &app.snapshots[i];
-            vec![
-                if app.diff_base == Some(i) {
-                    format!("[base] {}", s.label)
-                } else {
-                    s.label.clone()
-                },
-                s.kind.clone(),
-                s.id.clone(),
-                s.format.clone(),
-                bytes(s.bytes),
-                if s.complete { "ok".into() } else { "BROKEN".into() },
-            ]
-        })
-        .collect();
-    table_keep(
-        f,
-        area,
-        title,
-        vec!["PATH", "KIND", "ID", "FORMAT", "BYTES", "STATUS"],
-        rows,
-        vec![
-            Constraint::Min(12),
-            Constraint::Length(10),
-            Constraint::Length(3),
-            Constraint::Length(14),
-            Constraint::Length(9),
-            Constraint::Length(6),
-        ],
-        app.sel[0],
-        Some(&[0, 1, 5]),
-    );
-}
-
-fn render_operators(app: &App, f: &mut Frame, area: Rect) {
-    let title = title_with_filter(app, "operators".into());
-    if let Some(e) = &app.open_error {
-        let mut lines = vec![
-            Line::from(Span::styled(
-                "cannot open this snapshot:",
-                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-            )),
-            Line::from(""),
-            Line::from(Span::styled(e.clone(), Style::new().fg(Color::Red))),
-            Line::from(""),
-            Line::from("`statekit verify` lists every problem."),
-        ];
-        if app.dir_mode {
-            lines.push(Line::from("Esc: back to the snapshot list"));
-        }
-        return message(f, area, title, lines);
-    }
-    let Some(m) = app.metadata() else {
-        return message(f, area, title, vec![Line::from("reading _metadata…")]);
-    };
-    if m.operators.is_empty() {
-        return message(
-            f,
-            area,
-            title,
-            vec![Line::from(format!(
-                "{} {} holds no operators (an empty snapshot)",
-                crate::cmd::inspect::kind_name(m.kind),
-                m.checkpoint_id
-            ))],
-        );
-    }
-    let rows = app
-        .visible_operators()
-        .into_iter()
-        .map(|i| {
-            let o = &m.operators[i];
-            vec![
-                o.uid.clone(),
-                format!("{}/{}", o.parallelism, o.max_parallelism),
-                if o.finished { "yes".into() } else { "no".into() },
-                (o.keyed_states.len() + o.operator_states.len()).to_string(),
-                bytes(operator_bytes(o)),
-                o.operator_id.to_string(),
-            ]
-        })
-        .collect();
-    table_keep(
-        f,
-        area,
-        title,
-        vec!["UID", "PAR", "FINISHED", "STATES", "BYTES", "OPERATOR ID"],
-        rows,
-        vec![
-            Constraint::Min(12),
-            Constraint::Length(5),
-            Constraint::Length(8),
-            Constraint::Length(6),
-            Constraint::Length(9),
-            Constraint::Length(32),
-        ],
-        app.sel[1],
-        Some(&[0, 1, 4]),
-    );
-}
-
-fn render_states(app: &App, f: &mut Frame, area: Rect) {
-    let title = title_with_filter(app, "states".into());
-    let Some(o) = app.operator() else {
-        return message(f, area, title, vec![Line::from("no operator")]);
-    };
-    let totals = state_totals(o);
-    let approx = o.subtasks.iter().any(|s| s.native.is_some() || s.changelog.is_some());
-    let tilde = if approx { "~" } else { "" };
-    let rows = app
-        .visible_states()
-        .into_iter()
-        .map(|s| match s {
-            StateItem::Keyed(i) => {
-                let d = &o.keyed_states[i];
-                let (entries, b) = totals.get(&d.name).copied().unwrap_or_default();
-                vec![
-                    d.name.clone(),
-                    d.kind.to_string(),
-                    d.key_schema.to_string(),
-                    d.value_schema.to_string(),
-                    format!("{tilde}{entries}"),
-                    format!("{tilde}{}", bytes(b)),
-                ]
-            }
-            StateItem::Operator(i) => {
-                let d = &o.operator_states[i];
-                vec![
-                    d.name.clone(),
-                    format!("op {}", d.mode),
-                    "-".into(),
-                    d.value_schema.to_string(),
-                    "-".into(),
-                    "-".into(),
-                ]
-            }
-        })
-        .collect();
-    table_keep(
-        f,
-        area,
-        title,
-        vec!["NAME", "KIND", "KEY", "VALUE", "ENTRIES", "BYTES"],
-        rows,
-        vec![
-            Constraint::Min(10),
-            Constraint::Length(12),
-            Constraint::Length(8),
-            Constraint::Min(8),
-            Constraint::Length(8),
-            Constraint::Length(9),
-        ],
-        app.sel[2],
-        Some(&[0, 1, 4]),
-    );
-}
-
-fn render_entries(app: &App, f: &mut Frame, area: Rect) {
-    let Some(e) = &app.entries else {
-        return;
-    };
-    let d = &e.desc;
-    let page = e.page.as_ref();
-    let n = page.map_or(0, |p| p.rows.len());
-    let range = match (e.first_index, n) {
-        (_, 0) => String::new(),
-        (Some(first), n) => format!(" {}-{}", first + 1, first + n as u64),
-        (None, n) => format!(" {n} shown"),
-    };
-    let of = match e.total {
-        Some((t, approx)) if app.filters[3].is_empty() => format!(" of {}{t}", if approx { "~" } else { "" }),
-        _ => String::new(),
-    };
-    let hex = if app.hex { " hex" } else { "" };
-    let title = title_with_filter(app, format!("{} {}{hex} · entries{range}{of}", d.name, d.kind));
-    if let Some(err) = &e.error {
-        return message(
-            f,
-            area,
-            title,
-            vec![
-                Line::from(Span::styled(
-                    "cannot read this state:",
-                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-                )),
-                Line::from(""),
-                Line::from(Span::styled(err.clone(), Style::new().fg(Color::Red))),
-                Line::from(""),
-                Line::from("Esc: back to the states"),
-            ],
-        );
-    }
-    let Some(page) = page else {
-        return message(f, area, title, vec![Line::from("reading entries…")]);
-    };
-    if page.rows.is_empty() {
-        let text = if app.filters[3].is_empty() {
-            "no entries"
-        } else {
-            "no entries match the filter (f, then Enter on an empty line: off)"
-        };
-        return message(f, area, title, vec![Line::from(text)]);
-    }
-    let with_ns = d.namespace_schema != TypeSchema::Unit;
-    let with_ttl = d.ttl.is_some();
-    let mut header = vec!["KG", "KEY"];
-    if with_ns {
-        header.push("NAMESPACE");
-    }
-    match d.kind {
-        KeyedStateKind::Map => {
-            header.push("USER KEY");
-        }
-        KeyedStateKind::List => {
-            header.push("#");
-        }
-        _ => {}
-    }
-    header.push("VALUE");
-    if with_ttl {
-        header.push("TTL TS");
-    }
-    let uks = d.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-    let rows: Vec<Vec<String>> = page
-        .rows
-        .iter()
-        .map(|r| {
-            let mut c = vec![r.cursor.key_group.to_string(), cell(&d.key_schema, &r.key, app.hex)];
-            if with_ns {
-                c.push(cell(&d.namespace_schema, &r.namespace, app.hex));
-            }
-            match d.kind {
-                KeyedStateKind::Map => c.push(r.user_key.as_ref().map_or(String::new(), |u| cell(&uks, u, app.hex))),
-                KeyedStateKind::List => c.push(r.element.map_or(String::new(), |i| i.to_string())),
-                _ => {}
-            }
-            c.push(cell(&d.value_schema, &r.value, app.hex));
-            if with_ttl {
-                c.push(r.ttl_timestamp.map_or("-".into(), |t| t.to_string()));
-            }
-            c
-        })
-        .collect();
-    // Columns as wide as their widest cell on this page; the value takes what is left.
-    let widths = header
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let w = rows
-                .iter()
-                .map(|r| r[i].chars().count())
-                .chain([h.len()])
-                .max()
-                .unwrap_or(1) as u16;
-            match *h {
-                "VALUE" => Constraint::Min(w.min(18)),
-                "KG" | "#" | "TTL TS" => Constraint::Length(w),
-                _ => Constraint::Max(w),
-            }
-        })
-        .collect();
-    table(f, area, title, header, rows, widths, e.sel);
 }
 
 fn render_pane(app: &App, f: &mut Frame, area: Rect) {
-    let title = match app.screen {
-        Screen::Diff => " difference ",
-        Screen::OpState
-            if app
-                .opstate
-                .as_ref()
-                .is_some_and(|v| v.desc.mode == statekit_core::OperatorStateMode::Broadcast) =>
-        {
-            " entry "
-        }
-        Screen::OpState => " element ",
+    let title = match app.current() {
+        ScreenState::Diff(_) => " difference ",
+        ScreenState::OpState(v) if v.desc.mode == statekit_core::OperatorStateMode::Broadcast => " entry ",
+        ScreenState::OpState(_) => " element ",
         _ => " metadata ",
     };
     let block = Block::default().borders(Borders::ALL).title(title);
@@ -623,7 +344,7 @@ fn render_pane(app: &App, f: &mut Frame, area: Rect) {
 type Chart = (Vec<u64>, &'static str, Option<u32>);
 
 /// `key: value`, the key coloured.
-pub(super) fn kv(k: &str, v: String) -> Line<'static> {
+fn kv(k: &str, v: String) -> Line<'static> {
     Line::from(vec![
         Span::styled(format!("{k}: "), Style::new().fg(Color::Cyan)),
         Span::raw(v),
@@ -631,12 +352,12 @@ pub(super) fn kv(k: &str, v: String) -> Line<'static> {
 }
 
 fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
-    match app.screen {
-        Screen::Diff => (super::diffview::detail(app), None),
-        Screen::OpState => (super::opstate::detail(app), None),
-        Screen::Snapshots => {
-            let visible = app.visible_snapshots();
-            let Some(s) = visible.get(app.sel[0]).map(|&i| &app.snapshots[i]) else {
+    let screen = app.current();
+    match screen {
+        ScreenState::Diff(dv) => (diff::detail(app, dv), None),
+        ScreenState::OpState(v) => (opstate::detail(v), None),
+        ScreenState::Snapshots(list) => {
+            let Some(s) = list.selected().map(|i| &app.snapshots[i]) else {
                 return (vec![], None);
             };
             let mut l = vec![
@@ -653,7 +374,7 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
             }
             (l, None)
         }
-        Screen::Operators => {
+        ScreenState::Operators(_) => {
             if app.open_error.is_some() {
                 return (vec![], None);
             }
@@ -683,39 +404,37 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
             let (per, what) = key_group_bytes(o);
             (l, Some((per, what, None)))
         }
-        Screen::States | Screen::Entries => {
+        ScreenState::States(_) | ScreenState::Entries(_) => {
             let Some(o) = app.operator() else {
                 return (vec![], None);
             };
             let mut l = Vec::new();
             let mut highlight = None;
-            if app.screen == Screen::Entries {
-                if let Some(e) = &app.entries {
-                    if let Some(r) = e.selected() {
-                        let d = &e.desc;
-                        highlight = Some(r.cursor.key_group);
-                        l.push(kv("key group", r.cursor.key_group.to_string()));
-                        l.push(kv("key", cell(&d.key_schema, &r.key, app.hex)));
-                        if d.namespace_schema != TypeSchema::Unit {
-                            l.push(kv("namespace", cell(&d.namespace_schema, &r.namespace, app.hex)));
-                        }
-                        if let Some(uk) = &r.user_key {
-                            let s = d.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-                            l.push(kv("user key", cell(&s, uk, app.hex)));
-                        }
-                        if let Some(i) = r.element {
-                            l.push(kv("element", i.to_string()));
-                        }
-                        l.push(kv("value", cell(&d.value_schema, &r.value, app.hex)));
-                        if !app.hex {
-                            l.push(kv("value hex", cell(&d.value_schema, &r.value, true)));
-                        }
-                        if let Some(t) = r.ttl_timestamp {
-                            l.push(kv(
-                                "ttl timestamp",
-                                format!("{t} ({})", crate::cmd::inspect::utc_time(t)),
-                            ));
-                        }
+            if let ScreenState::Entries(e) = screen {
+                if let Some(r) = e.selected() {
+                    let d = &e.desc;
+                    highlight = Some(r.cursor.key_group);
+                    l.push(kv("key group", r.cursor.key_group.to_string()));
+                    l.push(kv("key", cell(&d.key_schema, &r.key, app.hex)));
+                    if d.namespace_schema != TypeSchema::Unit {
+                        l.push(kv("namespace", cell(&d.namespace_schema, &r.namespace, app.hex)));
+                    }
+                    if let Some(uk) = &r.user_key {
+                        let s = d.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+                        l.push(kv("user key", cell(&s, uk, app.hex)));
+                    }
+                    if let Some(i) = r.element {
+                        l.push(kv("element", i.to_string()));
+                    }
+                    l.push(kv("value", cell(&d.value_schema, &r.value, app.hex)));
+                    if !app.hex {
+                        l.push(kv("value hex", cell(&d.value_schema, &r.value, true)));
+                    }
+                    if let Some(t) = r.ttl_timestamp {
+                        l.push(kv(
+                            "ttl timestamp",
+                            format!("{t} ({})", crate::cmd::inspect::utc_time(t)),
+                        ));
                     }
                 }
             } else {
@@ -880,7 +599,7 @@ fn help_lines(width: u16) -> Vec<Line<'static>> {
     if width >= key_w + 1 + 24 {
         let indent = " ".repeat(key_w + 1);
         for (k, d) in HELP {
-            for (i, part) in super::diffview::wrap(d, width - key_w - 1).into_iter().enumerate() {
+            for (i, part) in wrap(d, width - key_w - 1).into_iter().enumerate() {
                 let head = if i == 0 {
                     format!("{k:<key_w$} ")
                 } else {
@@ -892,7 +611,7 @@ fn help_lines(width: u16) -> Vec<Line<'static>> {
     } else {
         for (k, d) in HELP {
             out.push(Line::from(Span::styled(k.to_string(), key_style)));
-            for part in super::diffview::wrap(d, width.saturating_sub(2).max(1)) {
+            for part in wrap(d, width.saturating_sub(2).max(1)) {
                 out.push(Line::from(format!("  {part}")));
             }
         }
@@ -942,4 +661,29 @@ fn render_help(app: &App, f: &mut Frame, area: Rect) {
         block = block.title_bottom(Line::from(Span::styled(marker, Style::new().fg(Color::Yellow))).right_aligned());
     }
     f.render_widget(Paragraph::new(lines).block(block), r);
+}
+
+/// `text` broken at spaces into lines of at most `width` characters (longer words are cut).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split(' ') {
+        let (n, w) = (cur.chars().count(), word.chars().count());
+        if n > 0 && n + 1 + w > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+        while cur.chars().count() > width {
+            let head: String = cur.chars().take(width).collect();
+            cur = cur.chars().skip(width).collect();
+            lines.push(head);
+        }
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
 }

@@ -1,15 +1,20 @@
 //! The worker: every read beyond `_metadata` happens here, off the UI thread.
 //!
+//! The entries pages and searches are here; the comparison of two snapshots is in [`diff`],
+//! the operator state reads in [`opstate`].
+//!
 //! [`Worker::handle`] answers one [`Request`] with [`Msg`]s (progress, then one result); the
 //! [`Loader`] runs a `Worker` on its own thread behind two channels. A request whose
 //! generation is no longer the latest is dropped, and a long scan stops as soon as a newer
 //! request arrives, so the screen always follows the last key pressed.
 
-use super::app::{entry_line, Cursor, Page, Row, SnapshotRow};
-use super::diffview::{DiffPart, DiffSide};
-use super::opstate::OpStateRead;
+pub mod diff;
+pub mod opstate;
+
 use crate::cmd::inspect::{format_label, kind_name, utc_time};
 use crate::render;
+use diff::{DiffPart, DiffSide};
+use opstate::OpStateRead;
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
 use statekit_format::SnapshotMetadata;
@@ -20,6 +25,88 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A snapshot found under the directory given to `inspect`.
+#[derive(Clone, Debug)]
+pub struct SnapshotRow {
+    /// Its directory.
+    pub path: PathBuf,
+    /// Its path relative to that directory, as shown.
+    pub label: String,
+    /// `checkpoint` or `savepoint`.
+    pub kind: String,
+    /// Checkpoint id (`-` when `_metadata` is unreadable).
+    pub id: String,
+    /// Format label.
+    pub format: String,
+    /// Time it was taken (UTC).
+    pub time: String,
+    /// Bytes of every file it references.
+    pub bytes: u64,
+    /// Bytes it wrote itself.
+    pub own_bytes: u64,
+    /// Whether `_metadata` is there and readable.
+    pub complete: bool,
+    /// Why it is not.
+    pub problem: Option<String>,
+}
+
+/// The position of an entry: its key group, and its index among the entries of the state
+/// (that pass the filter) in that key group.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    /// Key group.
+    pub key_group: u32,
+    /// Index within the key group.
+    pub index: u64,
+}
+
+impl Cursor {
+    /// The first entry.
+    pub const START: Cursor = Cursor { key_group: 0, index: 0 };
+}
+
+/// One entry, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Where it is.
+    pub cursor: Cursor,
+    /// Key bytes.
+    pub key: Vec<u8>,
+    /// Namespace bytes.
+    pub namespace: Vec<u8>,
+    /// Map user key bytes.
+    pub user_key: Option<Vec<u8>>,
+    /// Value, element or map value bytes.
+    pub value: Vec<u8>,
+    /// TTL timestamp (ms).
+    pub ttl_timestamp: Option<i64>,
+    /// Index of a list element in its list.
+    pub element: Option<u64>,
+}
+
+/// A page of entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// Cursor of its first entry (of where it was asked to start, when empty).
+    pub start: Cursor,
+    /// The entries.
+    pub rows: Vec<Row>,
+    /// Whether entries may follow it.
+    pub more: bool,
+}
+
+/// `row` as one line ([`render::entry_line`]: what the entry filter matches).
+pub fn entry_line(desc: &StateDescriptor, row: &Row, hex: bool) -> String {
+    let parts = render::EntryParts {
+        key: &row.key,
+        namespace: &row.namespace,
+        user_key: row.user_key.as_deref(),
+        element: row.element,
+        value: &row.value,
+    };
+    render::entry_line(desc, parts, hex)
+}
 
 /// Which entries of which state a page or search reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -446,9 +533,9 @@ impl Worker {
                     note: None,
                 }),
             },
-            Request::Diff { gen, sides, keep } => super::diffview::run(&self.latest, gen, &sides, keep, out),
+            Request::Diff { gen, sides, keep } => diff::run(&self.latest, gen, &sides, keep, out),
             Request::OpState { gen, uid, state, keep } => {
-                super::opstate::run(self.reader.as_ref(), &self.latest, gen, &uid, &state, keep, out)
+                opstate::run(self.reader.as_ref(), &self.latest, gen, &uid, &state, keep, out)
             }
             Request::Cancel { .. } => {}
         }
@@ -851,7 +938,7 @@ impl Loader {
 
     /// The latest generation sent.
     #[cfg(test)]
-    pub(super) fn latest(&self) -> u64 {
+    pub(in crate::tui) fn latest(&self) -> u64 {
         self.latest.load(Ordering::SeqCst)
     }
 }

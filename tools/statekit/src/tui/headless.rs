@@ -1,0 +1,98 @@
+//! The inspector without a terminal: the [`App`], its worker thread and an in-memory
+//! terminal, driven by actions as the event loop drives them. The benches time the first
+//! frame, the first page and paging with it (`benches/cli_report.rs`), and tests bound what
+//! the inspector does with hostile input.
+
+use super::app::{update, Action, App};
+use super::screens::{Screen, StateItem};
+use super::worker::Loader;
+use anyhow::{bail, Context, Result};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::path::Path;
+use std::time::Duration;
+
+/// An inspector on an in-memory terminal.
+pub struct Headless {
+    /// The inspector's state.
+    pub app: App,
+    loader: Loader,
+    terminal: Terminal<TestBackend>,
+}
+
+impl Headless {
+    /// `statekit inspect PATH` (with `diff`: `--diff B`) on a terminal of `size` (columns,
+    /// rows): starts the worker and waits until the first screen is complete (the snapshots
+    /// found, `_metadata` read, or the comparison done).
+    pub fn open(path: &Path, diff: Option<&Path>, size: (u16, u16)) -> Result<Headless> {
+        let loader = Loader::spawn().context("starting the reader thread")?;
+        let title = path.display().to_string();
+        let (mut app, first) = match diff {
+            Some(b) => App::new_diff(path, &title, b, &b.display().to_string()),
+            None => App::new(path, &title),
+        };
+        let _ = update(&mut app, Action::Resize(size.0, size.1));
+        loader.send(first);
+        let terminal = Terminal::new(TestBackend::new(size.0, size.1))?;
+        let mut h = Headless { app, loader, terminal };
+        h.settle()?;
+        Ok(h)
+    }
+
+    /// Feeds the worker's messages to the app until a result (not progress) arrived and the
+    /// app asks for nothing more.
+    pub fn settle(&mut self) -> Result<()> {
+        while self.app.loading.is_some() {
+            let msg = self
+                .loader
+                .rx
+                .recv_timeout(Duration::from_secs(600))
+                .context("waiting for the reader")?;
+            if let Some(req) = update(&mut self.app, Action::Loaded(msg)) {
+                self.loader.send(req);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `action` and waits for the read it asks for; false when it asked for none.
+    pub fn act(&mut self, action: Action) -> Result<bool> {
+        let Some(req) = update(&mut self.app, action) else {
+            return Ok(false);
+        };
+        self.loader.send(req);
+        self.settle()?;
+        Ok(true)
+    }
+
+    /// Draws a frame; the screen as text.
+    pub fn draw(&mut self) -> Result<String> {
+        self.terminal.draw(|f| super::draw::render(&self.app, f))?;
+        Ok(self.terminal.backend().to_string())
+    }
+
+    /// From the operator list: opens keyed state `state` of operator `uid` and waits for its
+    /// first page of entries.
+    pub fn open_state(&mut self, uid: &str, state: &str) -> Result<()> {
+        if self.app.screen() == Screen::Snapshots {
+            bail!("opening a state needs a snapshot, not a directory of them");
+        }
+        let ops = self.app.visible_operators();
+        let m = self.app.metadata().context("the snapshot did not open")?;
+        let op = ops
+            .iter()
+            .position(|&i| m.operators[i].uid == uid)
+            .with_context(|| format!("no operator {uid:?}"))?;
+        self.app.set_sel(op);
+        self.act(Action::Enter)?;
+        let app = &self.app;
+        let st = app
+            .visible_states()
+            .iter()
+            .position(|s| matches!(s, StateItem::Keyed(i) if app.operator().is_some_and(|o| o.keyed_states[*i].name == state)))
+            .with_context(|| format!("no keyed state {state:?} in {uid:?}"))?;
+        self.app.set_sel(st);
+        self.act(Action::Enter)?;
+        Ok(())
+    }
+}
