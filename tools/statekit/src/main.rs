@@ -36,6 +36,12 @@ enum Command {
     /// Compare two snapshots: operators, states and keys added, removed or changed (exit 1 if
     /// they differ).
     Diff(cmd::diff::DiffArgs),
+    /// Write any readable snapshot (savepoint or checkpoint, canonical, native, incremental or
+    /// changelog) as a self-contained canonical savepoint, optionally at a new parallelism.
+    Convert(cmd::migrate::ConvertArgs),
+    /// Write a savepoint with edits: renamed or dropped operators and states, a new
+    /// parallelism, TTL-expired data purged (one streaming pass; the input is only read).
+    Rewrite(cmd::migrate::RewriteArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +55,8 @@ fn main() -> ExitCode {
         Command::Verify(args) => cmd::inspect::verify(args),
         Command::Gc(args) => cmd::gc::gc(args),
         Command::Diff(args) => cmd::diff::diff(args),
+        Command::Convert(args) => cmd::migrate::convert(args),
+        Command::Rewrite(args) => cmd::migrate::rewrite(args),
     };
     match result {
         Ok(code) => code,

@@ -6,3 +6,4 @@ pub mod diff;
 pub mod dump;
 pub mod gc;
 pub mod inspect;
+pub mod migrate;

@@ -1,0 +1,132 @@
+//! The error type of migrations.
+
+use statekit_checkpoint::CheckpointError;
+use statekit_core::{ErrorKind, StateError};
+use statekit_snapshot::SnapshotError;
+use std::path::PathBuf;
+
+/// Why a migration was refused or failed. Refusals ([`ErrorKind::Caller`]) are found while
+/// planning, before anything is written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrateError {
+    /// An edit names an operator the snapshot does not have (or one an earlier edit dropped
+    /// or renamed away).
+    #[error("no operator with uid {uid:?} (operators: {known:?})")]
+    UnknownOperator {
+        /// The uid asked for.
+        uid: String,
+        /// The uids there are at that point of the edits.
+        known: Vec<String>,
+    },
+    /// An edit names a state the operator does not have.
+    #[error("operator {uid:?} has no state {state:?} (states: {known:?})")]
+    UnknownState {
+        /// The operator.
+        uid: String,
+        /// The state asked for.
+        state: String,
+        /// The operator's keyed and operator states at that point of the edits.
+        known: Vec<String>,
+    },
+    /// A rename onto a uid another operator already has.
+    #[error("cannot rename {from:?} to {to:?}: an operator with uid {to:?} exists")]
+    UidTaken {
+        /// The operator renamed.
+        from: String,
+        /// The uid it would take.
+        to: String,
+    },
+    /// A rename onto a state name the operator already has.
+    #[error("operator {uid:?}: cannot rename state {from:?} to {to:?}: a state {to:?} exists")]
+    StateNameTaken {
+        /// The operator.
+        uid: String,
+        /// The state renamed.
+        from: String,
+        /// The name it would take.
+        to: String,
+    },
+    /// A parallelism outside `1..=max parallelism`.
+    #[error("operator {uid:?}: parallelism {parallelism} is outside 1..={max_parallelism} (its max parallelism)")]
+    BadParallelism {
+        /// The operator.
+        uid: String,
+        /// The parallelism asked for.
+        parallelism: u32,
+        /// The operator's max parallelism.
+        max_parallelism: u32,
+    },
+    /// An edit this build cannot apply yet.
+    #[error("{what} is not supported yet")]
+    NotSupported {
+        /// What was asked for.
+        what: String,
+    },
+    /// The output exists (pass `force` to replace it).
+    #[error("{}: the output exists (use --force to replace it)", path.display())]
+    OutputExists {
+        /// The output.
+        path: PathBuf,
+    },
+    /// `force` replaces snapshot directories (or empty ones) only.
+    #[error("{}: exists and is not a snapshot directory: --force replaces only a snapshot (or an empty directory)", path.display())]
+    OutputNotReplaceable {
+        /// The output.
+        path: PathBuf,
+    },
+    /// The output would overwrite, or lie inside, the input.
+    #[error("{}: the output may not be the input or lie inside it ({})", output.display(), input.display())]
+    OutputIsInput {
+        /// The output.
+        output: PathBuf,
+        /// The input.
+        input: PathBuf,
+    },
+    /// Reading the input failed.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// Reading the input or writing the output failed.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// A state stream failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A file-system operation on the output failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl MigrateError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            MigrateError::UnknownOperator { .. }
+            | MigrateError::UnknownState { .. }
+            | MigrateError::UidTaken { .. }
+            | MigrateError::StateNameTaken { .. }
+            | MigrateError::BadParallelism { .. }
+            | MigrateError::OutputExists { .. }
+            | MigrateError::OutputNotReplaceable { .. }
+            | MigrateError::OutputIsInput { .. } => ErrorKind::Caller,
+            MigrateError::NotSupported { .. } => ErrorKind::Unsupported,
+            MigrateError::Snapshot(e) => e.kind(),
+            MigrateError::Checkpoint(e) => e.kind(),
+            MigrateError::State(e) => e.kind(),
+            MigrateError::Io { source, .. } => ErrorKind::of_io(source),
+        }
+    }
+
+    /// An I/O error on `path`.
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        MigrateError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! Offline savepoint migration (`docs/design/0011-migration.md`): any snapshot statekit reads
+//! (a savepoint or checkpoint, canonical, native RocksDB, incremental or changelog) becomes a
+//! self-contained canonical savepoint, with edits applied in the same streaming pass —
+//! renamed or dropped operators and states, a new parallelism, TTL-expired data purged.
+//!
+//! ```no_run
+//! use statekit_checkpoint::SnapshotReader;
+//! use statekit_migrate::{migrate, Edit, MigrateOptions, Plan, PlanOptions};
+//! use std::path::Path;
+//!
+//! let input = Path::new("savepoint-1");
+//! let reader = SnapshotReader::open(input)?;
+//! let edits = [Edit::RenameUid { from: "counter".into(), to: "word-counter".into() }];
+//! let plan = Plan::new(&reader, &edits, PlanOptions::default())?;
+//! for change in plan.changes() {
+//!     println!("{change}");
+//! }
+//! let summary = migrate(&reader, input, &plan, Path::new("savepoint-2"), &MigrateOptions::default(), &|_| {})?;
+//! println!("{} files, {} bytes", summary.files, summary.bytes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The input is only read. The output is written under a temporary name beside it and renamed
+//! into place once `_metadata` is committed, so it is either absent or complete.
+
+mod error;
+mod plan;
+mod run;
+mod view;
+
+pub use error::MigrateError;
+pub use plan::{Edit, KeyedStatePlan, OperatorPlan, OperatorStatePlan, Plan, PlanOptions};
+pub use run::{migrate, MigrateOptions, Progress, Summary};

@@ -1,0 +1,348 @@
+//! Edits and the plan they make: what the output holds, found from `_metadata` alone before
+//! anything is read or written.
+
+use crate::MigrateError;
+use statekit_checkpoint::SnapshotReader;
+use statekit_core::{keygroup, OperatorStateDescriptor, StateDescriptor};
+use statekit_format::{Compression, OperatorMetadata, SnapshotMetadata};
+
+/// One change to a snapshot. Edits compose: each applies to what the edits before it left
+/// (rename a uid, then drop a state of the new uid).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Edit {
+    /// The operator `from` gets uid `to` (and the operator id that uid hashes to).
+    RenameUid {
+        /// The current uid.
+        from: String,
+        /// The new uid.
+        to: String,
+    },
+    /// The operator and all its state are left out.
+    DropOperator {
+        /// The operator.
+        uid: String,
+    },
+    /// A keyed or operator state of the operator is left out.
+    DropState {
+        /// The operator.
+        uid: String,
+        /// The state.
+        state: String,
+    },
+    /// A keyed or operator state is renamed (its entries keep everything else).
+    RenameState {
+        /// The operator.
+        uid: String,
+        /// The current name.
+        from: String,
+        /// The new name.
+        to: String,
+    },
+    /// The operator's state is split for `parallelism` subtasks (keyed state by key-group
+    /// ranges, operator state by Flink's redistribution rules).
+    Parallelism {
+        /// The operator.
+        uid: String,
+        /// The new parallelism (1..=its max parallelism).
+        parallelism: u32,
+    },
+    /// Values, list elements and map entries of TTL'd states that had expired at the time
+    /// given by [`PlanOptions::now_ms`] are left out.
+    PurgeExpired,
+}
+
+/// How the output is written.
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    /// Codec of the output's data blocks.
+    pub compression: Compression,
+    /// Target uncompressed block size of the output's data files.
+    pub block_size: usize,
+    /// The "now" of [`Edit::PurgeExpired`] (milliseconds since the epoch).
+    pub now_ms: i64,
+}
+
+impl Default for PlanOptions {
+    /// LZ4, 64 KiB blocks (the writer's defaults), now = the system clock.
+    fn default() -> Self {
+        let w = statekit_format::WriteOptions::default();
+        PlanOptions {
+            compression: w.compression,
+            block_size: w.block_size,
+            now_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// A keyed state of the output and the input state it comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyedStatePlan {
+    /// The state's name in the input.
+    pub source: String,
+    /// Its descriptor in the output.
+    pub target: StateDescriptor,
+}
+
+/// An operator state of the output and the input state it comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorStatePlan {
+    /// The state's name in the input.
+    pub source: String,
+    /// Its descriptor in the output.
+    pub target: OperatorStateDescriptor,
+}
+
+/// One operator of the output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperatorPlan {
+    /// Its uid in the input.
+    pub source_uid: String,
+    /// Its uid in the output.
+    pub uid: String,
+    /// Its parallelism in the input.
+    pub source_parallelism: u32,
+    /// Its parallelism in the output.
+    pub parallelism: u32,
+    /// Its max parallelism (unchanged).
+    pub max_parallelism: u32,
+    /// Whether all its subtasks had finished (kept).
+    pub finished: bool,
+    /// Its keyed states, in the input's order.
+    pub keyed_states: Vec<KeyedStatePlan>,
+    /// Its operator states, in the input's order.
+    pub operator_states: Vec<OperatorStatePlan>,
+    /// States of the input left out.
+    pub dropped_states: Vec<String>,
+    /// Bytes of the input's files it reads.
+    pub input_bytes: u64,
+}
+
+impl OperatorPlan {
+    /// Whether the operator comes out as it went in: same uid, parallelism and states.
+    pub fn is_unchanged(&self) -> bool {
+        self.uid == self.source_uid
+            && self.parallelism == self.source_parallelism
+            && self.dropped_states.is_empty()
+            && self.keyed_states.iter().all(|s| s.source == s.target.name)
+            && self.operator_states.iter().all(|s| s.source == s.target.name)
+    }
+}
+
+/// What a migration writes: the output's operators, each traced to its input, and what is
+/// left out. Made by [`Plan::new`] from `_metadata` alone.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The output's operators, in the input's order.
+    pub operators: Vec<OperatorPlan>,
+    /// Input operators left out (their input uids).
+    pub dropped_operators: Vec<String>,
+    /// With [`Edit::PurgeExpired`]: the time TTL'd data is judged against.
+    pub purge_expired_at: Option<i64>,
+    /// How data files are written.
+    pub options: PlanOptions,
+    /// The input's `_metadata` (checkpoint id, job id and properties are kept).
+    pub input: SnapshotMetadata,
+}
+
+impl Plan {
+    /// Applies `edits` in order to the operators of `reader`'s snapshot. Every edit is
+    /// checked against what the edits before it left: unknown uids and states, renames onto
+    /// names in use and parallelism outside `1..=max parallelism` are refused
+    /// ([`MigrateError::kind`] is [`statekit_core::ErrorKind::Caller`]).
+    pub fn new(reader: &SnapshotReader, edits: &[Edit], options: PlanOptions) -> Result<Plan, MigrateError> {
+        let meta = reader.metadata();
+        let mut ops: Vec<OperatorPlan> = meta.operators.iter().map(|o| operator_plan(meta, o)).collect();
+        let mut dropped_operators = Vec::new();
+        let mut purge = None;
+        for edit in edits {
+            match edit {
+                Edit::RenameUid { from, to } => {
+                    if from != to && ops.iter().any(|o| &o.uid == to) {
+                        return Err(MigrateError::UidTaken {
+                            from: from.clone(),
+                            to: to.clone(),
+                        });
+                    }
+                    find(&mut ops, from)?.uid = to.clone();
+                }
+                Edit::DropOperator { uid } => {
+                    find(&mut ops, uid)?;
+                    let i = ops.iter().position(|o| &o.uid == uid).unwrap_or_default();
+                    dropped_operators.push(ops.remove(i).source_uid);
+                }
+                Edit::DropState { uid, state } => {
+                    let op = find(&mut ops, uid)?;
+                    let known = state_names(op);
+                    let before = op.keyed_states.len() + op.operator_states.len();
+                    let mut gone = None;
+                    op.keyed_states.retain(|s| {
+                        let keep = &s.target.name != state;
+                        if !keep {
+                            gone = Some(s.source.clone());
+                        }
+                        keep
+                    });
+                    op.operator_states.retain(|s| {
+                        let keep = &s.target.name != state;
+                        if !keep {
+                            gone = Some(s.source.clone());
+                        }
+                        keep
+                    });
+                    match gone {
+                        Some(source) if op.keyed_states.len() + op.operator_states.len() < before => {
+                            op.dropped_states.push(source)
+                        }
+                        _ => {
+                            return Err(MigrateError::UnknownState {
+                                uid: uid.clone(),
+                                state: state.clone(),
+                                known,
+                            })
+                        }
+                    }
+                }
+                Edit::RenameState { uid, from, to } => {
+                    let op = find(&mut ops, uid)?;
+                    let known = state_names(op);
+                    if !known.contains(from) {
+                        return Err(MigrateError::UnknownState {
+                            uid: uid.clone(),
+                            state: from.clone(),
+                            known,
+                        });
+                    }
+                    if from != to && known.contains(to) {
+                        return Err(MigrateError::StateNameTaken {
+                            uid: uid.clone(),
+                            from: from.clone(),
+                            to: to.clone(),
+                        });
+                    }
+                    for s in op.keyed_states.iter_mut().filter(|s| &s.target.name == from) {
+                        s.target.name = to.clone();
+                    }
+                    for s in op.operator_states.iter_mut().filter(|s| &s.target.name == from) {
+                        s.target.name = to.clone();
+                    }
+                }
+                Edit::Parallelism { uid, parallelism } => {
+                    let op = find(&mut ops, uid)?;
+                    if keygroup::check_parallelism(*parallelism, op.max_parallelism).is_err() {
+                        return Err(MigrateError::BadParallelism {
+                            uid: uid.clone(),
+                            parallelism: *parallelism,
+                            max_parallelism: op.max_parallelism,
+                        });
+                    }
+                    op.parallelism = *parallelism;
+                }
+                Edit::PurgeExpired => purge = Some(options.now_ms),
+            }
+        }
+        Ok(Plan {
+            operators: ops,
+            dropped_operators,
+            purge_expired_at: purge,
+            options,
+            input: meta.clone(),
+        })
+    }
+
+    /// What the plan changes, a line each (empty: a plain copy into the canonical format).
+    pub fn changes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for uid in &self.dropped_operators {
+            out.push(format!("drop operator {uid:?}"));
+        }
+        for o in &self.operators {
+            if o.uid != o.source_uid {
+                out.push(format!("rename operator {:?} to {:?}", o.source_uid, o.uid));
+            }
+            for s in &o.dropped_states {
+                out.push(format!("operator {:?}: drop state {s:?}", o.uid));
+            }
+            let renamed = o
+                .keyed_states
+                .iter()
+                .map(|s| (&s.source, &s.target.name))
+                .chain(o.operator_states.iter().map(|s| (&s.source, &s.target.name)));
+            for (from, to) in renamed.filter(|(from, to)| from != to) {
+                out.push(format!("operator {:?}: rename state {from:?} to {to:?}", o.uid));
+            }
+            if o.parallelism != o.source_parallelism {
+                out.push(format!(
+                    "operator {:?}: parallelism {} -> {}",
+                    o.uid, o.source_parallelism, o.parallelism
+                ));
+            }
+        }
+        if let Some(t) = self.purge_expired_at {
+            out.push(format!("purge TTL-expired state as of {t} ms"));
+        }
+        out
+    }
+
+    /// Bytes of the input's files the migration reads.
+    pub fn input_bytes(&self) -> u64 {
+        self.operators
+            .iter()
+            .map(|o| o.input_bytes)
+            .fold(0, u64::saturating_add)
+    }
+}
+
+fn operator_plan(meta: &SnapshotMetadata, o: &OperatorMetadata) -> OperatorPlan {
+    let alone = SnapshotMetadata {
+        operators: vec![o.clone()],
+        ..meta.clone()
+    };
+    OperatorPlan {
+        source_uid: o.uid.clone(),
+        uid: o.uid.clone(),
+        source_parallelism: o.parallelism,
+        parallelism: o.parallelism,
+        max_parallelism: o.max_parallelism,
+        finished: o.finished,
+        keyed_states: o
+            .keyed_states
+            .iter()
+            .map(|d| KeyedStatePlan {
+                source: d.name.clone(),
+                target: d.clone(),
+            })
+            .collect(),
+        operator_states: o
+            .operator_states
+            .iter()
+            .map(|d| OperatorStatePlan {
+                source: d.name.clone(),
+                target: d.clone(),
+            })
+            .collect(),
+        dropped_states: Vec::new(),
+        input_bytes: statekit_snapshot::referenced_bytes(&alone).0,
+    }
+}
+
+fn find<'p>(ops: &'p mut [OperatorPlan], uid: &str) -> Result<&'p mut OperatorPlan, MigrateError> {
+    let known: Vec<String> = ops.iter().map(|o| o.uid.clone()).collect();
+    ops.iter_mut()
+        .find(|o| o.uid == uid)
+        .ok_or_else(|| MigrateError::UnknownOperator {
+            uid: uid.to_string(),
+            known,
+        })
+}
+
+fn state_names(op: &OperatorPlan) -> Vec<String> {
+    op.keyed_states
+        .iter()
+        .map(|s| s.target.name.clone())
+        .chain(op.operator_states.iter().map(|s| s.target.name.clone()))
+        .collect()
+}

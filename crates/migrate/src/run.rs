@@ -1,0 +1,379 @@
+//! Carrying a plan out: every output subtask written (in parallel, from the input's views),
+//! `_metadata` committed in a temporary directory beside the output, then the directory
+//! renamed into place — a reader, or a SIGKILL, sees no output or a complete one.
+
+use crate::plan::{OperatorPlan, Plan};
+use crate::view::MigratedView;
+use crate::MigrateError;
+use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
+use statekit_core::storage::{LocalStorage, Storage};
+use statekit_core::{KeyGroupRange, OperatorStateData, OperatorStateMode, OperatorStateSnapshot};
+use statekit_format::{SnapshotKind, WriteOptions, METADATA_FILE_NAME};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How a migration runs.
+#[derive(Clone, Debug)]
+pub struct MigrateOptions {
+    /// Replace an existing output (a snapshot directory, or an empty one).
+    pub force: bool,
+    /// Subtasks written at once (0: one per core).
+    pub threads: usize,
+}
+
+impl Default for MigrateOptions {
+    /// No `force`, one thread per core.
+    fn default() -> Self {
+        MigrateOptions {
+            force: false,
+            threads: 0,
+        }
+    }
+}
+
+/// How far a migration is, told after every subtask written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Output subtasks written.
+    pub subtasks_done: u64,
+    /// Output subtasks in all.
+    pub subtasks_total: u64,
+    /// Bytes of data files written.
+    pub bytes_written: u64,
+    /// Keyed entries written.
+    pub entries: u64,
+}
+
+/// What a migration wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// The output directory.
+    pub output: PathBuf,
+    /// Operators written.
+    pub operators: usize,
+    /// Subtasks written.
+    pub subtasks: u64,
+    /// Data files written (plus `_metadata`).
+    pub files: u64,
+    /// Their bytes, `_metadata` included.
+    pub bytes: u64,
+    /// Keyed entries written.
+    pub entries: u64,
+}
+
+/// Carries out `plan` on the snapshot `reader` opened from `input`, writing a self-contained
+/// canonical savepoint at `output`. The input is only read. The output appears complete or
+/// not at all: it is written under a temporary name beside it (every file fsynced,
+/// `_metadata` last), then renamed into place and the parent directory fsynced. An existing
+/// output is refused unless [`MigrateOptions::force`]; the output may not be the input or lie
+/// inside it.
+pub fn migrate(
+    reader: &SnapshotReader,
+    input: &Path,
+    plan: &Plan,
+    output: &Path,
+    options: &MigrateOptions,
+    progress: &(dyn Fn(&Progress) + Sync),
+) -> Result<Summary, MigrateError> {
+    let target = Target::check(input, output, options.force)?;
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&target.parent));
+    let meta = &plan.input;
+    let writer = SnapshotWriter::new(
+        storage.clone(),
+        &target.temp_name,
+        SnapshotKind::Savepoint,
+        meta.checkpoint_id,
+        &meta.job_id,
+    )?
+    .with_options(WriteOptions {
+        compression: plan.options.compression,
+        block_size: plan.options.block_size,
+    });
+    let mut writer = writer;
+    for (k, v) in meta.properties.iter().filter(|(k, _)| k.as_str() != "writer") {
+        writer.set_property(k, v);
+    }
+    writer.set_property("migrated-from", &input.display().to_string());
+    let result = write_all(reader, plan, &writer, options, progress);
+    let written = match result {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = writer.abort();
+            return Err(e);
+        }
+    };
+    let committed = match writer.finish() {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = storage.delete_dir_all(&target.temp_name);
+            return Err(e.into());
+        }
+    };
+    target.publish()?;
+    let meta_bytes = std::fs::metadata(output.join(METADATA_FILE_NAME)).map_or(0, |m| m.len());
+    let files = committed
+        .operators
+        .iter()
+        .flat_map(|o| &o.subtasks)
+        .map(|s| u64::from(s.keyed.is_some()) + u64::from(s.operator.is_some()))
+        .sum::<u64>();
+    Ok(Summary {
+        output: output.to_path_buf(),
+        operators: committed.operators.len(),
+        subtasks: written.subtasks,
+        files: files + 1,
+        bytes: written.bytes.saturating_add(meta_bytes),
+        entries: written.entries,
+    })
+}
+
+/// What [`write_all`] wrote.
+struct Written {
+    subtasks: u64,
+    bytes: u64,
+    entries: u64,
+}
+
+/// Every subtask of every output operator, on `options.threads` threads.
+fn write_all(
+    reader: &SnapshotReader,
+    plan: &Plan,
+    writer: &SnapshotWriter,
+    options: &MigrateOptions,
+    progress: &(dyn Fn(&Progress) + Sync),
+) -> Result<Written, MigrateError> {
+    // Operator state is small by design (kept on the heap by the job): redistributed per
+    // operator up front, by Flink's rules for the new parallelism.
+    let mut work: Vec<(usize, u32)> = Vec::new();
+    let mut op_states: Vec<Vec<OperatorStateSnapshot>> = Vec::new();
+    for (oi, op) in plan.operators.iter().enumerate() {
+        writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
+        op_states.push(operator_states(reader, op)?);
+        work.extend((0..op.parallelism).map(|i| (oi, i)));
+    }
+    let total = work.len() as u64;
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    }
+    .clamp(1, work.len().max(1));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<MigrateError>> = Mutex::new(None);
+    let (done, bytes, entries) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let Some(&(oi, i)) = work.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        return;
+                    };
+                    let (Some(op), Some(states)) = (plan.operators.get(oi), op_states.get(oi)) else {
+                        return;
+                    };
+                    match write_subtask(reader, plan, writer, op, i, states.get(i as usize)) {
+                        Ok((b, n)) => {
+                            bytes.fetch_add(b, Ordering::Relaxed);
+                            entries.fetch_add(n, Ordering::Relaxed);
+                            progress(&Progress {
+                                subtasks_done: done.fetch_add(1, Ordering::Relaxed) + 1,
+                                subtasks_total: total,
+                                bytes_written: bytes.load(Ordering::Relaxed),
+                                entries: entries.load(Ordering::Relaxed),
+                            });
+                        }
+                        Err(e) => {
+                            failed.store(true, Ordering::Relaxed);
+                            let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                            slot.get_or_insert(e);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    Ok(Written {
+        subtasks: done.into_inner(),
+        bytes: bytes.into_inner(),
+        entries: entries.into_inner(),
+    })
+}
+
+/// The operator state of each output subtask of `op`, with the plan's renames and drops:
+/// list state split and broadcast state copied by Flink's rules for the new parallelism;
+/// union state kept as stored, input subtask `i`'s elements written by output subtask
+/// `i mod parallelism`, so that the union a restore hands every subtask holds each element
+/// exactly as often as the input's (redistributed union state would hold it once per subtask).
+fn operator_states(reader: &SnapshotReader, op: &OperatorPlan) -> Result<Vec<OperatorStateSnapshot>, MigrateError> {
+    let p = op.parallelism as usize;
+    if op.operator_states.is_empty() {
+        return Ok(vec![OperatorStateSnapshot::default(); p]);
+    }
+    let old = (0..op.source_parallelism)
+        .map(|i| reader.stored_operator_state(&op.source_uid, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut out = statekit_core::redistribute(&old, op.parallelism)?;
+    for (j, snap) in out.iter_mut().enumerate() {
+        for (d, data) in &mut snap.states {
+            if d.mode != OperatorStateMode::Union {
+                continue;
+            }
+            let mut mine = Vec::new();
+            for stored in old.iter().skip(j).step_by(p.max(1)) {
+                for (sd, sdata) in &stored.states {
+                    if let (true, OperatorStateData::List(items)) = (sd.name == d.name, sdata) {
+                        mine.extend(items.iter().cloned());
+                    }
+                }
+            }
+            *data = OperatorStateData::List(mine);
+        }
+        snap.states = std::mem::take(&mut snap.states)
+            .into_iter()
+            .filter_map(|(d, data)| {
+                let plan = op.operator_states.iter().find(|s| s.source == d.name)?;
+                Some((plan.target.clone(), data))
+            })
+            .collect();
+    }
+    Ok(out)
+}
+
+/// Writes subtask `i` of `op`; returns the bytes and keyed entries written.
+fn write_subtask(
+    reader: &SnapshotReader,
+    plan: &Plan,
+    writer: &SnapshotWriter,
+    op: &OperatorPlan,
+    i: u32,
+    operator: Option<&OperatorStateSnapshot>,
+) -> Result<(u64, u64), MigrateError> {
+    let range = KeyGroupRange::for_subtask(op.max_parallelism, op.parallelism, i);
+    let view = if op.keyed_states.is_empty() {
+        None
+    } else {
+        let views = statekit_snapshot::keyed_views(reader, &op.source_uid, range)?;
+        Some(MigratedView::new(op, range, views, plan.purge_expired_at))
+    };
+    // A subtask that kept its index and range keeps its finished flag; a rescaled operator's
+    // subtasks are finished when the whole operator was.
+    let finished = op.finished
+        || (op.parallelism == op.source_parallelism
+            && plan
+                .input
+                .operator(&op.source_uid)
+                .and_then(|o| o.subtasks.get(i as usize))
+                .is_some_and(|s| s.finished));
+    let keyed = view.as_ref().map(|v| v as &dyn statekit_core::KeyedStateView);
+    let meta = writer.write_subtask(&op.uid, i, keyed, operator, finished)?;
+    let bytes = meta
+        .keyed
+        .iter()
+        .chain(meta.operator.iter())
+        .map(|f| f.size)
+        .fold(0, u64::saturating_add);
+    let entries = meta.keyed_stats.as_ref().map_or(0, |s| s.entries);
+    Ok((bytes, entries))
+}
+
+/// Where the output goes: its parent, and the temporary name written first.
+struct Target {
+    parent: PathBuf,
+    output: PathBuf,
+    temp_name: String,
+    replace: bool,
+}
+
+impl Target {
+    /// Checks `output` against `input` and `force`; creates its parent.
+    fn check(input: &Path, output: &Path, force: bool) -> Result<Target, MigrateError> {
+        let name = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| n != "." && n != "..")
+            .ok_or_else(|| MigrateError::io(output, std::io::Error::other("the output needs a directory name")))?;
+        let parent = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&parent).map_err(|e| MigrateError::io(&parent, e))?;
+        let parent = parent.canonicalize().map_err(|e| MigrateError::io(&parent, e))?;
+        let output_abs = parent.join(&name);
+        let input_dir = if input.is_file() {
+            input.parent().unwrap_or(Path::new(".")).to_path_buf()
+        } else {
+            input.to_path_buf()
+        };
+        let input_abs = input_dir.canonicalize().map_err(|e| MigrateError::io(&input_dir, e))?;
+        if output_abs.starts_with(&input_abs) || input_abs.starts_with(&output_abs) {
+            return Err(MigrateError::OutputIsInput {
+                output: output.to_path_buf(),
+                input: input.to_path_buf(),
+            });
+        }
+        let replace = match std::fs::symlink_metadata(&output_abs) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(MigrateError::io(output, e)),
+            Ok(_) if !force => {
+                return Err(MigrateError::OutputExists {
+                    path: output.to_path_buf(),
+                })
+            }
+            Ok(md) => {
+                // Only a snapshot (or an empty directory) is replaced: --force never deletes
+                // a directory of something else.
+                let empty = md.is_dir()
+                    && std::fs::read_dir(&output_abs)
+                        .map_err(|e| MigrateError::io(output, e))?
+                        .next()
+                        .is_none();
+                let snapshot = md.is_dir() && output_abs.join(METADATA_FILE_NAME).is_file();
+                if !(empty || snapshot) {
+                    return Err(MigrateError::OutputNotReplaceable {
+                        path: output.to_path_buf(),
+                    });
+                }
+                true
+            }
+        };
+        let temp_name = format!(
+            ".{name}.statekit-tmp-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        Ok(Target {
+            parent,
+            output: output_abs,
+            temp_name,
+            replace,
+        })
+    }
+
+    /// Renames the finished temporary directory to the output (moving a replaced output
+    /// aside first, deleting it after), then fsyncs the parent.
+    fn publish(&self) -> Result<(), MigrateError> {
+        let temp = self.parent.join(&self.temp_name);
+        if self.replace {
+            let old = self.parent.join(format!("{}.old", self.temp_name));
+            std::fs::rename(&self.output, &old).map_err(|e| MigrateError::io(&self.output, e))?;
+            std::fs::rename(&temp, &self.output).map_err(|e| MigrateError::io(&self.output, e))?;
+            sync_dir(&self.parent)?;
+            std::fs::remove_dir_all(&old).map_err(|e| MigrateError::io(&old, e))?;
+        } else {
+            std::fs::rename(&temp, &self.output).map_err(|e| MigrateError::io(&self.output, e))?;
+        }
+        sync_dir(&self.parent)
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), MigrateError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| MigrateError::io(dir, e))
+}

@@ -1,0 +1,128 @@
+//! The keyed state of one output subtask as a view: the input's views of its key groups, their
+//! states renamed, dropped and reindexed to the output's list, expired TTL data left out.
+
+use crate::plan::OperatorPlan;
+use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError};
+use std::ops::ControlFlow;
+
+/// One input view and where its states go.
+struct Part {
+    view: Box<dyn KeyedStateView>,
+    /// Input state index → output state index (`None`: dropped).
+    map: Vec<Option<u32>>,
+    /// Whether `map` keeps the input's order of states, so entries can stream through in
+    /// canonical order without sorting.
+    ordered: bool,
+}
+
+/// The output's keyed state of one subtask (key groups `range`).
+pub(crate) struct MigratedView {
+    max_parallelism: u32,
+    range: KeyGroupRange,
+    states: Vec<StateDescriptor>,
+    parts: Vec<Part>,
+    purge_at: Option<i64>,
+}
+
+impl MigratedView {
+    /// The view of `range` of operator `op` over `views` (the input's views meeting `range`).
+    pub(crate) fn new(
+        op: &OperatorPlan,
+        range: KeyGroupRange,
+        views: Vec<Box<dyn KeyedStateView>>,
+        purge_at: Option<i64>,
+    ) -> Self {
+        let states: Vec<StateDescriptor> = op.keyed_states.iter().map(|s| s.target.clone()).collect();
+        let parts = views
+            .into_iter()
+            .map(|view| {
+                let map: Vec<Option<u32>> = view
+                    .states()
+                    .iter()
+                    .map(|d| {
+                        op.keyed_states
+                            .iter()
+                            .position(|s| s.source == d.name)
+                            .and_then(|i| u32::try_from(i).ok())
+                    })
+                    .collect();
+                let kept: Vec<u32> = map.iter().flatten().copied().collect();
+                let ordered = kept.windows(2).all(|w| w.first() < w.get(1));
+                Part { view, map, ordered }
+            })
+            .collect();
+        MigratedView {
+            max_parallelism: op.max_parallelism,
+            range,
+            states,
+            parts,
+            purge_at,
+        }
+    }
+
+    /// The output entry of input entry `e` of `part`, or `None` when it is left out.
+    fn translate<'e>(&self, part: &Part, e: &Entry<'e>) -> Option<Entry<'e>> {
+        let state = (*part.map.get(e.state as usize)?)?;
+        if let (Some(now), Some(ts)) = (self.purge_at, e.timestamp) {
+            let ttl = self.states.get(state as usize).and_then(|d| d.ttl);
+            if ttl.is_some_and(|t| t.is_expired(ts, now)) {
+                return None;
+            }
+        }
+        Some(Entry { state, ..*e })
+    }
+}
+
+impl KeyedStateView for MigratedView {
+    fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn states(&self) -> &[StateDescriptor] {
+        &self.states
+    }
+
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
+        if !self.range.contains(key_group) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        let parts: Vec<&Part> = self
+            .parts
+            .iter()
+            .filter(|p| p.view.key_group_range().contains(key_group))
+            .collect();
+        if let [part] = parts.as_slice() {
+            if part.ordered {
+                return part
+                    .view
+                    .visit_key_group(key_group, &mut |e| match self.translate(part, e) {
+                        Some(out) => visitor(&out),
+                        None => Ok(ControlFlow::Continue(())),
+                    });
+            }
+        }
+        // States reordered (an input subtask listed them in another order) or the key group in
+        // several input views: one key group is gathered and put in canonical order (a stable
+        // sort keeps list elements in their order).
+        let mut entries: Vec<OwnedEntry> = Vec::new();
+        for part in parts {
+            let _ = part.view.visit_key_group(key_group, &mut |e| {
+                if let Some(out) = self.translate(part, e) {
+                    entries.push(OwnedEntry::from_entry(key_group, &out));
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
+        }
+        entries.sort_by(|a, b| a.as_entry().canonical_cmp(&b.as_entry()));
+        for e in &entries {
+            if visitor(&e.as_entry())?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}

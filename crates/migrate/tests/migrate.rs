@@ -1,0 +1,588 @@
+//! Library-level tests of offline migration: every fixture kind converts to a canonical
+//! savepoint holding the same entries (byte-identical data files when nothing changes);
+//! random edit sequences on random state agree with a model after restoring the output at a
+//! random parallelism; bad edits and outputs are refused before anything is written.
+
+use proptest::prelude::*;
+use statekit_checkpoint::{RestoreMode, SnapshotReader, SnapshotWriter};
+use statekit_core::storage::{LocalStorage, Storage};
+use statekit_core::{
+    key_group_for_key, BackendConfig, ErrorKind, KeyGroupRange, KeyedStateView, MemoryView, OperatorStateData,
+    OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot, OwnedEntry, StateDescriptor, TtlConfig,
+    TypeSchema,
+};
+use statekit_migrate::{migrate, Edit, MigrateError, MigrateOptions, Plan, PlanOptions};
+use statekit_snapshot::{keyed_views, open_keyed, BackendChoice, RestoreFrom};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/v1")
+        .join(name)
+}
+
+/// (state name, key, namespace, user key, value, timestamp) of every keyed entry.
+type Row = (String, Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>, Option<i64>);
+
+/// Every keyed entry of operator `uid`, by state name, sorted.
+fn keyed_rows(reader: &SnapshotReader, uid: &str) -> Vec<Row> {
+    let max_p = reader.operator(uid).expect("operator").max_parallelism;
+    let all = KeyGroupRange::all(max_p);
+    let mut rows = Vec::new();
+    for v in keyed_views(reader, uid, all).expect("views") {
+        rows.extend(rows_of(v.as_ref(), all));
+    }
+    rows.sort();
+    rows
+}
+
+fn rows_of(v: &dyn KeyedStateView, range: KeyGroupRange) -> Vec<Row> {
+    let names: Vec<String> = v.states().iter().map(|d| d.name.clone()).collect();
+    MemoryView::collect(v, range)
+        .expect("collect")
+        .entries()
+        .iter()
+        .map(|e| {
+            (
+                names[e.state as usize].clone(),
+                e.key.clone(),
+                e.namespace.clone(),
+                e.user_key.clone(),
+                e.value.clone(),
+                e.timestamp,
+            )
+        })
+        .collect()
+}
+
+/// Every operator-state element of operator `uid` as stored, by state name, sorted.
+fn operator_rows(reader: &SnapshotReader, uid: &str) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+    let op = reader.operator(uid).expect("operator");
+    let mut rows = Vec::new();
+    for i in 0..op.parallelism {
+        for (d, data) in reader.stored_operator_state(uid, i).expect("stored").states {
+            match data {
+                OperatorStateData::List(items) => rows.extend(items.into_iter().map(|v| (d.name.clone(), v, vec![]))),
+                // One copy per subtask: compare one.
+                OperatorStateData::Broadcast(m) if i == 0 => {
+                    rows.extend(m.into_iter().map(|(k, v)| (d.name.clone(), k, v)))
+                }
+                OperatorStateData::Broadcast(_) => {}
+            }
+        }
+    }
+    rows.sort();
+    rows
+}
+
+fn run(input: &Path, edits: &[Edit], output: &Path) -> Result<statekit_migrate::Summary, MigrateError> {
+    let reader = SnapshotReader::open(input).expect("open");
+    let plan = Plan::new(&reader, edits, PlanOptions::default())?;
+    migrate(&reader, input, &plan, output, &MigrateOptions::default(), &|_| {})
+}
+
+#[test]
+fn every_kind_converts_to_a_canonical_savepoint_with_the_same_entries() {
+    let mut inputs = vec![
+        (fixture("savepoint-basic"), "word-counter"),
+        (
+            fixture("changelog-checkpoint/c4a9e10f0c4a9e10f0c4a9e10f0c4a9e/chk-3"),
+            "word-counter",
+        ),
+    ];
+    if cfg!(feature = "rocksdb") {
+        inputs.push((fixture("native-savepoint"), "word-counter"));
+    }
+    for (input, uid) in inputs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        run(&input, &[], &out).expect("convert");
+        let (_, v) = statekit_snapshot::verify_path(&out).expect("verify");
+        assert!(v.is_ok(), "{}: {:?}", input.display(), v.problems);
+        let a = SnapshotReader::open(&input).expect("input");
+        let b = SnapshotReader::open(&out).expect("output");
+        assert_eq!(b.metadata().format.as_str(), "canonical");
+        assert_eq!(keyed_rows(&a, uid), keyed_rows(&b, uid), "{}", input.display());
+        assert_eq!(operator_rows(&a, uid), operator_rows(&b, uid), "{}", input.display());
+        // Converting back through another parallelism changes nothing either.
+        let out2 = dir.path().join("out2");
+        let edits = [Edit::Parallelism {
+            uid: uid.into(),
+            parallelism: 3,
+        }];
+        run(&out, &edits, &out2).expect("rescale");
+        let c = SnapshotReader::open(&out2).expect("rescaled");
+        assert_eq!(keyed_rows(&a, uid), keyed_rows(&c, uid), "{} at 3", input.display());
+        assert_eq!(c.operator(uid).expect("op").parallelism, 3);
+    }
+}
+
+#[test]
+fn canonical_to_canonical_with_the_same_options_is_byte_identical() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = dir.path().join("first");
+    run(&fixture("savepoint-basic"), &[], &first).expect("convert");
+    let second = dir.path().join("second");
+    run(&first, &[], &second).expect("convert again");
+    let files = |d: &Path| {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+            .expect("read_dir")
+            .map(|e| e.expect("entry"))
+            .filter(|e| e.file_name() != "_metadata")
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).expect("read"),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (files(&first), files(&second));
+    assert!(!a.is_empty());
+    assert_eq!(
+        a, b,
+        "the data files of a canonical savepoint converted with the same options"
+    );
+}
+
+#[test]
+fn bad_edits_and_outputs_are_refused_before_anything_is_written() {
+    let input = fixture("savepoint-basic");
+    let reader = SnapshotReader::open(&input).expect("open");
+    let bad: Vec<(Vec<Edit>, &str)> = vec![
+        (vec![Edit::DropOperator { uid: "nope".into() }], "no operator"),
+        (
+            vec![Edit::DropState {
+                uid: "word-counter".into(),
+                state: "nope".into(),
+            }],
+            "no state",
+        ),
+        (
+            vec![Edit::RenameUid {
+                from: "word-counter".into(),
+                to: "enricher".into(),
+            }],
+            "exists",
+        ),
+        (
+            vec![Edit::RenameState {
+                uid: "word-counter".into(),
+                from: "count".into(),
+                to: "recent".into(),
+            }],
+            "exists",
+        ),
+        (
+            vec![Edit::Parallelism {
+                uid: "word-counter".into(),
+                parallelism: 9,
+            }],
+            "outside 1..=8",
+        ),
+        (
+            vec![Edit::Parallelism {
+                uid: "word-counter".into(),
+                parallelism: 0,
+            }],
+            "outside 1..=8",
+        ),
+        // Edits compose: after the rename the old uid is gone.
+        (
+            vec![
+                Edit::RenameUid {
+                    from: "word-counter".into(),
+                    to: "counter".into(),
+                },
+                Edit::DropState {
+                    uid: "word-counter".into(),
+                    state: "count".into(),
+                },
+            ],
+            "no operator",
+        ),
+    ];
+    for (edits, words) in bad {
+        let e = Plan::new(&reader, &edits, PlanOptions::default()).expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::Caller, "{e}");
+        assert!(e.to_string().contains(words), "{e}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The output may not be the input, or inside it.
+    let e = run(&input, &[], &input.join("out")).expect_err("inside the input");
+    assert!(matches!(e, MigrateError::OutputIsInput { .. }), "{e}");
+    // An existing output is refused without force; a directory that is not a snapshot is
+    // never replaced.
+    let out = dir.path().join("out");
+    run(&input, &[], &out).expect("first");
+    let e = run(&input, &[], &out).expect_err("exists");
+    assert!(matches!(e, MigrateError::OutputExists { .. }), "{e}");
+    let plan = Plan::new(&reader, &[], PlanOptions::default()).expect("plan");
+    let force = MigrateOptions {
+        force: true,
+        threads: 2,
+    };
+    migrate(&reader, &input, &plan, &out, &force, &|_| {}).expect("replaced");
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).expect("mkdir");
+    std::fs::write(other.join("notes.txt"), b"mine").expect("write");
+    let e = migrate(&reader, &input, &plan, &other, &force, &|_| {}).expect_err("not a snapshot");
+    assert!(matches!(e, MigrateError::OutputNotReplaceable { .. }), "{e}");
+    assert_eq!(std::fs::read(other.join("notes.txt")).expect("kept"), b"mine");
+    // Nothing but the outputs themselves was left behind (no temporary directories).
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["other", "out"]);
+}
+
+#[test]
+fn purge_expired_leaves_out_exactly_the_expired_data() {
+    let input = fixture("savepoint-basic");
+    let reader = SnapshotReader::open(&input).expect("open");
+    let ttl: BTreeMap<String, TtlConfig> = reader
+        .operator("word-counter")
+        .expect("op")
+        .keyed_states
+        .iter()
+        .filter_map(|d| Some((d.name.clone(), d.ttl?)))
+        .collect();
+    assert!(!ttl.is_empty(), "the fixture has TTL'd states");
+    let rows = keyed_rows(&reader, "word-counter");
+    let stamps: Vec<i64> = rows.iter().filter_map(|r| r.5).collect();
+    // A "now" in the middle of the recorded timestamps plus the TTL keeps some, drops some.
+    let now = stamps.iter().copied().min().expect("stamps") + 60_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let plan = Plan::new(
+        &reader,
+        &[Edit::PurgeExpired],
+        PlanOptions {
+            now_ms: now,
+            ..PlanOptions::default()
+        },
+    )
+    .expect("plan");
+    migrate(&reader, &input, &plan, &out, &MigrateOptions::default(), &|_| {}).expect("purge");
+    let expected: Vec<Row> = rows
+        .iter()
+        .filter(|r| match (ttl.get(&r.0), r.5) {
+            (Some(t), Some(ts)) => !t.is_expired(ts, now),
+            _ => true,
+        })
+        .cloned()
+        .collect();
+    let got = keyed_rows(&SnapshotReader::open(&out).expect("out"), "word-counter");
+    assert_eq!(got, expected);
+}
+
+// ---------------------------------------------------------------------------------------
+// Random state, random edits, a model.
+
+const MAX_P: u32 = 16;
+
+fn keyed_descs() -> Vec<StateDescriptor> {
+    vec![
+        StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+        StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes),
+        StateDescriptor::map("m", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes),
+    ]
+}
+
+fn op_descs() -> Vec<OperatorStateDescriptor> {
+    let mk = |name: &str, mode| OperatorStateDescriptor {
+        name: name.into(),
+        mode,
+        value_schema: TypeSchema::Bytes,
+        key_schema: (mode == OperatorStateMode::Broadcast).then_some(TypeSchema::Bytes),
+    };
+    vec![
+        mk("ol", OperatorStateMode::List),
+        mk("ou", OperatorStateMode::Union),
+        mk("ob", OperatorStateMode::Broadcast),
+    ]
+}
+
+/// (uid, state name).
+type Named = (String, String);
+/// An operator-state element (and empty), or a broadcast key and value.
+type Pair = (Vec<u8>, Vec<u8>);
+/// (key, namespace, user key, value).
+type KeyedRow = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>);
+
+/// The model: per (uid, state name), the keyed rows (key, ns, user key, value) and the
+/// operator-state rows, as multisets.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Model {
+    keyed: BTreeMap<Named, Vec<KeyedRow>>,
+    operator: BTreeMap<Named, Vec<Pair>>,
+    parallelism: BTreeMap<String, u32>,
+}
+
+impl Model {
+    fn normalize(mut self) -> Self {
+        self.keyed.values_mut().for_each(|v| v.sort());
+        self.operator.values_mut().for_each(|v| v.sort());
+        self.keyed.retain(|_, v| !v.is_empty());
+        self.operator.retain(|_, v| !v.is_empty());
+        self
+    }
+
+    fn apply(&mut self, e: &Edit) {
+        match e {
+            Edit::RenameUid { from, to } => {
+                let f = |k: &(String, String)| {
+                    Some(if &k.0 == from {
+                        (to.clone(), k.1.clone())
+                    } else {
+                        k.clone()
+                    })
+                };
+                rekey(&mut self.keyed, &f);
+                rekey(&mut self.operator, &f);
+                if let Some(p) = self.parallelism.remove(from) {
+                    self.parallelism.insert(to.clone(), p);
+                }
+            }
+            Edit::DropOperator { uid } => {
+                let f = |k: &(String, String)| (&k.0 != uid).then(|| k.clone());
+                rekey(&mut self.keyed, &f);
+                rekey(&mut self.operator, &f);
+                self.parallelism.remove(uid);
+            }
+            Edit::DropState { uid, state } => {
+                let f = |k: &(String, String)| (!(&k.0 == uid && &k.1 == state)).then(|| k.clone());
+                rekey(&mut self.keyed, &f);
+                rekey(&mut self.operator, &f);
+            }
+            Edit::RenameState { uid, from, to } => {
+                let f = |k: &(String, String)| {
+                    Some(if &k.0 == uid && &k.1 == from {
+                        (uid.clone(), to.clone())
+                    } else {
+                        k.clone()
+                    })
+                };
+                rekey(&mut self.keyed, &f);
+                rekey(&mut self.operator, &f);
+            }
+            Edit::Parallelism { uid, parallelism } => {
+                self.parallelism.insert(uid.clone(), *parallelism);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Renames (or, `None`, drops) the keys of `m` by `f`.
+fn rekey<V>(m: &mut BTreeMap<Named, V>, f: &dyn Fn(&Named) -> Option<Named>) {
+    let old = std::mem::take(m);
+    for (k, v) in old {
+        if let Some(k2) = f(&k) {
+            m.insert(k2, v);
+        }
+    }
+}
+
+/// Writes operators "a" (keyed v, l, m; operator ol, ou, ob) and "b" (keyed v) at
+/// parallelism `p` from `entries` (state, key, ns, user key, value) and `elements`.
+fn write_input(dir: &Path, p: u32, entries: &[(u32, u16, u8, u8, u8)], elements: &[(usize, u8, u8)]) -> Model {
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir));
+    let writer =
+        SnapshotWriter::new(storage, "in", statekit_format::SnapshotKind::Savepoint, 7, "job").expect("writer");
+    let mut model = Model::default();
+    let mut owned = Vec::new();
+    for &(state, key, ns, uk, v) in entries {
+        let state = state % 3;
+        let key = key.to_be_bytes().to_vec();
+        let user_key = (state == 2).then(|| vec![uk]);
+        let e = OwnedEntry {
+            key_group: key_group_for_key(&key, MAX_P),
+            state,
+            key: key.clone(),
+            namespace: vec![ns % 2],
+            user_key: user_key.clone(),
+            value: vec![v],
+            timestamp: None,
+        };
+        owned.push(e);
+    }
+    // One value per (key, ns) and one map value per user key (the first one given); list
+    // elements all kept.
+    let mut seen = std::collections::BTreeSet::new();
+    owned.retain(|e| e.state == 1 || seen.insert((e.state, e.key.clone(), e.namespace.clone(), e.user_key.clone())));
+    let names = ["v", "l", "m"];
+    for e in &owned {
+        model
+            .keyed
+            .entry(("a".into(), names[e.state as usize].into()))
+            .or_default()
+            .push((e.key.clone(), e.namespace.clone(), e.user_key.clone(), e.value.clone()));
+    }
+    let b_entries: Vec<OwnedEntry> = owned.iter().filter(|e| e.state == 0).cloned().collect();
+    for e in &b_entries {
+        model.keyed.entry(("b".into(), "v".into())).or_default().push((
+            e.key.clone(),
+            e.namespace.clone(),
+            None,
+            e.value.clone(),
+        ));
+    }
+    let all = KeyGroupRange::all(MAX_P);
+    let va = MemoryView::new(MAX_P, all, keyed_descs(), owned);
+    let vb = MemoryView::new(MAX_P, all, vec![keyed_descs()[0].clone()], b_entries);
+    writer.register_operator("a", p, MAX_P).expect("register");
+    writer.register_operator("b", p, MAX_P).expect("register");
+    let mut broadcast = BTreeMap::new();
+    for &(s, k, v) in elements.iter().filter(|e| e.0 % 3 == 2) {
+        broadcast.insert(vec![k], vec![s as u8, v]);
+    }
+    for (k, v) in &broadcast {
+        model
+            .operator
+            .entry(("a".into(), "ob".into()))
+            .or_default()
+            .push((k.clone(), v.clone()));
+    }
+    for i in 0..p {
+        let range = KeyGroupRange::for_subtask(MAX_P, p, i);
+        let mut snap = OperatorStateSnapshot::default();
+        let descs = op_descs();
+        for (si, d) in descs.iter().enumerate().take(2) {
+            let items: Vec<Vec<u8>> = elements
+                .iter()
+                .enumerate()
+                .filter(|(j, e)| e.0 % 3 == si && *j as u32 % p == i)
+                .map(|(_, e)| vec![e.1, e.2])
+                .collect();
+            for it in &items {
+                model
+                    .operator
+                    .entry(("a".into(), d.name.clone()))
+                    .or_default()
+                    .push((it.clone(), vec![]));
+            }
+            snap.states.push((d.clone(), OperatorStateData::List(items)));
+        }
+        snap.states
+            .push((descs[2].clone(), OperatorStateData::Broadcast(broadcast.clone())));
+        let a = MemoryView::collect(&va, range).expect("a");
+        let b = MemoryView::collect(&vb, range).expect("b");
+        writer.write_subtask("a", i, Some(&a), Some(&snap), false).expect("a");
+        writer.write_subtask("b", i, Some(&b), None, false).expect("b");
+    }
+    writer.finish().expect("finish");
+    model.parallelism.insert("a".into(), p);
+    model.parallelism.insert("b".into(), p);
+    model
+}
+
+/// The model of what `dir` holds, read back by restoring every operator into heap backends
+/// at parallelism `restore_p`.
+fn read_model(dir: &Path, restore_p: u32) -> Model {
+    let reader = SnapshotReader::open(dir).expect("open output");
+    let mut model = Model::default();
+    for op in &reader.metadata().operators {
+        model.parallelism.insert(op.uid.clone(), op.parallelism);
+        for i in 0..restore_p {
+            let config = BackendConfig::for_subtask(op.max_parallelism, restore_p, i).expect("config");
+            let from = RestoreFrom {
+                reader: &reader,
+                uid: &op.uid,
+                mode: RestoreMode::NoClaim,
+            };
+            let mut b = open_keyed(&BackendChoice::HashMap, config, None, Some(from)).expect("restore");
+            let b = b.as_dyn();
+            let range = b.key_group_range();
+            let view = b.snapshot(1).expect("snapshot");
+            for r in rows_of(view.as_ref(), range) {
+                model
+                    .keyed
+                    .entry((op.uid.clone(), r.0))
+                    .or_default()
+                    .push((r.1, r.2, r.3, r.4));
+            }
+        }
+        for (name, a, b) in operator_rows(&reader, &op.uid) {
+            model.operator.entry((op.uid.clone(), name)).or_default().push((a, b));
+        }
+    }
+    model
+}
+
+fn edit_strategy() -> impl Strategy<Value = Edit> {
+    let uid = prop::sample::select(vec!["a", "b", "c"]);
+    let state = prop::sample::select(vec!["v", "l", "m", "ol", "ou", "ob", "x"]);
+    prop_oneof![
+        (uid.clone(), uid.clone()).prop_map(|(f, t)| Edit::RenameUid {
+            from: f.into(),
+            to: t.into()
+        }),
+        uid.clone().prop_map(|u| Edit::DropOperator { uid: u.into() }),
+        (uid.clone(), state.clone()).prop_map(|(u, s)| Edit::DropState {
+            uid: u.into(),
+            state: s.into()
+        }),
+        (uid.clone(), state.clone(), state).prop_map(|(u, f, t)| Edit::RenameState {
+            uid: u.into(),
+            from: f.into(),
+            to: t.into()
+        }),
+        (uid, 1u32..=MAX_P).prop_map(|(u, p)| Edit::Parallelism {
+            uid: u.into(),
+            parallelism: p
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("MIGRATE_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn random_edits_agree_with_the_model(
+        p in 1u32..=5,
+        entries in prop::collection::vec((0u32..3, 0u16..200, 0u8..2, 0u8..4, any::<u8>()), 0..300),
+        elements in prop::collection::vec((0usize..3, any::<u8>(), any::<u8>()), 0..20),
+        edits in prop::collection::vec(edit_strategy(), 0..6),
+        restore_p in 1u32..=6,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut model = write_input(dir.path(), p, &entries, &elements);
+        let input = dir.path().join("in");
+        let reader = SnapshotReader::open(&input).expect("open");
+        // The edits the plan accepts, one by one, are the model's; a refused edit is skipped
+        // (and must be refused for a reason the model sees).
+        let mut accepted = Vec::new();
+        for e in &edits {
+            let mut trial = accepted.clone();
+            trial.push(e.clone());
+            match Plan::new(&reader, &trial, PlanOptions::default()) {
+                Ok(_) => {
+                    model.apply(e);
+                    accepted = trial;
+                }
+                Err(err) => prop_assert_eq!(err.kind(), ErrorKind::Caller, "{}", err),
+            }
+        }
+        let plan = Plan::new(&reader, &accepted, PlanOptions::default()).expect("plan");
+        let out = dir.path().join("out");
+        let threads = 1 + (p as usize % 3);
+        migrate(&reader, &input, &plan, &out, &MigrateOptions { force: false, threads }, &|_| {}).expect("migrate");
+        let (_, v) = statekit_snapshot::verify_path(&out).expect("verify");
+        prop_assert!(v.is_ok(), "{:?}", v.problems);
+        let got = read_model(&out, restore_p).normalize();
+        let want = model.normalize();
+        prop_assert_eq!(&got.parallelism, &want.parallelism);
+        prop_assert_eq!(&got.keyed, &want.keyed);
+        prop_assert_eq!(&got.operator, &want.operator);
+    }
+}

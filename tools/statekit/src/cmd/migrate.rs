@@ -1,0 +1,326 @@
+//! `statekit convert` and `statekit rewrite`: offline savepoint migration, the library's
+//! (`statekit_migrate`) plan and run behind flags, a progress bar and a summary.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use statekit_checkpoint::SnapshotReader;
+use statekit_format::Compression;
+use statekit_migrate::{migrate, Edit, MigrateOptions, Plan, PlanOptions, Progress};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// The output's block codec.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum CompressionArg {
+    /// Blocks stored as they are.
+    None,
+    /// LZ4 (the default: fast, about half the size on typical state).
+    Lz4,
+    /// Zstandard, level 3 (smaller, slower to write).
+    Zstd,
+}
+
+impl CompressionArg {
+    fn codec(self) -> Compression {
+        match self {
+            CompressionArg::None => Compression::None,
+            CompressionArg::Lz4 => Compression::Lz4,
+            CompressionArg::Zstd => Compression::Zstd { level: 3 },
+        }
+    }
+}
+
+/// The output's format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FormatArg {
+    /// statekit's canonical format: restores into any backend, at any parallelism.
+    Canonical,
+    /// RocksDB's native files (not written yet by this build).
+    Native,
+}
+
+/// What `convert` and `rewrite` share: the output and how it is written.
+#[derive(Args, Debug)]
+pub struct OutputArgs {
+    /// The snapshot to read: a savepoint or checkpoint directory of any kind (or its
+    /// `_metadata` file). It is never modified.
+    pub input: PathBuf,
+    /// The savepoint directory to write (it must not exist, unless --force).
+    pub output: PathBuf,
+    /// Format of the output.
+    #[arg(long, value_enum, default_value = "canonical")]
+    pub format: FormatArg,
+    /// Block compression of the output's data files.
+    #[arg(long, value_enum, default_value = "lz4")]
+    pub compression: CompressionArg,
+    /// Replace OUTPUT if it exists (only a snapshot directory or an empty one is replaced).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the plan (what changes, bytes to read) and exit 0 without writing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Subtasks written at once (default: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: usize,
+    /// Print the summary as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `statekit convert`.
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// Input, output and how it is written.
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Split every operator's state for N subtasks (keyed state by key-group ranges, operator
+    /// state by Flink's redistribution rules).
+    #[arg(long, value_name = "N")]
+    pub parallelism: Option<u32>,
+}
+
+/// Arguments of `statekit rewrite`. Edits compose: uids are renamed first
+/// (`--rename-uid`); every other edit names operators by their new uid.
+#[derive(Args, Debug)]
+pub struct RewriteArgs {
+    /// Input, output and how it is written.
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Give operator OLD the uid NEW (and the operator id it hashes to). Repeatable.
+    #[arg(long, value_name = "OLD=NEW")]
+    pub rename_uid: Vec<String>,
+    /// Leave out an operator and all its state (a job that no longer has it restores without
+    /// --allow-non-restored-state). Repeatable.
+    #[arg(long, value_name = "UID")]
+    pub drop_operator: Vec<String>,
+    /// Leave out a keyed or operator state. Repeatable.
+    #[arg(long, value_name = "UID/STATE")]
+    pub drop_state: Vec<String>,
+    /// Rename a keyed or operator state. Repeatable.
+    #[arg(long, value_name = "UID/OLD=NEW")]
+    pub rename_state: Vec<String>,
+    /// Split an operator's state for N subtasks. Repeatable.
+    #[arg(long, value_name = "UID=N")]
+    pub parallelism: Vec<String>,
+    /// Leave out values, list elements and map entries of TTL'd states that have expired.
+    #[arg(long)]
+    pub purge_expired: bool,
+    /// With --purge-expired: judge expiry at this time (milliseconds since the epoch)
+    /// instead of now.
+    #[arg(long, value_name = "MILLIS", requires = "purge_expired")]
+    pub now: Option<i64>,
+}
+
+/// Splits `s` at the first `sep`, both sides non-empty.
+fn split<'s>(flag: &str, s: &'s str, sep: char, shape: &str) -> Result<(&'s str, &'s str)> {
+    match s.split_once(sep) {
+        Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a, b)),
+        _ => bail!("{flag} {s:?}: expected {shape}"),
+    }
+}
+
+impl RewriteArgs {
+    fn edits(&self) -> Result<Vec<Edit>> {
+        let mut edits = Vec::new();
+        for s in &self.rename_uid {
+            let (from, to) = split("--rename-uid", s, '=', "OLD=NEW")?;
+            edits.push(Edit::RenameUid {
+                from: from.into(),
+                to: to.into(),
+            });
+        }
+        for uid in &self.drop_operator {
+            edits.push(Edit::DropOperator { uid: uid.clone() });
+        }
+        for s in &self.drop_state {
+            let (uid, state) = split("--drop-state", s, '/', "UID/STATE")?;
+            edits.push(Edit::DropState {
+                uid: uid.into(),
+                state: state.into(),
+            });
+        }
+        for s in &self.rename_state {
+            let (uid, names) = split("--rename-state", s, '/', "UID/OLD=NEW")?;
+            let (from, to) = split("--rename-state", names, '=', "UID/OLD=NEW")?;
+            edits.push(Edit::RenameState {
+                uid: uid.into(),
+                from: from.into(),
+                to: to.into(),
+            });
+        }
+        for s in &self.parallelism {
+            let (uid, n) = s
+                .rsplit_once('=')
+                .filter(|(u, n)| !u.is_empty() && !n.is_empty())
+                .with_context(|| format!("--parallelism {s:?}: expected UID=N"))?;
+            let parallelism = n
+                .parse()
+                .with_context(|| format!("--parallelism {s:?}: {n:?} is not a whole number"))?;
+            edits.push(Edit::Parallelism {
+                uid: uid.into(),
+                parallelism,
+            });
+        }
+        if self.purge_expired {
+            edits.push(Edit::PurgeExpired);
+        }
+        Ok(edits)
+    }
+}
+
+/// `statekit convert`.
+pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
+    let reader = SnapshotReader::open(&args.out.input)?;
+    let edits: Vec<Edit> = match args.parallelism {
+        Some(p) => reader
+            .metadata()
+            .operators
+            .iter()
+            .map(|o| Edit::Parallelism {
+                uid: o.uid.clone(),
+                parallelism: p,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    run(&args.out, reader, &edits, None)
+}
+
+/// `statekit rewrite`.
+pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
+    let edits = args.edits()?;
+    if edits.is_empty() {
+        bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
+    }
+    let reader = SnapshotReader::open(&args.out.input)?;
+    run(&args.out, reader, &edits, args.now)
+}
+
+fn run(args: &OutputArgs, reader: SnapshotReader, edits: &[Edit], now: Option<i64>) -> Result<ExitCode> {
+    if matches!(args.format, FormatArg::Native) {
+        return Err(statekit_migrate::MigrateError::NotSupported {
+            what: "--format native (writing RocksDB's native files)".into(),
+        }
+        .into());
+    }
+    let mut options = PlanOptions {
+        compression: args.compression.codec(),
+        ..PlanOptions::default()
+    };
+    if let Some(t) = now {
+        options.now_ms = t;
+    }
+    let plan = Plan::new(&reader, edits, options)?;
+    let changes = plan.changes();
+    if args.dry_run {
+        if args.json {
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "input": args.input.display().to_string(),
+                    "output": args.output.display().to_string(),
+                    "dry_run": true,
+                    "changes": changes,
+                    "operators": operators_json(&plan),
+                    "bytes_to_read": plan.input_bytes(),
+                }))?
+            );
+        } else {
+            for c in &changes {
+                outln!("{c}");
+            }
+            if changes.is_empty() {
+                outln!("no changes: a copy in the canonical format");
+            }
+            outln!(
+                "would read {} bytes of {} operators and write a canonical savepoint to {} (dry run: nothing written)",
+                plan.input_bytes(),
+                plan.operators.len(),
+                args.output.display()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bar = progress_bar(&plan);
+    let started = Instant::now();
+    let tick = |p: &Progress| {
+        if let Some(b) = &bar {
+            b.set_length(p.subtasks_total);
+            b.set_position(p.subtasks_done);
+            b.set_message(format!("{:.1} MB, {} entries", p.bytes_written as f64 / 1e6, p.entries));
+        }
+    };
+    let options = MigrateOptions {
+        force: args.force,
+        threads: args.threads,
+    };
+    let summary = migrate(&reader, &args.input, &plan, &args.output, &options, &tick);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let summary = summary?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "input": args.input.display().to_string(),
+                "output": summary.output.display().to_string(),
+                "dry_run": false,
+                "changes": changes,
+                "operators": operators_json(&plan),
+                "subtasks": summary.subtasks,
+                "files": summary.files,
+                "bytes": summary.bytes,
+                "entries": summary.entries,
+                "seconds": seconds,
+            }))?
+        );
+    } else {
+        for c in &changes {
+            outln!("{c}");
+        }
+        outln!(
+            "{}: {} operators, {} subtasks, {} files, {} bytes, {} entries written in {seconds:.2} s",
+            summary.output.display(),
+            summary.operators,
+            summary.subtasks,
+            summary.files,
+            summary.bytes,
+            summary.entries
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn operators_json(plan: &Plan) -> serde_json::Value {
+    plan.operators
+        .iter()
+        .map(|o| {
+            json!({
+                "uid": o.uid,
+                "from_uid": o.source_uid,
+                "parallelism": o.parallelism,
+                "max_parallelism": o.max_parallelism,
+                "keyed_states": o.keyed_states.iter().map(|s| &s.target.name).collect::<Vec<_>>(),
+                "operator_states": o.operator_states.iter().map(|s| &s.target.name).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
+/// A bar of subtasks written, on standard error when it is a terminal.
+fn progress_bar(plan: &Plan) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let total: u64 = plan.operators.iter().map(|o| u64::from(o.parallelism)).sum();
+    let bar = indicatif::ProgressBar::new(total);
+    let style = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} subtasks, {msg} ({elapsed}, ETA {eta})")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
+}
