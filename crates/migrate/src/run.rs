@@ -340,6 +340,7 @@ impl Target {
                 true
             }
         };
+        remove_stale_temps(&parent, &name);
         let temp_name = format!(
             ".{name}.statekit-tmp-{}-{}",
             std::process::id(),
@@ -369,6 +370,32 @@ impl Target {
             std::fs::rename(&temp, &self.output).map_err(|e| MigrateError::io(&self.output, e))?;
         }
         sync_dir(&self.parent)
+    }
+}
+
+/// Deletes what killed runs writing `name` left under `parent`: temporary directories
+/// `.{name}.statekit-tmp-{pid}-…` whose process is gone (checked in `/proc`; elsewhere none is
+/// deleted). Best effort: one that cannot be deleted stays, and hides nothing (its name
+/// starts with a dot and it holds no `_metadata` under the output's name).
+fn remove_stale_temps(parent: &Path, name: &str) {
+    let prefix = format!(".{name}.statekit-tmp-");
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file_name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file_name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.to_string()).exists() || !Path::new("/proc/self").exists();
+        if !alive && e.file_type().is_ok_and(|t| t.is_dir()) {
+            tracing::debug!(dir = %e.path().display(), "removing a killed run's temporary directory");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 

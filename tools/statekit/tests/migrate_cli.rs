@@ -1,0 +1,207 @@
+//! `statekit convert` and `statekit rewrite` as a user runs them: exit codes, nothing written
+//! on a refusal or a dry run, one JSON document, and a SIGKILL at any moment of a conversion
+//! leaves no output or a complete one that verifies.
+
+mod common;
+
+use common::{bin, fixture, run};
+use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
+use statekit_core::storage::{LocalStorage, Storage};
+use statekit_core::{key_group_for_key, KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = fixture("savepoint-basic");
+    let input = input.to_str().expect("utf-8");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["rewrite", input, "out", "--drop-operator", "nope"],
+        vec!["rewrite", input, "out", "--drop-state", "word-counter/nope"],
+        vec!["rewrite", input, "out", "--rename-uid", "word-counter=enricher"],
+        vec!["rewrite", input, "out", "--parallelism", "word-counter=9"],
+        vec!["rewrite", input, "out", "--parallelism", "word-counter=x"],
+        vec!["rewrite", input, "out", "--rename-state", "word-counter/count"],
+        vec!["rewrite", input, "out"],
+        vec!["convert", input, "out", "--format", "native"],
+        vec!["convert", "/nonexistent/savepoint", "out"],
+    ];
+    for args in cases {
+        let out = run(dir.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(names(dir.path()).is_empty(), "{args:?} wrote {:?}", names(dir.path()));
+    }
+    // A dry run prints the plan and writes nothing.
+    let out = run(
+        dir.path(),
+        &[
+            "rewrite",
+            input,
+            "out",
+            "--rename-uid",
+            "word-counter=counter",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["dry_run"], true);
+    assert_eq!(doc["changes"][0], "rename operator \"word-counter\" to \"counter\"");
+    assert!(names(dir.path()).is_empty());
+    // A real run: one JSON document; then the output exists and is refused without --force.
+    let out = run(dir.path(), &["convert", input, "out", "--json", "--parallelism", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["subtasks"], 6);
+    assert!(
+        out.stderr.is_empty(),
+        "no progress bar when standard error is not a terminal"
+    );
+    let again = run(dir.path(), &["convert", input, "out"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    let forced = run(dir.path(), &["convert", input, "out", "--force"]);
+    assert_eq!(forced.status.code(), Some(0));
+    let verify = run(dir.path(), &["verify", "out"]);
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    assert_eq!(names(dir.path()), ["out"]);
+}
+
+/// A savepoint of one operator with `n` entries of about 200 bytes at parallelism 4.
+fn big_savepoint(dir: &Path, n: u32) {
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir));
+    let writer =
+        SnapshotWriter::new(storage, "in", statekit_format::SnapshotKind::Savepoint, 1, "job").expect("writer");
+    let max_p = 128;
+    let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
+    let entries: Vec<OwnedEntry> = (0..n)
+        .map(|i| {
+            let key = format!("key-{i:09}").into_bytes();
+            OwnedEntry {
+                key_group: key_group_for_key(&key, max_p),
+                state: 0,
+                key,
+                namespace: vec![],
+                user_key: None,
+                // Half random-looking, so compression has work to do.
+                value: (0..200u32)
+                    .map(|j| {
+                        (i.wrapping_mul(2_654_435_761) ^ j.wrapping_mul(40_503)) as u8
+                            & if j % 2 == 0 { 0xff } else { 0x0f }
+                    })
+                    .collect(),
+                timestamp: None,
+            }
+        })
+        .collect();
+    let view = MemoryView::new(max_p, KeyGroupRange::all(max_p), states, entries);
+    writer.register_operator("op", 4, max_p).expect("register");
+    for i in 0..4 {
+        let part = MemoryView::collect(&view, KeyGroupRange::for_subtask(max_p, 4, i)).expect("part");
+        writer.write_subtask("op", i, Some(&part), None, false).expect("write");
+    }
+    writer.finish().expect("finish");
+}
+
+#[test]
+fn sigkill_at_any_moment_leaves_no_output_or_a_complete_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = 300_000;
+    big_savepoint(dir.path(), n);
+    let args = |out: &str| {
+        let mut c = Command::new(bin());
+        c.current_dir(dir.path())
+            .args([
+                "convert",
+                "in",
+                out,
+                "--compression",
+                "zstd",
+                "--threads",
+                "1",
+                "--parallelism",
+                "7",
+            ])
+            .stdout(std::process::Stdio::null());
+        c
+    };
+    // How long a whole conversion takes here.
+    let t = Instant::now();
+    let status = args("full").status().expect("run");
+    assert!(status.success());
+    let full = t.elapsed();
+    let (mut absent, mut complete) = (0, 0);
+    for k in 0..8u32 {
+        let out = format!("out{k}");
+        let mut child = args(&out).spawn().expect("spawn");
+        // From right after the start to past the end, spread over the run; the last one is
+        // killed only once it has ended (or after ten runs' time), so one outcome is surely a
+        // complete output however loaded the machine is.
+        if k == 7 {
+            let deadline = Instant::now() + full * 10;
+            while child.try_wait().expect("try_wait").is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else {
+            std::thread::sleep(full.mul_f64(f64::from(k) / 6.0) + Duration::from_millis(u64::from(k) * 3));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let path = dir.path().join(&out);
+        if !path.exists() {
+            absent += 1;
+            continue;
+        }
+        complete += 1;
+        let (_, v) = statekit_snapshot::verify_path(&path).expect("verify");
+        assert!(v.is_ok(), "{out}: {:?}", v.problems);
+        assert_eq!(v.entries, u64::from(n), "{out}");
+        let r = SnapshotReader::open(&path).expect("open");
+        assert_eq!(r.operator("op").expect("op").parallelism, 7);
+    }
+    // The input is untouched.
+    let (_, v) = statekit_snapshot::verify_path(&dir.path().join("in")).expect("verify input");
+    assert!(v.is_ok());
+    eprintln!("a conversion takes {full:?}; killed runs: {absent} left no output, {complete} a complete one");
+    assert!(absent > 0, "no kill landed before the end ({full:?} a run)");
+    assert!(complete > 0, "no run completed before its kill ({full:?} a run)");
+    // What the killed runs left (hidden temporary directories) goes with the next run to the
+    // same output.
+    let leftovers = |k: u32| {
+        names(dir.path())
+            .into_iter()
+            .filter(|n| n.starts_with(&format!(".out{k}.statekit-tmp-")))
+            .count()
+    };
+    let k = (0..8)
+        .find(|&k| leftovers(k) > 0)
+        .expect("a killed run left its temporary directory");
+    let status = args(&format!("out{k}")).arg("--force").status().expect("rerun");
+    assert!(status.success());
+    assert_eq!(leftovers(k), 0);
+}
