@@ -289,6 +289,79 @@ impl SnapshotWriter {
         self.record_subtask(uid, index, KeyedPart::View(keyed), operator, finished)
     }
 
+    /// Records subtask `index` of operator `uid` from data files the caller has already put
+    /// in the snapshot directory (for example hard links of another snapshot's files, which
+    /// are immutable once committed): `keyed` and `operator` name them relative to the
+    /// directory, with their sizes, and `keyed_states` / `operator_states` are the states each
+    /// file holds. The subtask's key groups are its range under the registered parallelism;
+    /// the files are not read (they must hold state of that range, with the operator's max
+    /// parallelism). Safe to call from several threads at once.
+    pub fn add_existing_subtask(
+        &self,
+        uid: &str,
+        index: u32,
+        keyed: Option<(FileRef, KeyedStats, Vec<StateDescriptor>)>,
+        operator: Option<(FileRef, Vec<OperatorStateDescriptor>)>,
+        finished: bool,
+    ) -> Result<SubtaskMetadata, CheckpointError> {
+        let (_, parallelism, max_parallelism) = self.operator_shape(uid)?;
+        if index >= parallelism {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}: subtask {index} is not below its parallelism {parallelism}"
+            )));
+        }
+        let (keyed_ref, keyed_stats, keyed_states) = match keyed {
+            Some((f, stats, states)) => (Some(f), Some(stats), states),
+            None => (None, None, Vec::new()),
+        };
+        let (operator_ref, operator_states) = match operator {
+            Some((f, states)) => (Some(f), states),
+            None => (None, Vec::new()),
+        };
+        let meta = SubtaskMetadata {
+            index,
+            key_groups: KeyGroupRange::for_subtask(max_parallelism, parallelism, index),
+            finished,
+            keyed: keyed_ref,
+            keyed_stats,
+            operator: operator_ref,
+            native: None,
+            changelog: None,
+        };
+        self.store_subtask(uid, index, meta, keyed_states, operator_states)
+    }
+
+    /// Records a written subtask (once).
+    fn store_subtask(
+        &self,
+        uid: &str,
+        index: u32,
+        meta: SubtaskMetadata,
+        keyed_states: Vec<StateDescriptor>,
+        operator_states: Vec<OperatorStateDescriptor>,
+    ) -> Result<SubtaskMetadata, CheckpointError> {
+        let mut ops = self.lock();
+        let op = ops
+            .iter_mut()
+            .find(|o| o.uid == uid)
+            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))?;
+        let slot = op
+            .subtasks
+            .get_mut(index as usize)
+            .ok_or_else(|| CheckpointError::Invalid(format!("operator {uid:?}: no subtask {index}")))?;
+        if slot.is_some() {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}: subtask {index} written twice"
+            )));
+        }
+        *slot = Some(SubtaskResult {
+            meta: meta.clone(),
+            keyed_states,
+            operator_states,
+        });
+        Ok(meta)
+    }
+
     fn record_subtask(
         &self,
         uid: &str,
@@ -368,23 +441,7 @@ impl SnapshotWriter {
             native,
             changelog,
         };
-        let mut ops = self.lock();
-        let op = ops
-            .iter_mut()
-            .find(|o| o.uid == uid)
-            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))?;
-        let slot = &mut op.subtasks[index as usize];
-        if slot.is_some() {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}: subtask {index} written twice"
-            )));
-        }
-        *slot = Some(SubtaskResult {
-            meta: meta.clone(),
-            keyed_states,
-            operator_states,
-        });
-        Ok(meta)
+        self.store_subtask(uid, index, meta, keyed_states, operator_states)
     }
 
     /// Builds the metadata (every registered subtask must have been written) without

@@ -61,6 +61,11 @@ pub struct PlanOptions {
     pub block_size: usize,
     /// The "now" of [`Edit::PurgeExpired`] (milliseconds since the epoch).
     pub now_ms: i64,
+    /// Hard-link (or, across file systems, copy) the data files of operators whose state the
+    /// edits leave as it is — a renamed or kept operator at the same parallelism, from a
+    /// canonical input — instead of rewriting them. The input and the output then share
+    /// those files' inodes (snapshot files are never modified once written).
+    pub link: bool,
 }
 
 impl Default for PlanOptions {
@@ -74,6 +79,7 @@ impl Default for PlanOptions {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
                 .unwrap_or(0),
+            link: false,
         }
     }
 }
@@ -119,13 +125,21 @@ pub struct OperatorPlan {
     pub dropped_states: Vec<String>,
     /// Bytes of the input's files it reads.
     pub input_bytes: u64,
+    /// Whether its data files are linked from the input instead of rewritten
+    /// ([`PlanOptions::link`]).
+    pub linked: bool,
 }
 
 impl OperatorPlan {
     /// Whether the operator comes out as it went in: same uid, parallelism and states.
     pub fn is_unchanged(&self) -> bool {
-        self.uid == self.source_uid
-            && self.parallelism == self.source_parallelism
+        self.uid == self.source_uid && self.is_unchanged_but_uid()
+    }
+
+    /// Whether its state comes out as it went in (its uid may change: data files do not
+    /// name their operator).
+    pub fn is_unchanged_but_uid(&self) -> bool {
+        self.parallelism == self.source_parallelism
             && self.dropped_states.is_empty()
             && self.keyed_states.iter().all(|s| s.source == s.target.name)
             && self.operator_states.iter().all(|s| s.source == s.target.name)
@@ -244,6 +258,12 @@ impl Plan {
                 Edit::PurgeExpired => purge = Some(options.now_ms),
             }
         }
+        for op in &mut ops {
+            let canonical = meta
+                .operator(&op.source_uid)
+                .is_some_and(|o| o.subtasks.iter().all(|s| s.native.is_none() && s.changelog.is_none()));
+            op.linked = options.link && purge.is_none() && canonical && op.is_unchanged_but_uid();
+        }
         Ok(Plan {
             operators: ops,
             dropped_operators,
@@ -287,10 +307,20 @@ impl Plan {
         out
     }
 
-    /// Bytes of the input's files the migration reads.
+    /// Bytes of the input's files the migration reads (and rewrites).
     pub fn input_bytes(&self) -> u64 {
         self.operators
             .iter()
+            .filter(|o| !o.linked)
+            .map(|o| o.input_bytes)
+            .fold(0, u64::saturating_add)
+    }
+
+    /// Bytes of the input's files linked (or copied) into the output as they are.
+    pub fn linked_bytes(&self) -> u64 {
+        self.operators
+            .iter()
+            .filter(|o| o.linked)
             .map(|o| o.input_bytes)
             .fold(0, u64::saturating_add)
     }
@@ -326,6 +356,7 @@ fn operator_plan(meta: &SnapshotMetadata, o: &OperatorMetadata) -> OperatorPlan 
             .collect(),
         dropped_states: Vec::new(),
         input_bytes: statekit_snapshot::referenced_bytes(&alone).0,
+        linked: false,
     }
 }
 

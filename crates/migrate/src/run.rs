@@ -5,10 +5,13 @@
 use crate::plan::{OperatorPlan, Plan};
 use crate::view::MigratedView;
 use crate::MigrateError;
+use statekit_checkpoint::CheckpointError;
 use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{KeyGroupRange, OperatorStateData, OperatorStateMode, OperatorStateSnapshot};
-use statekit_format::{SnapshotKind, WriteOptions, METADATA_FILE_NAME};
+use statekit_format::{
+    read_operator_file, FileRef, FileScope, KeyedFileReader, KeyedStats, SnapshotKind, WriteOptions, METADATA_FILE_NAME,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,7 +98,8 @@ pub fn migrate(
         writer.set_property(k, v);
     }
     writer.set_property("migrated-from", &input.display().to_string());
-    let result = write_all(reader, plan, &writer, options, progress);
+    let dir = target.parent.join(&target.temp_name);
+    let result = write_all(reader, plan, &writer, &dir, options, progress);
     let written = match result {
         Ok(w) => w,
         Err(e) => {
@@ -140,6 +144,7 @@ fn write_all(
     reader: &SnapshotReader,
     plan: &Plan,
     writer: &SnapshotWriter,
+    dir: &Path,
     options: &MigrateOptions,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<Written, MigrateError> {
@@ -149,7 +154,11 @@ fn write_all(
     let mut op_states: Vec<Vec<OperatorStateSnapshot>> = Vec::new();
     for (oi, op) in plan.operators.iter().enumerate() {
         writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
-        op_states.push(operator_states(reader, op)?);
+        op_states.push(if op.linked {
+            Vec::new()
+        } else {
+            operator_states(reader, op)?
+        });
         work.extend((0..op.parallelism).map(|i| (oi, i)));
     }
     let total = work.len() as u64;
@@ -172,7 +181,12 @@ fn write_all(
                     let (Some(op), Some(states)) = (plan.operators.get(oi), op_states.get(oi)) else {
                         return;
                     };
-                    match write_subtask(reader, plan, writer, op, i, states.get(i as usize)) {
+                    let r = if op.linked {
+                        link_subtask(reader, writer, dir, op, i)
+                    } else {
+                        write_subtask(reader, plan, writer, op, i, states.get(i as usize))
+                    };
+                    match r {
                         Ok((b, n)) => {
                             bytes.fetch_add(b, Ordering::Relaxed);
                             entries.fetch_add(n, Ordering::Relaxed);
@@ -278,6 +292,79 @@ fn write_subtask(
         .fold(0, u64::saturating_add);
     let entries = meta.keyed_stats.as_ref().map_or(0, |s| s.entries);
     Ok((bytes, entries))
+}
+
+/// Links (or copies) the data files of input subtask `i` of `op` into the output directory
+/// `dir` and records them; returns the bytes and keyed entries.
+fn link_subtask(
+    reader: &SnapshotReader,
+    writer: &SnapshotWriter,
+    dir: &Path,
+    op: &OperatorPlan,
+    i: u32,
+) -> Result<(u64, u64), MigrateError> {
+    let input = reader.operator(&op.source_uid)?;
+    let s = input
+        .subtasks
+        .get(i as usize)
+        .ok_or_else(|| MigrateError::NotSupported {
+            what: format!("operator {:?} without subtask {i} in _metadata", op.source_uid),
+        })?;
+    let id = statekit_core::OperatorId::from_uid(&op.uid);
+    let place = |f: &FileRef, name: String| -> Result<(Arc<dyn Storage>, String, FileRef), MigrateError> {
+        let (storage, path) = reader.resolver().resolve(f).map_err(CheckpointError::from)?;
+        let src = storage.absolute_path(&path).ok_or_else(|| MigrateError::NotSupported {
+            what: format!("--link of {} (not on a local file system)", storage.describe(&path)),
+        })?;
+        link_or_copy(&src, &dir.join(&name))?;
+        Ok((
+            storage,
+            path,
+            FileRef {
+                scope: FileScope::Exclusive,
+                path: name,
+                size: f.size,
+            },
+        ))
+    };
+    let keyed = match &s.keyed {
+        Some(f) => {
+            let (storage, path, placed) = place(f, format!("{id}-{i}-keyed.skd"))?;
+            let r = KeyedFileReader::open(storage.as_ref(), &path, Some(f.size)).map_err(CheckpointError::from)?;
+            let stats = s.keyed_stats.clone().unwrap_or_else(|| KeyedStats::from_info(r.info()));
+            Some((placed, stats, statekit_core::KeyedStateView::states(&r).to_vec()))
+        }
+        None => None,
+    };
+    let operator = match &s.operator {
+        Some(f) => {
+            let (storage, path, placed) = place(f, format!("{id}-{i}-operator.sko"))?;
+            let snap = read_operator_file(storage.as_ref(), &path, Some(f.size)).map_err(CheckpointError::from)?;
+            Some((placed, snap.states.into_iter().map(|(d, _)| d).collect()))
+        }
+        None => None,
+    };
+    let entries = keyed.as_ref().map_or(0, |k| k.1.entries);
+    let meta = writer.add_existing_subtask(&op.uid, i, keyed, operator, s.finished)?;
+    let bytes = meta
+        .keyed
+        .iter()
+        .chain(meta.operator.iter())
+        .map(|f| f.size)
+        .fold(0, u64::saturating_add);
+    Ok((bytes, entries))
+}
+
+/// A hard link of `src` at `dst`, or, where that cannot be (another file system), a copy,
+/// fsynced.
+fn link_or_copy(src: &Path, dst: &Path) -> Result<(), MigrateError> {
+    if std::fs::hard_link(src, dst).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(src, dst).map_err(|e| MigrateError::io(src, e))?;
+    std::fs::File::open(dst)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| MigrateError::io(dst, e))
 }
 
 /// Where the output goes: its parent, and the temporary name written first.

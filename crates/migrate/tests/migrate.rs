@@ -586,3 +586,54 @@ proptest! {
         prop_assert_eq!(&got.operator, &want.operator);
     }
 }
+
+#[test]
+fn link_shares_the_unchanged_files_and_rewrites_the_rest() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("in");
+    run(&fixture("savepoint-basic"), &[], &input).expect("convert");
+    let reader = SnapshotReader::open(&input).expect("open");
+    let edits = [
+        Edit::RenameUid {
+            from: "word-counter".into(),
+            to: "counter".into(),
+        },
+        // A changed operator is rewritten even with link.
+        Edit::Parallelism {
+            uid: "enricher".into(),
+            parallelism: 1,
+        },
+    ];
+    let plan = Plan::new(
+        &reader,
+        &edits,
+        PlanOptions {
+            link: true,
+            ..PlanOptions::default()
+        },
+    )
+    .expect("plan");
+    let linked: Vec<(&str, bool)> = plan.operators.iter().map(|o| (o.uid.as_str(), o.linked)).collect();
+    assert_eq!(linked, [("counter", true), ("enricher", false)]);
+    assert!(plan.linked_bytes() > 0 && plan.input_bytes() > 0);
+    let out = dir.path().join("out");
+    migrate(&reader, &input, &plan, &out, &MigrateOptions::default(), &|_| {}).expect("migrate");
+    let (_, v) = statekit_snapshot::verify_path(&out).expect("verify");
+    assert!(v.is_ok(), "{:?}", v.problems);
+    let inodes = |d: &Path| -> std::collections::BTreeSet<u64> {
+        std::fs::read_dir(d)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").metadata().expect("metadata").ino())
+            .collect()
+    };
+    let shared = inodes(&input).intersection(&inodes(&out)).count();
+    assert_eq!(
+        shared, 4,
+        "the renamed operator's 2 keyed and 2 operator files are links"
+    );
+    let b = SnapshotReader::open(&out).expect("out");
+    assert_eq!(keyed_rows(&reader, "word-counter"), keyed_rows(&b, "counter"));
+    assert_eq!(operator_rows(&reader, "word-counter"), operator_rows(&b, "counter"));
+    assert_eq!(keyed_rows(&reader, "enricher"), keyed_rows(&b, "enricher"));
+}
