@@ -8,6 +8,10 @@
 //!   state each (default 1024) that differ in 1% of their keys, beside `cat` of both
 //!   directories and `statekit verify` (full decode) of both.
 //!
+//! * `statekit convert` of the large savepoint (canonical → canonical, recompressed lz4 → zstd
+//!   and lz4 → lz4) and `statekit rewrite --rename-uid --link`, beside `cp -r` of the same
+//!   directory followed by `sync` (`--migrate-only` runs just this section);
+//!
 //! The inspector is measured in a child process of this report (`--inspect`, [`inspect_child`]),
 //! which drives it through the `statekit` library on an in-memory terminal.
 //!
@@ -264,6 +268,11 @@ fn main() -> std::process::ExitCode {
         diff_section(&statekit, tmp.path());
         return std::process::ExitCode::SUCCESS;
     }
+    if args.iter().any(|a| a == "--migrate-only") {
+        let large = generate(tmp.path(), large_mb);
+        migrate_section(&statekit, tmp.path(), &large);
+        return std::process::ExitCode::SUCCESS;
+    }
     let small = generate(tmp.path(), small_mb);
     let large = generate(tmp.path(), large_mb);
     let (small_bytes, _) = dir_bytes(&small);
@@ -328,10 +337,89 @@ fn main() -> std::process::ExitCode {
         v / c
     );
     inspect_section(&exe, &small, &large, small_bytes, large_bytes);
+    migrate_section(&statekit, tmp.path(), &large);
     if with_diff {
         diff_section(&statekit, tmp.path());
     }
     std::process::ExitCode::SUCCESS
+}
+
+/// `statekit convert` and `rewrite --link` of `input` beside `cp -r` + `sync` of it, best of 3
+/// each (outputs deleted between runs; page cache warm).
+fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
+    let (bytes, _) = dir_bytes(input);
+    let mb = bytes as f64 / 1e6;
+    println!("\n== statekit convert / rewrite vs cp -r + sync: {mb:.0} MB savepoint, best of 3 ==");
+    let out = tmp.join("migrated");
+    let clean = || {
+        let _ = std::fs::remove_dir_all(&out);
+    };
+    let (tcp, _) = best(3, || {
+        clean();
+        let r = measure(Command::new("sh").arg("-c").arg(format!(
+            "cp -r '{}' '{}' && sync",
+            input.display(),
+            out.display()
+        )));
+        clean();
+        r
+    });
+    let anchor = mb / tcp.as_secs_f64();
+    println!(
+        "  anchor: cp -r + sync          {anchor:>8.0} MB/s ({:.2} s)",
+        tcp.as_secs_f64()
+    );
+    let uid = statekit_checkpoint::SnapshotReader::open(input)
+        .ok()
+        .and_then(|r| r.metadata().operators.first().map(|o| o.uid.clone()))
+        .unwrap_or_default();
+    let runs: [(&str, Vec<String>); 3] = [
+        ("convert (lz4 -> lz4)", vec!["convert".into()]),
+        (
+            "convert (lz4 -> zstd)",
+            vec!["convert".into(), "--compression".into(), "zstd".into()],
+        ),
+        (
+            "rewrite --rename-uid --link",
+            vec![
+                "rewrite".into(),
+                "--rename-uid".into(),
+                format!("{uid}={uid}-renamed"),
+                "--link".into(),
+            ],
+        ),
+    ];
+    for (what, args) in runs {
+        let (t, rss) = best(3, || {
+            clean();
+            let (cmd, rest) = args.split_first().expect("a command");
+            let r = measure(
+                Command::new(statekit)
+                    .arg(cmd)
+                    .arg(input)
+                    .arg(&out)
+                    .args(rest)
+                    .stdout(std::process::Stdio::null()),
+            );
+            clean();
+            r
+        });
+        let rate = mb / t.as_secs_f64();
+        let target = if what.contains("--link") {
+            format!(
+                "(target: <= 50 ms) {}",
+                if t.as_millis() <= 50 { "ok" } else { "ABOVE TARGET" }
+            )
+        } else {
+            let ratio = rate / anchor;
+            format!("(target >= 0.50x) {}", if ratio >= 0.5 { "ok" } else { "BELOW TARGET" })
+        };
+        println!(
+            "  {what:<30} {rate:>8.0} MB/s ({:.3} s, peak RSS {rss} KiB)   {:.2}x of cp -r + sync   {target}",
+            t.as_secs_f64(),
+            rate / anchor
+        );
+    }
 }
 
 /// The figure an [`inspect_child`] run printed after `prefix`.
