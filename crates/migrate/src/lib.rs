@@ -26,8 +26,10 @@
 mod error;
 mod plan;
 mod run;
+pub mod schema;
 mod view;
 
 pub use error::MigrateError;
 pub use plan::{Edit, KeyedStatePlan, OperatorPlan, OperatorStatePlan, Plan, PlanOptions};
 pub use run::{migrate, MigrateOptions, Progress, Summary};
+pub use schema::{check, CheckReport, Finding, JobSchema};

@@ -42,6 +42,12 @@ enum Command {
     /// Write a savepoint with edits: renamed or dropped operators and states, a new
     /// parallelism, TTL-expired data purged (one streaming pass; the input is only read).
     Rewrite(cmd::migrate::RewriteArgs),
+    /// Print a snapshot's state schema (operators, states, kinds, types, TTL); --json writes
+    /// the file `check --against` reads.
+    Schema(cmd::migrate::SchemaArgs),
+    /// Will this snapshot restore into a job that declares this schema (or has this other
+    /// snapshot's)? Exit 0 compatible, 1 incompatible (each reason on a line).
+    Check(cmd::migrate::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +63,8 @@ fn main() -> ExitCode {
         Command::Diff(args) => cmd::diff::diff(args),
         Command::Convert(args) => cmd::migrate::convert(args),
         Command::Rewrite(args) => cmd::migrate::rewrite(args),
+        Command::Schema(args) => cmd::migrate::schema(args),
+        Command::Check(args) => cmd::migrate::check(args),
     };
     match result {
         Ok(code) => code,

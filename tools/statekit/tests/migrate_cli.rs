@@ -205,3 +205,60 @@ fn sigkill_at_any_moment_leaves_no_output_or_a_complete_one() {
     assert!(status.success());
     assert_eq!(leftovers(k), 0);
 }
+
+#[test]
+fn check_exits_0_compatible_1_incompatible_2_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = fixture("savepoint-basic");
+    let input = input.to_str().expect("utf-8");
+    let schema = run(dir.path(), &["schema", input, "--json"]);
+    assert_eq!(schema.status.code(), Some(0));
+    std::fs::write(dir.path().join("job.json"), &schema.stdout).expect("write");
+    let ok = run(dir.path(), &["check", input, "--against", "job.json"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stdout));
+    // Against itself (a snapshot) too.
+    assert_eq!(
+        run(dir.path(), &["check", input, "--against", input]).status.code(),
+        Some(0)
+    );
+    // The job changed a state's type and dropped an operator.
+    let mut doc: serde_json::Value = serde_json::from_slice(&schema.stdout).expect("json");
+    doc["operators"][0]["keyed_states"][0]["value"] = "string".into();
+    doc["operators"].as_array_mut().expect("operators").truncate(1);
+    std::fs::write(dir.path().join("new.json"), serde_json::to_vec(&doc).expect("json")).expect("write");
+    let bad = run(dir.path(), &["check", input, "--against", "new.json"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert!(text.contains("incompatible: operator \"word-counter\": state \"count\": value type i64 in the snapshot, string in the job"), "{text}");
+    assert!(
+        text.contains("incompatible: operator \"enricher\"") && text.contains("--allow-non-restored-state"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fix: statekit rewrite IN OUT --drop-operator enricher"),
+        "{text}"
+    );
+    let json = run(dir.path(), &["check", input, "--against", "new.json", "--json"]);
+    assert_eq!(json.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
+    assert_eq!(doc["compatible"], false);
+    assert_eq!(doc["findings"].as_array().map(Vec::len), Some(2));
+    // A schema file that does not parse: exit 2, naming the line.
+    std::fs::write(
+        dir.path().join("broken.json"),
+        "{\n  \"operators\": [\n    {\"uid\": 3}\n  ]\n}\n",
+    )
+    .expect("write");
+    let err = run(dir.path(), &["check", input, "--against", "broken.json"]);
+    assert_eq!(err.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&err.stderr).contains("broken.json: line 3"),
+        "{}",
+        String::from_utf8_lossy(&err.stderr)
+    );
+    // The word count declares the schema its savepoints have.
+    let wc = run(dir.path(), &["demo", "wordcount", "--print-schema"]);
+    assert_eq!(wc.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&wc.stdout).expect("json");
+    assert_eq!(doc["operators"][1]["uid"], "counter");
+}

@@ -333,3 +333,140 @@ fn progress_bar(plan: &Plan) -> Option<indicatif::ProgressBar> {
     bar.set_style(style);
     Some(bar)
 }
+
+/// Arguments of `statekit schema`.
+#[derive(Args, Debug)]
+pub struct SchemaArgs {
+    /// A snapshot directory (or its `_metadata` file).
+    pub path: PathBuf,
+    /// Print the schema as JSON (the file `statekit check --against` reads; edit it to
+    /// describe the job you are about to deploy).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `statekit schema`.
+pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
+    let reader = SnapshotReader::open(&args.path)?;
+    let schema = statekit_migrate::JobSchema::of(reader.metadata());
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&schema)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for o in &schema.operators {
+        outln!(
+            "operator {:?}  id {}  max parallelism {}{}",
+            o.uid,
+            o.operator_id.as_deref().unwrap_or("-"),
+            o.max_parallelism,
+            o.parallelism.map(|p| format!("  parallelism {p}")).unwrap_or_default()
+        );
+        for k in &o.keyed_states {
+            outln!(
+                "  keyed {:<20} {:<12} key {} ns {}{} value {}{}",
+                k.name,
+                k.kind,
+                k.key,
+                k.namespace,
+                k.user_key
+                    .as_ref()
+                    .map(|t| format!(" user-key {t}"))
+                    .unwrap_or_default(),
+                k.value,
+                k.ttl_ms.map(|t| format!(" ttl {t}ms")).unwrap_or_default()
+            );
+        }
+        for s in &o.operator_states {
+            outln!(
+                "  operator-state {:<11} {:<12} {}value {}",
+                s.name,
+                s.mode,
+                s.key.as_ref().map(|t| format!("key {t} ")).unwrap_or_default(),
+                s.value
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Arguments of `statekit check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The snapshot to restore.
+    pub path: PathBuf,
+    /// What the job declares: a schema file (`statekit schema --json`, edited) or another
+    /// snapshot (of the new job).
+    #[arg(long, value_name = "SCHEMA.json|SNAPSHOT")]
+    pub against: PathBuf,
+    /// Print the report as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `statekit check`: exit 0 compatible, 1 incompatible (each reason on a line), 2 error.
+pub fn check(args: CheckArgs) -> Result<ExitCode> {
+    let reader = SnapshotReader::open(&args.path)?;
+    let snapshot = statekit_migrate::JobSchema::of(reader.metadata());
+    let is_snapshot_file = args
+        .against
+        .file_name()
+        .is_some_and(|n| n == statekit_format::METADATA_FILE_NAME);
+    let job = if args.against.is_file() && !is_snapshot_file {
+        let text = std::fs::read_to_string(&args.against)
+            .with_context(|| format!("{}: reading the schema", args.against.display()))?;
+        serde_json::from_str::<statekit_migrate::JobSchema>(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: line {}, column {}: not a schema (as `statekit schema --json` writes): {e}",
+                args.against.display(),
+                e.line(),
+                e.column()
+            )
+        })?
+    } else {
+        statekit_migrate::JobSchema::of(SnapshotReader::open(&args.against)?.metadata())
+    };
+    let report = statekit_migrate::check(&snapshot, &job);
+    let ok = report.is_compatible();
+    if args.json {
+        let findings: Vec<serde_json::Value> = report
+            .findings
+            .iter()
+            .map(|f| {
+                json!({
+                    "incompatible": f.is_incompatible(),
+                    "finding": f,
+                    "text": f.to_string(),
+                    "fix": f.fix(),
+                })
+            })
+            .collect();
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "snapshot": args.path.display().to_string(),
+                "against": args.against.display().to_string(),
+                "compatible": ok,
+                "findings": findings,
+            }))?
+        );
+    } else {
+        for f in &report.findings {
+            let tag = if f.is_incompatible() { "incompatible" } else { "note" };
+            match f.fix() {
+                Some(fix) if f.is_incompatible() => outln!("{tag}: {f}\n  fix: {fix}"),
+                _ => outln!("{tag}: {f}"),
+            }
+        }
+        let bad = report.findings.iter().filter(|f| f.is_incompatible()).count();
+        outln!(
+            "{}: {}",
+            args.path.display(),
+            if ok {
+                "compatible".to_string()
+            } else {
+                format!("{bad} incompatibilities")
+            }
+        );
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -52,6 +52,10 @@ const SINK_UID: &str = "sink";
 /// Arguments of `statekit demo wordcount`.
 #[derive(Args, Debug)]
 pub struct WordcountArgs {
+    /// Print the job's state schema (as `statekit schema --json` writes a snapshot's; the file
+    /// `statekit check SNAPSHOT --against` reads) and exit without running.
+    #[arg(long)]
+    pub print_schema: bool,
     /// Input text file (default: a small built-in text).
     #[arg(long)]
     pub input: Option<PathBuf>,
@@ -340,6 +344,43 @@ fn pending_commits_descriptor() -> OperatorStateDescriptor {
     }
 }
 
+/// The state schema this job declares: its three operators and their states.
+fn job_schema(p: u32, max_p: u32) -> statekit_migrate::JobSchema {
+    use statekit_migrate::schema::{KeyedStateSchema, OperatorSchema, OperatorStateSchema};
+    let op = |uid: &str, parallelism: u32, keyed: Vec<KeyedStateSchema>, operator: Vec<OperatorStateSchema>| {
+        OperatorSchema {
+            uid: uid.to_string(),
+            operator_id: Some(statekit_core::OperatorId::from_uid(uid).to_string()),
+            max_parallelism: max_p,
+            parallelism: Some(parallelism),
+            keyed_states: keyed,
+            operator_states: operator,
+        }
+    };
+    statekit_migrate::JobSchema {
+        operators: vec![
+            op(
+                SOURCE_UID,
+                1,
+                vec![],
+                vec![OperatorStateSchema::of(&offsets_descriptor())],
+            ),
+            op(
+                COUNTER_UID,
+                p,
+                counter_states().iter().map(KeyedStateSchema::of).collect(),
+                vec![],
+            ),
+            op(
+                SINK_UID,
+                p,
+                vec![],
+                vec![OperatorStateSchema::of(&pending_commits_descriptor())],
+            ),
+        ],
+    }
+}
+
 fn encode_offset(input: &str, offset: u64) -> Result<Vec<u8>> {
     let v = Value::Tuple(vec![Value::Str(input.to_string()), Value::U64(offset)]);
     Ok(statekit_core::encode_value(&offsets_descriptor().value_schema, &v)?)
@@ -384,6 +425,10 @@ struct InFlight {
 pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     let (p, max_p) = (args.parallelism, args.max_parallelism);
     keygroup::check_parallelism(p, max_p)?;
+    if args.print_schema {
+        outln!("{}", serde_json::to_string_pretty(&job_schema(p, max_p))?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.checkpoint_every == 0 {
         bail!("--checkpoint-every must be at least 1");
     }

@@ -1,0 +1,125 @@
+//! `check`: every kind of incompatibility and note, found from schemas alone; a snapshot is
+//! compatible with its own schema, and the schema file round-trips through JSON.
+
+use statekit_checkpoint::SnapshotReader;
+use statekit_migrate::{check, Finding, JobSchema};
+use std::path::Path;
+
+fn snapshot_schema() -> JobSchema {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1/savepoint-basic");
+    JobSchema::of(SnapshotReader::open(dir).expect("open").metadata())
+}
+
+#[test]
+fn a_snapshot_is_compatible_with_its_own_schema_and_the_file_round_trips() {
+    let s = snapshot_schema();
+    let r = check(&s, &s);
+    assert!(r.is_compatible() && r.findings.is_empty(), "{:?}", r.findings);
+    let text = serde_json::to_string_pretty(&s).expect("json");
+    let back: JobSchema = serde_json::from_str(&text).expect("parse");
+    assert_eq!(back, s);
+    // Optional fields may be left out of a hand-written file.
+    let minimal: JobSchema =
+        serde_json::from_str(r#"{"operators":[{"uid":"x","max_parallelism":8}]}"#).expect("minimal");
+    assert!(minimal.operators[0].keyed_states.is_empty());
+}
+
+#[test]
+fn every_incompatibility_is_found_and_notes_are_not_incompatible() {
+    let snap = snapshot_schema();
+    let mut job = snap.clone();
+    let wc = job.operators.iter_mut().find(|o| o.uid == "word-counter").expect("op");
+    wc.max_parallelism = 16;
+    let by_name = |o: &mut statekit_migrate::schema::OperatorSchema, n: &str| {
+        o.keyed_states.iter().position(|k| k.name == n).expect("state")
+    };
+    let i = by_name(wc, "count");
+    wc.keyed_states[i].kind = "list".into();
+    let i = by_name(wc, "total");
+    wc.keyed_states[i].value = "string".into();
+    let i = by_name(wc, "recent");
+    wc.keyed_states[i].ttl_ms = None;
+    let i = by_name(wc, "per-window");
+    wc.keyed_states[i].ttl_ms = Some(1);
+    let i = by_name(wc, "avg");
+    wc.keyed_states.remove(i);
+    wc.keyed_states.push(statekit_migrate::schema::KeyedStateSchema {
+        name: "fresh".into(),
+        kind: "value".into(),
+        key: "string".into(),
+        namespace: "unit".into(),
+        user_key: None,
+        value: "i64".into(),
+        ttl_ms: None,
+    });
+    let w = wc
+        .operator_states
+        .iter()
+        .position(|o| o.name == "watermarks")
+        .expect("w");
+    wc.operator_states[w].mode = "list".into();
+    job.operators.retain(|o| o.uid != "enricher");
+    job.operators.push(statekit_migrate::schema::OperatorSchema {
+        uid: "new-one".into(),
+        operator_id: None,
+        max_parallelism: 8,
+        parallelism: None,
+        keyed_states: vec![],
+        operator_states: vec![],
+    });
+    let r = check(&snap, &job);
+    assert!(!r.is_compatible());
+    let has = |f: &dyn Fn(&Finding) -> bool| r.findings.iter().any(f);
+    assert!(has(&|f| matches!(
+        f,
+        Finding::MaxParallelism {
+            snapshot: 8,
+            job: 16,
+            ..
+        }
+    )));
+    assert!(has(
+        &|f| matches!(f, Finding::KindChanged { state, .. } if state == "count")
+    ));
+    assert!(has(
+        &|f| matches!(f, Finding::TypeChanged { state, field, .. } if state == "total" && field == "value")
+    ));
+    assert!(has(
+        &|f| matches!(f, Finding::TtlSwitched { state, snapshot: true, .. } if state == "recent")
+    ));
+    assert!(has(
+        &|f| matches!(f, Finding::TtlChanged { state, job: 1, .. } if state == "per-window")
+    ));
+    assert!(has(
+        &|f| matches!(f, Finding::StateNotDeclared { state, .. } if state == "avg")
+    ));
+    assert!(has(
+        &|f| matches!(f, Finding::NewState { state, .. } if state == "fresh")
+    ));
+    assert!(has(
+        &|f| matches!(f, Finding::KindChanged { state, .. } if state == "watermarks")
+    ));
+    assert!(has(&|f| matches!(f, Finding::NotRestored { uid } if uid == "enricher")));
+    assert!(has(&|f| matches!(f, Finding::NewOperator { uid } if uid == "new-one")));
+    let incompatible: Vec<String> = r
+        .findings
+        .iter()
+        .filter(|f| f.is_incompatible())
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(incompatible.len(), 6, "{incompatible:#?}");
+    // Notes alone keep it compatible.
+    let mut job = snap.clone();
+    job.operators.push(statekit_migrate::schema::OperatorSchema {
+        uid: "new-one".into(),
+        operator_id: None,
+        max_parallelism: 8,
+        parallelism: None,
+        keyed_states: vec![],
+        operator_states: vec![],
+    });
+    let r = check(&snap, &job);
+    assert!(r.is_compatible(), "{:?}", r.findings);
+    assert_eq!(r.findings.len(), 1);
+    assert!(r.findings[0].fix().is_none());
+}
