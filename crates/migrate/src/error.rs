@@ -19,6 +19,14 @@ pub enum MigrateError {
         /// The uids there are at that point of the edits.
         known: Vec<String>,
     },
+    /// An edit names an operator id the snapshot does not have.
+    #[error("no operator with id {operator_id} (ids: {known:?})")]
+    UnknownOperatorId {
+        /// The id asked for.
+        operator_id: String,
+        /// The ids there are.
+        known: Vec<String>,
+    },
     /// An edit names a state the operator does not have.
     #[error("operator {uid:?} has no state {state:?} (states: {known:?})")]
     UnknownState {
@@ -107,6 +115,7 @@ impl MigrateError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             MigrateError::UnknownOperator { .. }
+            | MigrateError::UnknownOperatorId { .. }
             | MigrateError::UnknownState { .. }
             | MigrateError::UidTaken { .. }
             | MigrateError::StateNameTaken { .. }

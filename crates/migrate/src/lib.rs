@@ -30,6 +30,6 @@ pub mod schema;
 mod view;
 
 pub use error::MigrateError;
-pub use plan::{Edit, KeyedStatePlan, OperatorPlan, OperatorStatePlan, Plan, PlanOptions};
+pub use plan::{Edit, KeyFilter, KeyedStatePlan, OperatorPlan, OperatorStatePlan, Plan, PlanOptions};
 pub use run::{migrate, MigrateOptions, Progress, Summary};
 pub use schema::{check, CheckReport, Finding, JobSchema};

@@ -5,6 +5,8 @@ use crate::MigrateError;
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{keygroup, OperatorStateDescriptor, StateDescriptor};
 use statekit_format::{Compression, OperatorMetadata, SnapshotMetadata};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// One change to a snapshot. Edits compose: each applies to what the edits before it left
 /// (rename a uid, then drop a state of the new uid).
@@ -50,6 +52,50 @@ pub enum Edit {
     /// Values, list elements and map entries of TTL'd states that had expired at the time
     /// given by [`PlanOptions::now_ms`] are left out.
     PurgeExpired,
+    /// The operator whose id (32 hex digits, as `show` prints it) is `operator_id` gets uid
+    /// `uid` — for an operator whose uid was generated (Flink's auto-generated ids) that a
+    /// new version of the job names.
+    SetUid {
+        /// The operator's id.
+        operator_id: String,
+        /// Its new uid.
+        uid: String,
+    },
+    /// Only the keyed state of these keys (serialized, as stored) is kept.
+    KeepKeys {
+        /// The operator.
+        uid: String,
+        /// The keys.
+        keys: Arc<BTreeSet<Vec<u8>>>,
+    },
+    /// The keyed state of these keys (serialized, as stored) is left out.
+    DropKeys {
+        /// The operator.
+        uid: String,
+        /// The keys.
+        keys: Arc<BTreeSet<Vec<u8>>>,
+    },
+}
+
+/// Which keys of an operator's keyed state are kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyFilter {
+    /// Only these (all when `None`).
+    pub keep: Option<Arc<BTreeSet<Vec<u8>>>>,
+    /// Not these.
+    pub drop: Option<Arc<BTreeSet<Vec<u8>>>>,
+}
+
+impl KeyFilter {
+    /// Whether `key` is kept.
+    pub fn keeps(&self, key: &[u8]) -> bool {
+        self.keep.as_ref().is_none_or(|k| k.contains(key)) && self.drop.as_ref().is_none_or(|d| !d.contains(key))
+    }
+
+    /// Whether every key is kept.
+    pub fn keeps_all(&self) -> bool {
+        self.keep.is_none() && self.drop.is_none()
+    }
 }
 
 /// How the output is written.
@@ -125,9 +171,13 @@ pub struct OperatorPlan {
     pub dropped_states: Vec<String>,
     /// Bytes of the input's files it reads.
     pub input_bytes: u64,
+    /// The input's operator id (hex).
+    pub operator_id: String,
     /// Whether its data files are linked from the input instead of rewritten
     /// ([`PlanOptions::link`]).
     pub linked: bool,
+    /// The keys kept ([`Edit::KeepKeys`], [`Edit::DropKeys`]).
+    pub keys: KeyFilter,
 }
 
 impl OperatorPlan {
@@ -140,6 +190,7 @@ impl OperatorPlan {
     /// name their operator).
     pub fn is_unchanged_but_uid(&self) -> bool {
         self.parallelism == self.source_parallelism
+            && self.keys.keeps_all()
             && self.dropped_states.is_empty()
             && self.keyed_states.iter().all(|s| s.source == s.target.name)
             && self.operator_states.iter().all(|s| s.source == s.target.name)
@@ -256,6 +307,38 @@ impl Plan {
                     op.parallelism = *parallelism;
                 }
                 Edit::PurgeExpired => purge = Some(options.now_ms),
+                Edit::SetUid { operator_id, uid } => {
+                    let known: Vec<String> = ops.iter().map(|o| o.operator_id.clone()).collect();
+                    let Some(i) = ops.iter().position(|o| o.operator_id.eq_ignore_ascii_case(operator_id)) else {
+                        return Err(MigrateError::UnknownOperatorId {
+                            operator_id: operator_id.clone(),
+                            known,
+                        });
+                    };
+                    if ops.iter().enumerate().any(|(j, o)| j != i && &o.uid == uid) {
+                        return Err(MigrateError::UidTaken {
+                            from: ops.get(i).map(|o| o.uid.clone()).unwrap_or_default(),
+                            to: uid.clone(),
+                        });
+                    }
+                    if let Some(o) = ops.get_mut(i) {
+                        o.uid = uid.clone();
+                    }
+                }
+                Edit::KeepKeys { uid, keys } => {
+                    let op = find(&mut ops, uid)?;
+                    op.keys.keep = Some(match &op.keys.keep {
+                        Some(k) => Arc::new(k.intersection(keys).cloned().collect()),
+                        None => keys.clone(),
+                    });
+                }
+                Edit::DropKeys { uid, keys } => {
+                    let op = find(&mut ops, uid)?;
+                    op.keys.drop = Some(match &op.keys.drop {
+                        Some(d) => Arc::new(d.union(keys).cloned().collect()),
+                        None => keys.clone(),
+                    });
+                }
             }
         }
         for op in &mut ops {
@@ -293,6 +376,20 @@ impl Plan {
                 .chain(o.operator_states.iter().map(|s| (&s.source, &s.target.name)));
             for (from, to) in renamed.filter(|(from, to)| from != to) {
                 out.push(format!("operator {:?}: rename state {from:?} to {to:?}", o.uid));
+            }
+            if let Some(k) = &o.keys.keep {
+                out.push(format!(
+                    "operator {:?}: keep the keyed state of {} keys only",
+                    o.uid,
+                    k.len()
+                ));
+            }
+            if let Some(d) = &o.keys.drop {
+                out.push(format!(
+                    "operator {:?}: drop the keyed state of {} keys",
+                    o.uid,
+                    d.len()
+                ));
             }
             if o.parallelism != o.source_parallelism {
                 out.push(format!(
@@ -334,6 +431,7 @@ fn operator_plan(meta: &SnapshotMetadata, o: &OperatorMetadata) -> OperatorPlan 
     OperatorPlan {
         source_uid: o.uid.clone(),
         uid: o.uid.clone(),
+        operator_id: o.operator_id.to_string(),
         source_parallelism: o.parallelism,
         parallelism: o.parallelism,
         max_parallelism: o.max_parallelism,
@@ -357,6 +455,7 @@ fn operator_plan(meta: &SnapshotMetadata, o: &OperatorMetadata) -> OperatorPlan 
         dropped_states: Vec::new(),
         input_bytes: statekit_snapshot::referenced_bytes(&alone).0,
         linked: false,
+        keys: KeyFilter::default(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The keyed state of one output subtask as a view: the input's views of its key groups, their
 //! states renamed, dropped and reindexed to the output's list, expired TTL data left out.
 
-use crate::plan::OperatorPlan;
+use crate::plan::{KeyFilter, OperatorPlan};
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError};
 use std::ops::ControlFlow;
 
@@ -22,6 +22,7 @@ pub(crate) struct MigratedView {
     states: Vec<StateDescriptor>,
     parts: Vec<Part>,
     purge_at: Option<i64>,
+    keys: KeyFilter,
 }
 
 impl MigratedView {
@@ -57,12 +58,16 @@ impl MigratedView {
             states,
             parts,
             purge_at,
+            keys: op.keys.clone(),
         }
     }
 
     /// The output entry of input entry `e` of `part`, or `None` when it is left out.
     fn translate<'e>(&self, part: &Part, e: &Entry<'e>) -> Option<Entry<'e>> {
         let state = (*part.map.get(e.state as usize)?)?;
+        if !self.keys.keeps(e.key) {
+            return None;
+        }
         if let (Some(now), Some(ts)) = (self.purge_at, e.timestamp) {
             let ttl = self.states.get(state as usize).and_then(|d| d.ttl);
             if ttl.is_some_and(|t| t.is_expired(ts, now)) {

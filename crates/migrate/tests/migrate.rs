@@ -375,6 +375,20 @@ impl Model {
             Edit::Parallelism { uid, parallelism } => {
                 self.parallelism.insert(uid.clone(), *parallelism);
             }
+            Edit::KeepKeys { uid, keys } => {
+                for ((u, _), rows) in self.keyed.iter_mut() {
+                    if u == uid {
+                        rows.retain(|r| keys.contains(&r.0));
+                    }
+                }
+            }
+            Edit::DropKeys { uid, keys } => {
+                for ((u, _), rows) in self.keyed.iter_mut() {
+                    if u == uid {
+                        rows.retain(|r| !keys.contains(&r.0));
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -636,4 +650,44 @@ fn link_shares_the_unchanged_files_and_rewrites_the_rest() {
     assert_eq!(keyed_rows(&reader, "word-counter"), keyed_rows(&b, "counter"));
     assert_eq!(operator_rows(&reader, "word-counter"), operator_rows(&b, "counter"));
     assert_eq!(keyed_rows(&reader, "enricher"), keyed_rows(&b, "enricher"));
+}
+
+#[test]
+fn set_uid_names_an_operator_by_its_id() {
+    let input = fixture("savepoint-basic");
+    let reader = SnapshotReader::open(&input).expect("open");
+    let id = reader.operator("enricher").expect("op").operator_id.to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let edits = [Edit::SetUid {
+        operator_id: id.to_uppercase(),
+        uid: "enrich".into(),
+    }];
+    run(&input, &edits, &out).expect("set uid");
+    let b = SnapshotReader::open(&out).expect("out");
+    assert_eq!(keyed_rows(&reader, "enricher"), keyed_rows(&b, "enrich"));
+    assert_eq!(
+        b.operator("enrich").expect("renamed").operator_id,
+        statekit_core::OperatorId::from_uid("enrich")
+    );
+    let e = Plan::new(
+        &reader,
+        &[Edit::SetUid {
+            operator_id: "00".into(),
+            uid: "x".into(),
+        }],
+        PlanOptions::default(),
+    )
+    .expect_err("unknown id");
+    assert!(matches!(e, MigrateError::UnknownOperatorId { .. }), "{e}");
+    let e = Plan::new(
+        &reader,
+        &[Edit::SetUid {
+            operator_id: id,
+            uid: "word-counter".into(),
+        }],
+        PlanOptions::default(),
+    )
+    .expect_err("taken");
+    assert!(matches!(e, MigrateError::UidTaken { .. }), "{e}");
 }

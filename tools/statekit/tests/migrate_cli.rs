@@ -37,6 +37,8 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
         vec!["rewrite", input, "out"],
         vec!["convert", input, "out", "--format", "native"],
         vec!["convert", "/nonexistent/savepoint", "out"],
+        vec!["rewrite", input, "out", "--set-uid", "0123=x"],
+        vec!["rewrite", input, "out", "--keep-keys", "/nonexistent/keys.txt"],
     ];
     for args in cases {
         let out = run(dir.path(), &args);
@@ -50,6 +52,18 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
         assert!(out.stdout.is_empty(), "{args:?}");
         assert!(names(dir.path()).is_empty(), "{args:?} wrote {:?}", names(dir.path()));
     }
+    // A keys file with a line that is not a key of the operator: its line number.
+    let keys = tempfile::NamedTempFile::new().expect("keys");
+    std::fs::write(keys.path(), "1\n2\nnot-a-number\n").expect("write");
+    let spec = format!("enricher={}", keys.path().display());
+    let out = run(dir.path(), &["rewrite", input, "out", "--keep-keys", &spec]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 3") && err.contains("not-a-number") && err.contains("i64"),
+        "{err}"
+    );
+    assert!(names(dir.path()).is_empty());
     // A dry run prints the plan and writes nothing.
     let out = run(
         dir.path(),

@@ -87,8 +87,8 @@ pub struct ConvertArgs {
     pub parallelism: Option<u32>,
 }
 
-/// Arguments of `statekit rewrite`. Edits compose: uids are renamed first
-/// (`--rename-uid`); every other edit names operators by their new uid.
+/// Arguments of `statekit rewrite`. Edits compose: uids are set and renamed first
+/// (`--set-uid`, `--rename-uid`); every other edit names operators by their new uid.
 #[derive(Args, Debug)]
 pub struct RewriteArgs {
     /// Input, output and how it is written.
@@ -117,6 +117,21 @@ pub struct RewriteArgs {
     /// instead of now.
     #[arg(long, value_name = "MILLIS", requires = "purge_expired")]
     pub now: Option<i64>,
+    /// Give the operator with this id (32 hex digits, as `show` prints it) the uid UID: an
+    /// operator whose uid was generated, named by the new job. Applied with --rename-uid.
+    /// Repeatable.
+    #[arg(long, value_name = "OPERATOR_ID=UID")]
+    pub set_uid: Vec<String>,
+    /// Keep only the keyed state of the keys in FILE (one per line, read as --key-format
+    /// reads them, by each operator's key type); UID=FILE limits it to one operator.
+    #[arg(long, value_name = "[UID=]FILE")]
+    pub keep_keys: Vec<String>,
+    /// Leave out the keyed state of the keys in FILE (as --keep-keys reads it).
+    #[arg(long, value_name = "[UID=]FILE")]
+    pub drop_keys: Vec<String>,
+    /// How --keep-keys and --drop-keys files spell keys (as `dump --key-format`).
+    #[arg(long, value_enum, default_value_t = crate::render::KeyFormat::Auto)]
+    pub key_format: crate::render::KeyFormat,
 }
 
 /// Splits `s` at the first `sep`, both sides non-empty.
@@ -130,6 +145,13 @@ fn split<'s>(flag: &str, s: &'s str, sep: char, shape: &str) -> Result<(&'s str,
 impl RewriteArgs {
     fn edits(&self) -> Result<Vec<Edit>> {
         let mut edits = Vec::new();
+        for s in &self.set_uid {
+            let (id, uid) = split("--set-uid", s, '=', "OPERATOR_ID=UID")?;
+            edits.push(Edit::SetUid {
+                operator_id: id.into(),
+                uid: uid.into(),
+            });
+        }
         for s in &self.rename_uid {
             let (from, to) = split("--rename-uid", s, '=', "OLD=NEW")?;
             edits.push(Edit::RenameUid {
@@ -196,11 +218,60 @@ pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
 
 /// `statekit rewrite`.
 pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
-    let edits = args.edits()?;
-    if edits.is_empty() {
+    let mut edits = args.edits()?;
+    if edits.is_empty() && args.keep_keys.is_empty() && args.drop_keys.is_empty() {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
     }
     let reader = SnapshotReader::open(&args.out.input)?;
+    // Key files are read by the key type of the operators they apply to (after the other
+    // edits: by their new uids).
+    let plan = Plan::new(&reader, &edits, PlanOptions::default())?;
+    for (keep, list) in [(true, &args.keep_keys), (false, &args.drop_keys)] {
+        for spec in list {
+            let flag = if keep { "--keep-keys" } else { "--drop-keys" };
+            let (only, file) = match spec.split_once('=') {
+                Some((uid, file)) if plan.operators.iter().any(|o| o.uid == uid) => (Some(uid), file),
+                _ => (None, spec.as_str()),
+            };
+            let targets: Vec<_> = plan
+                .operators
+                .iter()
+                .filter(|o| only.is_none_or(|u| u == o.uid) && !o.keyed_states.is_empty())
+                .collect();
+            if targets.is_empty() {
+                bail!("{flag} {spec}: no operator with keyed state to apply it to");
+            }
+            let text = std::fs::read_to_string(file).with_context(|| format!("{flag}: reading {file}"))?;
+            for op in targets {
+                let schema = op
+                    .keyed_states
+                    .first()
+                    .map(|s| &s.target.key_schema)
+                    .context("no keyed state")?;
+                let mut keys = std::collections::BTreeSet::new();
+                for (n, line) in text.lines().enumerate() {
+                    if line.is_empty() {
+                        continue;
+                    }
+                    let key = crate::render::parse_key(line, schema, args.key_format).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{file}: line {}: {line:?} is not a key of operator {:?} (type {schema}): {e}",
+                            n + 1,
+                            op.uid
+                        )
+                    })?;
+                    keys.insert(key);
+                }
+                let keys = std::sync::Arc::new(keys);
+                let uid = op.uid.clone();
+                edits.push(if keep {
+                    Edit::KeepKeys { uid, keys }
+                } else {
+                    Edit::DropKeys { uid, keys }
+                });
+            }
+        }
+    }
     run(&args.out, reader, &edits, args.now)
 }
 
