@@ -373,11 +373,21 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
         .ok()
         .and_then(|r| r.metadata().operators.first().map(|o| o.uid.clone()))
         .unwrap_or_default();
-    let runs: [(&str, Vec<String>); 3] = [
+    let runs: [(&str, Vec<String>); 4] = [
         ("convert (lz4 -> lz4)", vec!["convert".into()]),
         (
             "convert (lz4 -> zstd)",
             vec!["convert".into(), "--compression".into(), "zstd".into()],
+        ),
+        (
+            "rewrite --max-parallelism (x2)",
+            vec![
+                "rewrite".into(),
+                "--max-parallelism".into(),
+                format!("{uid}=256"),
+                "--memory".into(),
+                "256MiB".into(),
+            ],
         ),
         (
             "rewrite --rename-uid --link",
@@ -389,6 +399,7 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
             ],
         ),
     ];
+    let mut plain: Option<Duration> = None;
     for (what, args) in runs {
         let (t, rss) = best(3, || {
             clean();

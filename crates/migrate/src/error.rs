@@ -65,6 +65,14 @@ pub enum MigrateError {
         /// The operator's max parallelism.
         max_parallelism: u32,
     },
+    /// A max parallelism outside `1..=32768`.
+    #[error("operator {uid:?}: max parallelism {max_parallelism} is outside 1..=32768")]
+    BadMaxParallelism {
+        /// The operator.
+        uid: String,
+        /// The max parallelism asked for.
+        max_parallelism: u32,
+    },
     /// An edit this build cannot apply yet.
     #[error("{what} is not supported yet")]
     NotSupported {
@@ -120,6 +128,7 @@ impl MigrateError {
             | MigrateError::UidTaken { .. }
             | MigrateError::StateNameTaken { .. }
             | MigrateError::BadParallelism { .. }
+            | MigrateError::BadMaxParallelism { .. }
             | MigrateError::OutputExists { .. }
             | MigrateError::OutputNotReplaceable { .. }
             | MigrateError::OutputIsInput { .. } => ErrorKind::Caller,

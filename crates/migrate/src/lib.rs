@@ -25,6 +25,7 @@
 
 mod error;
 mod plan;
+mod rebucket;
 mod run;
 pub mod schema;
 mod view;

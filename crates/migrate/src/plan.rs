@@ -61,6 +61,14 @@ pub enum Edit {
         /// Its new uid.
         uid: String,
     },
+    /// Every key moves to its key group under `max_parallelism` key groups (the state is
+    /// re-bucketed by an external sort bounded by [`PlanOptions::memory`]).
+    MaxParallelism {
+        /// The operator.
+        uid: String,
+        /// The new max parallelism (1..=32768, at least the operator's parallelism).
+        max_parallelism: u32,
+    },
     /// Only the keyed state of these keys (serialized, as stored) is kept.
     KeepKeys {
         /// The operator.
@@ -112,6 +120,11 @@ pub struct PlanOptions {
     /// canonical input — instead of rewriting them. The input and the output then share
     /// those files' inodes (snapshot files are never modified once written).
     pub link: bool,
+    /// Bytes of entries [`Edit::MaxParallelism`] holds in memory before it spills a sorted
+    /// run to disk.
+    pub memory: usize,
+    /// Where spilled runs go (default: beside the output, removed when done).
+    pub spill_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for PlanOptions {
@@ -126,6 +139,8 @@ impl Default for PlanOptions {
                 .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
                 .unwrap_or(0),
             link: false,
+            memory: 256 << 20,
+            spill_dir: None,
         }
     }
 }
@@ -159,7 +174,9 @@ pub struct OperatorPlan {
     pub source_parallelism: u32,
     /// Its parallelism in the output.
     pub parallelism: u32,
-    /// Its max parallelism (unchanged).
+    /// Its max parallelism in the input.
+    pub source_max_parallelism: u32,
+    /// Its max parallelism in the output.
     pub max_parallelism: u32,
     /// Whether all its subtasks had finished (kept).
     pub finished: bool,
@@ -190,6 +207,7 @@ impl OperatorPlan {
     /// name their operator).
     pub fn is_unchanged_but_uid(&self) -> bool {
         self.parallelism == self.source_parallelism
+            && self.max_parallelism == self.source_max_parallelism
             && self.keys.keeps_all()
             && self.dropped_states.is_empty()
             && self.keyed_states.iter().all(|s| s.source == s.target.name)
@@ -325,6 +343,16 @@ impl Plan {
                         o.uid = uid.clone();
                     }
                 }
+                Edit::MaxParallelism { uid, max_parallelism } => {
+                    let op = find(&mut ops, uid)?;
+                    if keygroup::check_max_parallelism(*max_parallelism).is_err() {
+                        return Err(MigrateError::BadMaxParallelism {
+                            uid: uid.clone(),
+                            max_parallelism: *max_parallelism,
+                        });
+                    }
+                    op.max_parallelism = *max_parallelism;
+                }
                 Edit::KeepKeys { uid, keys } => {
                     let op = find(&mut ops, uid)?;
                     op.keys.keep = Some(match &op.keys.keep {
@@ -340,6 +368,15 @@ impl Plan {
                     });
                 }
             }
+        }
+        // The parallelism must fit the max parallelism both ends up with, whatever order they
+        // were set in.
+        if let Some(op) = ops.iter().find(|o| o.parallelism > o.max_parallelism) {
+            return Err(MigrateError::BadParallelism {
+                uid: op.uid.clone(),
+                parallelism: op.parallelism,
+                max_parallelism: op.max_parallelism,
+            });
         }
         for op in &mut ops {
             let canonical = meta
@@ -391,6 +428,12 @@ impl Plan {
                     d.len()
                 ));
             }
+            if o.max_parallelism != o.source_max_parallelism {
+                out.push(format!(
+                    "operator {:?}: max parallelism {} -> {} (every key re-bucketed)",
+                    o.uid, o.source_max_parallelism, o.max_parallelism
+                ));
+            }
             if o.parallelism != o.source_parallelism {
                 out.push(format!(
                     "operator {:?}: parallelism {} -> {}",
@@ -434,6 +477,7 @@ fn operator_plan(meta: &SnapshotMetadata, o: &OperatorMetadata) -> OperatorPlan 
         operator_id: o.operator_id.to_string(),
         source_parallelism: o.parallelism,
         parallelism: o.parallelism,
+        source_max_parallelism: o.max_parallelism,
         max_parallelism: o.max_parallelism,
         finished: o.finished,
         keyed_states: o

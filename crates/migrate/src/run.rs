@@ -3,6 +3,7 @@
 //! renamed into place — a reader, or a SIGKILL, sees no output or a complete one.
 
 use crate::plan::{OperatorPlan, Plan};
+use crate::rebucket::Rebucketed;
 use crate::view::MigratedView;
 use crate::MigrateError;
 use statekit_checkpoint::CheckpointError;
@@ -63,6 +64,8 @@ pub struct Summary {
     pub bytes: u64,
     /// Keyed entries written.
     pub entries: u64,
+    /// Sorted runs a max-parallelism change spilled to disk (0: it fit in memory).
+    pub spilled_runs: usize,
 }
 
 /// Carries out `plan` on the snapshot `reader` opened from `input`, writing a self-contained
@@ -129,6 +132,7 @@ pub fn migrate(
         files: files + 1,
         bytes: written.bytes.saturating_add(meta_bytes),
         entries: written.entries,
+        spilled_runs: written.spilled,
     })
 }
 
@@ -137,6 +141,7 @@ struct Written {
     subtasks: u64,
     bytes: u64,
     entries: u64,
+    spilled: usize,
 }
 
 /// Every subtask of every output operator, on `options.threads` threads.
@@ -152,8 +157,27 @@ fn write_all(
     // operator up front, by Flink's rules for the new parallelism.
     let mut work: Vec<(usize, u32)> = Vec::new();
     let mut op_states: Vec<Vec<OperatorStateSnapshot>> = Vec::new();
+    let mut rebucketed: Vec<Option<Rebucketed>> = Vec::new();
+    let spill_dir = plan
+        .options
+        .spill_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.spill", dir.display())));
     for (oi, op) in plan.operators.iter().enumerate() {
         writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
+        rebucketed.push(
+            if op.max_parallelism != op.source_max_parallelism && !op.keyed_states.is_empty() {
+                std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
+                let all = KeyGroupRange::all(op.source_max_parallelism);
+                let views = statekit_snapshot::keyed_views(reader, &op.source_uid, all)?;
+                let input = MigratedView::new(op, all, views, plan.purge_expired_at);
+                let r = Rebucketed::build(&input, op.max_parallelism, plan.options.memory, &spill_dir)?;
+                tracing::debug!(uid = %op.uid, entries = r.entries, spilled = r.spilled, "re-bucketed");
+                Some(r)
+            } else {
+                None
+            },
+        );
         op_states.push(if op.linked {
             Vec::new()
         } else {
@@ -184,7 +208,8 @@ fn write_all(
                     let r = if op.linked {
                         link_subtask(reader, writer, dir, op, i)
                     } else {
-                        write_subtask(reader, plan, writer, op, i, states.get(i as usize))
+                        let re = rebucketed.get(oi).and_then(Option::as_ref);
+                        write_subtask(reader, plan, writer, op, i, states.get(i as usize), re)
                     };
                     match r {
                         Ok((b, n)) => {
@@ -207,10 +232,16 @@ fn write_all(
             });
         }
     });
+    let spilled = rebucketed.iter().flatten().map(|r| r.spilled).sum();
+    drop(rebucketed);
+    if spill_dir.exists() && plan.options.spill_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&spill_dir);
+    }
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
     Ok(Written {
+        spilled,
         subtasks: done.into_inner(),
         bytes: bytes.into_inner(),
         entries: entries.into_inner(),
@@ -265,25 +296,32 @@ fn write_subtask(
     op: &OperatorPlan,
     i: u32,
     operator: Option<&OperatorStateSnapshot>,
+    rebucketed: Option<&Rebucketed>,
 ) -> Result<(u64, u64), MigrateError> {
     let range = KeyGroupRange::for_subtask(op.max_parallelism, op.parallelism, i);
-    let view = if op.keyed_states.is_empty() {
+    let migrated;
+    let re;
+    let view: Option<&dyn statekit_core::KeyedStateView> = if op.keyed_states.is_empty() {
         None
+    } else if let Some(r) = rebucketed {
+        re = r.view(range);
+        Some(&re)
     } else {
         let views = statekit_snapshot::keyed_views(reader, &op.source_uid, range)?;
-        Some(MigratedView::new(op, range, views, plan.purge_expired_at))
+        migrated = MigratedView::new(op, range, views, plan.purge_expired_at);
+        Some(&migrated)
     };
     // A subtask that kept its index and range keeps its finished flag; a rescaled operator's
     // subtasks are finished when the whole operator was.
     let finished = op.finished
         || (op.parallelism == op.source_parallelism
+            && op.max_parallelism == op.source_max_parallelism
             && plan
                 .input
                 .operator(&op.source_uid)
                 .and_then(|o| o.subtasks.get(i as usize))
                 .is_some_and(|s| s.finished));
-    let keyed = view.as_ref().map(|v| v as &dyn statekit_core::KeyedStateView);
-    let meta = writer.write_subtask(&op.uid, i, keyed, operator, finished)?;
+    let meta = writer.write_subtask(&op.uid, i, view, operator, finished)?;
     let bytes = meta
         .keyed
         .iter()

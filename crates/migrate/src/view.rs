@@ -26,7 +26,8 @@ pub(crate) struct MigratedView {
 }
 
 impl MigratedView {
-    /// The view of `range` of operator `op` over `views` (the input's views meeting `range`).
+    /// The view of `range` of operator `op` over `views` (the input's views meeting `range`),
+    /// in the input's key groups (its max parallelism).
     pub(crate) fn new(
         op: &OperatorPlan,
         range: KeyGroupRange,
@@ -53,7 +54,7 @@ impl MigratedView {
             })
             .collect();
         MigratedView {
-            max_parallelism: op.max_parallelism,
+            max_parallelism: op.source_max_parallelism,
             range,
             states,
             parts,

@@ -568,6 +568,7 @@ proptest! {
         elements in prop::collection::vec((0usize..3, any::<u8>(), any::<u8>()), 0..20),
         edits in prop::collection::vec(edit_strategy(), 0..6),
         restore_p in 1u32..=6,
+        memory in prop::sample::select(vec![256usize, 4096, 1 << 20]),
     ) {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut model = write_input(dir.path(), p, &entries, &elements);
@@ -579,7 +580,7 @@ proptest! {
         for e in &edits {
             let mut trial = accepted.clone();
             trial.push(e.clone());
-            match Plan::new(&reader, &trial, PlanOptions::default()) {
+            match Plan::new(&reader, &trial, PlanOptions { memory, ..PlanOptions::default() }) {
                 Ok(_) => {
                     model.apply(e);
                     accepted = trial;
@@ -587,7 +588,7 @@ proptest! {
                 Err(err) => prop_assert_eq!(err.kind(), ErrorKind::Caller, "{}", err),
             }
         }
-        let plan = Plan::new(&reader, &accepted, PlanOptions::default()).expect("plan");
+        let plan = Plan::new(&reader, &accepted, PlanOptions { memory, ..PlanOptions::default() }).expect("plan");
         let out = dir.path().join("out");
         let threads = 1 + (p as usize % 3);
         migrate(&reader, &input, &plan, &out, &MigrateOptions { force: false, threads }, &|_| {}).expect("migrate");
@@ -690,4 +691,95 @@ fn set_uid_names_an_operator_by_its_id() {
     )
     .expect_err("taken");
     assert!(matches!(e, MigrateError::UidTaken { .. }), "{e}");
+}
+
+#[test]
+fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spilling() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let entries: Vec<(u32, u16, u8, u8, u8)> = (0..3000u32)
+        .map(|i| {
+            (
+                i % 3,
+                (i * 7 % 2000) as u16,
+                (i % 2) as u8,
+                (i % 5) as u8,
+                (i % 251) as u8,
+            )
+        })
+        .collect();
+    let elements: Vec<(usize, u8, u8)> = (0..30u8).map(|i| (usize::from(i % 3), i, i.wrapping_mul(3))).collect();
+    write_input(dir.path(), 3, &entries, &elements);
+    let input = dir.path().join("in");
+    let reader = SnapshotReader::open(&input).expect("open");
+    let before = keyed_rows(&reader, "a");
+    for (memory, new_max) in [(1usize << 30, 128u32), (2048, 128), (512, 7), (4096, 1)] {
+        let spill = dir.path().join(format!("spill-{memory}-{new_max}"));
+        std::fs::create_dir(&spill).expect("spill dir");
+        let mut edits = vec![Edit::MaxParallelism {
+            uid: "a".into(),
+            max_parallelism: new_max,
+        }];
+        if new_max < 3 {
+            edits.push(Edit::Parallelism {
+                uid: "a".into(),
+                parallelism: new_max,
+            });
+        }
+        let plan = Plan::new(
+            &reader,
+            &edits,
+            PlanOptions {
+                memory,
+                spill_dir: Some(spill.clone()),
+                ..PlanOptions::default()
+            },
+        )
+        .expect("plan");
+        let out = dir.path().join(format!("out-{memory}-{new_max}"));
+        migrate(&reader, &input, &plan, &out, &MigrateOptions::default(), &|_| {}).expect("migrate");
+        assert_eq!(
+            std::fs::read_dir(&spill).expect("spill").count(),
+            0,
+            "spill runs are removed"
+        );
+        let (_, v) = statekit_snapshot::verify_path(&out).expect("verify");
+        assert!(v.is_ok(), "{:?}", v.problems);
+        let b = SnapshotReader::open(&out).expect("out");
+        assert_eq!(b.operator("a").expect("a").max_parallelism, new_max);
+        // Every key exactly once, in its key group under the new max parallelism.
+        assert_eq!(
+            keyed_rows(&b, "a"),
+            before,
+            "memory {memory}, max parallelism {new_max}"
+        );
+        for view in keyed_views(&b, "a", KeyGroupRange::all(new_max)).expect("views") {
+            let range = view.key_group_range();
+            for e in MemoryView::collect(view.as_ref(), range).expect("collect").entries() {
+                assert_eq!(e.key_group, key_group_for_key(&e.key, new_max));
+            }
+        }
+        // Operator state is kept as it was; the other operator is untouched.
+        assert_eq!(operator_rows(&reader, "a"), operator_rows(&b, "a"));
+        assert_eq!(keyed_rows(&reader, "b"), keyed_rows(&b, "b"));
+    }
+    let e = Plan::new(
+        &reader,
+        &[Edit::MaxParallelism {
+            uid: "a".into(),
+            max_parallelism: 2,
+        }],
+        PlanOptions::default(),
+    )
+    .expect_err("parallelism 3 > 2");
+    assert!(matches!(e, MigrateError::BadParallelism { .. }), "{e}");
+    let e = Plan::new(
+        &reader,
+        &[Edit::MaxParallelism {
+            uid: "a".into(),
+            max_parallelism: 40_000,
+        }],
+        PlanOptions::default(),
+    )
+    .expect_err("too many key groups");
+    assert!(matches!(e, MigrateError::BadMaxParallelism { .. }), "{e}");
 }

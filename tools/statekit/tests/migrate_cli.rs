@@ -38,6 +38,17 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
         vec!["convert", input, "out", "--format", "native"],
         vec!["convert", "/nonexistent/savepoint", "out"],
         vec!["rewrite", input, "out", "--set-uid", "0123=x"],
+        vec!["rewrite", input, "out", "--max-parallelism", "word-counter=40000"],
+        vec!["rewrite", input, "out", "--max-parallelism", "word-counter=1"],
+        vec![
+            "rewrite",
+            input,
+            "out",
+            "--max-parallelism",
+            "word-counter=64",
+            "--memory",
+            "12XB",
+        ],
         vec!["rewrite", input, "out", "--keep-keys", "/nonexistent/keys.txt"],
     ];
     for args in cases {

@@ -110,6 +110,18 @@ pub struct RewriteArgs {
     /// Split an operator's state for N subtasks. Repeatable.
     #[arg(long, value_name = "UID=N")]
     pub parallelism: Vec<String>,
+    /// Give an operator N key groups: every key moves to its key group under N (an external
+    /// sort bounded by --memory, spilling to --spill-dir). Repeatable.
+    #[arg(long, value_name = "UID=N")]
+    pub max_parallelism: Vec<String>,
+    /// Memory for re-bucketing (--max-parallelism) before sorted runs spill to disk: bytes,
+    /// or with a unit (KiB, MiB, GiB).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
+    pub memory: usize,
+    /// Where --max-parallelism spills sorted runs (default: beside the output; removed when
+    /// done).
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
     /// Leave out values, list elements and map entries of TTL'd states that have expired.
     #[arg(long)]
     pub purge_expired: bool,
@@ -132,6 +144,26 @@ pub struct RewriteArgs {
     /// How --keep-keys and --drop-keys files spell keys (as `dump --key-format`).
     #[arg(long, value_enum, default_value_t = crate::render::KeyFormat::Auto)]
     pub key_format: crate::render::KeyFormat,
+}
+
+/// A size: bytes, or a number with KiB/MiB/GiB (or K/M/G, KB/MB/GB: powers of 1024 alike).
+fn parse_size(s: &str) -> std::result::Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a size such as 256MiB"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (KiB, MiB, GiB)")),
+    };
+    n.checked_mul(1usize << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("{s:?}: out of range"))
 }
 
 /// Splits `s` at the first `sep`, both sides non-empty.
@@ -191,6 +223,19 @@ impl RewriteArgs {
                 parallelism,
             });
         }
+        for s in &self.max_parallelism {
+            let (uid, n) = s
+                .rsplit_once('=')
+                .filter(|(u, n)| !u.is_empty() && !n.is_empty())
+                .with_context(|| format!("--max-parallelism {s:?}: expected UID=N"))?;
+            let max_parallelism = n
+                .parse()
+                .with_context(|| format!("--max-parallelism {s:?}: {n:?} is not a whole number"))?;
+            edits.push(Edit::MaxParallelism {
+                uid: uid.into(),
+                max_parallelism,
+            });
+        }
         if self.purge_expired {
             edits.push(Edit::PurgeExpired);
         }
@@ -223,6 +268,7 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
     }
     let reader = SnapshotReader::open(&args.out.input)?;
+    let memory = (args.memory, args.spill_dir.clone());
     // Key files are read by the key type of the operators they apply to (after the other
     // edits: by their new uids).
     let plan = Plan::new(&reader, &edits, PlanOptions::default())?;
@@ -272,10 +318,20 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
             }
         }
     }
-    run(&args.out, reader, &edits, args.now)
+    run_with(&args.out, reader, &edits, args.now, memory)
 }
 
 fn run(args: &OutputArgs, reader: SnapshotReader, edits: &[Edit], now: Option<i64>) -> Result<ExitCode> {
+    run_with(args, reader, edits, now, (PlanOptions::default().memory, None))
+}
+
+fn run_with(
+    args: &OutputArgs,
+    reader: SnapshotReader,
+    edits: &[Edit],
+    now: Option<i64>,
+    (memory, spill_dir): (usize, Option<PathBuf>),
+) -> Result<ExitCode> {
     if matches!(args.format, FormatArg::Native) {
         return Err(statekit_migrate::MigrateError::NotSupported {
             what: "--format native (writing RocksDB's native files)".into(),
@@ -285,6 +341,8 @@ fn run(args: &OutputArgs, reader: SnapshotReader, edits: &[Edit], now: Option<i6
     let mut options = PlanOptions {
         compression: args.compression.codec(),
         link: args.link,
+        memory,
+        spill_dir,
         ..PlanOptions::default()
     };
     if let Some(t) = now {
@@ -356,6 +414,7 @@ fn run(args: &OutputArgs, reader: SnapshotReader, edits: &[Edit], now: Option<i6
                 "bytes": summary.bytes,
                 "bytes_linked": plan.linked_bytes(),
                 "entries": summary.entries,
+                "spilled_runs": summary.spilled_runs,
                 "seconds": seconds,
             }))?
         );

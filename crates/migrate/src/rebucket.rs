@@ -1,0 +1,304 @@
+//! A new max parallelism: every key moves to its key group under the new number of key groups.
+//! One pass reads the operator's keyed state (through the same [`MigratedView`] as every
+//! migration: renames, drops, filters applied) and sorts the entries by new key group with a
+//! bounded buffer, spilling sorted runs to files; each run keeps an index of where each key
+//! group's entries start, so the output view reads one key group from every run (positioned
+//! reads: any thread, any order) and puts it in canonical order.
+
+use crate::view::MigratedView;
+use crate::MigrateError;
+use statekit_core::schema::{get_varint, put_varint};
+use statekit_core::{
+    key_group_for_key, Entry, EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError,
+};
+use std::cmp::Ordering;
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// One sorted run: its entries (in memory, or in a spill file), and per key group the byte
+/// range they take.
+struct Run {
+    data: RunData,
+    /// (key group, start, end), ascending.
+    index: Vec<(u32, u64, u64)>,
+}
+
+enum RunData {
+    Memory(Vec<u8>),
+    File(std::fs::File, PathBuf),
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let RunData::File(_, path) = &self.data {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// An entry while sorting: its new key group, its order of arrival (list elements keep their
+/// order), and the entry.
+struct Sorted {
+    key_group: u32,
+    seq: u64,
+    entry: OwnedEntry,
+}
+
+fn cmp_sorted(a: &Sorted, b: &Sorted) -> Ordering {
+    a.key_group
+        .cmp(&b.key_group)
+        .then_with(|| a.entry.as_entry().canonical_cmp(&b.entry.as_entry()))
+        .then_with(|| a.seq.cmp(&b.seq))
+}
+
+fn encode(out: &mut Vec<u8>, s: &Sorted) {
+    let e = &s.entry;
+    put_varint(out, s.seq);
+    put_varint(out, u64::from(e.state));
+    for b in [&e.key, &e.namespace, &e.value] {
+        put_varint(out, b.len() as u64);
+        out.extend_from_slice(b);
+    }
+    match &e.user_key {
+        Some(uk) => {
+            put_varint(out, uk.len() as u64 + 1);
+            out.extend_from_slice(uk);
+        }
+        None => put_varint(out, 0),
+    }
+    match e.timestamp {
+        Some(t) => {
+            out.push(1);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        None => out.push(0),
+    }
+}
+
+fn decode(buf: &[u8], key_group: u32, out: &mut Vec<(u64, OwnedEntry)>) -> Option<()> {
+    let mut pos = 0;
+    let bytes = |pos: &mut usize| -> Option<Vec<u8>> {
+        let n = usize::try_from(get_varint(buf, pos)?).ok()?;
+        let s = buf.get(*pos..pos.checked_add(n)?)?.to_vec();
+        *pos += n;
+        Some(s)
+    };
+    while pos < buf.len() {
+        let seq = get_varint(buf, &mut pos)?;
+        let state = u32::try_from(get_varint(buf, &mut pos)?).ok()?;
+        let key = bytes(&mut pos)?;
+        let namespace = bytes(&mut pos)?;
+        let value = bytes(&mut pos)?;
+        let uk_len = usize::try_from(get_varint(buf, &mut pos)?).ok()?;
+        let user_key = match uk_len {
+            0 => None,
+            n => {
+                let s = buf.get(pos..pos.checked_add(n - 1)?)?.to_vec();
+                pos += n - 1;
+                Some(s)
+            }
+        };
+        let has_ts = *buf.get(pos)?;
+        pos += 1;
+        let timestamp = if has_ts == 1 {
+            let b: [u8; 8] = buf.get(pos..pos + 8)?.try_into().ok()?;
+            pos += 8;
+            Some(i64::from_le_bytes(b))
+        } else {
+            None
+        };
+        out.push((
+            seq,
+            OwnedEntry {
+                key_group,
+                state,
+                key,
+                namespace,
+                user_key,
+                value,
+                timestamp,
+            },
+        ));
+    }
+    Some(())
+}
+
+/// The operator's keyed state re-bucketed for `max_parallelism` key groups, as sorted runs.
+pub(crate) struct Rebucketed {
+    max_parallelism: u32,
+    states: Vec<StateDescriptor>,
+    runs: Vec<Run>,
+    /// Entries sorted.
+    pub(crate) entries: u64,
+    /// Runs spilled to files.
+    pub(crate) spilled: usize,
+}
+
+impl Rebucketed {
+    /// Reads every entry of `input` (all its key groups) and sorts them by key group under
+    /// `max_parallelism`, holding at most about `memory` bytes of entries at a time; runs
+    /// beyond that go to files in `spill_dir`.
+    pub(crate) fn build(
+        input: &MigratedView,
+        max_parallelism: u32,
+        memory: usize,
+        spill_dir: &Path,
+    ) -> Result<Self, MigrateError> {
+        let mut b = Rebucketed {
+            max_parallelism,
+            states: input.states().to_vec(),
+            runs: Vec::new(),
+            entries: 0,
+            spilled: 0,
+        };
+        let mut buffer: Vec<Sorted> = Vec::new();
+        let mut held = 0usize;
+        let mut seq = 0u64;
+        let mut failure: Option<MigrateError> = None;
+        for kg in input.key_group_range() {
+            let _ = input.visit_key_group(kg, &mut |e: &Entry<'_>| {
+                let size = 64 + e.key.len() + e.namespace.len() + e.value.len() + e.user_key.map_or(0, <[u8]>::len);
+                buffer.push(Sorted {
+                    key_group: key_group_for_key(e.key, max_parallelism),
+                    seq,
+                    entry: OwnedEntry::from_entry(kg, e),
+                });
+                seq += 1;
+                held += size;
+                if held >= memory {
+                    if let Err(err) = b.spill(&mut buffer, spill_dir) {
+                        failure = Some(err);
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    held = 0;
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
+            if let Some(e) = failure.take() {
+                return Err(e);
+            }
+        }
+        b.entries = seq;
+        // The last run stays in memory.
+        buffer.sort_by(cmp_sorted);
+        let (data, index) = Self::encode_run(&buffer);
+        b.runs.push(Run {
+            data: RunData::Memory(data),
+            index,
+        });
+        Ok(b)
+    }
+
+    fn encode_run(sorted: &[Sorted]) -> (Vec<u8>, Vec<(u32, u64, u64)>) {
+        let mut data = Vec::new();
+        let mut index: Vec<(u32, u64, u64)> = Vec::new();
+        for s in sorted {
+            let start = data.len() as u64;
+            match index.last_mut() {
+                Some(last) if last.0 == s.key_group => {}
+                _ => index.push((s.key_group, start, start)),
+            }
+            encode(&mut data, s);
+            if let Some(last) = index.last_mut() {
+                last.2 = data.len() as u64;
+            }
+        }
+        (data, index)
+    }
+
+    /// Sorts `buffer` and writes it as a run file.
+    fn spill(&mut self, buffer: &mut Vec<Sorted>, dir: &Path) -> Result<(), MigrateError> {
+        buffer.sort_by(cmp_sorted);
+        let (data, index) = Self::encode_run(buffer);
+        buffer.clear();
+        let path = dir.join(format!("run-{}", self.runs.len()));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| MigrateError::io(&path, e))?;
+        f.write_all(&data).map_err(|e| MigrateError::io(&path, e))?;
+        self.runs.push(Run {
+            data: RunData::File(f, path),
+            index,
+        });
+        self.spilled += 1;
+        Ok(())
+    }
+
+    /// The entries of key group `kg` (under the new max parallelism), in canonical order.
+    fn key_group(&self, kg: u32) -> Result<Vec<OwnedEntry>, StateError> {
+        let mut all: Vec<(u64, OwnedEntry)> = Vec::new();
+        for run in &self.runs {
+            let Ok(i) = run.index.binary_search_by_key(&kg, |x| x.0) else {
+                continue;
+            };
+            let Some(&(_, start, end)) = run.index.get(i) else {
+                continue;
+            };
+            let owned;
+            let bytes: &[u8] = match &run.data {
+                RunData::Memory(d) => usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(end).ok())
+                    .and_then(|(s, e)| d.get(s..e))
+                    .unwrap_or_default(),
+                RunData::File(f, path) => {
+                    let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
+                    f.read_exact_at(&mut buf, start)
+                        .map_err(|e| StateError::io(path.display().to_string(), e))?;
+                    owned = buf;
+                    &owned
+                }
+            };
+            decode(bytes, kg, &mut all)
+                .ok_or_else(|| StateError::Snapshot(format!("spill run: key group {kg} does not decode")))?;
+        }
+        all.sort_by(|a, b| {
+            a.1.as_entry()
+                .canonical_cmp(&b.1.as_entry())
+                .then_with(|| a.0.cmp(&b.0))
+        });
+        Ok(all.into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// The view of output key groups `range`.
+    pub(crate) fn view(&self, range: KeyGroupRange) -> RebucketedView<'_> {
+        RebucketedView { inner: self, range }
+    }
+}
+
+/// One output subtask's key groups of a [`Rebucketed`] operator.
+pub(crate) struct RebucketedView<'r> {
+    inner: &'r Rebucketed,
+    range: KeyGroupRange,
+}
+
+impl KeyedStateView for RebucketedView<'_> {
+    fn max_parallelism(&self) -> u32 {
+        self.inner.max_parallelism
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn states(&self) -> &[StateDescriptor] {
+        &self.inner.states
+    }
+
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
+        if !self.range.contains(key_group) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        for e in self.inner.key_group(key_group)? {
+            if visitor(&e.as_entry())?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
