@@ -416,10 +416,20 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
             r
         });
         let rate = mb / t.as_secs_f64();
+        if what == "convert (lz4 -> lz4)" {
+            plain = Some(t);
+        }
         let target = if what.contains("--link") {
             format!(
                 "(target: <= 50 ms) {}",
                 if t.as_millis() <= 50 { "ok" } else { "ABOVE TARGET" }
+            )
+        } else if what.contains("--max-parallelism") {
+            let vs = plain.map_or(f64::NAN, |p| t.as_secs_f64() / p.as_secs_f64());
+            let ok = vs <= 3.0 && rss < 400 * 1024;
+            format!(
+                "{vs:.2}x the time of the plain convert (target: <= 3x, peak RSS < 400 MB) {}",
+                if ok { "ok" } else { "ABOVE TARGET" }
             )
         } else {
             let ratio = rate / anchor;
