@@ -159,7 +159,14 @@ impl Rebucketed {
         let mut failure: Option<MigrateError> = None;
         for kg in input.key_group_range() {
             let _ = input.visit_key_group(kg, &mut |e: &Entry<'_>| {
-                let size = 64 + e.key.len() + e.namespace.len() + e.value.len() + e.user_key.map_or(0, <[u8]>::len);
+                // The entry's bytes, its place in the buffer, and an allocation's overhead for
+                // each of its byte strings.
+                let size = std::mem::size_of::<Sorted>()
+                    + 4 * 16
+                    + e.key.len()
+                    + e.namespace.len()
+                    + e.value.len()
+                    + e.user_key.map_or(0, <[u8]>::len);
                 buffer.push(Sorted {
                     key_group: key_group_for_key(e.key, max_parallelism),
                     seq,
@@ -181,46 +188,58 @@ impl Rebucketed {
             }
         }
         b.entries = seq;
-        // The last run stays in memory.
-        buffer.sort_by(cmp_sorted);
-        let (data, index) = Self::encode_run(&buffer);
-        b.runs.push(Run {
-            data: RunData::Memory(data),
-            index,
-        });
+        // The last run stays in memory when nothing spilled (everything fit); otherwise it
+        // spills too, so the memory bound holds while the output is written.
+        if b.spilled > 0 {
+            b.spill(&mut buffer, spill_dir)?;
+        } else {
+            buffer.sort_by(cmp_sorted);
+            let mut data = Vec::new();
+            let index = Self::encode_run(&mut buffer, &mut data).map_err(|e| MigrateError::io(spill_dir, e))?;
+            b.runs.push(Run {
+                data: RunData::Memory(data),
+                index,
+            });
+        }
         Ok(b)
     }
 
-    fn encode_run(sorted: &[Sorted]) -> (Vec<u8>, Vec<(u32, u64, u64)>) {
-        let mut data = Vec::new();
+    /// Encodes the sorted `sorted` into `out`, dropping each entry once written (so memory
+    /// is freed as the run is written); returns the run's key-group index.
+    fn encode_run(sorted: &mut Vec<Sorted>, out: &mut impl Write) -> std::io::Result<Vec<(u32, u64, u64)>> {
         let mut index: Vec<(u32, u64, u64)> = Vec::new();
-        for s in sorted {
-            let start = data.len() as u64;
+        let mut at = 0u64;
+        let mut buf = Vec::new();
+        for s in sorted.drain(..) {
+            buf.clear();
+            encode(&mut buf, &s);
             match index.last_mut() {
                 Some(last) if last.0 == s.key_group => {}
-                _ => index.push((s.key_group, start, start)),
+                _ => index.push((s.key_group, at, at)),
             }
-            encode(&mut data, s);
+            out.write_all(&buf)?;
+            at += buf.len() as u64;
             if let Some(last) = index.last_mut() {
-                last.2 = data.len() as u64;
+                last.2 = at;
             }
         }
-        (data, index)
+        sorted.shrink_to_fit();
+        Ok(index)
     }
 
-    /// Sorts `buffer` and writes it as a run file.
+    /// Sorts `buffer` and writes it as a run file (emptying it).
     fn spill(&mut self, buffer: &mut Vec<Sorted>, dir: &Path) -> Result<(), MigrateError> {
         buffer.sort_by(cmp_sorted);
-        let (data, index) = Self::encode_run(buffer);
-        buffer.clear();
         let path = dir.join(format!("run-{}", self.runs.len()));
-        let mut f = std::fs::OpenOptions::new()
+        let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(&path)
             .map_err(|e| MigrateError::io(&path, e))?;
-        f.write_all(&data).map_err(|e| MigrateError::io(&path, e))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        let index = Self::encode_run(buffer, &mut w).map_err(|e| MigrateError::io(&path, e))?;
+        let f = w.into_inner().map_err(|e| MigrateError::io(&path, e.into_error()))?;
         self.runs.push(Run {
             data: RunData::File(f, path),
             index,
