@@ -139,16 +139,70 @@ pub(crate) struct Rebucketed {
 impl Rebucketed {
     /// Reads every entry of `input` (all its key groups) and sorts them by key group under
     /// `max_parallelism`, holding at most about `memory` bytes of entries at a time; runs
-    /// beyond that go to files in `spill_dir`.
+    /// beyond that go to files in `spill_dir`. `threads` read disjoint ranges of the input's
+    /// key groups at once, each with its share of `memory` (a key's entries all come from one
+    /// input key group, so each list keeps its order).
     pub(crate) fn build(
         input: &MigratedView,
         max_parallelism: u32,
         memory: usize,
         spill_dir: &Path,
+        threads: usize,
     ) -> Result<Self, MigrateError> {
+        let all = input.key_group_range();
+        let threads = u32::try_from(threads.clamp(1, 64)).unwrap_or(1).min(all.len().max(1));
+        let share = (memory / threads as usize).max(1);
+        let parts: Vec<Result<Rebucketed, MigrateError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let chunk = KeyGroupRange::for_subtask(all.len(), threads, t);
+                    let range = if chunk.is_empty() {
+                        chunk
+                    } else {
+                        KeyGroupRange::new(all.start() + chunk.start(), all.start() + chunk.end_exclusive() - 1)
+                    };
+                    s.spawn(move || Self::build_part(input, range, max_parallelism, share, spill_dir, t))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(MigrateError::State(StateError::Snapshot(
+                            "a re-bucketing thread panicked".into(),
+                        )))
+                    })
+                })
+                .collect()
+        });
         let mut b = Rebucketed {
             max_parallelism,
             states: input.states().to_vec(),
+            runs: Vec::new(),
+            entries: 0,
+            spilled: 0,
+        };
+        for part in parts {
+            let mut part = part?;
+            b.runs.append(&mut part.runs);
+            b.entries += part.entries;
+            b.spilled += part.spilled;
+        }
+        Ok(b)
+    }
+
+    /// [`Rebucketed::build`] of the input's key groups `range` (runs named after `tag`).
+    fn build_part(
+        input: &MigratedView,
+        range: KeyGroupRange,
+        max_parallelism: u32,
+        memory: usize,
+        spill_dir: &Path,
+        tag: u32,
+    ) -> Result<Self, MigrateError> {
+        let mut b = Rebucketed {
+            max_parallelism,
+            states: Vec::new(),
             runs: Vec::new(),
             entries: 0,
             spilled: 0,
@@ -157,7 +211,7 @@ impl Rebucketed {
         let mut held = 0usize;
         let mut seq = 0u64;
         let mut failure: Option<MigrateError> = None;
-        for kg in input.key_group_range() {
+        for kg in range {
             let _ = input.visit_key_group(kg, &mut |e: &Entry<'_>| {
                 // The entry's bytes, its place in the buffer, and an allocation's overhead for
                 // each of its byte strings.
@@ -175,7 +229,7 @@ impl Rebucketed {
                 seq += 1;
                 held += size;
                 if held >= memory {
-                    if let Err(err) = b.spill(&mut buffer, spill_dir) {
+                    if let Err(err) = b.spill(&mut buffer, spill_dir, tag) {
                         failure = Some(err);
                         return Ok(ControlFlow::Break(()));
                     }
@@ -191,8 +245,8 @@ impl Rebucketed {
         // The last run stays in memory when nothing spilled (everything fit); otherwise it
         // spills too, so the memory bound holds while the output is written.
         if b.spilled > 0 {
-            b.spill(&mut buffer, spill_dir)?;
-        } else {
+            b.spill(&mut buffer, spill_dir, tag)?;
+        } else if !buffer.is_empty() {
             buffer.sort_by(cmp_sorted);
             let mut data = Vec::new();
             let index = Self::encode_run(&mut buffer, &mut data).map_err(|e| MigrateError::io(spill_dir, e))?;
@@ -228,9 +282,9 @@ impl Rebucketed {
     }
 
     /// Sorts `buffer` and writes it as a run file (emptying it).
-    fn spill(&mut self, buffer: &mut Vec<Sorted>, dir: &Path) -> Result<(), MigrateError> {
+    fn spill(&mut self, buffer: &mut Vec<Sorted>, dir: &Path, tag: u32) -> Result<(), MigrateError> {
         buffer.sort_by(cmp_sorted);
-        let path = dir.join(format!("run-{}", self.runs.len()));
+        let path = dir.join(format!("run-{tag}-{}", self.runs.len()));
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

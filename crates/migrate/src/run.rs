@@ -158,6 +158,10 @@ fn write_all(
     let mut work: Vec<(usize, u32)> = Vec::new();
     let mut op_states: Vec<Vec<OperatorStateSnapshot>> = Vec::new();
     let mut rebucketed: Vec<Option<Rebucketed>> = Vec::new();
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
     let spill_dir = plan
         .options
         .spill_dir
@@ -171,7 +175,7 @@ fn write_all(
                 let all = KeyGroupRange::all(op.source_max_parallelism);
                 let views = statekit_snapshot::keyed_views(reader, &op.source_uid, all)?;
                 let input = MigratedView::new(op, all, views, plan.purge_expired_at);
-                let r = Rebucketed::build(&input, op.max_parallelism, plan.options.memory, &spill_dir)?;
+                let r = Rebucketed::build(&input, op.max_parallelism, plan.options.memory, &spill_dir, threads)?;
                 tracing::debug!(uid = %op.uid, entries = r.entries, spilled = r.spilled, "re-bucketed");
                 Some(r)
             } else {
@@ -186,11 +190,7 @@ fn write_all(
         work.extend((0..op.parallelism).map(|i| (oi, i)));
     }
     let total = work.len() as u64;
-    let threads = match options.threads {
-        0 => std::thread::available_parallelism().map_or(1, usize::from),
-        n => n,
-    }
-    .clamp(1, work.len().max(1));
+    let threads = threads.clamp(1, work.len().max(1));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<MigrateError>> = Mutex::new(None);
