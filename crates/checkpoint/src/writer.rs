@@ -275,6 +275,18 @@ impl SnapshotWriter {
             .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))
     }
 
+    /// [`Self::operator_shape`] of an operator that has a subtask `index`.
+    fn subtask_shape(&self, uid: &str, index: u32) -> Result<(OperatorId, u32, u32), CheckpointError> {
+        let shape = self.operator_shape(uid)?;
+        if index >= shape.1 {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}: subtask {index} is not below its parallelism {}",
+                shape.1
+            )));
+        }
+        Ok(shape)
+    }
+
     /// Writes the state of subtask `index` of operator `uid`: its keyed state (the
     /// frozen view of its backend) and its operator state. `finished` records that the
     /// subtask's input had ended. Safe to call from several threads at once.
@@ -304,12 +316,7 @@ impl SnapshotWriter {
         operator: Option<(FileRef, Vec<OperatorStateDescriptor>)>,
         finished: bool,
     ) -> Result<SubtaskMetadata, CheckpointError> {
-        let (_, parallelism, max_parallelism) = self.operator_shape(uid)?;
-        if index >= parallelism {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}: subtask {index} is not below its parallelism {parallelism}"
-            )));
-        }
+        let (_, parallelism, max_parallelism) = self.subtask_shape(uid, index)?;
         let (keyed_ref, keyed_stats, keyed_states) = match keyed {
             Some((f, stats, states)) => (Some(f), Some(stats), states),
             None => (None, None, Vec::new()),
@@ -370,12 +377,7 @@ impl SnapshotWriter {
         operator: Option<&OperatorStateSnapshot>,
         finished: bool,
     ) -> Result<SubtaskMetadata, CheckpointError> {
-        let (id, parallelism, max_parallelism) = self.operator_shape(uid)?;
-        if index >= parallelism {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}: subtask {index} is not below its parallelism {parallelism}"
-            )));
-        }
+        let (id, parallelism, max_parallelism) = self.subtask_shape(uid, index)?;
         let range = KeyGroupRange::for_subtask(max_parallelism, parallelism, index);
         let mut keyed_states = Vec::new();
         let mut keyed_stats = None;

@@ -10,6 +10,18 @@ fn snapshot_schema() -> JobSchema {
     JobSchema::of(SnapshotReader::open(dir).expect("open").metadata())
 }
 
+/// An operator the snapshot does not have, with no state.
+fn new_operator() -> statekit_migrate::schema::OperatorSchema {
+    statekit_migrate::schema::OperatorSchema {
+        uid: "new-one".into(),
+        operator_id: None,
+        max_parallelism: 8,
+        parallelism: None,
+        keyed_states: vec![],
+        operator_states: vec![],
+    }
+}
+
 #[test]
 fn a_snapshot_is_compatible_with_its_own_schema_and_the_file_round_trips() {
     let s = snapshot_schema();
@@ -59,14 +71,7 @@ fn every_incompatibility_is_found_and_notes_are_not_incompatible() {
         .expect("w");
     wc.operator_states[w].mode = "list".into();
     job.operators.retain(|o| o.uid != "enricher");
-    job.operators.push(statekit_migrate::schema::OperatorSchema {
-        uid: "new-one".into(),
-        operator_id: None,
-        max_parallelism: 8,
-        parallelism: None,
-        keyed_states: vec![],
-        operator_states: vec![],
-    });
+    job.operators.push(new_operator());
     let r = check(&snap, &job);
     assert!(!r.is_compatible());
     let has = |f: &dyn Fn(&Finding) -> bool| r.findings.iter().any(f);
@@ -110,14 +115,7 @@ fn every_incompatibility_is_found_and_notes_are_not_incompatible() {
     assert_eq!(incompatible.len(), 6, "{incompatible:#?}");
     // Notes alone keep it compatible.
     let mut job = snap.clone();
-    job.operators.push(statekit_migrate::schema::OperatorSchema {
-        uid: "new-one".into(),
-        operator_id: None,
-        max_parallelism: 8,
-        parallelism: None,
-        keyed_states: vec![],
-        operator_states: vec![],
-    });
+    job.operators.push(new_operator());
     let r = check(&snap, &job);
     assert!(r.is_compatible(), "{:?}", r.findings);
     assert_eq!(r.findings.len(), 1);

@@ -166,6 +166,18 @@ fn parse_size(s: &str) -> std::result::Result<usize, String> {
         .ok_or_else(|| format!("{s:?}: out of range"))
 }
 
+/// `UID=N` (split at the last `=`, so a uid may hold one).
+fn uid_number(flag: &str, s: &str) -> Result<(String, u32)> {
+    let (uid, n) = s
+        .rsplit_once('=')
+        .filter(|(u, n)| !u.is_empty() && !n.is_empty())
+        .with_context(|| format!("{flag} {s:?}: expected UID=N"))?;
+    let n = n
+        .parse()
+        .with_context(|| format!("{flag} {s:?}: {n:?} is not a whole number"))?;
+    Ok((uid.to_string(), n))
+}
+
 /// Splits `s` at the first `sep`, both sides non-empty.
 fn split<'s>(flag: &str, s: &'s str, sep: char, shape: &str) -> Result<(&'s str, &'s str)> {
     match s.split_once(sep) {
@@ -211,30 +223,12 @@ impl RewriteArgs {
             });
         }
         for s in &self.parallelism {
-            let (uid, n) = s
-                .rsplit_once('=')
-                .filter(|(u, n)| !u.is_empty() && !n.is_empty())
-                .with_context(|| format!("--parallelism {s:?}: expected UID=N"))?;
-            let parallelism = n
-                .parse()
-                .with_context(|| format!("--parallelism {s:?}: {n:?} is not a whole number"))?;
-            edits.push(Edit::Parallelism {
-                uid: uid.into(),
-                parallelism,
-            });
+            let (uid, parallelism) = uid_number("--parallelism", s)?;
+            edits.push(Edit::Parallelism { uid, parallelism });
         }
         for s in &self.max_parallelism {
-            let (uid, n) = s
-                .rsplit_once('=')
-                .filter(|(u, n)| !u.is_empty() && !n.is_empty())
-                .with_context(|| format!("--max-parallelism {s:?}: expected UID=N"))?;
-            let max_parallelism = n
-                .parse()
-                .with_context(|| format!("--max-parallelism {s:?}: {n:?} is not a whole number"))?;
-            edits.push(Edit::MaxParallelism {
-                uid: uid.into(),
-                max_parallelism,
-            });
+            let (uid, max_parallelism) = uid_number("--max-parallelism", s)?;
+            edits.push(Edit::MaxParallelism { uid, max_parallelism });
         }
         if self.purge_expired {
             edits.push(Edit::PurgeExpired);
