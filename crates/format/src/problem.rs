@@ -47,6 +47,18 @@ impl Problem {
         }
     }
 
+    /// A problem of `file` as a whole (no offset or field known).
+    pub fn of_file(file: impl Into<String>, reason: impl Into<String>, kind: ErrorKind) -> Self {
+        Problem {
+            file: file.into(),
+            offset: None,
+            field: None,
+            reason: reason.into(),
+            context: None,
+            kind,
+        }
+    }
+
     /// The same problem, saying where in the snapshot the file is referenced.
     #[must_use]
     pub fn within(mut self, context: impl Into<String>) -> Self {
@@ -106,14 +118,7 @@ impl Problem {
             StorageError::Io { path, source } => (path.clone(), source.to_string()),
             other => (String::new(), other.to_string()),
         };
-        Problem {
-            file,
-            offset: None,
-            field: None,
-            reason,
-            context: None,
-            kind,
-        }
+        Problem::of_file(file, reason, kind)
     }
 }
 

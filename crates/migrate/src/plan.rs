@@ -259,35 +259,28 @@ impl Plan {
                 }
                 Edit::DropState { uid, state } => {
                     let op = find(&mut ops, uid)?;
-                    let known = state_names(op);
-                    let before = op.keyed_states.len() + op.operator_states.len();
-                    let mut gone = None;
-                    op.keyed_states.retain(|s| {
-                        let keep = &s.target.name != state;
-                        if !keep {
-                            gone = Some(s.source.clone());
-                        }
-                        keep
-                    });
-                    op.operator_states.retain(|s| {
-                        let keep = &s.target.name != state;
-                        if !keep {
-                            gone = Some(s.source.clone());
-                        }
-                        keep
-                    });
-                    match gone {
-                        Some(source) if op.keyed_states.len() + op.operator_states.len() < before => {
-                            op.dropped_states.push(source)
-                        }
-                        _ => {
-                            return Err(MigrateError::UnknownState {
-                                uid: uid.clone(),
-                                state: state.clone(),
-                                known,
-                            })
-                        }
-                    }
+                    // Names are unique within each list; a name both lists hold goes from both.
+                    let source = op
+                        .operator_states
+                        .iter()
+                        .find(|s| &s.target.name == state)
+                        .map(|s| s.source.clone())
+                        .or_else(|| {
+                            op.keyed_states
+                                .iter()
+                                .find(|s| &s.target.name == state)
+                                .map(|s| s.source.clone())
+                        });
+                    let Some(source) = source else {
+                        return Err(MigrateError::UnknownState {
+                            uid: uid.clone(),
+                            state: state.clone(),
+                            known: state_names(op),
+                        });
+                    };
+                    op.keyed_states.retain(|s| &s.target.name != state);
+                    op.operator_states.retain(|s| &s.target.name != state);
+                    op.dropped_states.push(source);
                 }
                 Edit::RenameState { uid, from, to } => {
                     let op = find(&mut ops, uid)?;

@@ -322,12 +322,7 @@ fn write_subtask(
                 .and_then(|o| o.subtasks.get(i as usize))
                 .is_some_and(|s| s.finished));
     let meta = writer.write_subtask(&op.uid, i, view, operator, finished)?;
-    let bytes = meta
-        .keyed
-        .iter()
-        .chain(meta.operator.iter())
-        .map(|f| f.size)
-        .fold(0, u64::saturating_add);
+    let bytes = file_bytes(&meta);
     let entries = meta.keyed_stats.as_ref().map_or(0, |s| s.entries);
     Ok((bytes, entries))
 }
@@ -384,13 +379,17 @@ fn link_subtask(
     };
     let entries = keyed.as_ref().map_or(0, |k| k.1.entries);
     let meta = writer.add_existing_subtask(&op.uid, i, keyed, operator, s.finished)?;
-    let bytes = meta
-        .keyed
+    let bytes = file_bytes(&meta);
+    Ok((bytes, entries))
+}
+
+/// Bytes of a written subtask's data files.
+fn file_bytes(meta: &statekit_format::SubtaskMetadata) -> u64 {
+    meta.keyed
         .iter()
         .chain(meta.operator.iter())
         .map(|f| f.size)
-        .fold(0, u64::saturating_add);
-    Ok((bytes, entries))
+        .fold(0, u64::saturating_add)
 }
 
 /// A hard link of `src` at `dst`, or, where that cannot be (another file system), a copy,
@@ -525,7 +524,5 @@ fn remove_stale_temps(parent: &Path, name: &str) {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), MigrateError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| MigrateError::io(dir, e))
+    statekit_core::storage::sync_dir(dir).map_err(|e| MigrateError::io(dir, e))
 }

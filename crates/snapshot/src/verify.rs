@@ -113,14 +113,14 @@ fn verify_native_state(reader: &SnapshotReader, problems: &mut Vec<Problem>) -> 
             }
         }
         #[cfg(not(feature = "rocksdb"))]
-        problems.push(Problem {
-            file: reader.storage().describe(statekit_format::METADATA_FILE_NAME),
-            offset: None,
-            field: None,
-            reason: "native state not decoded (this build has no `rocksdb` feature)".to_string(),
-            context: Some(format!("operator {:?}", o.uid)),
-            kind: ErrorKind::Unsupported,
-        });
+        problems.push(
+            Problem::of_file(
+                reader.storage().describe(statekit_format::METADATA_FILE_NAME),
+                "native state not decoded (this build has no `rocksdb` feature)",
+                ErrorKind::Unsupported,
+            )
+            .within(format!("operator {:?}", o.uid)),
+        );
     }
     Ok(entries)
 }
@@ -140,14 +140,7 @@ fn native_problem(
         .map(|f| f.storage.describe(&f.path))
         .find(|shown| text.contains(shown.as_str()));
     let file = named.unwrap_or_else(|| reader.storage().describe(statekit_format::METADATA_FILE_NAME));
-    Problem {
-        file,
-        offset: None,
-        field: None,
-        reason: text,
-        context: None,
-        kind: e.kind(),
-    }
+    Problem::of_file(file, text, e.kind())
 }
 
 /// The changelog checks of every operator holding changelog state.
@@ -162,14 +155,14 @@ fn verify_changelog(reader: &SnapshotReader, problems: &mut Vec<Problem>) -> Log
             Ok(handles) => verify_operator(op, &handles, &mut files, &mut check, problems),
             // The format's verify reports unresolvable references with their files; this
             // says the operator's changelog state went unchecked.
-            Err(e) => problems.push(Problem {
-                file: reader.storage().describe(statekit_format::METADATA_FILE_NAME),
-                offset: None,
-                field: None,
-                reason: e.to_string(),
-                context: Some(format!("operator {:?}", op.uid)),
-                kind: e.kind(),
-            }),
+            Err(e) => problems.push(
+                Problem::of_file(
+                    reader.storage().describe(statekit_format::METADATA_FILE_NAME),
+                    e.to_string(),
+                    e.kind(),
+                )
+                .within(format!("operator {:?}", op.uid)),
+            ),
         }
     }
     check

@@ -71,6 +71,7 @@ fn restored_entries(reader: &SnapshotReader, uid: &str, choice: &BackendChoice, 
     out
 }
 
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 fn state_names(reader: &SnapshotReader, uid: &str, entries: &[OwnedEntry]) -> Vec<(String, Vec<u8>)> {
     // Views of different subtasks may order their states differently: compare by name.
     let states = &reader.operator(uid).expect("operator").keyed_states;
