@@ -1,7 +1,9 @@
 //! Offline savepoint migration (`docs/design/0011-migration.md`): any snapshot statekit reads
 //! (a savepoint or checkpoint, canonical, native RocksDB, incremental or changelog) becomes a
-//! self-contained canonical savepoint, with edits applied in the same streaming pass —
-//! renamed or dropped operators and states, a new parallelism, TTL-expired data purged.
+//! self-contained savepoint — canonical, or RocksDB's native files built by bulk-loading SST
+//! files ([`OutputFormat`]) — with edits applied in the same streaming pass: renamed or
+//! dropped operators and states, a new parallelism or max parallelism, TTL-expired data
+//! purged, keys kept or dropped.
 //!
 //! ```no_run
 //! use statekit_checkpoint::SnapshotReader;
@@ -31,6 +33,6 @@ pub mod schema;
 mod view;
 
 pub use error::MigrateError;
-pub use plan::{Edit, KeyFilter, KeyedStatePlan, OperatorPlan, OperatorStatePlan, Plan, PlanOptions};
+pub use plan::{Edit, KeyFilter, KeyedStatePlan, OperatorPlan, OperatorStatePlan, OutputFormat, Plan, PlanOptions};
 pub use run::{migrate, MigrateOptions, Progress, Summary};
 pub use schema::{check, CheckReport, Finding, JobSchema};

@@ -109,7 +109,10 @@ impl KeyFilter {
 /// How the output is written.
 #[derive(Clone, Debug)]
 pub struct PlanOptions {
-    /// Codec of the output's data blocks.
+    /// The output's format.
+    pub format: OutputFormat,
+    /// Codec of the output's data blocks (native output: of its SST files; Zstandard at
+    /// RocksDB's default level).
     pub compression: Compression,
     /// Target uncompressed block size of the output's data files.
     pub block_size: usize,
@@ -132,6 +135,7 @@ impl Default for PlanOptions {
     fn default() -> Self {
         let w = statekit_format::WriteOptions::default();
         PlanOptions {
+            format: OutputFormat::Canonical,
             compression: w.compression,
             block_size: w.block_size,
             now_ms: std::time::SystemTime::now()
@@ -141,6 +145,28 @@ impl Default for PlanOptions {
             link: false,
             memory: 256 << 20,
             spill_dir: None,
+        }
+    }
+}
+
+/// The format a migration writes keyed state in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// statekit's canonical data files: restore into any backend, at any parallelism.
+    #[default]
+    Canonical,
+    /// RocksDB's own files (`statekit-rocksdb`'s native handle, written by bulk-loading SST
+    /// files): a RocksDB backend restores them by linking the files in, without a put per
+    /// entry. Needs the `rocksdb` feature.
+    Native,
+}
+
+impl OutputFormat {
+    /// `canonical` or `native`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Canonical => "canonical",
+            OutputFormat::Native => "native",
         }
     }
 }
@@ -237,6 +263,11 @@ impl Plan {
     /// names in use and parallelism outside `1..=max parallelism` are refused
     /// ([`MigrateError::kind`] is [`statekit_core::ErrorKind::Caller`]).
     pub fn new(reader: &SnapshotReader, edits: &[Edit], options: PlanOptions) -> Result<Plan, MigrateError> {
+        if options.format == OutputFormat::Native && !cfg!(feature = "rocksdb") {
+            return Err(MigrateError::NotSupported {
+                what: "native output in a build without the `rocksdb` feature".into(),
+            });
+        }
         let meta = reader.metadata();
         let mut ops: Vec<OperatorPlan> = meta.operators.iter().map(|o| operator_plan(meta, o)).collect();
         let mut dropped_operators = Vec::new();
@@ -375,7 +406,11 @@ impl Plan {
             let canonical = meta
                 .operator(&op.source_uid)
                 .is_some_and(|o| o.subtasks.iter().all(|s| s.native.is_none() && s.changelog.is_none()));
-            op.linked = options.link && purge.is_none() && canonical && op.is_unchanged_but_uid();
+            op.linked = options.link
+                && options.format == OutputFormat::Canonical
+                && purge.is_none()
+                && canonical
+                && op.is_unchanged_but_uid();
         }
         Ok(Plan {
             operators: ops,

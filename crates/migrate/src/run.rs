@@ -123,7 +123,11 @@ pub fn migrate(
         .operators
         .iter()
         .flat_map(|o| &o.subtasks)
-        .map(|s| u64::from(s.keyed.is_some()) + u64::from(s.operator.is_some()))
+        .map(|s| {
+            u64::from(s.keyed.is_some())
+                + u64::from(s.operator.is_some())
+                + s.native.as_ref().map_or(0, |h| h.files.len() as u64)
+        })
         .sum::<u64>();
     Ok(Summary {
         output: output.to_path_buf(),
@@ -167,6 +171,9 @@ fn write_all(
         .spill_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.spill", dir.display())));
+    if plan.options.format == crate::OutputFormat::Native {
+        std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
+    }
     for (oi, op) in plan.operators.iter().enumerate() {
         writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
         rebucketed.push(
@@ -209,7 +216,7 @@ fn write_all(
                         link_subtask(reader, writer, dir, op, i)
                     } else {
                         let re = rebucketed.get(oi).and_then(Option::as_ref);
-                        write_subtask(reader, plan, writer, op, i, states.get(i as usize), re)
+                        write_subtask(reader, plan, writer, op, i, states.get(i as usize), re, &spill_dir)
                     };
                     match r {
                         Ok((b, n)) => {
@@ -288,7 +295,9 @@ fn operator_states(reader: &SnapshotReader, op: &OperatorPlan) -> Result<Vec<Ope
     Ok(out)
 }
 
-/// Writes subtask `i` of `op`; returns the bytes and keyed entries written.
+/// Writes subtask `i` of `op`; returns the bytes and keyed entries written. Native output
+/// builds its databases under `scratch`.
+#[allow(clippy::too_many_arguments)]
 fn write_subtask(
     reader: &SnapshotReader,
     plan: &Plan,
@@ -297,6 +306,7 @@ fn write_subtask(
     i: u32,
     operator: Option<&OperatorStateSnapshot>,
     rebucketed: Option<&Rebucketed>,
+    scratch: &Path,
 ) -> Result<(u64, u64), MigrateError> {
     let range = KeyGroupRange::for_subtask(op.max_parallelism, op.parallelism, i);
     let migrated;
@@ -321,10 +331,73 @@ fn write_subtask(
                 .operator(&op.source_uid)
                 .and_then(|o| o.subtasks.get(i as usize))
                 .is_some_and(|s| s.finished));
+    if let (Some(view), crate::OutputFormat::Native) = (view, plan.options.format) {
+        return write_native_subtask(plan, writer, op, i, range, view, operator, finished, scratch);
+    }
     let meta = writer.write_subtask(&op.uid, i, view, operator, finished)?;
     let bytes = file_bytes(&meta);
     let entries = meta.keyed_stats.as_ref().map_or(0, |s| s.entries);
     Ok((bytes, entries))
+}
+
+/// Writes subtask `i` of `op` with its keyed state as RocksDB's native files: a database
+/// bulk-loaded from `view` (SST files written and ingested) in scratch space beside the
+/// output, its files uploaded into the snapshot directory. Returns the bytes and keyed
+/// entries written.
+#[cfg(feature = "rocksdb")]
+#[allow(clippy::too_many_arguments)]
+fn write_native_subtask(
+    plan: &Plan,
+    writer: &SnapshotWriter,
+    op: &OperatorPlan,
+    i: u32,
+    range: KeyGroupRange,
+    view: &dyn statekit_core::KeyedStateView,
+    operator: Option<&OperatorStateSnapshot>,
+    finished: bool,
+    scratch: &Path,
+) -> Result<(u64, u64), MigrateError> {
+    use statekit_rocksdb::{Compression as Sst, RocksDbOptions};
+    let compression = match plan.options.compression {
+        statekit_format::Compression::None => Sst::None,
+        statekit_format::Compression::Lz4 => Sst::Lz4,
+        statekit_format::Compression::Zstd { .. } => Sst::Zstd,
+    };
+    let options = RocksDbOptions::default()
+        .with_compression(compression)
+        .with_auto_compactions(false)
+        .with_block_cache_bytes(8 << 20)
+        .with_local_dir(scratch);
+    let target = writer.native_target(&op.uid, i)?;
+    // A conversion expires nothing (the restoring job does), unless asked to purge.
+    let clock = plan.purge_expired_at.unwrap_or(i64::MIN);
+    let written = statekit_rocksdb::write_native(view, range, clock, plan.input.checkpoint_id, &options, &target)?;
+    let bytes = written
+        .handle
+        .files
+        .iter()
+        .map(|f| f.file.size)
+        .fold(0, u64::saturating_add);
+    let meta = writer.add_native_subtask(&op.uid, i, written.handle, written.states, operator, finished)?;
+    Ok((bytes.saturating_add(file_bytes(&meta)), written.entries))
+}
+
+#[cfg(not(feature = "rocksdb"))]
+#[allow(clippy::too_many_arguments)]
+fn write_native_subtask(
+    _plan: &Plan,
+    _writer: &SnapshotWriter,
+    _op: &OperatorPlan,
+    _i: u32,
+    _range: KeyGroupRange,
+    _view: &dyn statekit_core::KeyedStateView,
+    _operator: Option<&OperatorStateSnapshot>,
+    _finished: bool,
+    _scratch: &Path,
+) -> Result<(u64, u64), MigrateError> {
+    Err(MigrateError::NotSupported {
+        what: "native output in a build without the `rocksdb` feature".into(),
+    })
 }
 
 /// Links (or copies) the data files of input subtask `i` of `op` into the output directory

@@ -24,8 +24,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// Write batches are flushed to RocksDB once they hold this many bytes.
-const BATCH_BYTES: usize = 4 << 20;
+use crate::ingest::{Ingest, BATCH_BYTES};
 
 /// One registered state.
 struct Registered {
@@ -39,9 +38,9 @@ pub(crate) use statekit_core::TtlContext as Ttl;
 use statekit_core::state::accepts::{ADDABLE, LIST, MAP, MERGEABLE, SINGLE};
 
 /// The open database, the column-family handles and the options every call uses.
-struct Store {
+pub(crate) struct Store {
     cfs: DbCfs,
-    cf_options: rocksdb::Options,
+    pub(crate) cf_options: rocksdb::Options,
     read: ReadOptions,
     write: WriteOptions,
 }
@@ -94,11 +93,11 @@ impl Store {
     }
 
     /// Adds writes to `batch` for state `s`.
-    fn batch<R>(&self, s: usize, f: impl FnOnce(&dyn BatchCf) -> R) -> R {
+    pub(crate) fn batch<R>(&self, s: usize, f: impl FnOnce(&dyn BatchCf) -> R) -> R {
         self.cfs.with_dependent(|_, cfs| f(&cfs[s]))
     }
 
-    fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
+    pub(crate) fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -106,6 +105,34 @@ impl Store {
             .db
             .write_opt(batch, &self.write)
             .map_err(db_err("write batch"))
+    }
+
+    /// Ingests the SST files `paths` (non-overlapping, in key order) into state `s`.
+    pub(crate) fn ingest(
+        &self,
+        s: usize,
+        opts: &rocksdb::IngestExternalFileOptions,
+        paths: Vec<std::path::PathBuf>,
+    ) -> Result<(), StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            inner
+                .db
+                .ingest_external_file_cf_opts(&cfs[s], opts, paths)
+                .map_err(db_err("ingest SST files"))
+        })
+    }
+
+    /// Whether state `s` stores any key in `[low, high)`.
+    pub(crate) fn any_in(&self, s: usize, low: &[u8], high: &[u8]) -> Result<bool, StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            let mut ro = ReadOptions::default();
+            ro.set_iterate_upper_bound(high.to_vec());
+            let mut it = inner.db.raw_iterator_cf_opt(&cfs[s], ro);
+            it.seek(low);
+            let found = it.valid();
+            it.status().map_err(db_err("scan"))?;
+            Ok(found)
+        })
     }
 
     /// Calls `f(stored key, stored value)` for every key of state `s` starting with
@@ -153,7 +180,7 @@ impl Store {
 }
 
 /// Writing to one column family inside a [`WriteBatch`].
-trait BatchCf {
+pub(crate) trait BatchCf {
     fn put(&self, b: &mut WriteBatch, key: &[u8], value: &[u8]);
     fn delete(&self, b: &mut WriteBatch, key: &[u8]);
     fn merge(&self, b: &mut WriteBatch, key: &[u8], operand: &[u8]);
@@ -221,6 +248,12 @@ pub struct RocksDbBackend {
     uploads: Arc<Mutex<Uploads>>,
     /// Native cuts taken (names their directories).
     cuts: u64,
+    /// Bulk loads done (names their scratch directories).
+    ingests: u64,
+    /// SST files ingested by restores.
+    pub(crate) ingested_files: u64,
+    /// Entries written by restores.
+    pub(crate) restored_entries: u64,
 }
 
 /// A fresh working directory `statekit-rocksdb-XXXXXX` under the options' local directory
@@ -317,6 +350,9 @@ impl RocksDbBackend {
             backend_id: new_backend_id(),
             uploads: Arc::new(Mutex::new(Uploads::default())),
             cuts: 0,
+            ingests: 0,
+            ingested_files: 0,
+            restored_entries: 0,
         })
     }
 
@@ -1332,14 +1368,20 @@ impl KeyedStateBackend for RocksDbBackend {
             let range = view.key_group_range().intersection(&self.range);
             let store = live_store(&self.store)?;
             let (layout, max_p, states) = (self.layout, self.max_parallelism, &self.states);
-            let mut ingest = Ingest {
-                store,
-                batch: WriteBatch::default(),
-                key: Vec::new(),
-                val: Vec::new(),
-                list: None,
-                count: 0,
+            let fresh = range.is_empty() || {
+                let (low, high) = (
+                    layout.key_group_prefix(range.start()),
+                    layout.key_group_prefix(range.end_exclusive()),
+                );
+                let mut any = false;
+                for &s in &mapping {
+                    any = any || store.any_in(s, &low, &high)?;
+                }
+                !any
             };
+            self.ingests += 1;
+            let scratch = store.inner().dir.path().join(format!("ingest-{}", self.ingests));
+            let mut ingest = Ingest::new(store, fresh, scratch, self.options.target_file_bytes);
             for kg in range {
                 let _ = view.visit_key_group(kg, &mut |e| {
                     check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
@@ -1385,8 +1427,10 @@ impl KeyedStateBackend for RocksDbBackend {
                 })?;
             }
             let count = ingest.count;
-            ingest.finish()?;
-            tracing::debug!(%range, entries = count, "restored from view");
+            let files = ingest.finish()?;
+            self.ingested_files += files;
+            self.restored_entries += count as u64;
+            tracing::debug!(%range, entries = count, sst_files = files, "restored from view");
         }
         Ok(())
     }
@@ -1412,67 +1456,6 @@ impl KeyedStateBackend for RocksDbBackend {
         self.names.clear();
         // Snapshot views keep their share of the database; the directory goes with the last.
         self.store = None;
-    }
-}
-
-/// Bulk ingestion of restored entries into write batches (the WAL is off).
-struct Ingest<'s> {
-    store: &'s Store,
-    batch: WriteBatch,
-    key: Vec<u8>,
-    val: Vec<u8>,
-    /// The list being collected: (state, stamped, stored key, encoded elements).
-    list: Option<(usize, bool, Vec<u8>, Vec<u8>)>,
-    count: usize,
-}
-
-impl Ingest<'_> {
-    fn put(&mut self, s: usize) -> Result<(), StateError> {
-        self.flush_list()?;
-        let (batch, key, val) = (&mut self.batch, &self.key, &self.val);
-        self.store.batch(s, |cf| cf.put(batch, key, val));
-        self.maybe_write()
-    }
-
-    /// Collects consecutive elements of one list into one append.
-    fn list_element(&mut self, s: usize, stamped: bool, ts: Option<i64>, element: &[u8]) -> Result<(), StateError> {
-        if let Some((ls, _, lk, elems)) = &mut self.list {
-            if *ls == s && *lk == self.key {
-                push_element(elems, ts, element);
-                return Ok(());
-            }
-        }
-        self.flush_list()?;
-        let mut elems = Vec::new();
-        push_element(&mut elems, ts, element);
-        self.list = Some((s, stamped, self.key.clone(), elems));
-        Ok(())
-    }
-
-    /// Appends the collected list (a merge, so lists met in several views concatenate as
-    /// they do on the heap).
-    fn flush_list(&mut self) -> Result<(), StateError> {
-        if let Some((s, stamped, key, elems)) = self.list.take() {
-            // Not `self.val`: it may hold the value of the entry being put next.
-            let mut operand = Vec::with_capacity(elems.len() + 12);
-            push_list_operand(&mut operand, stamped, None, &elems);
-            let batch = &mut self.batch;
-            self.store.batch(s, |cf| cf.merge(batch, &key, &operand));
-            self.maybe_write()?;
-        }
-        Ok(())
-    }
-
-    fn maybe_write(&mut self) -> Result<(), StateError> {
-        if self.batch.size_in_bytes() >= BATCH_BYTES {
-            self.store.write(std::mem::take(&mut self.batch))?;
-        }
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<(), StateError> {
-        self.flush_list()?;
-        self.store.write(std::mem::take(&mut self.batch))
     }
 }
 

@@ -41,6 +41,7 @@
 mod backend;
 mod db;
 mod error;
+mod ingest;
 pub mod layout;
 mod native;
 mod options;
@@ -51,7 +52,8 @@ mod tests;
 pub use backend::RocksDbBackend;
 pub use error::RocksDbError;
 pub use native::{
-    verify_native, CutFile, NativeCut, NativeSnapshotView, NativeVerifyReport, BACKEND_NAME, LAYOUT_NAME,
+    verify_native, write_native, CutFile, NativeCut, NativeSnapshotView, NativeVerifyReport, NativeWritten,
+    BACKEND_NAME, LAYOUT_NAME,
 };
 pub use options::{Compression, Profile, RocksDbOptions};
 pub use snapshot::RocksDbSnapshot;

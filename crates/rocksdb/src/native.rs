@@ -319,6 +319,57 @@ impl NativeCut {
     }
 }
 
+/// What [`write_native`] wrote.
+#[derive(Clone, Debug)]
+pub struct NativeWritten {
+    /// The handle to record in `_metadata` (`statekit_checkpoint::SnapshotWriter::add_native_subtask`).
+    pub handle: NativeKeyedHandle,
+    /// The states the database holds (one column family each), in the view's order.
+    pub states: Vec<StateDescriptor>,
+    /// Entries written.
+    pub entries: u64,
+}
+
+/// Writes `view`'s key groups in `range` as a native RocksDB snapshot at `target`, built the
+/// way RocksDB is bulk-loaded: a fresh database in a scratch directory (under
+/// `options.local_dir`) gets its column families, the entries go into sorted SST files that
+/// are ingested (past the first write batch; [`RocksDbBackend::restore`] does the same), and
+/// the database's files are uploaded as for a checkpoint ([`NativeCut::upload`]).
+///
+/// `clock_ms` is the time the handle records: TTL-expired data is judged against it, on
+/// the way in and by every reader of the handle. Pass `i64::MIN` to keep every entry the
+/// view holds (a conversion leaves expiry to the job that restores it).
+///
+/// [`RocksDbBackend::restore`]: statekit_core::KeyedStateBackend::restore
+pub fn write_native(
+    view: &dyn KeyedStateView,
+    range: KeyGroupRange,
+    clock_ms: i64,
+    checkpoint_id: u64,
+    options: &RocksDbOptions,
+    target: &NativeTarget,
+) -> Result<NativeWritten, StateError> {
+    use statekit_core::KeyedStateBackend;
+    let config = statekit_core::BackendConfig {
+        max_parallelism: view.max_parallelism(),
+        key_group_range: range,
+        clock: statekit_core::ManualClock::new(clock_ms),
+    };
+    let mut backend = crate::RocksDbBackend::new(config, options.clone())?;
+    backend.restore(&[view])?;
+    let entries = backend.restored_entries;
+    let states = backend.descriptors();
+    let cut = backend.native_snapshot(checkpoint_id)?;
+    let handle = cut.upload(target)?;
+    drop(cut);
+    backend.dispose();
+    Ok(NativeWritten {
+        handle,
+        states,
+        entries,
+    })
+}
+
 /// Checks that `handle` was written by this crate with the same layout and max parallelism.
 pub(crate) fn check_handle(handle: &ResolvedNativeHandle, max_parallelism: u32) -> Result<(), StateError> {
     let h = &handle.handle;

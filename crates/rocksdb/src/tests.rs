@@ -764,6 +764,83 @@ fn snapshot_restores_into_another_parallelism() {
     assert_eq!(got, all, "rescaled subtasks hold exactly the old state, in order");
 }
 
+/// A restore larger than one write batch goes through SST files (`crate::ingest`): every
+/// kind, with TTL, comes back exactly; restoring the same view again into the non-empty
+/// backend behaves as writing every entry would (values replaced, lists appended), as on the
+/// heap; no SST file is left in the working directory.
+#[test]
+fn a_large_restore_is_ingested_from_sst_files_with_the_semantics_of_writes() {
+    let clock = ManualClock::new(0);
+    let mut src = backend_with(128, 1, 0, clock.clone());
+    let [v, l, m, r, a] = all_kinds(&mut src, ttl(1_000_000, TtlUpdateType::OnCreateAndWrite));
+    let pad = vec![7u8; 200];
+    let n = 15_000u32;
+    for i in 0..n {
+        let k = format!("key-{i:05}").into_bytes();
+        src.put(v, &k, b"", &[k.as_slice(), &pad].concat()).expect("put");
+        src.add(l, &k, b"n", &pad).expect("add");
+        src.add(l, &k, b"n", b"f").expect("add");
+        src.map_put(m, &k, b"", b"u", &pad).expect("put");
+        src.map_put(m, &k, b"", b"w", &k).expect("put");
+        src.add(r, &k, b"", &be(i.into())).expect("add");
+        src.add(a, &k, b"", &be(i.into())).expect("add");
+    }
+    let view = src.snapshot(1).expect("snapshot");
+    let all = entries(view.as_ref());
+    assert_eq!(all.len(), n as usize * 7);
+    // Far more than one batch.
+    let bytes: usize = all.iter().map(|e| e.key.len() + e.value.len()).sum();
+    assert!(bytes > 2 * crate::ingest::BATCH_BYTES, "{bytes} bytes");
+
+    let mut dst = backend_with(128, 1, 0, clock.clone());
+    dst.restore(&[view.as_ref()]).expect("restore");
+    assert_eq!(entries(dst.snapshot(2).expect("snapshot").as_ref()), all);
+    let db = dst.path().expect("path").to_path_buf();
+    let work = db.parent().expect("working dir");
+    let leftovers: Vec<_> = std::fs::read_dir(work)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ingest-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(
+        dst.ingested_files >= 5,
+        "one file per state at least: {}",
+        dst.ingested_files
+    );
+    let l0 = dst.level0_files().expect("level 0");
+    assert!(
+        l0 <= 5,
+        "ingested files go below level 0, not through the memtable: {l0} level-0 files"
+    );
+
+    // Once more into the same backend: lists are appended, everything else replaced.
+    let before = dst.ingested_files;
+    dst.restore(&[view.as_ref()]).expect("restore again");
+    assert!(dst.ingested_files > before);
+    let twice = entries(dst.snapshot(3).expect("snapshot").as_ref());
+    let mut expected = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let e = &all[i];
+        if e.state == 1 {
+            let j = all[i..]
+                .iter()
+                .position(|x| x.state != 1 || x.key != e.key || x.namespace != e.namespace)
+                .map_or(all.len(), |p| i + p);
+            expected.extend_from_slice(&all[i..j]);
+            expected.extend_from_slice(&all[i..j]);
+            i = j;
+        } else {
+            expected.push(e.clone());
+            i += 1;
+        }
+    }
+    assert_eq!(twice.len(), expected.len());
+    assert_eq!(twice, expected);
+}
+
 #[test]
 fn restore_checks_max_parallelism_and_key_groups() {
     let (mut b, clock) = backend();

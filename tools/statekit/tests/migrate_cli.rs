@@ -35,7 +35,7 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
         vec!["rewrite", input, "out", "--parallelism", "word-counter=x"],
         vec!["rewrite", input, "out", "--rename-state", "word-counter/count"],
         vec!["rewrite", input, "out"],
-        vec!["convert", input, "out", "--format", "native"],
+        vec!["convert", input, "out", "--format", "parquet"],
         vec!["convert", "/nonexistent/savepoint", "out"],
         vec!["rewrite", input, "out", "--set-uid", "0123=x"],
         vec!["rewrite", input, "out", "--max-parallelism", "word-counter=40000"],
@@ -155,6 +155,18 @@ fn big_savepoint(dir: &Path, n: u32) {
 
 #[test]
 fn sigkill_at_any_moment_leaves_no_output_or_a_complete_one() {
+    sigkill_at_any_moment("canonical");
+}
+
+/// The same with `--format native`: scratch databases and uploads are inside the
+/// temporary directory too.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn sigkill_at_any_moment_of_a_native_conversion_leaves_no_output_or_a_complete_one() {
+    sigkill_at_any_moment("native");
+}
+
+fn sigkill_at_any_moment(format: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let n = 300_000;
     big_savepoint(dir.path(), n);
@@ -171,6 +183,8 @@ fn sigkill_at_any_moment_leaves_no_output_or_a_complete_one() {
                 "1",
                 "--parallelism",
                 "7",
+                "--format",
+                format,
             ])
             .stdout(std::process::Stdio::null());
         c
@@ -208,11 +222,12 @@ fn sigkill_at_any_moment_leaves_no_output_or_a_complete_one() {
         assert_eq!(v.entries, u64::from(n), "{out}");
         let r = SnapshotReader::open(&path).expect("open");
         assert_eq!(r.operator("op").expect("op").parallelism, 7);
+        assert_eq!(r.metadata().format.as_str(), format);
     }
     // The input is untouched.
     let (_, v) = statekit_snapshot::verify_path(&dir.path().join("in")).expect("verify input");
     assert!(v.is_ok());
-    eprintln!("a conversion takes {full:?}; killed runs: {absent} left no output, {complete} a complete one");
+    eprintln!("a {format} conversion takes {full:?}; killed runs: {absent} left no output, {complete} a complete one");
     assert!(absent > 0, "no kill landed before the end ({full:?} a run)");
     assert!(complete > 0, "no run completed before its kill ({full:?} a run)");
     // What the killed runs left (hidden temporary directories) goes with the next run to the

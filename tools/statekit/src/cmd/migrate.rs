@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use statekit_checkpoint::SnapshotReader;
 use statekit_format::Compression;
-use statekit_migrate::{migrate, Edit, MigrateOptions, Plan, PlanOptions, Progress};
+use statekit_migrate::{migrate, Edit, MigrateOptions, OutputFormat, Plan, PlanOptions, Progress};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,8 +38,18 @@ impl CompressionArg {
 pub enum FormatArg {
     /// statekit's canonical format: restores into any backend, at any parallelism.
     Canonical,
-    /// RocksDB's native files (not written yet by this build).
+    /// RocksDB's own files (SST files written and ingested, per subtask): the RocksDB
+    /// backend restores them by linking the files in.
     Native,
+}
+
+impl FormatArg {
+    fn format(self) -> OutputFormat {
+        match self {
+            FormatArg::Canonical => OutputFormat::Canonical,
+            FormatArg::Native => OutputFormat::Native,
+        }
+    }
 }
 
 /// What `convert` and `rewrite` share: the output and how it is written.
@@ -63,7 +73,7 @@ pub struct OutputArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Hard-link the data files of operators whose state the edits leave as it is (renamed
-    /// or kept, same parallelism, canonical input) instead of rewriting them; across file
+    /// or kept, same parallelism, canonical input and output) instead of rewriting them; across file
     /// systems they are copied. Renaming a uid then takes milliseconds whatever the size.
     #[arg(long)]
     pub link: bool,
@@ -326,13 +336,8 @@ fn run_with(
     now: Option<i64>,
     (memory, spill_dir): (usize, Option<PathBuf>),
 ) -> Result<ExitCode> {
-    if matches!(args.format, FormatArg::Native) {
-        return Err(statekit_migrate::MigrateError::NotSupported {
-            what: "--format native (writing RocksDB's native files)".into(),
-        }
-        .into());
-    }
     let mut options = PlanOptions {
+        format: args.format.format(),
         compression: args.compression.codec(),
         link: args.link,
         memory,
@@ -351,6 +356,7 @@ fn run_with(
                 serde_json::to_string_pretty(&json!({
                     "input": args.input.display().to_string(),
                     "output": args.output.display().to_string(),
+                    "format": args.format.format().name(),
                     "dry_run": true,
                     "changes": changes,
                     "operators": operators_json(&plan),
@@ -363,13 +369,14 @@ fn run_with(
                 outln!("{c}");
             }
             if changes.is_empty() {
-                outln!("no changes: a copy in the canonical format");
+                outln!("no changes: a copy in the {} format", args.format.format().name());
             }
             outln!(
-                "would rewrite {} bytes and link {} bytes of {} operators into a canonical savepoint at {} (dry run: nothing written)",
+                "would rewrite {} bytes and link {} bytes of {} operators into a {} savepoint at {} (dry run: nothing written)",
                 plan.input_bytes(),
                 plan.linked_bytes(),
                 plan.operators.len(),
+                args.format.format().name(),
                 args.output.display()
             );
         }
@@ -400,6 +407,7 @@ fn run_with(
             serde_json::to_string_pretty(&json!({
                 "input": args.input.display().to_string(),
                 "output": summary.output.display().to_string(),
+                "format": args.format.format().name(),
                 "dry_run": false,
                 "changes": changes,
                 "operators": operators_json(&plan),

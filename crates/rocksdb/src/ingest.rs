@@ -1,0 +1,248 @@
+//! Bulk loading of restored entries: the first few MiB go through one write batch (a small
+//! restore costs one write), everything after into sorted SST files written with RocksDB's
+//! `SstFileWriter` and ingested (`IngestExternalFile`, files moved, not copied) — the way
+//! RocksDB is bulk-loaded: no memtable, no write-ahead log, no compaction of what was
+//! loaded, which goes straight to the lowest free level.
+//!
+//! Semantics are those of writing every entry: values and map entries are puts (a later
+//! view's entry replaces an earlier one, as ingested files sit above what is in the
+//! database); a list is one put of its elements when the view's key groups held nothing in
+//! the database before, and one append (a merge operand) otherwise, so lists met in several
+//! views concatenate as they do on the heap.
+
+use crate::backend::Store;
+use crate::error::db_err;
+use crate::layout::{push_element, push_list_operand};
+use rocksdb::{IngestExternalFileOptions, SstFileWriter, WriteBatch};
+use statekit_core::StateError;
+use std::path::PathBuf;
+
+/// Write batches are flushed to RocksDB once they hold this many bytes; a restore that
+/// outgrows one batch continues in SST files.
+pub(crate) const BATCH_BYTES: usize = 4 << 20;
+
+/// Where restored entries go.
+enum Sink<'s> {
+    /// One write batch (until it holds [`BATCH_BYTES`]).
+    Batch(WriteBatch),
+    /// SST files per state, ingested at the end.
+    Files(Files<'s>),
+}
+
+/// The SST files of one bulk load.
+struct Files<'s> {
+    dir: PathBuf,
+    /// The open writer of each state (by state index), with its file.
+    open: Vec<Option<(SstFileWriter<'s>, PathBuf)>>,
+    /// Finished files: (state, path), per state in key order.
+    done: Vec<(usize, PathBuf)>,
+    /// Roll over to a new file past this size.
+    file_bytes: u64,
+    /// Files created so far (names them).
+    created: u64,
+}
+
+/// Bulk ingestion of restored entries of one view into the backend's database.
+pub(crate) struct Ingest<'s> {
+    store: &'s Store,
+    sink: Sink<'s>,
+    /// Whether the view's key groups held nothing before (lists are then put whole).
+    fresh: bool,
+    /// Where SST files go, and their size limit.
+    scratch: PathBuf,
+    file_bytes: u64,
+    /// Scratch: the stored key of the entry being added.
+    pub(crate) key: Vec<u8>,
+    /// Scratch: the stored value of the entry being added.
+    pub(crate) val: Vec<u8>,
+    /// The list being collected: (state, stamped, stored key, encoded elements).
+    list: Option<(usize, bool, Vec<u8>, Vec<u8>)>,
+    /// Entries added.
+    pub(crate) count: usize,
+}
+
+impl<'s> Ingest<'s> {
+    /// An ingestion into `store`; `fresh`: nothing is stored yet in the key groups it will
+    /// write. SST files go to the new directory `scratch` (on the database's file system, so
+    /// ingestion moves them), rolled over at `file_bytes`.
+    pub(crate) fn new(store: &'s Store, fresh: bool, scratch: PathBuf, file_bytes: u64) -> Self {
+        Ingest {
+            store,
+            sink: Sink::Batch(WriteBatch::default()),
+            fresh,
+            scratch,
+            file_bytes: file_bytes.max(1 << 20),
+            key: Vec::new(),
+            val: Vec::new(),
+            list: None,
+            count: 0,
+        }
+    }
+
+    /// Stores `self.key` → `self.val` in state `s`.
+    pub(crate) fn put(&mut self, s: usize) -> Result<(), StateError> {
+        self.flush_list()?;
+        let (key, val) = (std::mem::take(&mut self.key), std::mem::take(&mut self.val));
+        let r = self.write(s, Op::Put, &key, &val);
+        (self.key, self.val) = (key, val);
+        r
+    }
+
+    /// Adds one element to the list at `self.key` of state `s`: consecutive elements of one
+    /// list are collected into one write.
+    pub(crate) fn list_element(
+        &mut self,
+        s: usize,
+        stamped: bool,
+        ts: Option<i64>,
+        element: &[u8],
+    ) -> Result<(), StateError> {
+        if let Some((ls, _, lk, elems)) = &mut self.list {
+            if *ls == s && *lk == self.key {
+                push_element(elems, ts, element);
+                return Ok(());
+            }
+        }
+        self.flush_list()?;
+        let mut elems = Vec::new();
+        push_element(&mut elems, ts, element);
+        self.list = Some((s, stamped, self.key.clone(), elems));
+        Ok(())
+    }
+
+    /// Writes the collected list: whole when the key groups were empty, else as an append.
+    fn flush_list(&mut self) -> Result<(), StateError> {
+        if let Some((s, stamped, key, elems)) = self.list.take() {
+            if self.fresh {
+                self.write(s, Op::Put, &key, &elems)?;
+            } else {
+                let mut operand = Vec::with_capacity(elems.len() + 12);
+                push_list_operand(&mut operand, stamped, None, &elems);
+                self.write(s, Op::Merge, &key, &operand)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, s: usize, op: Op, key: &[u8], val: &[u8]) -> Result<(), StateError> {
+        match &mut self.sink {
+            Sink::Batch(batch) => {
+                self.store.batch(s, |cf| match op {
+                    Op::Put => cf.put(batch, key, val),
+                    Op::Merge => cf.merge(batch, key, val),
+                });
+                if batch.size_in_bytes() >= BATCH_BYTES {
+                    // Outgrown: what is batched goes in now, the rest through SST files.
+                    let batch = std::mem::take(batch);
+                    self.store.write(batch)?;
+                    std::fs::create_dir_all(&self.scratch)
+                        .map_err(|e| StateError::io(format!("create {}", self.scratch.display()), e))?;
+                    self.sink = Sink::Files(Files {
+                        dir: self.scratch.clone(),
+                        open: Vec::new(),
+                        done: Vec::new(),
+                        file_bytes: self.file_bytes,
+                        created: 0,
+                    });
+                }
+                Ok(())
+            }
+            Sink::Files(files) => files.write(self.store, s, op, key, val),
+        }
+    }
+
+    /// Writes what is left and ingests the SST files (removing the scratch directory);
+    /// returns the SST files ingested (0: it all fit one write batch).
+    pub(crate) fn finish(mut self) -> Result<u64, StateError> {
+        self.flush_list()?;
+        let result = match std::mem::replace(&mut self.sink, Sink::Batch(WriteBatch::default())) {
+            Sink::Batch(batch) => self.store.write(batch).map(|()| 0),
+            Sink::Files(files) => files.ingest(self.store),
+        };
+        self.remove_scratch();
+        result
+    }
+
+    fn remove_scratch(&self) {
+        if self.scratch.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&self.scratch) {
+                tracing::warn!(dir = %self.scratch.display(), error = %e, "could not remove an ingestion directory");
+            }
+        }
+    }
+}
+
+impl Drop for Ingest<'_> {
+    /// A failed restore leaves no SST files behind.
+    fn drop(&mut self) {
+        if let Sink::Files(files) = &mut self.sink {
+            files.open.clear();
+        }
+        self.remove_scratch();
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Put,
+    Merge,
+}
+
+impl<'s> Files<'s> {
+    fn write(&mut self, store: &'s Store, s: usize, op: Op, key: &[u8], val: &[u8]) -> Result<(), StateError> {
+        if self.open.len() <= s {
+            self.open.resize_with(s + 1, || None);
+        }
+        let slot = self
+            .open
+            .get_mut(s)
+            .ok_or_else(|| StateError::Restore(format!("no SST writer slot for state {s}")))?;
+        if slot.is_none() {
+            let path = self.dir.join(format!("{s}-{}.sst", self.created));
+            self.created += 1;
+            let w = SstFileWriter::create(&store.cf_options);
+            w.open(&path)
+                .map_err(db_err(format!("create SST file {}", path.display())))?;
+            *slot = Some((w, path));
+        }
+        let Some((w, path)) = slot.as_mut() else {
+            return Ok(());
+        };
+        match op {
+            Op::Put => w.put(key, val),
+            Op::Merge => w.merge(key, val),
+        }
+        .map_err(db_err(format!("write SST file {}", path.display())))?;
+        if w.file_size() >= self.file_bytes {
+            if let Some((mut w, path)) = slot.take() {
+                w.finish()
+                    .map_err(db_err(format!("finish SST file {}", path.display())))?;
+                self.done.push((s, path));
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes the open files and ingests all, state by state; returns the files ingested.
+    fn ingest(mut self, store: &Store) -> Result<u64, StateError> {
+        for (s, slot) in self.open.iter_mut().enumerate() {
+            if let Some((mut w, path)) = slot.take() {
+                w.finish()
+                    .map_err(db_err(format!("finish SST file {}", path.display())))?;
+                self.done.push((s, path));
+            }
+        }
+        let mut opts = IngestExternalFileOptions::default();
+        opts.set_move_files(true);
+        let mut by_state: std::collections::BTreeMap<usize, Vec<PathBuf>> = Default::default();
+        for (s, p) in std::mem::take(&mut self.done) {
+            by_state.entry(s).or_default().push(p);
+        }
+        let mut n = 0;
+        for (s, paths) in by_state {
+            n += paths.len() as u64;
+            store.ingest(s, &opts, paths)?;
+        }
+        Ok(n)
+    }
+}
