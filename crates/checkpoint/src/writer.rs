@@ -10,9 +10,9 @@ use statekit_core::{
     StateDescriptor,
 };
 use statekit_format::{
-    encode_metadata, write_keyed_file, write_operator_file, ChangelogKeyedHandle, FileRef, FileScope, KeyedStats,
-    NativeKeyedHandle, NativeTarget, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
-    WriteOptions, METADATA_FILE_NAME,
+    encode_metadata, transcode_keyed_file, write_keyed_file, write_operator_file, ChangelogKeyedHandle, FileRef,
+    FileScope, KeyedFileReader, KeyedStats, NativeKeyedHandle, NativeTarget, OperatorMetadata, SnapshotFormat,
+    SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +28,8 @@ struct SubtaskResult {
 enum KeyedPart<'a> {
     /// A view to write as a canonical keyed data file.
     View(Option<&'a dyn KeyedStateView>),
+    /// A canonical keyed data file to rewrite block by block, with these states.
+    Transcode(&'a KeyedFileReader, Vec<StateDescriptor>),
     /// A native handle already uploaded, with its states.
     Native(NativeKeyedHandle, Vec<StateDescriptor>),
     /// A changelog handle (materializations and log tail already durable), with its states.
@@ -301,6 +303,24 @@ impl SnapshotWriter {
         self.record_subtask(uid, index, KeyedPart::View(keyed), operator, finished)
     }
 
+    /// Writes subtask `index` of operator `uid` with its keyed state copied block by block
+    /// from the canonical keyed data file `keyed` ([`statekit_format::transcode_keyed_file`]:
+    /// blocks recompressed with this writer's codec, records not re-encoded), its states
+    /// named as in `states` (same kinds, in the file's order). The file must hold exactly the
+    /// subtask's key groups under the operator's max parallelism. Operator state and
+    /// `finished` as in [`SnapshotWriter::write_subtask`].
+    pub fn write_subtask_transcoded(
+        &self,
+        uid: &str,
+        index: u32,
+        keyed: &KeyedFileReader,
+        states: Vec<StateDescriptor>,
+        operator: Option<&OperatorStateSnapshot>,
+        finished: bool,
+    ) -> Result<SubtaskMetadata, CheckpointError> {
+        self.record_subtask(uid, index, KeyedPart::Transcode(keyed, states), operator, finished)
+    }
+
     /// Records subtask `index` of operator `uid` from data files the caller has already put
     /// in the snapshot directory (for example hard links of another snapshot's files, which
     /// are immutable once committed): `keyed` and `operator` name them relative to the
@@ -408,6 +428,31 @@ impl SnapshotWriter {
                 })
             }
             KeyedPart::View(_) => None,
+            KeyedPart::Transcode(file, states) => {
+                if file.max_parallelism() != max_parallelism || file.key_group_range() != range {
+                    return Err(CheckpointError::Invalid(format!(
+                        "operator {uid:?}, subtask {index}: {} holds key groups {} of {}, not the subtask's {range} of {max_parallelism}",
+                        file.file_name(),
+                        file.key_group_range(),
+                        file.max_parallelism()
+                    )));
+                }
+                let name = format!("{id}-{index}-keyed.skd");
+                let info = transcode_keyed_file(
+                    file,
+                    &states,
+                    self.storage.as_ref(),
+                    &join(&self.dir, &name),
+                    &self.options,
+                )?;
+                keyed_states = states;
+                keyed_stats = Some(KeyedStats::from_info(&info));
+                Some(FileRef {
+                    scope: FileScope::Exclusive,
+                    path: name,
+                    size: info.file.size,
+                })
+            }
             KeyedPart::Native(handle, states) => {
                 keyed_states = states;
                 native = Some(handle);

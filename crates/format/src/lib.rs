@@ -65,7 +65,9 @@ mod wire;
 pub use block::{Compression, WriteOptions};
 pub use container::FORMAT_VERSION;
 pub use error::FormatError;
-pub use keyed::{write_keyed_file, KeyGroupInfo, KeyedFileInfo, KeyedFileReader, StateStats, VerifyReport};
+pub use keyed::{
+    transcode_keyed_file, write_keyed_file, KeyGroupInfo, KeyedFileInfo, KeyedFileReader, StateStats, VerifyReport,
+};
 pub use metadata::{
     ChangelogKeyedHandle, FileRef, FileScope, KeyGroupStats, KeyedStats, LogSegmentRef, MaterializedPart, NativeFile,
     NativeKeyedHandle, NativeStateStats, NativeStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,

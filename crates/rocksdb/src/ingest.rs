@@ -212,7 +212,7 @@ impl<'s> Files<'s> {
             Op::Put => w.put(key, val),
             Op::Merge => w.merge(key, val),
         }
-        .map_err(db_err(format!("write SST file {}", path.display())))?;
+        .map_err(|e| db_err(format!("write SST file {}", path.display()))(e))?;
         if w.file_size() >= self.file_bytes {
             if let Some((mut w, path)) = slot.take() {
                 w.finish()

@@ -41,6 +41,8 @@ pub const LAYOUT_NAME: &str = "statekit-rocksdb-v1";
 pub(crate) const DB_DIR: &str = "db";
 
 const COPY_BUFFER: usize = 1 << 20;
+/// Readahead of a [`NativeSnapshotView`]'s iterators.
+const VIEW_READAHEAD: usize = 2 << 20;
 
 /// A file uploaded by a checkpoint, which a later checkpoint may reference again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,8 +182,30 @@ fn open_file(path: &Path, shown: &str) -> Result<File, StateError> {
     }
 }
 
-/// Copies a local file into `storage` (temp name, fsync, rename); returns (size, CRC32).
-fn upload_file(src: &Path, storage: &dyn Storage, path: &str) -> Result<(u64, u32), StateError> {
+/// Puts a local file into `storage`; returns (size, CRC32). A table file (`linkable`: RocksDB
+/// never writes to one after creating it, and syncs it first) is hard-linked when `storage`
+/// is local on the same file system, and its directory is recorded in `linked_dirs` to be
+/// fsynced; anything else is copied (temp name, fsync, rename).
+fn upload_file(
+    src: &Path,
+    storage: &dyn Storage,
+    path: &str,
+    linkable: bool,
+    linked_dirs: &mut Vec<PathBuf>,
+) -> Result<(u64, u32), StateError> {
+    if let (true, Some(dst)) = (linkable, storage.absolute_path(path)) {
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| StateError::io(format!("create {}", parent.display()), e))?;
+            if std::fs::hard_link(src, &dst).is_ok() {
+                let shown = dst.display().to_string();
+                let (size, crc) = stream_crc(&mut open_file(&dst, &shown)?, &shown, None, "")?;
+                if !linked_dirs.iter().any(|d| d == parent) {
+                    linked_dirs.push(parent.to_path_buf());
+                }
+                return Ok((size, crc));
+            }
+        }
+    }
     let from = src.display().to_string();
     let mut input = open_file(src, &from)?;
     let mut out = storage.create(path).map_err(storage_err)?;
@@ -223,9 +247,11 @@ impl NativeCut {
     /// With a shared target (checkpoints of a store), a table file that a completed
     /// checkpoint uploaded is referenced again and not copied; other table files go to
     /// `target.shared_dir` under random names; every other file goes to
-    /// `target.exclusive_dir`. Without one (savepoints) every file is exclusive. Files are
-    /// written under temporary names, fsynced and renamed. On failure the shared files this
-    /// call wrote are deleted again.
+    /// `target.exclusive_dir`. Without one (savepoints) every file is exclusive. Table files
+    /// are hard-linked when the storage is local and on the cut's file system (they are
+    /// immutable and already synced; their directories are fsynced); other files, and table
+    /// files that cannot be linked, are written under temporary names, fsynced and renamed.
+    /// On failure the shared files this call wrote are deleted again.
     pub fn upload(&self, target: &NativeTarget) -> Result<NativeKeyedHandle, StateError> {
         let mut written_shared: Vec<String> = Vec::new();
         let result = self.upload_inner(target, &mut written_shared);
@@ -241,6 +267,7 @@ impl NativeCut {
 
     fn upload_inner(&self, target: &NativeTarget, written: &mut Vec<String>) -> Result<NativeKeyedHandle, StateError> {
         let mut files = Vec::with_capacity(self.files.len());
+        let mut linked_dirs: Vec<PathBuf> = Vec::new();
         let mut uploaded_bytes = 0;
         let mut shared_now: BTreeMap<String, Reusable> = BTreeMap::new();
         for f in &self.files {
@@ -252,7 +279,7 @@ impl NativeCut {
                     } else {
                         let path = statekit_core::storage::join(&target.shared_dir, &shared_name(&f.name));
                         written.push(path.clone());
-                        let (size, crc) = upload_file(&src, job.as_ref(), &path)?;
+                        let (size, crc) = upload_file(&src, job.as_ref(), &path, true, &mut linked_dirs)?;
                         uploaded_bytes += size;
                         (
                             FileRef {
@@ -266,7 +293,13 @@ impl NativeCut {
                 }
                 _ => {
                     let path = statekit_core::storage::join(&target.exclusive_dir, &f.name);
-                    let (size, crc) = upload_file(&src, target.snapshot.as_ref(), &path)?;
+                    let (size, crc) = upload_file(
+                        &src,
+                        target.snapshot.as_ref(),
+                        &path,
+                        f.is_shareable(),
+                        &mut linked_dirs,
+                    )?;
                     uploaded_bytes += size;
                     (
                         FileRef {
@@ -292,6 +325,11 @@ impl NativeCut {
                 file,
                 crc32,
             });
+        }
+        // Linked files are durable (RocksDB synced them); their names are once their
+        // directories are.
+        for d in &linked_dirs {
+            statekit_core::storage::sync_dir(d).map_err(|e| StateError::io(format!("sync {}", d.display()), e))?;
         }
         if target.job.is_some() {
             self.uploads
@@ -608,9 +646,10 @@ impl KeyedStateView for NativeSnapshotView {
             let Some(cf) = self.db.cf_handle(&desc.name) else {
                 continue;
             };
-            let it = self
-                .db
-                .raw_iterator_cf_opt(&cf, key_group_read_options(self.layout, key_group));
+            let mut ro = key_group_read_options(self.layout, key_group);
+            // A view streams whole files once: large reads, not a system call per block.
+            ro.set_readahead_size(VIEW_READAHEAD);
+            let it = self.db.raw_iterator_cf_opt(&cf, ro);
             if visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
