@@ -114,7 +114,8 @@ pub struct PlanOptions {
     /// Codec of the output's data blocks (native output: of its SST files; Zstandard at
     /// RocksDB's default level).
     pub compression: Compression,
-    /// Target uncompressed block size of the output's data files.
+    /// Target uncompressed block size of the output's data files (a plain copy of a
+    /// canonical file is transcoded block by block and keeps the input's blocks).
     pub block_size: usize,
     /// The "now" of [`Edit::PurgeExpired`] (milliseconds since the epoch).
     pub now_ms: i64,

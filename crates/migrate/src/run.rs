@@ -70,8 +70,8 @@ pub struct Summary {
 }
 
 /// Carries out `plan` on the snapshot `reader` opened from `input`, writing a self-contained
-/// canonical savepoint at `output`. The input is only read. The output appears complete or
-/// not at all: it is written under a temporary name beside it (every file fsynced,
+/// savepoint at `output` ([`crate::PlanOptions::format`]: canonical, or RocksDB's native
+/// files). The input is only read. The output appears complete or not at all: it is written under a temporary name beside it (every file fsynced,
 /// `_metadata` last), then renamed into place and the parent directory fsynced. An existing
 /// output is refused unless [`MigrateOptions::force`]; the output may not be the input or lie
 /// inside it.

@@ -36,6 +36,24 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
         vec!["rewrite", input, "out", "--rename-state", "word-counter/count"],
         vec!["rewrite", input, "out"],
         vec!["convert", input, "out", "--format", "parquet"],
+        vec![
+            "convert",
+            input,
+            "out",
+            "--compression",
+            "lz4",
+            "--compression-level",
+            "3",
+        ],
+        vec![
+            "convert",
+            input,
+            "out",
+            "--compression",
+            "zstd",
+            "--compression-level",
+            "23",
+        ],
         vec!["convert", "/nonexistent/savepoint", "out"],
         vec!["rewrite", input, "out", "--set-uid", "0123=x"],
         vec!["rewrite", input, "out", "--max-parallelism", "word-counter=40000"],
@@ -115,6 +133,45 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
         String::from_utf8_lossy(&verify.stdout)
     );
     assert_eq!(names(dir.path()), ["out"]);
+}
+
+/// `convert --format native` and back, as a user runs it: the native output verifies, `show`
+/// calls it native, `diff` finds no difference to the input either way, and a native level
+/// flag is refused.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn native_round_trip_through_the_command_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = fixture("savepoint-basic");
+    let input = input.to_str().expect("utf-8");
+    let out = run(dir.path(), &["convert", input, "nat", "--format", "native", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["format"], "native");
+    assert_eq!(run(dir.path(), &["verify", "nat"]).status.code(), Some(0));
+    let show = run(dir.path(), &["show", "nat"]);
+    assert!(String::from_utf8_lossy(&show.stdout).contains("format native"));
+    let diff = run(dir.path(), &["diff", input, "nat"]);
+    assert_eq!(diff.status.code(), Some(0), "{}", String::from_utf8_lossy(&diff.stdout));
+    let back = run(dir.path(), &["convert", "nat", "back", "--compression", "zstd"]);
+    assert_eq!(back.status.code(), Some(0), "{}", String::from_utf8_lossy(&back.stderr));
+    assert_eq!(run(dir.path(), &["diff", input, "back"]).status.code(), Some(0));
+    let refused = run(
+        dir.path(),
+        &[
+            "convert",
+            input,
+            "n2",
+            "--format",
+            "native",
+            "--compression",
+            "zstd",
+            "--compression-level",
+            "5",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(!dir.path().join("n2").exists());
 }
 
 /// A savepoint of one operator with `n` entries of about 200 bytes at parallelism 4.
