@@ -368,6 +368,12 @@ fn run_with(
     }
     let plan = Plan::new(&reader, edits, options)?;
     let changes = plan.changes();
+    // Linked files are copied where a link cannot be made (another file system).
+    let (to_link, to_copy) = if same_file_system(&args.input, &args.output) {
+        (plan.linked_bytes(), 0)
+    } else {
+        (0, plan.linked_bytes())
+    };
     if args.dry_run {
         if args.json {
             outln!(
@@ -380,7 +386,8 @@ fn run_with(
                     "changes": changes,
                     "operators": operators_json(&plan),
                     "bytes_to_rewrite": plan.input_bytes(),
-                    "bytes_to_link": plan.linked_bytes(),
+                    "bytes_to_link": to_link,
+                    "bytes_to_copy": to_copy,
                 }))?
             );
         } else {
@@ -391,9 +398,8 @@ fn run_with(
                 outln!("no changes: a copy in the {} format", args.format.format().name());
             }
             outln!(
-                "would rewrite {} bytes and link {} bytes of {} operators into a {} savepoint at {} (dry run: nothing written)",
+                "would rewrite {} bytes, link {to_link} bytes and copy {to_copy} bytes of {} operators into a {} savepoint at {} (dry run: nothing written)",
                 plan.input_bytes(),
-                plan.linked_bytes(),
                 plan.operators.len(),
                 args.format.format().name(),
                 args.output.display()
@@ -433,7 +439,8 @@ fn run_with(
                 "subtasks": summary.subtasks,
                 "files": summary.files,
                 "bytes": summary.bytes,
-                "bytes_linked": plan.linked_bytes(),
+                "bytes_linked": to_link,
+                "bytes_copied": to_copy,
                 "entries": summary.entries,
                 "spilled_runs": summary.spilled_runs,
                 "seconds": seconds,
@@ -454,6 +461,35 @@ fn run_with(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `input` and the directory `output` will be created in are on one file system
+/// (so `--link` links rather than copies). Unknown (not Unix): assumed so.
+fn same_file_system(input: &std::path::Path, output: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let parent = output
+            .ancestors()
+            .skip(1)
+            .find(|a| a.as_os_str().is_empty() || a.exists())
+            .map(|a| {
+                if a.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    a
+                }
+            });
+        match (std::fs::metadata(input), parent.map(std::fs::metadata)) {
+            (Ok(a), Some(Ok(b))) => a.dev() == b.dev(),
+            _ => true,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (input, output);
+        true
+    }
 }
 
 fn operators_json(plan: &Plan) -> serde_json::Value {
