@@ -380,9 +380,13 @@ impl LocalWriter {
     }
 }
 
-/// Asks the kernel to start writing `[offset, offset+len)` of `file` to disk without waiting.
+/// Asks the kernel to start writing `[offset, offset+len)` of `file` to disk without waiting
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)` on Linux; nothing elsewhere). For writers that
+/// fsync at the end: the disk works while they produce, and the final sync finds little left.
+/// Any descriptor of the file will do, a read-only one too. Failure is ignored (it only
+/// means no early writeback).
 #[cfg(target_os = "linux")]
-fn start_writeback(file: &File, offset: u64, len: u64) {
+pub fn start_writeback(file: &File, offset: u64, len: u64) {
     use std::os::unix::io::AsRawFd;
     // SAFETY: sync_file_range only reads its integer arguments; the descriptor is valid for
     // the lifetime of `file`. Failure only means no early writeback; fsync still follows.
@@ -396,8 +400,9 @@ fn start_writeback(file: &File, offset: u64, len: u64) {
     }
 }
 
+/// Asks the kernel to start writing a range of `file` to disk (nothing on this platform).
 #[cfg(not(target_os = "linux"))]
-fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
+pub fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
 
 impl Write for LocalWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

@@ -1414,13 +1414,11 @@ impl KeyedStateBackend for RocksDbBackend {
                                 StateError::Restore(format!("map state {:?} entry without user key", desc.name))
                             })?;
                             layout.encode_map_key(&mut ingest.key, kg, e.key, e.namespace, user_key);
-                            encode_value(&mut ingest.val, ts, e.value);
-                            ingest.put(s)?;
+                            ingest.put_value(s, ts, e.value)?;
                         }
                         _ => {
                             layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
-                            encode_value(&mut ingest.val, ts, e.value);
-                            ingest.put(s)?;
+                            ingest.put_value(s, ts, e.value)?;
                         }
                     }
                     Ok(ControlFlow::Continue(()))

@@ -12,7 +12,7 @@
 
 use crate::backend::Store;
 use crate::error::db_err;
-use crate::layout::{push_element, push_list_operand};
+use crate::layout::{encode_value, push_element, push_list_operand};
 use rocksdb::{IngestExternalFileOptions, SstFileWriter, WriteBatch};
 use statekit_core::StateError;
 use std::path::PathBuf;
@@ -33,7 +33,7 @@ enum Sink<'s> {
 struct Files<'s> {
     dir: PathBuf,
     /// The open writer of each state (by state index), with its file.
-    open: Vec<Option<(SstFileWriter<'s>, PathBuf)>>,
+    open: Vec<Option<Open<'s>>>,
     /// Finished files: (state, path), per state in key order.
     done: Vec<(usize, PathBuf)>,
     /// Roll over to a new file past this size.
@@ -41,6 +41,20 @@ struct Files<'s> {
     /// Files created so far (names them).
     created: u64,
 }
+
+/// An SST file being written.
+struct Open<'s> {
+    writer: SstFileWriter<'s>,
+    path: PathBuf,
+    /// A read-only descriptor of the file, to start its writeback as it grows (RocksDB's
+    /// `bytes_per_sync` does not reach `SstFileWriter` through the C API).
+    file: Option<std::fs::File>,
+    /// Bytes whose writeback was started.
+    synced: u64,
+}
+
+/// Start writeback of an SST file every this many bytes.
+const WRITEBACK_CHUNK: u64 = 8 << 20;
 
 /// Bulk ingestion of restored entries of one view into the backend's database.
 pub(crate) struct Ingest<'s> {
@@ -53,8 +67,8 @@ pub(crate) struct Ingest<'s> {
     file_bytes: u64,
     /// Scratch: the stored key of the entry being added.
     pub(crate) key: Vec<u8>,
-    /// Scratch: the stored value of the entry being added.
-    pub(crate) val: Vec<u8>,
+    /// Scratch: the stored value of the entry being added (TTL states).
+    val: Vec<u8>,
     /// The list being collected: (state, stamped, stored key, encoded elements).
     list: Option<(usize, bool, Vec<u8>, Vec<u8>)>,
     /// Entries added.
@@ -79,11 +93,18 @@ impl<'s> Ingest<'s> {
         }
     }
 
-    /// Stores `self.key` → `self.val` in state `s`.
-    pub(crate) fn put(&mut self, s: usize) -> Result<(), StateError> {
+    /// Stores `self.key` → `value` (with its TTL timestamp `ts`, if the state has a TTL) in
+    /// state `s`; a value without timestamp is written as it is, without a copy.
+    pub(crate) fn put_value(&mut self, s: usize, ts: Option<i64>, value: &[u8]) -> Result<(), StateError> {
         self.flush_list()?;
-        let (key, val) = (std::mem::take(&mut self.key), std::mem::take(&mut self.val));
-        let r = self.write(s, Op::Put, &key, &val);
+        let (key, mut val) = (std::mem::take(&mut self.key), std::mem::take(&mut self.val));
+        let r = match ts {
+            None => self.write(s, Op::Put, &key, value),
+            Some(_) => {
+                encode_value(&mut val, ts, value);
+                self.write(s, Op::Put, &key, &val)
+            }
+        };
         (self.key, self.val) = (key, val);
         r
     }
@@ -200,24 +221,39 @@ impl<'s> Files<'s> {
         if slot.is_none() {
             let path = self.dir.join(format!("{s}-{}.sst", self.created));
             self.created += 1;
-            let w = SstFileWriter::create(&store.cf_options);
-            w.open(&path)
+            let writer = SstFileWriter::create(&store.cf_options);
+            writer
+                .open(&path)
                 .map_err(db_err(format!("create SST file {}", path.display())))?;
-            *slot = Some((w, path));
+            let file = std::fs::File::open(&path).ok();
+            *slot = Some(Open {
+                writer,
+                path,
+                file,
+                synced: 0,
+            });
         }
-        let Some((w, path)) = slot.as_mut() else {
+        let Some(o) = slot.as_mut() else {
             return Ok(());
         };
         match op {
-            Op::Put => w.put(key, val),
-            Op::Merge => w.merge(key, val),
+            Op::Put => o.writer.put(key, val),
+            Op::Merge => o.writer.merge(key, val),
         }
-        .map_err(|e| db_err(format!("write SST file {}", path.display()))(e))?;
-        if w.file_size() >= self.file_bytes {
-            if let Some((mut w, path)) = slot.take() {
-                w.finish()
-                    .map_err(db_err(format!("finish SST file {}", path.display())))?;
-                self.done.push((s, path));
+        .map_err(|e| db_err(format!("write SST file {}", o.path.display()))(e))?;
+        let size = o.writer.file_size();
+        if size - o.synced >= WRITEBACK_CHUNK {
+            if let Some(f) = &o.file {
+                statekit_core::storage::start_writeback(f, o.synced, size - o.synced);
+            }
+            o.synced = size;
+        }
+        if size >= self.file_bytes {
+            if let Some(mut o) = slot.take() {
+                o.writer
+                    .finish()
+                    .map_err(db_err(format!("finish SST file {}", o.path.display())))?;
+                self.done.push((s, o.path));
             }
         }
         Ok(())
@@ -226,10 +262,11 @@ impl<'s> Files<'s> {
     /// Finishes the open files and ingests all, state by state; returns the files ingested.
     fn ingest(mut self, store: &Store) -> Result<u64, StateError> {
         for (s, slot) in self.open.iter_mut().enumerate() {
-            if let Some((mut w, path)) = slot.take() {
-                w.finish()
-                    .map_err(db_err(format!("finish SST file {}", path.display())))?;
-                self.done.push((s, path));
+            if let Some(mut o) = slot.take() {
+                o.writer
+                    .finish()
+                    .map_err(db_err(format!("finish SST file {}", o.path.display())))?;
+                self.done.push((s, o.path));
             }
         }
         let mut opts = IngestExternalFileOptions::default();
