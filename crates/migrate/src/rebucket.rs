@@ -9,9 +9,8 @@ use crate::view::MigratedView;
 use crate::MigrateError;
 use statekit_core::schema::{get_varint, put_varint};
 use statekit_core::{
-    key_group_for_key, Entry, EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError,
+    key_group_for_key, Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError,
 };
-use std::cmp::Ordering;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
@@ -26,7 +25,9 @@ struct Run {
 }
 
 enum RunData {
-    Memory(Vec<u8>),
+    /// The collected records themselves, sorted by slot; the index ranges are slot indices.
+    Memory(Collect),
+    /// A spill file; the index ranges are byte offsets.
     File(std::fs::File, PathBuf),
 }
 
@@ -38,30 +39,29 @@ impl Drop for Run {
     }
 }
 
-/// An entry while sorting: its new key group, its order of arrival (list elements keep their
-/// order), and the entry.
-struct Sorted {
+/// An entry while a run is collected: its new key group, and where its record (as
+/// [`encode`] writes it) lies in the run's arena. Records are appended in order of arrival,
+/// so the offset orders them as they came (list elements keep their order).
+#[derive(Clone, Copy)]
+struct Slot {
     key_group: u32,
-    seq: u64,
-    entry: OwnedEntry,
+    offset: u64,
+    len: u32,
 }
 
-fn cmp_sorted(a: &Sorted, b: &Sorted) -> Ordering {
-    a.key_group
-        .cmp(&b.key_group)
-        .then_with(|| a.entry.as_entry().canonical_cmp(&b.entry.as_entry()))
-        .then_with(|| a.seq.cmp(&b.seq))
-}
+/// Bytes a [`Slot`] takes in the buffer.
+const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
 
-fn encode(out: &mut Vec<u8>, s: &Sorted) {
-    let e = &s.entry;
-    put_varint(out, s.seq);
+/// Appends `e`'s record: its arrival number `seq`, state, key, namespace, value, user key
+/// and timestamp.
+fn encode(out: &mut Vec<u8>, seq: u64, e: &Entry<'_>) {
+    put_varint(out, seq);
     put_varint(out, u64::from(e.state));
-    for b in [&e.key, &e.namespace, &e.value] {
+    for b in [e.key, e.namespace, e.value] {
         put_varint(out, b.len() as u64);
         out.extend_from_slice(b);
     }
-    match &e.user_key {
+    match e.user_key {
         Some(uk) => {
             put_varint(out, uk.len() as u64 + 1);
             out.extend_from_slice(uk);
@@ -77,11 +77,12 @@ fn encode(out: &mut Vec<u8>, s: &Sorted) {
     }
 }
 
-fn decode(buf: &[u8], key_group: u32, out: &mut Vec<(u64, OwnedEntry)>) -> Option<()> {
+/// Decodes the records of `buf` into `out` as (arrival number, entry borrowing `buf`).
+fn decode<'a>(buf: &'a [u8], out: &mut Vec<(u64, Entry<'a>)>) -> Option<()> {
     let mut pos = 0;
-    let bytes = |pos: &mut usize| -> Option<Vec<u8>> {
+    let bytes = |pos: &mut usize| -> Option<&'a [u8]> {
         let n = usize::try_from(get_varint(buf, pos)?).ok()?;
-        let s = buf.get(*pos..pos.checked_add(n)?)?.to_vec();
+        let s = buf.get(*pos..pos.checked_add(n)?)?;
         *pos += n;
         Some(s)
     };
@@ -95,7 +96,7 @@ fn decode(buf: &[u8], key_group: u32, out: &mut Vec<(u64, OwnedEntry)>) -> Optio
         let user_key = match uk_len {
             0 => None,
             n => {
-                let s = buf.get(pos..pos.checked_add(n - 1)?)?.to_vec();
+                let s = buf.get(pos..pos.checked_add(n - 1)?)?;
                 pos += n - 1;
                 Some(s)
             }
@@ -103,7 +104,7 @@ fn decode(buf: &[u8], key_group: u32, out: &mut Vec<(u64, OwnedEntry)>) -> Optio
         let has_ts = *buf.get(pos)?;
         pos += 1;
         let timestamp = if has_ts == 1 {
-            let b: [u8; 8] = buf.get(pos..pos + 8)?.try_into().ok()?;
+            let b: [u8; 8] = buf.get(pos..pos.checked_add(8)?)?.try_into().ok()?;
             pos += 8;
             Some(i64::from_le_bytes(b))
         } else {
@@ -111,8 +112,7 @@ fn decode(buf: &[u8], key_group: u32, out: &mut Vec<(u64, OwnedEntry)>) -> Optio
         };
         out.push((
             seq,
-            OwnedEntry {
-                key_group,
+            Entry {
                 state,
                 key,
                 namespace,
@@ -123,6 +123,83 @@ fn decode(buf: &[u8], key_group: u32, out: &mut Vec<(u64, OwnedEntry)>) -> Optio
         ));
     }
     Some(())
+}
+
+/// The records of one run being collected: an arena of encoded records and a slot each,
+/// both allocated once for the run's share of memory (so no growth ever doubles it).
+struct Collect {
+    arena: Vec<u8>,
+    slots: Vec<Slot>,
+}
+
+impl Collect {
+    /// A run of at most about `memory` bytes: seven eighths for records, one for slots.
+    fn with_memory(memory: usize) -> Self {
+        let slots = (memory / 8 / SLOT_BYTES).max(16);
+        Collect {
+            arena: Vec::with_capacity(memory.saturating_sub(slots * SLOT_BYTES).max(4096)),
+            slots: Vec::with_capacity(slots),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Whether a record of about `bytes` still fits without growing the buffers (an empty
+    /// run takes any record).
+    fn fits(&self, bytes: usize) -> bool {
+        self.is_empty()
+            || (self.slots.len() < self.slots.capacity() && self.arena.len() + bytes <= self.arena.capacity())
+    }
+
+    /// Orders the records by new key group, in arrival order within one (two integers: the
+    /// canonical order is established per key group when it is read).
+    fn sort(&mut self) {
+        self.slots.sort_unstable_by_key(|s| (s.key_group, s.offset));
+    }
+
+    /// The record of `slot`.
+    fn record(&self, slot: &Slot) -> Option<&[u8]> {
+        let start = usize::try_from(slot.offset).ok()?;
+        self.arena.get(start..start.checked_add(slot.len as usize)?)
+    }
+
+    /// The key-group index of the sorted run as slot ranges.
+    fn slot_index(&self) -> Vec<(u32, u64, u64)> {
+        let mut index: Vec<(u32, u64, u64)> = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            match index.last_mut() {
+                Some(last) if last.0 == s.key_group => last.2 = i as u64 + 1,
+                _ => index.push((s.key_group, i as u64, i as u64 + 1)),
+            }
+        }
+        index
+    }
+
+    /// Writes the sorted records to `out` and empties the run (keeping its buffers); returns
+    /// the key-group index as byte ranges.
+    fn write_run(&mut self, out: &mut impl Write) -> std::io::Result<Vec<(u32, u64, u64)>> {
+        let mut index: Vec<(u32, u64, u64)> = Vec::new();
+        let mut at = 0u64;
+        for s in &self.slots {
+            let rec = self
+                .record(s)
+                .ok_or_else(|| std::io::Error::other("re-bucketing: a record outside its run"))?;
+            match index.last_mut() {
+                Some(last) if last.0 == s.key_group => {}
+                _ => index.push((s.key_group, at, at)),
+            }
+            out.write_all(rec)?;
+            at += rec.len() as u64;
+            if let Some(last) = index.last_mut() {
+                last.2 = at;
+            }
+        }
+        self.arena.clear();
+        self.slots.clear();
+        Ok(index)
+    }
 }
 
 /// The operator's keyed state re-bucketed for `max_parallelism` key groups, as sorted runs.
@@ -207,34 +284,28 @@ impl Rebucketed {
             entries: 0,
             spilled: 0,
         };
-        let mut buffer: Vec<Sorted> = Vec::new();
-        let mut held = 0usize;
+        let mut run = Collect::with_memory(memory);
         let mut seq = 0u64;
         let mut failure: Option<MigrateError> = None;
         for kg in range {
             let _ = input.visit_key_group(kg, &mut |e: &Entry<'_>| {
-                // The entry's bytes, its place in the buffer, and an allocation's overhead for
-                // each of its byte strings.
-                let size = std::mem::size_of::<Sorted>()
-                    + 4 * 16
-                    + e.key.len()
-                    + e.namespace.len()
-                    + e.value.len()
-                    + e.user_key.map_or(0, <[u8]>::len);
-                buffer.push(Sorted {
-                    key_group: key_group_for_key(e.key, max_parallelism),
-                    seq,
-                    entry: OwnedEntry::from_entry(kg, e),
-                });
-                seq += 1;
-                held += size;
-                if held >= memory {
-                    if let Err(err) = b.spill(&mut buffer, spill_dir, tag) {
+                // Varints, tags and a timestamp: at most 48 bytes besides the byte strings.
+                let size = 48 + e.key.len() + e.namespace.len() + e.value.len() + e.user_key.map_or(0, <[u8]>::len);
+                if !run.fits(size) {
+                    if let Err(err) = b.spill(&mut run, spill_dir, tag) {
                         failure = Some(err);
                         return Ok(ControlFlow::Break(()));
                     }
-                    held = 0;
                 }
+                let offset = run.arena.len();
+                encode(&mut run.arena, seq, e);
+                let len = u32::try_from(run.arena.len() - offset).unwrap_or(u32::MAX);
+                run.slots.push(Slot {
+                    key_group: key_group_for_key(e.key, max_parallelism),
+                    offset: offset as u64,
+                    len,
+                });
+                seq += 1;
                 Ok(ControlFlow::Continue(()))
             })?;
             if let Some(e) = failure.take() {
@@ -245,45 +316,23 @@ impl Rebucketed {
         // The last run stays in memory when nothing spilled (everything fit); otherwise it
         // spills too, so the memory bound holds while the output is written.
         if b.spilled > 0 {
-            b.spill(&mut buffer, spill_dir, tag)?;
-        } else if !buffer.is_empty() {
-            buffer.sort_by(cmp_sorted);
-            let mut data = Vec::new();
-            let index = Self::encode_run(&mut buffer, &mut data).map_err(|e| MigrateError::io(spill_dir, e))?;
+            if !run.is_empty() {
+                b.spill(&mut run, spill_dir, tag)?;
+            }
+        } else if !run.is_empty() {
+            run.sort();
+            let index = run.slot_index();
             b.runs.push(Run {
-                data: RunData::Memory(data),
+                data: RunData::Memory(run),
                 index,
             });
         }
         Ok(b)
     }
 
-    /// Encodes the sorted `sorted` into `out`, dropping each entry once written (so memory
-    /// is freed as the run is written); returns the run's key-group index.
-    fn encode_run(sorted: &mut Vec<Sorted>, out: &mut impl Write) -> std::io::Result<Vec<(u32, u64, u64)>> {
-        let mut index: Vec<(u32, u64, u64)> = Vec::new();
-        let mut at = 0u64;
-        let mut buf = Vec::new();
-        for s in sorted.drain(..) {
-            buf.clear();
-            encode(&mut buf, &s);
-            match index.last_mut() {
-                Some(last) if last.0 == s.key_group => {}
-                _ => index.push((s.key_group, at, at)),
-            }
-            out.write_all(&buf)?;
-            at += buf.len() as u64;
-            if let Some(last) = index.last_mut() {
-                last.2 = at;
-            }
-        }
-        sorted.shrink_to_fit();
-        Ok(index)
-    }
-
-    /// Sorts `buffer` and writes it as a run file (emptying it).
-    fn spill(&mut self, buffer: &mut Vec<Sorted>, dir: &Path, tag: u32) -> Result<(), MigrateError> {
-        buffer.sort_by(cmp_sorted);
+    /// Sorts `run` and writes it as a run file (emptying it).
+    fn spill(&mut self, run: &mut Collect, dir: &Path, tag: u32) -> Result<(), MigrateError> {
+        run.sort();
         let path = dir.join(format!("run-{tag}-{}", self.runs.len()));
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -292,7 +341,7 @@ impl Rebucketed {
             .open(&path)
             .map_err(|e| MigrateError::io(&path, e))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-        let index = Self::encode_run(buffer, &mut w).map_err(|e| MigrateError::io(&path, e))?;
+        let index = run.write_run(&mut w).map_err(|e| MigrateError::io(&path, e))?;
         let f = w.into_inner().map_err(|e| MigrateError::io(&path, e.into_error()))?;
         self.runs.push(Run {
             data: RunData::File(f, path),
@@ -302,9 +351,11 @@ impl Rebucketed {
         Ok(())
     }
 
-    /// The entries of key group `kg` (under the new max parallelism), in canonical order.
-    fn key_group(&self, kg: u32) -> Result<Vec<OwnedEntry>, StateError> {
-        let mut all: Vec<(u64, OwnedEntry)> = Vec::new();
+    /// Calls `visitor` with the entries of key group `kg` (under the new max parallelism),
+    /// in canonical order: its records from every run (read with positioned reads), sorted,
+    /// arrival order breaking ties.
+    fn visit(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
+        let mut parts: Vec<std::borrow::Cow<'_, [u8]>> = Vec::new();
         for run in &self.runs {
             let Ok(i) = run.index.binary_search_by_key(&kg, |x| x.0) else {
                 continue;
@@ -312,30 +363,40 @@ impl Rebucketed {
             let Some(&(_, start, end)) = run.index.get(i) else {
                 continue;
             };
-            let owned;
-            let bytes: &[u8] = match &run.data {
-                RunData::Memory(d) => usize::try_from(start)
-                    .ok()
-                    .zip(usize::try_from(end).ok())
-                    .and_then(|(s, e)| d.get(s..e))
-                    .unwrap_or_default(),
+            match &run.data {
+                RunData::Memory(c) => {
+                    let slots = usize::try_from(start)
+                        .ok()
+                        .zip(usize::try_from(end).ok())
+                        .and_then(|(s, e)| c.slots.get(s..e))
+                        .unwrap_or_default();
+                    for slot in slots {
+                        let rec = c.record(slot).ok_or_else(|| {
+                            StateError::Snapshot(format!("re-bucketing: a record of key group {kg} outside its run"))
+                        })?;
+                        parts.push(std::borrow::Cow::Borrowed(rec));
+                    }
+                }
                 RunData::File(f, path) => {
                     let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
                     f.read_exact_at(&mut buf, start)
                         .map_err(|e| StateError::io(path.display().to_string(), e))?;
-                    owned = buf;
-                    &owned
+                    parts.push(std::borrow::Cow::Owned(buf));
                 }
-            };
-            decode(bytes, kg, &mut all)
+            }
+        }
+        let mut all: Vec<(u64, Entry<'_>)> = Vec::new();
+        for part in &parts {
+            decode(part, &mut all)
                 .ok_or_else(|| StateError::Snapshot(format!("spill run: key group {kg} does not decode")))?;
         }
-        all.sort_by(|a, b| {
-            a.1.as_entry()
-                .canonical_cmp(&b.1.as_entry())
-                .then_with(|| a.0.cmp(&b.0))
-        });
-        Ok(all.into_iter().map(|(_, e)| e).collect())
+        all.sort_by(|a, b| a.1.canonical_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        for (_, e) in &all {
+            if visitor(e)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
     }
 
     /// The view of output key groups `range`.
@@ -367,11 +428,6 @@ impl KeyedStateView for RebucketedView<'_> {
         if !self.range.contains(key_group) {
             return Ok(ControlFlow::Continue(()));
         }
-        for e in self.inner.key_group(key_group)? {
-            if visitor(&e.as_entry())?.is_break() {
-                return Ok(ControlFlow::Break(()));
-            }
-        }
-        Ok(ControlFlow::Continue(()))
+        self.inner.visit(key_group, visitor)
     }
 }
