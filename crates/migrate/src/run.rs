@@ -436,7 +436,7 @@ fn write_native_subtask(
     let target = writer.native_target(&op.uid, i)?;
     // A conversion expires nothing (the restoring job does), unless asked to purge.
     let clock = plan.purge_expired_at.unwrap_or(i64::MIN);
-    let written = statekit_rocksdb::write_native(view, range, clock, plan.input.checkpoint_id, &options, &target)?;
+    let written = statekit_rocksdb::write_native(view, range, clock, plan.input.checkpoint_id, &options, &target, 0)?;
     let bytes = written
         .handle
         .files

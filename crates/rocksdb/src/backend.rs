@@ -1367,60 +1367,15 @@ impl KeyedStateBackend for RocksDbBackend {
             let now = self.clock.now_ms();
             let range = view.key_group_range().intersection(&self.range);
             let store = live_store(&self.store)?;
-            let (layout, max_p, states) = (self.layout, self.max_parallelism, &self.states);
-            let fresh = range.is_empty() || {
-                let (low, high) = (
-                    layout.key_group_prefix(range.start()),
-                    layout.key_group_prefix(range.end_exclusive()),
-                );
-                let mut any = false;
-                for &s in &mapping {
-                    any = any || store.any_in(s, &low, &high)?;
-                }
-                !any
-            };
+            let layout = self.layout;
+            let fresh = range.is_empty() || !any_stored(store, layout, range, &mapping)?;
+            let loader = Loader::new(self, &view_states, &mapping, now)?;
             self.ingests += 1;
             let scratch = store.inner().dir.path().join(format!("ingest-{}", self.ingests));
             let mut ingest = Ingest::new(store, fresh, scratch, self.options.target_file_bytes);
             for kg in range {
                 let _ = view.visit_key_group(kg, &mut |e| {
-                    check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
-                    let actual = key_group_for_key(e.key, max_p);
-                    if actual != kg {
-                        return Err(StateError::Restore(format!(
-                            "entry of key group {kg} has a key that belongs to key group {actual}"
-                        )));
-                    }
-                    let s = mapping[e.state as usize];
-                    let desc = &states[s].desc;
-                    let ts = match desc.ttl {
-                        None => None,
-                        Some(cfg) => {
-                            let ts = e.timestamp.unwrap_or(now);
-                            if cfg.is_expired(ts, now) {
-                                return Ok(ControlFlow::Continue(()));
-                            }
-                            Some(ts)
-                        }
-                    };
-                    ingest.count += 1;
-                    match desc.kind {
-                        KeyedStateKind::List => {
-                            layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
-                            ingest.list_element(s, desc.ttl.is_some(), ts, e.value)?;
-                        }
-                        KeyedStateKind::Map => {
-                            let user_key = e.user_key.ok_or_else(|| {
-                                StateError::Restore(format!("map state {:?} entry without user key", desc.name))
-                            })?;
-                            layout.encode_map_key(&mut ingest.key, kg, e.key, e.namespace, user_key);
-                            ingest.put_value(s, ts, e.value)?;
-                        }
-                        _ => {
-                            layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
-                            ingest.put_value(s, ts, e.value)?;
-                        }
-                    }
+                    loader.load(&mut ingest, kg, e)?;
                     Ok(ControlFlow::Continue(()))
                 })?;
             }
@@ -1454,6 +1409,192 @@ impl KeyedStateBackend for RocksDbBackend {
         self.names.clear();
         // Snapshot views keep their share of the database; the directory goes with the last.
         self.store = None;
+    }
+}
+
+/// What one thread of a parallel bulk load wrote: its SST files (state, path) and entries.
+type PartLoad = (Vec<(usize, std::path::PathBuf)>, usize);
+
+/// Whether any of the states `mapping` stores a key in the key groups `range`.
+fn any_stored(store: &Store, layout: KeyLayout, range: KeyGroupRange, mapping: &[usize]) -> Result<bool, StateError> {
+    let (low, high) = (
+        layout.key_group_prefix(range.start()),
+        layout.key_group_prefix(range.end_exclusive()),
+    );
+    for &s in mapping {
+        if store.any_in(s, &low, &high)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// How the entries of one view are restored: each checked (shape, key group), TTL-expired
+/// ones left out, the rest encoded in the layout and handed to an [`Ingest`]. Shared by the
+/// threads of a parallel bulk load.
+struct Loader<'a> {
+    view_states: &'a [StateDescriptor],
+    /// Per view state: the backend's state index and its descriptor.
+    targets: Vec<(usize, StateDescriptor)>,
+    layout: KeyLayout,
+    max_parallelism: u32,
+    now: i64,
+}
+
+impl<'a> Loader<'a> {
+    fn new(
+        b: &RocksDbBackend,
+        view_states: &'a [StateDescriptor],
+        mapping: &[usize],
+        now: i64,
+    ) -> Result<Self, StateError> {
+        let targets = mapping
+            .iter()
+            .map(|&s| {
+                b.states
+                    .get(s)
+                    .map(|r| (s, r.desc.clone()))
+                    .ok_or_else(|| StateError::Restore(format!("state {s} is not registered")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Loader {
+            view_states,
+            targets,
+            layout: b.layout,
+            max_parallelism: b.max_parallelism,
+            now,
+        })
+    }
+
+    /// Restores entry `e` of key group `kg` through `ingest`.
+    fn load(&self, ingest: &mut Ingest<'_>, kg: u32, e: &statekit_core::Entry<'_>) -> Result<(), StateError> {
+        check_entry_shape(self.view_states, e).map_err(StateError::Restore)?;
+        let actual = key_group_for_key(e.key, self.max_parallelism);
+        if actual != kg {
+            return Err(StateError::Restore(format!(
+                "entry of key group {kg} has a key that belongs to key group {actual}"
+            )));
+        }
+        let Some((s, desc)) = self.targets.get(e.state as usize) else {
+            return Err(StateError::Restore(format!("entry of unknown state {}", e.state)));
+        };
+        let s = *s;
+        let ts = match desc.ttl {
+            None => None,
+            Some(cfg) => {
+                let ts = e.timestamp.unwrap_or(self.now);
+                if cfg.is_expired(ts, self.now) {
+                    return Ok(());
+                }
+                Some(ts)
+            }
+        };
+        ingest.count += 1;
+        let layout = self.layout;
+        match desc.kind {
+            KeyedStateKind::List => {
+                layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
+                ingest.list_element(s, desc.ttl.is_some(), ts, e.value)
+            }
+            KeyedStateKind::Map => {
+                let user_key = e
+                    .user_key
+                    .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", desc.name)))?;
+                layout.encode_map_key(&mut ingest.key, kg, e.key, e.namespace, user_key);
+                ingest.put_value(s, ts, e.value)
+            }
+            _ => {
+                layout.encode_key_ns(&mut ingest.key, kg, e.key, e.namespace);
+                ingest.put_value(s, ts, e.value)
+            }
+        }
+    }
+}
+
+impl RocksDbBackend {
+    /// Restores `view` as [`KeyedStateBackend::restore`] does, bulk-loading on `threads`
+    /// threads at once when this backend holds nothing yet in the view's key groups: each
+    /// thread writes the SST files of a share of the key groups, and all are ingested together
+    /// (they do not overlap: keys start with their key group). Otherwise, or with one thread,
+    /// a plain restore. Returns the entries written.
+    pub(crate) fn bulk_load(&mut self, view: &dyn KeyedStateView, threads: usize) -> Result<u64, StateError> {
+        let before = self.restored_entries;
+        if view.max_parallelism() != self.max_parallelism {
+            return self.restore(&[view]).map(|()| self.restored_entries - before);
+        }
+        let view_states = view.states().to_vec();
+        let mapping = view_states
+            .iter()
+            .map(|d| self.register_for_restore(d).map(|h| h.0 as usize))
+            .collect::<Result<Vec<_>, _>>()?;
+        let range = view.key_group_range().intersection(&self.range);
+        let store = live_store(&self.store)?;
+        let chunks = u32::try_from(threads).unwrap_or(1).clamp(1, 64).min(range.len());
+        if chunks <= 1 || any_stored(store, self.layout, range, &mapping)? {
+            return self.restore(&[view]).map(|()| self.restored_entries - before);
+        }
+        let loader = Loader::new(self, &view_states, &mapping, self.clock.now_ms())?;
+        self.ingests += 1;
+        let scratch = store.inner().dir.path().join(format!("ingest-{}", self.ingests));
+        let (opts, file_bytes) = (&store.cf_options, self.options.target_file_bytes);
+        let results: Vec<Result<PartLoad, StateError>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = (0..chunks)
+                .map(|t| {
+                    let part = KeyGroupRange::for_subtask(range.len(), chunks, t);
+                    let part =
+                        KeyGroupRange::new(range.start() + part.start(), range.start() + part.end_exclusive() - 1);
+                    let (loader, scratch) = (&loader, scratch.join(format!("part-{t}")));
+                    sc.spawn(
+                        move || -> Result<(Vec<(usize, std::path::PathBuf)>, usize), StateError> {
+                            let mut ingest = Ingest::files_only(opts, scratch, file_bytes)?;
+                            for kg in part {
+                                let _ = view.visit_key_group(kg, &mut |e| {
+                                    loader.load(&mut ingest, kg, e)?;
+                                    Ok(ControlFlow::Continue(()))
+                                })?;
+                            }
+                            let count = ingest.count;
+                            Ok((ingest.finish_files()?.0, count))
+                        },
+                    )
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(StateError::Restore("a bulk-load thread panicked".into())))
+                })
+                .collect()
+        });
+        let mut files = Vec::new();
+        let mut count = 0;
+        let mut failure = None;
+        for r in results {
+            match r {
+                Ok((f, n)) => {
+                    files.extend(f);
+                    count += n;
+                }
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        let result = match failure {
+            Some(e) => Err(e),
+            None => crate::ingest::ingest_files(store, files),
+        };
+        if scratch.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&scratch) {
+                tracing::warn!(dir = %scratch.display(), error = %e, "could not remove an ingestion directory");
+            }
+        }
+        let n = result?;
+        self.ingested_files += n;
+        self.restored_entries += count as u64;
+        tracing::debug!(%range, entries = count, sst_files = n, threads = chunks, "bulk-loaded from view");
+        Ok(count as u64)
     }
 }
 

@@ -58,7 +58,10 @@ const WRITEBACK_CHUNK: u64 = 8 << 20;
 
 /// Bulk ingestion of restored entries of one view into the backend's database.
 pub(crate) struct Ingest<'s> {
-    store: &'s Store,
+    /// The database (`None`: SST files only, handed back by [`Ingest::finish_files`]).
+    store: Option<&'s Store>,
+    /// The options SST files are written with.
+    opts: &'s rocksdb::Options,
     sink: Sink<'s>,
     /// Whether the view's key groups held nothing before (lists are then put whole).
     fresh: bool,
@@ -81,7 +84,8 @@ impl<'s> Ingest<'s> {
     /// ingestion moves them), rolled over at `file_bytes`.
     pub(crate) fn new(store: &'s Store, fresh: bool, scratch: PathBuf, file_bytes: u64) -> Self {
         Ingest {
-            store,
+            store: Some(store),
+            opts: &store.cf_options,
             sink: Sink::Batch(WriteBatch::default()),
             fresh,
             scratch,
@@ -91,6 +95,35 @@ impl<'s> Ingest<'s> {
             list: None,
             count: 0,
         }
+    }
+
+    /// An ingestion into SST files only (written with `opts` under the new directory
+    /// `scratch`, every list put whole: the caller's key groups are empty), for a caller that
+    /// ingests them itself ([`Ingest::finish_files`]); any thread may run one.
+    pub(crate) fn files_only(
+        opts: &'s rocksdb::Options,
+        scratch: PathBuf,
+        file_bytes: u64,
+    ) -> Result<Self, StateError> {
+        std::fs::create_dir_all(&scratch).map_err(|e| StateError::io(format!("create {}", scratch.display()), e))?;
+        Ok(Ingest {
+            store: None,
+            opts,
+            sink: Sink::Files(Files {
+                dir: scratch.clone(),
+                open: Vec::new(),
+                done: Vec::new(),
+                file_bytes: file_bytes.max(1 << 20),
+                created: 0,
+            }),
+            fresh: true,
+            scratch,
+            file_bytes: file_bytes.max(1 << 20),
+            key: Vec::new(),
+            val: Vec::new(),
+            list: None,
+            count: 0,
+        })
     }
 
     /// Stores `self.key` → `value` (with its TTL timestamp `ts`, if the state has a TTL) in
@@ -148,14 +181,17 @@ impl<'s> Ingest<'s> {
     fn write(&mut self, s: usize, op: Op, key: &[u8], val: &[u8]) -> Result<(), StateError> {
         match &mut self.sink {
             Sink::Batch(batch) => {
-                self.store.batch(s, |cf| match op {
+                let store = self
+                    .store
+                    .ok_or_else(|| StateError::Restore("a write batch without a database".into()))?;
+                store.batch(s, |cf| match op {
                     Op::Put => cf.put(batch, key, val),
                     Op::Merge => cf.merge(batch, key, val),
                 });
                 if batch.size_in_bytes() >= BATCH_BYTES {
                     // Outgrown: what is batched goes in now, the rest through SST files.
                     let batch = std::mem::take(batch);
-                    self.store.write(batch)?;
+                    store.write(batch)?;
                     std::fs::create_dir_all(&self.scratch)
                         .map_err(|e| StateError::io(format!("create {}", self.scratch.display()), e))?;
                     self.sink = Sink::Files(Files {
@@ -168,7 +204,7 @@ impl<'s> Ingest<'s> {
                 }
                 Ok(())
             }
-            Sink::Files(files) => files.write(self.store, s, op, key, val),
+            Sink::Files(files) => files.write(self.opts, s, op, key, val),
         }
     }
 
@@ -176,16 +212,34 @@ impl<'s> Ingest<'s> {
     /// returns the SST files ingested (0: it all fit one write batch).
     pub(crate) fn finish(mut self) -> Result<u64, StateError> {
         self.flush_list()?;
+        let store = self
+            .store
+            .ok_or_else(|| StateError::Restore("an ingestion without a database".into()))?;
         let result = match std::mem::replace(&mut self.sink, Sink::Batch(WriteBatch::default())) {
-            Sink::Batch(batch) => self.store.write(batch).map(|()| 0),
-            Sink::Files(files) => files.ingest(self.store),
+            Sink::Batch(batch) => store.write(batch).map(|()| 0),
+            Sink::Files(files) => files.ingest(store),
         };
         self.remove_scratch();
         result
     }
 
+    /// Finishes the SST files of a [`Ingest::files_only`] ingestion and hands them over:
+    /// (state, path), per state in key order. The caller ingests them (moving them out of
+    /// the scratch directory) and then removes the directory with [`Ingest::scratch`].
+    pub(crate) fn finish_files(mut self) -> Result<(Vec<(usize, PathBuf)>, PathBuf), StateError> {
+        self.flush_list()?;
+        let mut files = match std::mem::replace(&mut self.sink, Sink::Batch(WriteBatch::default())) {
+            Sink::Files(files) => files,
+            Sink::Batch(_) => return Ok((Vec::new(), self.scratch.clone())),
+        };
+        files.finish_open()?;
+        // The files outlive this ingestion: its drop must not remove them.
+        let scratch = std::mem::replace(&mut self.scratch, PathBuf::new());
+        Ok((std::mem::take(&mut files.done), scratch))
+    }
+
     fn remove_scratch(&self) {
-        if self.scratch.exists() {
+        if !self.scratch.as_os_str().is_empty() && self.scratch.exists() {
             if let Err(e) = std::fs::remove_dir_all(&self.scratch) {
                 tracing::warn!(dir = %self.scratch.display(), error = %e, "could not remove an ingestion directory");
             }
@@ -210,7 +264,14 @@ enum Op {
 }
 
 impl<'s> Files<'s> {
-    fn write(&mut self, store: &'s Store, s: usize, op: Op, key: &[u8], val: &[u8]) -> Result<(), StateError> {
+    fn write(
+        &mut self,
+        opts: &'s rocksdb::Options,
+        s: usize,
+        op: Op,
+        key: &[u8],
+        val: &[u8],
+    ) -> Result<(), StateError> {
         if self.open.len() <= s {
             self.open.resize_with(s + 1, || None);
         }
@@ -221,7 +282,7 @@ impl<'s> Files<'s> {
         if slot.is_none() {
             let path = self.dir.join(format!("{s}-{}.sst", self.created));
             self.created += 1;
-            let writer = SstFileWriter::create(&store.cf_options);
+            let writer = SstFileWriter::create(opts);
             writer
                 .open(&path)
                 .map_err(db_err(format!("create SST file {}", path.display())))?;
@@ -259,8 +320,8 @@ impl<'s> Files<'s> {
         Ok(())
     }
 
-    /// Finishes the open files and ingests all, state by state; returns the files ingested.
-    fn ingest(mut self, store: &Store) -> Result<u64, StateError> {
+    /// Finishes the open files (into `done`).
+    fn finish_open(&mut self) -> Result<(), StateError> {
         for (s, slot) in self.open.iter_mut().enumerate() {
             if let Some(mut o) = slot.take() {
                 o.writer
@@ -269,17 +330,29 @@ impl<'s> Files<'s> {
                 self.done.push((s, o.path));
             }
         }
-        let mut opts = IngestExternalFileOptions::default();
-        opts.set_move_files(true);
-        let mut by_state: std::collections::BTreeMap<usize, Vec<PathBuf>> = Default::default();
-        for (s, p) in std::mem::take(&mut self.done) {
-            by_state.entry(s).or_default().push(p);
-        }
-        let mut n = 0;
-        for (s, paths) in by_state {
-            n += paths.len() as u64;
-            store.ingest(s, &opts, paths)?;
-        }
-        Ok(n)
+        Ok(())
     }
+
+    /// Finishes the open files and ingests all, state by state; returns the files ingested.
+    fn ingest(mut self, store: &Store) -> Result<u64, StateError> {
+        self.finish_open()?;
+        ingest_files(store, std::mem::take(&mut self.done))
+    }
+}
+
+/// Ingests SST files `(state, path)` — per state non-overlapping and in key order — moving
+/// them, one ingestion per state; returns the files ingested.
+pub(crate) fn ingest_files(store: &Store, files: Vec<(usize, PathBuf)>) -> Result<u64, StateError> {
+    let mut opts = IngestExternalFileOptions::default();
+    opts.set_move_files(true);
+    let mut by_state: std::collections::BTreeMap<usize, Vec<PathBuf>> = Default::default();
+    for (s, p) in files {
+        by_state.entry(s).or_default().push(p);
+    }
+    let mut n = 0;
+    for (s, paths) in by_state {
+        n += paths.len() as u64;
+        store.ingest(s, &opts, paths)?;
+    }
+    Ok(n)
 }

@@ -372,14 +372,14 @@ pub struct NativeWritten {
 /// Writes `view`'s key groups in `range` as a native RocksDB snapshot at `target`, built the
 /// way RocksDB is bulk-loaded: a fresh database in a scratch directory (under
 /// `options.local_dir`) gets its column families, the entries go into sorted SST files that
-/// are ingested (past the first write batch; [`RocksDbBackend::restore`] does the same), and
-/// the database's files are uploaded as for a checkpoint ([`NativeCut::upload`]).
+/// are ingested — written on `threads` threads at once (0: one per core), each a share of the
+/// key groups — and the database's files are uploaded as for a checkpoint
+/// ([`NativeCut::upload`]).
 ///
 /// `clock_ms` is the time the handle records: TTL-expired data is judged against it, on
 /// the way in and by every reader of the handle. Pass `i64::MIN` to keep every entry the
 /// view holds (a conversion leaves expiry to the job that restores it).
 ///
-/// [`RocksDbBackend::restore`]: statekit_core::KeyedStateBackend::restore
 pub fn write_native(
     view: &dyn KeyedStateView,
     range: KeyGroupRange,
@@ -387,16 +387,20 @@ pub fn write_native(
     checkpoint_id: u64,
     options: &RocksDbOptions,
     target: &NativeTarget,
+    threads: usize,
 ) -> Result<NativeWritten, StateError> {
     use statekit_core::KeyedStateBackend;
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
     let config = statekit_core::BackendConfig {
         max_parallelism: view.max_parallelism(),
         key_group_range: range,
         clock: statekit_core::ManualClock::new(clock_ms),
     };
     let mut backend = crate::RocksDbBackend::new(config, options.clone())?;
-    backend.restore(&[view])?;
-    let entries = backend.restored_entries;
+    let entries = backend.bulk_load(view, threads)?;
     let states = backend.descriptors();
     let cut = backend.native_snapshot(checkpoint_id)?;
     let handle = cut.upload(target)?;

@@ -841,6 +841,56 @@ fn a_large_restore_is_ingested_from_sst_files_with_the_semantics_of_writes() {
     assert_eq!(twice, expected);
 }
 
+/// A parallel bulk load (each thread the SST files of a share of the key groups, ingested
+/// together) restores exactly what a plain restore does, every kind with TTL; into a backend
+/// that already holds data it falls back to the plain restore (lists appended).
+#[test]
+fn a_parallel_bulk_load_restores_what_a_plain_restore_does() {
+    let clock = ManualClock::new(0);
+    let mut src = backend_with(128, 1, 0, clock.clone());
+    let [v, l, m, r, a] = all_kinds(&mut src, ttl(1_000_000, TtlUpdateType::OnCreateAndWrite));
+    for i in 0..3_000u32 {
+        let k = format!("key-{i:05}").into_bytes();
+        src.put(v, &k, b"", &k).expect("put");
+        src.add(l, &k, b"n", b"e").expect("add");
+        src.add(l, &k, b"n", b"f").expect("add");
+        src.map_put(m, &k, b"", b"u", &k).expect("put");
+        src.add(r, &k, b"", &be(i.into())).expect("add");
+        src.add(a, &k, b"", &be(i.into())).expect("add");
+    }
+    let view = src.snapshot(1).expect("snapshot");
+    let all = entries(view.as_ref());
+    for threads in [1, 3, 200] {
+        let mut dst = backend_with(128, 1, 0, clock.clone());
+        let n = dst.bulk_load(view.as_ref(), threads).expect("bulk load");
+        assert_eq!(n as usize, all.len(), "{threads} threads");
+        assert_eq!(
+            entries(dst.snapshot(2).expect("snapshot").as_ref()),
+            all,
+            "{threads} threads"
+        );
+        if threads > 1 {
+            assert!(
+                dst.ingested_files >= 5,
+                "{threads} threads: {} files",
+                dst.ingested_files
+            );
+        }
+        let work = dst.path().expect("path").parent().expect("working dir").to_path_buf();
+        assert!(
+            std::fs::read_dir(&work)
+                .expect("list")
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().starts_with("ingest-")),
+            "no scratch left"
+        );
+        // Again, into the now non-empty backend: a plain restore, lists appended.
+        dst.bulk_load(view.as_ref(), threads).expect("again");
+        let twice = entries(dst.snapshot(3).expect("snapshot").as_ref());
+        assert_eq!(twice.len(), all.len() + 3_000 * 2, "{threads} threads");
+    }
+}
+
 #[test]
 fn restore_checks_max_parallelism_and_key_groups() {
     let (mut b, clock) = backend();
