@@ -224,13 +224,7 @@ fn write_keyed_file_with(
         }
     }
     let sections: Vec<Section> = cw.sections().to_vec();
-    let mut tail = Vec::new();
-    put_varint(&mut tail, states.len() as u64);
-    for (e, r) in state_entries.iter().zip(&state_raw) {
-        put_u64(&mut tail, *e);
-        put_u64(&mut tail, *r);
-    }
-    let size = cw.finish(&tail)?;
+    let size = cw.finish(&index_tail(&state_entries, &state_raw))?;
     Ok(build_info(path, size, &sections, states, &state_entries, &state_raw))
 }
 
@@ -284,15 +278,7 @@ pub fn transcode_keyed_file(
         let (mut pos, end) = (s.offset, s.end());
         let mut buf = Vec::new();
         while pos < end {
-            let (h, raw) = dec.read(bytes, pos, end, &reader.file)?;
-            if h.section != s.id {
-                return Err(FormatError::corrupt(
-                    &reader.file,
-                    pos + 8,
-                    "block.key_group",
-                    format!("block of key group {} inside key group {}'s blocks", h.section, s.id),
-                ));
-            }
+            let (h, raw) = read_section_block(dec, bytes, pos, s, &reader.file)?;
             buf.clear();
             buf.extend_from_slice(raw);
             sink.block(kg, &mut buf, h.entries)?;
@@ -338,14 +324,40 @@ pub fn transcode_keyed_file(
     }
     let (state_entries, state_raw): (Vec<u64>, Vec<u64>) =
         reader.info.states.iter().map(|s| (s.entries, s.raw_bytes)).unzip();
+    let size = cw.finish(&index_tail(&state_entries, &state_raw))?;
+    Ok(build_info(path, size, &written, states, &state_entries, &state_raw))
+}
+
+/// The keyed index tail: the state count, then each state's entries and raw bytes.
+fn index_tail(state_entries: &[u64], state_raw: &[u64]) -> Vec<u8> {
     let mut tail = Vec::new();
-    put_varint(&mut tail, states.len() as u64);
-    for (e, r) in state_entries.iter().zip(&state_raw) {
+    put_varint(&mut tail, state_entries.len() as u64);
+    for (e, r) in state_entries.iter().zip(state_raw) {
         put_u64(&mut tail, *e);
         put_u64(&mut tail, *r);
     }
-    let size = cw.finish(&tail)?;
-    Ok(build_info(path, size, &written, states, &state_entries, &state_raw))
+    tail
+}
+
+/// Reads the block at `pos` of section `s` (CRC checked, decompressed) and checks that it
+/// belongs to the section.
+fn read_section_block<'a>(
+    dec: &'a mut BlockDecoder,
+    bytes: &'a [u8],
+    pos: u64,
+    s: &Section,
+    file: &str,
+) -> Result<(BlockHeader, &'a [u8])> {
+    let (h, raw) = dec.read(bytes, pos, s.end(), file)?;
+    if h.section != s.id {
+        return Err(FormatError::corrupt(
+            file,
+            pos + 8,
+            "block.key_group",
+            format!("block of key group {} inside key group {}'s blocks", h.section, s.id),
+        ));
+    }
+    Ok((h, raw))
 }
 
 fn build_info(
@@ -1044,15 +1056,7 @@ impl KeyedFileReader {
         let mut pos = s.offset;
         let end = s.end();
         while pos < end {
-            let (h, raw) = dec.read(bytes, pos, end, &self.file)?;
-            if h.section != s.id {
-                return Err(FormatError::corrupt(
-                    &self.file,
-                    pos + 8,
-                    "block.key_group",
-                    format!("block of key group {} inside key group {}'s blocks", h.section, s.id),
-                ));
-            }
+            let (h, raw) = read_section_block(dec, bytes, pos, s, &self.file)?;
             let ControlFlow::Continue(n) = decode_records(raw, &self.shapes, &h, &self.file, &mut f)? else {
                 return Ok(ControlFlow::Break(()));
             };

@@ -83,6 +83,12 @@ pub fn migrate(
     options: &MigrateOptions,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<Summary, MigrateError> {
+    #[cfg(not(feature = "rocksdb"))]
+    if plan.options.format == crate::OutputFormat::Native {
+        return Err(MigrateError::NotSupported {
+            what: "native output in a build without the `rocksdb` feature".into(),
+        });
+    }
     let target = Target::check(input, output, options.force)?;
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&target.parent));
     let meta = &plan.input;
@@ -333,9 +339,12 @@ fn write_subtask(
         migrated = MigratedView::new(op, range, views, plan.purge_expired_at);
         Some(&migrated)
     };
+    #[cfg(feature = "rocksdb")]
     if let (Some(view), crate::OutputFormat::Native) = (view, plan.options.format) {
         return write_native_subtask(plan, writer, op, i, range, view, operator, finished, scratch);
     }
+    #[cfg(not(feature = "rocksdb"))]
+    let _ = scratch;
     let meta = writer.write_subtask(&op.uid, i, view, operator, finished)?;
     let bytes = file_bytes(&meta);
     let entries = meta.keyed_stats.as_ref().map_or(0, |s| s.entries);
@@ -445,24 +454,6 @@ fn write_native_subtask(
         .fold(0, u64::saturating_add);
     let meta = writer.add_native_subtask(&op.uid, i, written.handle, written.states, operator, finished)?;
     Ok((bytes.saturating_add(file_bytes(&meta)), written.entries))
-}
-
-#[cfg(not(feature = "rocksdb"))]
-#[allow(clippy::too_many_arguments)]
-fn write_native_subtask(
-    _plan: &Plan,
-    _writer: &SnapshotWriter,
-    _op: &OperatorPlan,
-    _i: u32,
-    _range: KeyGroupRange,
-    _view: &dyn statekit_core::KeyedStateView,
-    _operator: Option<&OperatorStateSnapshot>,
-    _finished: bool,
-    _scratch: &Path,
-) -> Result<(u64, u64), MigrateError> {
-    Err(MigrateError::NotSupported {
-        what: "native output in a build without the `rocksdb` feature".into(),
-    })
 }
 
 /// Links (or copies) the data files of input subtask `i` of `op` into the output directory

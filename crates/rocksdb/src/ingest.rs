@@ -53,6 +53,16 @@ struct Open<'s> {
     synced: u64,
 }
 
+impl Open<'_> {
+    /// Finishes the file (RocksDB syncs it); returns its path.
+    fn finish(mut self) -> Result<PathBuf, StateError> {
+        self.writer
+            .finish()
+            .map_err(db_err(format!("finish SST file {}", self.path.display())))?;
+        Ok(self.path)
+    }
+}
+
 /// Start writeback of an SST file every this many bytes.
 const WRITEBACK_CHUNK: u64 = 8 << 20;
 
@@ -83,10 +93,28 @@ impl<'s> Ingest<'s> {
     /// write. SST files go to the new directory `scratch` (on the database's file system, so
     /// ingestion moves them), rolled over at `file_bytes`.
     pub(crate) fn new(store: &'s Store, fresh: bool, scratch: PathBuf, file_bytes: u64) -> Self {
+        Self::with_sink(
+            Some(store),
+            &store.cf_options,
+            Sink::Batch(WriteBatch::default()),
+            fresh,
+            scratch,
+            file_bytes,
+        )
+    }
+
+    fn with_sink(
+        store: Option<&'s Store>,
+        opts: &'s rocksdb::Options,
+        sink: Sink<'s>,
+        fresh: bool,
+        scratch: PathBuf,
+        file_bytes: u64,
+    ) -> Self {
         Ingest {
-            store: Some(store),
-            opts: &store.cf_options,
-            sink: Sink::Batch(WriteBatch::default()),
+            store,
+            opts,
+            sink,
             fresh,
             scratch,
             file_bytes: file_bytes.max(1 << 20),
@@ -106,24 +134,15 @@ impl<'s> Ingest<'s> {
         file_bytes: u64,
     ) -> Result<Self, StateError> {
         std::fs::create_dir_all(&scratch).map_err(|e| StateError::io(format!("create {}", scratch.display()), e))?;
-        Ok(Ingest {
-            store: None,
+        let files = Files::new(scratch.clone(), file_bytes);
+        Ok(Self::with_sink(
+            None,
             opts,
-            sink: Sink::Files(Files {
-                dir: scratch.clone(),
-                open: Vec::new(),
-                done: Vec::new(),
-                file_bytes: file_bytes.max(1 << 20),
-                created: 0,
-            }),
-            fresh: true,
+            Sink::Files(files),
+            true,
             scratch,
-            file_bytes: file_bytes.max(1 << 20),
-            key: Vec::new(),
-            val: Vec::new(),
-            list: None,
-            count: 0,
-        })
+            file_bytes,
+        ))
     }
 
     /// Stores `self.key` → `value` (with its TTL timestamp `ts`, if the state has a TTL) in
@@ -194,13 +213,7 @@ impl<'s> Ingest<'s> {
                     store.write(batch)?;
                     std::fs::create_dir_all(&self.scratch)
                         .map_err(|e| StateError::io(format!("create {}", self.scratch.display()), e))?;
-                    self.sink = Sink::Files(Files {
-                        dir: self.scratch.clone(),
-                        open: Vec::new(),
-                        done: Vec::new(),
-                        file_bytes: self.file_bytes,
-                        created: 0,
-                    });
+                    self.sink = Sink::Files(Files::new(self.scratch.clone(), self.file_bytes));
                 }
                 Ok(())
             }
@@ -264,6 +277,17 @@ enum Op {
 }
 
 impl<'s> Files<'s> {
+    /// No files yet; they go to `dir`, rolled over at `file_bytes`.
+    fn new(dir: PathBuf, file_bytes: u64) -> Self {
+        Files {
+            dir,
+            open: Vec::new(),
+            done: Vec::new(),
+            file_bytes: file_bytes.max(1 << 20),
+            created: 0,
+        }
+    }
+
     fn write(
         &mut self,
         opts: &'s rocksdb::Options,
@@ -310,11 +334,8 @@ impl<'s> Files<'s> {
             o.synced = size;
         }
         if size >= self.file_bytes {
-            if let Some(mut o) = slot.take() {
-                o.writer
-                    .finish()
-                    .map_err(db_err(format!("finish SST file {}", o.path.display())))?;
-                self.done.push((s, o.path));
+            if let Some(o) = slot.take() {
+                self.done.push((s, o.finish()?));
             }
         }
         Ok(())
@@ -323,11 +344,8 @@ impl<'s> Files<'s> {
     /// Finishes the open files (into `done`).
     fn finish_open(&mut self) -> Result<(), StateError> {
         for (s, slot) in self.open.iter_mut().enumerate() {
-            if let Some(mut o) = slot.take() {
-                o.writer
-                    .finish()
-                    .map_err(db_err(format!("finish SST file {}", o.path.display())))?;
-                self.done.push((s, o.path));
+            if let Some(o) = slot.take() {
+                self.done.push((s, o.finish()?));
             }
         }
         Ok(())

@@ -91,6 +91,20 @@ fn all_kinds(b: &mut RocksDbBackend, ttl: Option<TtlConfig>) -> [StateHandle; 5]
     .map(|r| r.expect("register"))
 }
 
+/// Writes `n` keys named by `key` into the states of [`all_kinds`]: a value, a two-element
+/// list in namespace `n`, a map entry, and `i` added to the reducing and aggregating states.
+fn fill_all_kinds(b: &mut RocksDbBackend, [v, l, m, r, a]: [StateHandle; 5], n: u32, key: impl Fn(u32) -> String) {
+    for i in 0..n {
+        let k = key(i).into_bytes();
+        b.put(v, &k, b"", &k).expect("put");
+        b.add(l, &k, b"n", b"e").expect("add");
+        b.add(l, &k, b"n", b"f").expect("add");
+        b.map_put(m, &k, b"", b"u", &k).expect("put");
+        b.add(r, &k, b"", &be(i.into())).expect("add");
+        b.add(a, &k, b"", &be(i.into())).expect("add");
+    }
+}
+
 fn get(b: &mut RocksDbBackend, h: StateHandle, k: &[u8], n: &[u8]) -> Option<Vec<u8>> {
     let mut out = vec![9, 9, 9];
     let found = b.get(h, k, n, &mut out).expect("get");
@@ -728,16 +742,8 @@ fn snapshot_is_isolated_from_later_writes_and_outlives_the_backend() {
 fn snapshot_restores_into_another_parallelism() {
     let clock = ManualClock::new(0);
     let mut src = backend_with(300, 1, 0, clock.clone());
-    let [v, l, m, r, a] = all_kinds(&mut src, ttl(1_000, TtlUpdateType::OnCreateAndWrite));
-    for i in 0..500u32 {
-        let k = format!("key-{i}").into_bytes();
-        src.put(v, &k, b"", &k).expect("put");
-        src.add(l, &k, b"n", b"e").expect("add");
-        src.add(l, &k, b"n", b"f").expect("add");
-        src.map_put(m, &k, b"", b"u", &k).expect("put");
-        src.add(r, &k, b"", &be(i.into())).expect("add");
-        src.add(a, &k, b"", &be(i.into())).expect("add");
-    }
+    let handles = all_kinds(&mut src, ttl(1_000, TtlUpdateType::OnCreateAndWrite));
+    fill_all_kinds(&mut src, handles, 500, |i| format!("key-{i}"));
     let view = src.snapshot(1).expect("snapshot");
     let all = entries(view.as_ref());
     assert_eq!(all.len(), 500 * 6);
@@ -848,16 +854,8 @@ fn a_large_restore_is_ingested_from_sst_files_with_the_semantics_of_writes() {
 fn a_parallel_bulk_load_restores_what_a_plain_restore_does() {
     let clock = ManualClock::new(0);
     let mut src = backend_with(128, 1, 0, clock.clone());
-    let [v, l, m, r, a] = all_kinds(&mut src, ttl(1_000_000, TtlUpdateType::OnCreateAndWrite));
-    for i in 0..3_000u32 {
-        let k = format!("key-{i:05}").into_bytes();
-        src.put(v, &k, b"", &k).expect("put");
-        src.add(l, &k, b"n", b"e").expect("add");
-        src.add(l, &k, b"n", b"f").expect("add");
-        src.map_put(m, &k, b"", b"u", &k).expect("put");
-        src.add(r, &k, b"", &be(i.into())).expect("add");
-        src.add(a, &k, b"", &be(i.into())).expect("add");
-    }
+    let handles = all_kinds(&mut src, ttl(1_000_000, TtlUpdateType::OnCreateAndWrite));
+    fill_all_kinds(&mut src, handles, 3_000, |i| format!("key-{i:05}"));
     let view = src.snapshot(1).expect("snapshot");
     let all = entries(view.as_ref());
     for threads in [1, 3, 200] {
