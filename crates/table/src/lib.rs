@@ -1,0 +1,34 @@
+//! # statekit-table
+//!
+//! Keyed state as tables (`docs/design/0012-tables.md`): the entries of one state, as any
+//! [`KeyedStateView`](statekit_core::KeyedStateView) streams them, become typed Arrow
+//! [`RecordBatch`]es whose columns follow the state's [`TypeSchema`](statekit_core::TypeSchema)s — strings as `Utf8`,
+//! numbers as their Arrow types, tuples and structs as `Struct`, lists as `List`, opaque bytes
+//! as `Binary`; never a lossy string. Export to Parquet and Arrow files, import and SQL are
+//! built on these batches.
+//!
+//! ```
+//! use statekit_core::{Entry, StateDescriptor, TypeSchema};
+//! use statekit_table::StateBatches;
+//!
+//! let desc = StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64);
+//! let mut batches = StateBatches::new(&desc, 1024)?;
+//! let value = 2i64.to_be_bytes();
+//! let e = Entry { state: 0, key: b"a", namespace: b"", user_key: None, value: &value, timestamp: None };
+//! assert!(batches.push(7, &e)?.is_none()); // not full yet
+//! let batch = batches.finish()?.expect("one row");
+//! assert_eq!(batch.num_rows(), 1);
+//! assert_eq!(batch.schema().field(1).name(), "key");
+//! # Ok::<(), statekit_table::TableError>(())
+//! ```
+
+mod arrow_types;
+mod batches;
+mod error;
+
+pub use arrow_types::{arrow_type, state_schema, Columns};
+pub use batches::StateBatches;
+pub use error::TableError;
+
+/// Re-exported: the Arrow record batch the tables are made of.
+pub use arrow_array::RecordBatch;
