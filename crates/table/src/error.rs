@@ -19,6 +19,48 @@ pub enum TableError {
         /// Why.
         reason: String,
     },
+    /// The snapshot has no operator or state of that name.
+    #[error("no {what} in the snapshot")]
+    Unknown {
+        /// What was asked for.
+        what: String,
+    },
+    /// The output directory exists and is not empty.
+    #[error("{}: exists and is not empty", path.display())]
+    OutputExists {
+        /// The directory.
+        path: std::path::PathBuf,
+    },
+    /// The snapshot could not be read.
+    #[error(transparent)]
+    Snapshot(#[from] statekit_snapshot::SnapshotError),
+    /// The view has no state of that name.
+    #[error("no state {state:?}")]
+    UnknownState {
+        /// The name asked for.
+        state: String,
+    },
+    /// Reading the snapshot failed.
+    #[error(transparent)]
+    State(#[from] statekit_core::StateError),
+    /// Writing a Parquet file failed.
+    #[error("{}: {source}", path.display())]
+    Parquet {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The writer's error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// A file could not be written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Arrow refused the arrays built (a bug of this crate, reported rather than a panic).
     #[error("state {state:?}: building an Arrow batch: {source}")]
     Arrow {
@@ -32,11 +74,18 @@ pub enum TableError {
 
 impl TableError {
     /// What kind of failure this is: undecodable bytes are corrupt data (or a schema that
-    /// does not describe them); an Arrow failure is this crate's own.
+    /// does not describe them), an unknown state the caller's mistake, I/O by its error;
+    /// an Arrow or Parquet failure is this crate's own.
     pub fn kind(&self) -> ErrorKind {
         match self {
             TableError::Undecodable { .. } => ErrorKind::Corrupt,
-            TableError::Arrow { .. } => ErrorKind::Internal,
+            TableError::UnknownState { .. } | TableError::Unknown { .. } | TableError::OutputExists { .. } => {
+                ErrorKind::Caller
+            }
+            TableError::Snapshot(e) => e.kind(),
+            TableError::State(e) => e.kind(),
+            TableError::Io { source, .. } => ErrorKind::of_io(source),
+            TableError::Parquet { .. } | TableError::Arrow { .. } => ErrorKind::Internal,
         }
     }
 }

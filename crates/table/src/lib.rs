@@ -25,10 +25,14 @@
 mod arrow_types;
 mod batches;
 mod error;
+mod export;
+mod parquet_file;
 
 pub use arrow_types::{arrow_type, state_schema, Columns};
 pub use batches::StateBatches;
 pub use error::TableError;
+pub use export::{export_snapshot, ExportOptions, ExportSummary, ExportedTable};
+pub use parquet_file::{visit_state_batches, write_state_parquet, ParquetOptions, TableCompression};
 
 /// Re-exported: the Arrow record batch the tables are made of.
 pub use arrow_array::RecordBatch;

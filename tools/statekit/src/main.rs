@@ -48,6 +48,9 @@ enum Command {
     /// Will this snapshot restore into a job that declares this schema (or has this other
     /// snapshot's)? Exit 0 compatible, 1 incompatible (each reason on a line).
     Check(cmd::migrate::CheckArgs),
+    /// Write a snapshot's keyed state as typed Parquet tables: one directory per (uid,
+    /// state), one file per subtask's key groups, and `_tables.json` listing them.
+    Export(cmd::table::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Rewrite(args) => cmd::migrate::rewrite(args),
         Command::Schema(args) => cmd::migrate::schema(args),
         Command::Check(args) => cmd::migrate::check(args),
+        Command::Export(args) => cmd::table::export(args),
     };
     match result {
         Ok(code) => code,

@@ -48,7 +48,7 @@ pub struct DumpArgs {
 }
 
 /// `N`, `A..B` (B excluded) or `A..=B`.
-fn parse_key_groups(s: &str) -> std::result::Result<KeyGroupRange, String> {
+pub(crate) fn parse_key_groups(s: &str) -> std::result::Result<KeyGroupRange, String> {
     let num = |t: &str| -> std::result::Result<u32, String> {
         let n: u32 = t
             .trim()

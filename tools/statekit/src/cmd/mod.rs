@@ -7,3 +7,4 @@ pub mod dump;
 pub mod gc;
 pub mod inspect;
 pub mod migrate;
+pub mod table;
