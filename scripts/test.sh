@@ -23,6 +23,22 @@ if ! command -v tmux >/dev/null 2>&1; then
   fi
 fi
 
+# Real Parquet readers (PyPI duckdb and pyarrow) for the table tests, in a venv outside the
+# clone, made once; the tests find it through STATEKIT_PYTHON.
+STATEKIT_VENV="${STATEKIT_VENV:-/var/tmp/statekit-venv}"
+if ! "$STATEKIT_VENV/bin/python" -c 'import duckdb, pyarrow' >/dev/null 2>&1; then
+  echo "==> making $STATEKIT_VENV with duckdb and pyarrow (for the table tests)"
+  if ! python3 -m venv "$STATEKIT_VENV" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    fi
+    rm -rf "$STATEKIT_VENV"
+    python3 -m venv "$STATEKIT_VENV"
+  fi
+  "$STATEKIT_VENV/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow
+fi
+export STATEKIT_PYTHON="$STATEKIT_VENV/bin/python"
+
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -1,0 +1,63 @@
+//! The exported word count read by real readers, DuckDB and pyarrow (PyPI), from the venv
+//! `scripts/test.sh` makes (`STATEKIT_PYTHON`): `(a, 2)` is there, every column has its type.
+//! Without `STATEKIT_PYTHON` (a bare `cargo test`) the test says so and passes.
+
+mod common;
+
+use common::run;
+use std::process::Command;
+
+const CHECK: &str = r#"
+import sys, duckdb, pyarrow.parquet as pq
+out = sys.argv[1]
+count = f"{out}/counter/count/*.parquet"
+rows = duckdb.sql(f"SELECT key, value FROM read_parquet('{count}') WHERE key = 'a'").fetchall()
+assert rows == [("a", 2)], rows
+types = dict((r[0], r[1]) for r in duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{count}')").fetchall())
+assert types == {"key_group": "INTEGER", "key": "VARCHAR", "value": "BIGINT"}, types
+t = pq.read_table(f"{out}/counter/followers")
+assert [str(f.type) for f in t.schema] == ["int32", "string", "string", "int64"], t.schema
+assert t.schema.field("key").metadata[b"statekit.type"] == b"string"
+lst = pq.read_table(f"{out}/counter/recent-positions")
+assert [f.name for f in lst.schema] == ["key_group", "key", "index", "value"], lst.schema
+assert str(lst.schema.field("value").type) == "uint64"
+a = sorted((i, v) for k, i, v in zip(lst["key"].to_pylist(), lst["index"].to_pylist(), lst["value"].to_pylist()) if k == "a")
+assert [i for i, _ in a] == [0, 1], a
+print("ok", rows)
+"#;
+
+#[test]
+fn duckdb_and_pyarrow_read_the_exported_word_count() {
+    let Ok(python) = std::env::var("STATEKIT_PYTHON") else {
+        eprintln!("skipped: STATEKIT_PYTHON is not set (scripts/test.sh sets it to a venv with duckdb and pyarrow)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("words.txt"), "a b\na c\n").expect("input");
+    let demo = run(
+        dir.path(),
+        &["demo", "wordcount", "--input", "words.txt", "--stop-with-savepoint"],
+    );
+    assert_eq!(demo.status.code(), Some(0), "{}", String::from_utf8_lossy(&demo.stderr));
+    let savepoints = dir.path().join("statekit-data/savepoints");
+    let sp = std::fs::read_dir(&savepoints)
+        .expect("savepoints")
+        .flatten()
+        .map(|e| e.path())
+        .next()
+        .expect("a savepoint");
+    let out = run(dir.path(), &["export", sp.to_str().expect("utf-8"), "tables"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let checked = Command::new(&python)
+        .arg("-c")
+        .arg(CHECK)
+        .arg(dir.path().join("tables"))
+        .output()
+        .expect("run python");
+    assert!(
+        checked.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
