@@ -1554,7 +1554,7 @@ impl RocksDbBackend {
                                 })?;
                             }
                             let count = ingest.count;
-                            Ok((ingest.finish_files()?.0, count))
+                            Ok((ingest.finish_files()?, count))
                         },
                     )
                 })

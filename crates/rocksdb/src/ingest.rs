@@ -238,17 +238,17 @@ impl<'s> Ingest<'s> {
 
     /// Finishes the SST files of a [`Ingest::files_only`] ingestion and hands them over:
     /// (state, path), per state in key order. The caller ingests them (moving them out of
-    /// the scratch directory) and then removes the directory with [`Ingest::scratch`].
-    pub(crate) fn finish_files(mut self) -> Result<(Vec<(usize, PathBuf)>, PathBuf), StateError> {
+    /// the scratch directory) and removes the directory afterwards.
+    pub(crate) fn finish_files(mut self) -> Result<Vec<(usize, PathBuf)>, StateError> {
         self.flush_list()?;
         let mut files = match std::mem::replace(&mut self.sink, Sink::Batch(WriteBatch::default())) {
             Sink::Files(files) => files,
-            Sink::Batch(_) => return Ok((Vec::new(), self.scratch.clone())),
+            Sink::Batch(_) => return Ok(Vec::new()),
         };
         files.finish_open()?;
         // The files outlive this ingestion: its drop must not remove them.
-        let scratch = std::mem::replace(&mut self.scratch, PathBuf::new());
-        Ok((std::mem::take(&mut files.done), scratch))
+        self.scratch = PathBuf::new();
+        Ok(std::mem::take(&mut files.done))
     }
 
     fn remove_scratch(&self) {

@@ -41,8 +41,8 @@ impl std::fmt::Debug for StateBatches {
 
 impl StateBatches {
     /// Batches of `desc`'s table, `batch_rows` rows each (at least 1).
-    pub fn new(desc: &StateDescriptor, batch_rows: usize) -> Result<Self, TableError> {
-        Ok(StateBatches {
+    pub fn new(desc: &StateDescriptor, batch_rows: usize) -> Self {
+        StateBatches {
             desc: desc.clone(),
             schema: Arc::new(state_schema(desc)),
             columns: Columns::of(desc),
@@ -56,7 +56,7 @@ impl StateBatches {
             values: Vec::new(),
             expires: Vec::new(),
             last_list: None,
-        })
+        }
     }
 
     /// The table's schema.

@@ -103,50 +103,22 @@ pub fn export_snapshot(
     }
     let mut tables = Vec::new();
     for op in operators {
-        for desc in op
+        let descs: Vec<_> = op
             .keyed_states
             .iter()
             .filter(|d| options.state.as_ref().is_none_or(|s| &d.name == s))
-        {
-            let rel = format!("{}/{}", path_part(&op.uid), path_part(&desc.name));
-            let dir = out.join(&rel);
-            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-            let mut files = Vec::new();
-            let mut rows = 0;
-            for s in &op.subtasks {
-                let range = match options.key_groups {
-                    Some(r) => s.key_groups.intersection(&r),
-                    None => s.key_groups,
-                };
-                if range.is_empty() {
-                    continue;
-                }
-                let views = statekit_snapshot::keyed_views(reader, &op.uid, range)?;
-                let name = format!("part-{}-{}.parquet", range.start(), range.end_exclusive() - 1);
-                let mut parquet = options.parquet.clone();
-                parquet.metadata.extend([
-                    ("statekit.checkpoint_id".into(), meta.checkpoint_id.to_string()),
-                    ("statekit.job_id".into(), meta.job_id.clone()),
-                    ("statekit.uid".into(), op.uid.clone()),
-                    ("statekit.operator_id".into(), op.operator_id.to_string()),
-                    ("statekit.state".into(), desc.name.clone()),
-                    ("statekit.kind".into(), desc.kind.to_string()),
-                    ("statekit.version".into(), env!("CARGO_PKG_VERSION").into()),
-                ]);
-                for view in views.iter().filter(|v| v.states().iter().any(|d| d.name == desc.name)) {
-                    rows += write_state_parquet(view.as_ref(), &desc.name, range, &dir.join(&name), &parquet)?;
-                    files.push(name.clone());
-                }
-            }
+            .collect();
+        let mut op_tables: Vec<ExportedTable> = Vec::with_capacity(descs.len());
+        for desc in &descs {
             let schema = state_schema(desc);
             let table = ExportedTable {
                 uid: op.uid.clone(),
                 operator_id: op.operator_id.to_string(),
                 state: desc.name.clone(),
                 kind: desc.kind.to_string(),
-                path: rel,
-                files,
-                rows,
+                path: format!("{}/{}", path_part(&op.uid), path_part(&desc.name)),
+                files: Vec::new(),
+                rows: 0,
                 columns: schema
                     .fields()
                     .iter()
@@ -159,6 +131,47 @@ pub fn export_snapshot(
                     })
                     .collect(),
             };
+            let dir = out.join(&table.path);
+            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            op_tables.push(table);
+        }
+        // Each subtask's views are opened once (a native or changelog view builds a
+        // database or replays a log) and serve every state's table.
+        for s in &op.subtasks {
+            let range = match options.key_groups {
+                Some(r) => s.key_groups.intersection(&r),
+                None => s.key_groups,
+            };
+            if range.is_empty() {
+                continue;
+            }
+            for view in statekit_snapshot::keyed_views(reader, &op.uid, range)? {
+                let part = view.key_group_range().intersection(&range);
+                if part.is_empty() {
+                    continue;
+                }
+                let name = format!("part-{}-{}.parquet", part.start(), part.end_exclusive() - 1);
+                for (desc, table) in descs.iter().zip(op_tables.iter_mut()) {
+                    if !view.states().iter().any(|d| d.name == desc.name) {
+                        continue;
+                    }
+                    let mut parquet = options.parquet.clone();
+                    parquet.metadata.extend([
+                        ("statekit.checkpoint_id".into(), meta.checkpoint_id.to_string()),
+                        ("statekit.job_id".into(), meta.job_id.clone()),
+                        ("statekit.uid".into(), op.uid.clone()),
+                        ("statekit.operator_id".into(), op.operator_id.to_string()),
+                        ("statekit.state".into(), desc.name.clone()),
+                        ("statekit.kind".into(), desc.kind.to_string()),
+                        ("statekit.version".into(), env!("CARGO_PKG_VERSION").into()),
+                    ]);
+                    let path = out.join(&table.path).join(&name);
+                    table.rows += write_state_parquet(view.as_ref(), &desc.name, part, &path, &parquet)?;
+                    table.files.push(name.clone());
+                }
+            }
+        }
+        for table in op_tables {
             progress(&table);
             tables.push(table);
         }

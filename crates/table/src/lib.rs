@@ -12,7 +12,7 @@
 //! use statekit_table::StateBatches;
 //!
 //! let desc = StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64);
-//! let mut batches = StateBatches::new(&desc, 1024)?;
+//! let mut batches = StateBatches::new(&desc, 1024);
 //! let value = 2i64.to_be_bytes();
 //! let e = Entry { state: 0, key: b"a", namespace: b"", user_key: None, value: &value, timestamp: None };
 //! assert!(batches.push(7, &e)?.is_none()); // not full yet

@@ -7,7 +7,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
-use statekit_core::{KeyGroupRange, KeyedStateView};
+use statekit_core::{KeyGroupRange, KeyedStateView, StateDescriptor};
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -45,6 +45,18 @@ impl Default for ParquetOptions {
     }
 }
 
+/// The index and descriptor of `view`'s state `name`.
+fn state_of<'v>(view: &'v dyn KeyedStateView, name: &str) -> Result<(u32, &'v StateDescriptor), TableError> {
+    view.states()
+        .iter()
+        .enumerate()
+        .find(|(_, d)| d.name == name)
+        .map(|(i, d)| (u32::try_from(i).unwrap_or(u32::MAX), d))
+        .ok_or_else(|| TableError::UnknownState {
+            state: name.to_string(),
+        })
+}
+
 /// Calls `sink` with the batches of state `state`'s table of `view`, key groups `range ∩ view
 /// range` in order, `batch_rows` rows each; stops when `sink` breaks. Returns the rows.
 pub fn visit_state_batches(
@@ -54,24 +66,10 @@ pub fn visit_state_batches(
     batch_rows: usize,
     mut sink: impl FnMut(RecordBatch) -> Result<ControlFlow<()>, TableError>,
 ) -> Result<u64, TableError> {
-    let index = view
-        .states()
-        .iter()
-        .position(|d| d.name == state)
-        .ok_or_else(|| TableError::UnknownState {
-            state: state.to_string(),
-        })?;
-    let desc = view
-        .states()
-        .get(index)
-        .cloned()
-        .ok_or_else(|| TableError::UnknownState {
-            state: state.to_string(),
-        })?;
-    let mut batches = StateBatches::new(&desc, batch_rows)?;
+    let (state_index, desc) = state_of(view, state)?;
+    let mut batches = StateBatches::new(desc, batch_rows);
     let mut rows = 0u64;
     let mut failure: Option<TableError> = None;
-    let state_index = u32::try_from(index).unwrap_or(u32::MAX);
     for kg in range.intersection(&view.key_group_range()) {
         let flow = view.visit_key_group(kg, &mut |e| {
             if e.state != state_index {
@@ -116,13 +114,7 @@ pub fn write_state_parquet(
     path: &Path,
     options: &ParquetOptions,
 ) -> Result<u64, TableError> {
-    let desc = view
-        .states()
-        .iter()
-        .find(|d| d.name == state)
-        .ok_or_else(|| TableError::UnknownState {
-            state: state.to_string(),
-        })?;
+    let (_, desc) = state_of(view, state)?;
     let schema = std::sync::Arc::new(crate::state_schema(desc));
     let io = |e: std::io::Error| TableError::Io {
         path: path.to_path_buf(),

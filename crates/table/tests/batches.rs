@@ -65,7 +65,7 @@ fn a_value_state_is_key_group_key_value() {
         schema.field(1).metadata().get("statekit.type").map(String::as_str),
         Some("string")
     );
-    let mut b = StateBatches::new(&desc, 4).expect("batches");
+    let mut b = StateBatches::new(&desc, 4);
     let mut batches = Vec::new();
     for i in 0..10i64 {
         let key = format!("k{i}");
@@ -96,7 +96,7 @@ fn lists_get_their_index_windows_a_struct_namespace_ttl_an_expiry() {
         &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
     );
     let window = enc(&ns_schema, &Value::Tuple(vec![Value::I64(0), Value::I64(60_000)]));
-    let mut b = StateBatches::new(&desc, 100).expect("batches");
+    let mut b = StateBatches::new(&desc, 100);
     let k1 = enc(&TypeSchema::I32, &Value::I32(1));
     let k2 = enc(&TypeSchema::I32, &Value::I32(2));
     for (k, v) in [(&k1, 5u64), (&k1, 6), (&k1, 7), (&k2, 8)] {
@@ -129,7 +129,7 @@ fn maps_with_nested_values_and_nulls() {
         ("score".into(), TypeSchema::Option(Box::new(TypeSchema::F64))),
     ]);
     let desc = StateDescriptor::map("profiles", TypeSchema::Bytes, TypeSchema::Utf8, value_schema.clone());
-    let mut b = StateBatches::new(&desc, 100).expect("batches");
+    let mut b = StateBatches::new(&desc, 100);
     let rows = [("alice", vec!["a", "b"], Some(1.5)), ("bob", vec![], None)];
     for (name, tags, score) in &rows {
         let v = Value::Struct(vec![
@@ -159,7 +159,7 @@ fn maps_with_nested_values_and_nulls() {
 #[test]
 fn undecodable_bytes_name_the_state_key_group_row_and_column() {
     let desc = StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64);
-    let mut b = StateBatches::new(&desc, 100).expect("batches");
+    let mut b = StateBatches::new(&desc, 100);
     let good = 1i64.to_be_bytes();
     b.push(1, &entry(b"a", b"", None, &good, None)).expect("push");
     let e = b
