@@ -379,7 +379,6 @@ pub struct NativeWritten {
 /// `clock_ms` is the time the handle records: TTL-expired data is judged against it, on
 /// the way in and by every reader of the handle. Pass `i64::MIN` to keep every entry the
 /// view holds (a conversion leaves expiry to the job that restores it).
-///
 pub fn write_native(
     view: &dyn KeyedStateView,
     range: KeyGroupRange,
