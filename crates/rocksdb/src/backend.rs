@@ -43,6 +43,8 @@ pub(crate) struct Store {
     pub(crate) cf_options: rocksdb::Options,
     read: ReadOptions,
     write: WriteOptions,
+    /// CRC32 of the SST files ingested, taken as they were written.
+    pub(crate) written_crcs: crate::ingest::WrittenCrcs,
 }
 
 impl Store {
@@ -293,6 +295,7 @@ fn open_store(options: &RocksDbOptions, dir: tempfile::TempDir, existing: bool) 
         cf_options,
         read: ReadOptions::default(),
         write,
+        written_crcs: Default::default(),
     })
 }
 
@@ -564,6 +567,12 @@ impl RocksDbBackend {
         ))
     }
 
+    /// How many ingested files' CRCs the backend remembers.
+    #[cfg(test)]
+    pub(crate) fn written_crc_count(&self) -> usize {
+        live_store(&self.store).map_or(0, |s| s.written_crcs.lock().map_or(0, |m| m.len()))
+    }
+
     /// The synchronous part of a native snapshot for `checkpoint_id`: flushes the memtables
     /// and creates a RocksDB checkpoint (table files hard-linked, `MANIFEST`, `CURRENT`,
     /// `OPTIONS` copied) in a directory beside the database. Takes milliseconds whatever the
@@ -584,6 +593,9 @@ impl RocksDbBackend {
             .and_then(|c| c.create_checkpoint(&dir))
             .map_err(db_err(format!("create a RocksDB checkpoint in {}", dir.display())))?;
         let mut files = Vec::new();
+        let mut known_crcs = std::collections::HashMap::new();
+        let mut written = store.written_crcs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut still_live = std::collections::HashMap::new();
         let entries = std::fs::read_dir(&dir).map_err(|e| StateError::io(format!("list {}", dir.display()), e))?;
         for e in entries {
             let e = e.map_err(|e| StateError::io(format!("list {}", dir.display()), e))?;
@@ -593,11 +605,18 @@ impl RocksDbBackend {
             if !md.is_file() {
                 continue;
             }
-            files.push(CutFile {
-                name: e.file_name().to_string_lossy().into_owned(),
-                size: md.len(),
-            });
+            let name = e.file_name().to_string_lossy().into_owned();
+            // A file this backend ingested (the checkpoint links it: same identity).
+            let id = crate::ingest::FileId::of(&md);
+            if let Some(crc) = written.get(&id) {
+                known_crcs.insert(name.clone(), *crc);
+                still_live.insert(id, *crc);
+            }
+            files.push(CutFile { name, size: md.len() });
         }
+        // A table file gone from the database never comes back.
+        *written = still_live;
+        drop(written);
         files.sort_by(|a, b| a.name.cmp(&b.name));
         let stats = self.native_stats(store)?;
         let reusable = self.uploads.lock().unwrap_or_else(|p| p.into_inner()).confirmed();
@@ -609,6 +628,7 @@ impl RocksDbBackend {
             dir,
             files,
             reusable,
+            known_crcs,
             stats,
             uploads: Arc::clone(&self.uploads),
             _inner: inner,
@@ -1413,7 +1433,7 @@ impl KeyedStateBackend for RocksDbBackend {
 }
 
 /// What one thread of a parallel bulk load wrote: its SST files (state, path) and entries.
-type PartLoad = (Vec<(usize, std::path::PathBuf)>, usize);
+type PartLoad = (Vec<crate::ingest::SstFile>, usize);
 
 /// Whether any of the states `mapping` stores a key in the key groups `range`.
 fn any_stored(store: &Store, layout: KeyLayout, range: KeyGroupRange, mapping: &[usize]) -> Result<bool, StateError> {
@@ -1544,19 +1564,17 @@ impl RocksDbBackend {
                     let part =
                         KeyGroupRange::new(range.start() + part.start(), range.start() + part.end_exclusive() - 1);
                     let (loader, scratch) = (&loader, scratch.join(format!("part-{t}")));
-                    sc.spawn(
-                        move || -> Result<(Vec<(usize, std::path::PathBuf)>, usize), StateError> {
-                            let mut ingest = Ingest::files_only(opts, scratch, file_bytes)?;
-                            for kg in part {
-                                let _ = view.visit_key_group(kg, &mut |e| {
-                                    loader.load(&mut ingest, kg, e)?;
-                                    Ok(ControlFlow::Continue(()))
-                                })?;
-                            }
-                            let count = ingest.count;
-                            Ok((ingest.finish_files()?, count))
-                        },
-                    )
+                    sc.spawn(move || -> Result<PartLoad, StateError> {
+                        let mut ingest = Ingest::files_only(opts, scratch, file_bytes)?;
+                        for kg in part {
+                            let _ = view.visit_key_group(kg, &mut |e| {
+                                loader.load(&mut ingest, kg, e)?;
+                                Ok(ControlFlow::Continue(()))
+                            })?;
+                        }
+                        let count = ingest.count;
+                        Ok((ingest.finish_files()?, count))
+                    })
                 })
                 .collect();
             handles

@@ -15,6 +15,8 @@ use crate::error::db_err;
 use crate::layout::{encode_value, push_element, push_list_operand};
 use rocksdb::{IngestExternalFileOptions, SstFileWriter, WriteBatch};
 use statekit_core::StateError;
+use std::collections::HashMap;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 
 /// Write batches are flushed to RocksDB once they hold this many bytes; a restore that
@@ -29,13 +31,55 @@ enum Sink<'s> {
     Files(Files<'s>),
 }
 
+/// A finished SST file of a bulk load.
+#[derive(Debug)]
+pub(crate) struct SstFile {
+    /// The state (column family index) it belongs to.
+    pub(crate) state: usize,
+    pub(crate) path: PathBuf,
+    /// Which file it is (ingestion moves it by a hard link: the identity stays).
+    pub(crate) id: FileId,
+    /// CRC32 of its bytes, taken as they were written.
+    pub(crate) crc32: u32,
+}
+
+/// The identity of a file's content on a local file system: device, inode, size and
+/// modification time. A hard link keeps it; a file written anew, even into a reused inode,
+/// gets another modification time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl FileId {
+    /// The identity of a file from its metadata.
+    pub(crate) fn of(md: &std::fs::Metadata) -> Self {
+        FileId {
+            dev: md.dev(),
+            ino: md.ino(),
+            size: md.len(),
+            mtime_ns: i128::from(md.mtime()) * 1_000_000_000 + i128::from(md.mtime_nsec()),
+        }
+    }
+}
+
+/// The CRC32 of the SST files a backend ingested, by file identity, so that a native
+/// checkpoint uploading one of them need not read it back: `SstFileWriter` drops a file
+/// from the page cache as it writes it, and reading it again costs a disk read of all of it.
+pub(crate) type WrittenCrcs = std::sync::Mutex<HashMap<FileId, u32>>;
+
 /// The SST files of one bulk load.
 struct Files<'s> {
     dir: PathBuf,
     /// The open writer of each state (by state index), with its file.
     open: Vec<Option<Open<'s>>>,
-    /// Finished files: (state, path), per state in key order.
-    done: Vec<(usize, PathBuf)>,
+    /// Finished files, per state in key order.
+    done: Vec<SstFile>,
+    /// Scratch for reading written bytes back.
+    buf: Vec<u8>,
     /// Roll over to a new file past this size.
     file_bytes: u64,
     /// Files created so far (names them).
@@ -46,25 +90,69 @@ struct Files<'s> {
 struct Open<'s> {
     writer: SstFileWriter<'s>,
     path: PathBuf,
-    /// A read-only descriptor of the file, to start its writeback as it grows (RocksDB's
-    /// `bytes_per_sync` does not reach `SstFileWriter` through the C API).
-    file: Option<std::fs::File>,
+    /// A read-only descriptor of the file: its bytes are hashed as they are written, and
+    /// its writeback started as it grows (RocksDB's `bytes_per_sync` does not reach
+    /// `SstFileWriter` through the C API).
+    file: std::fs::File,
     /// Bytes whose writeback was started.
     synced: u64,
+    /// CRC32 of the first `hashed` bytes.
+    crc: crc32fast::Hasher,
+    hashed: u64,
 }
 
 impl Open<'_> {
-    /// Finishes the file (RocksDB syncs it); returns its path.
-    fn finish(mut self) -> Result<PathBuf, StateError> {
+    /// Hashes the bytes written to the file since the last call (the file only grows:
+    /// `SstFileWriter` appends), while they are still in the page cache.
+    fn hash_written(&mut self, buf: &mut Vec<u8>) -> Result<(), StateError> {
+        buf.resize(1 << 20, 0);
+        loop {
+            let n = self
+                .file
+                .read_at(buf, self.hashed)
+                .map_err(|e| StateError::io(format!("read back {}", self.path.display()), e))?;
+            let Some(read) = buf.get(..n).filter(|r| !r.is_empty()) else {
+                return Ok(());
+            };
+            self.crc.update(read);
+            self.hashed += n as u64;
+        }
+    }
+
+    /// Finishes the file (RocksDB syncs it) and takes its CRC.
+    fn finish(mut self, state: usize, buf: &mut Vec<u8>) -> Result<SstFile, StateError> {
         self.writer
             .finish()
             .map_err(db_err(format!("finish SST file {}", self.path.display())))?;
-        Ok(self.path)
+        self.hash_written(buf)?;
+        let md = self
+            .file
+            .metadata()
+            .map_err(|e| StateError::io(format!("stat {}", self.path.display()), e))?;
+        if md.len() != self.hashed {
+            return Err(StateError::Restore(format!(
+                "SST file {}: {} bytes hashed while writing it, but it has {}",
+                self.path.display(),
+                self.hashed,
+                md.len()
+            )));
+        }
+        Ok(SstFile {
+            state,
+            id: FileId::of(&md),
+            crc32: self.crc.finalize(),
+            path: self.path,
+        })
     }
 }
 
 /// Start writeback of an SST file every this many bytes.
 const WRITEBACK_CHUNK: u64 = 8 << 20;
+
+/// Hash what was written of an SST file once it is this many bytes ahead of what was
+/// hashed (`SstFileWriter` hands the file 1 MiB at a time; reading soon after finds the
+/// bytes in the page cache, before RocksDB asks the kernel to drop them).
+const HASH_LAG: u64 = 2 << 20;
 
 /// Bulk ingestion of restored entries of one view into the backend's database.
 pub(crate) struct Ingest<'s> {
@@ -237,9 +325,9 @@ impl<'s> Ingest<'s> {
     }
 
     /// Finishes the SST files of a [`Ingest::files_only`] ingestion and hands them over:
-    /// (state, path), per state in key order. The caller ingests them (moving them out of
-    /// the scratch directory) and removes the directory afterwards.
-    pub(crate) fn finish_files(mut self) -> Result<Vec<(usize, PathBuf)>, StateError> {
+    /// per state in key order. The caller ingests them (moving them out of the scratch
+    /// directory) and removes the directory afterwards.
+    pub(crate) fn finish_files(mut self) -> Result<Vec<SstFile>, StateError> {
         self.flush_list()?;
         let mut files = match std::mem::replace(&mut self.sink, Sink::Batch(WriteBatch::default())) {
             Sink::Files(files) => files,
@@ -283,6 +371,7 @@ impl<'s> Files<'s> {
             dir,
             open: Vec::new(),
             done: Vec::new(),
+            buf: Vec::new(),
             file_bytes: file_bytes.max(1 << 20),
             created: 0,
         }
@@ -310,12 +399,14 @@ impl<'s> Files<'s> {
             writer
                 .open(&path)
                 .map_err(db_err(format!("create SST file {}", path.display())))?;
-            let file = std::fs::File::open(&path).ok();
+            let file = std::fs::File::open(&path).map_err(|e| StateError::io(format!("open {}", path.display()), e))?;
             *slot = Some(Open {
                 writer,
                 path,
                 file,
                 synced: 0,
+                crc: crc32fast::Hasher::new(),
+                hashed: 0,
             });
         }
         let Some(o) = slot.as_mut() else {
@@ -327,15 +418,16 @@ impl<'s> Files<'s> {
         }
         .map_err(|e| db_err(format!("write SST file {}", o.path.display()))(e))?;
         let size = o.writer.file_size();
+        if size.saturating_sub(o.hashed) >= HASH_LAG {
+            o.hash_written(&mut self.buf)?;
+        }
         if size - o.synced >= WRITEBACK_CHUNK {
-            if let Some(f) = &o.file {
-                statekit_core::storage::start_writeback(f, o.synced, size - o.synced);
-            }
+            statekit_core::storage::start_writeback(&o.file, o.synced, size - o.synced);
             o.synced = size;
         }
         if size >= self.file_bytes {
             if let Some(o) = slot.take() {
-                self.done.push((s, o.finish()?));
+                self.done.push(o.finish(s, &mut self.buf)?);
             }
         }
         Ok(())
@@ -345,7 +437,7 @@ impl<'s> Files<'s> {
     fn finish_open(&mut self) -> Result<(), StateError> {
         for (s, slot) in self.open.iter_mut().enumerate() {
             if let Some(o) = slot.take() {
-                self.done.push((s, o.finish()?));
+                self.done.push(o.finish(s, &mut self.buf)?);
             }
         }
         Ok(())
@@ -358,14 +450,19 @@ impl<'s> Files<'s> {
     }
 }
 
-/// Ingests SST files `(state, path)` — per state non-overlapping and in key order — moving
-/// them, one ingestion per state; returns the files ingested.
-pub(crate) fn ingest_files(store: &Store, files: Vec<(usize, PathBuf)>) -> Result<u64, StateError> {
+/// Ingests SST files — per state non-overlapping and in key order — moving them, one
+/// ingestion per state, and records their CRC32 in the store's [`WrittenCrcs`]; returns the
+/// files ingested.
+pub(crate) fn ingest_files(store: &Store, files: Vec<SstFile>) -> Result<u64, StateError> {
     let mut opts = IngestExternalFileOptions::default();
     opts.set_move_files(true);
     let mut by_state: std::collections::BTreeMap<usize, Vec<PathBuf>> = Default::default();
-    for (s, p) in files {
-        by_state.entry(s).or_default().push(p);
+    {
+        let mut crcs = store.written_crcs.lock().unwrap_or_else(|p| p.into_inner());
+        for f in files {
+            crcs.insert(f.id, f.crc32);
+            by_state.entry(f.state).or_default().push(f.path);
+        }
     }
     let mut n = 0;
     for (s, paths) in by_state {

@@ -114,6 +114,8 @@ pub struct NativeCut {
     pub(crate) dir: PathBuf,
     pub(crate) files: Vec<CutFile>,
     pub(crate) reusable: BTreeMap<String, Reusable>,
+    /// CRC32 of files the backend wrote itself and ingested, by name in the cut.
+    pub(crate) known_crcs: std::collections::HashMap<String, u32>,
     pub(crate) stats: NativeStats,
     pub(crate) uploads: Arc<Mutex<Uploads>>,
     /// Keeps the working directory (and so `dir`) alive.
@@ -185,25 +187,31 @@ fn open_file(path: &Path, shown: &str) -> Result<File, StateError> {
 /// Puts a local file into `storage`; returns (size, CRC32). A table file (`linkable`: RocksDB
 /// never writes to one after creating it, and syncs it first) is hard-linked when `storage`
 /// is local on the same file system, and its directory is recorded in `linked_dirs` to be
-/// fsynced; anything else is copied (temp name, fsync, rename).
+/// fsynced; anything else is copied (temp name, fsync, rename). `known`: the file's CRC32
+/// as the backend wrote it (a linked file is then not read; a copied one must match it).
 fn upload_file(
     src: &Path,
     storage: &dyn Storage,
     path: &str,
     linkable: bool,
+    known: Option<u32>,
     linked_dirs: &mut Vec<PathBuf>,
 ) -> Result<(u64, u32), StateError> {
     if let (true, Some(dst)) = (linkable, storage.absolute_path(path)) {
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).map_err(|e| StateError::io(format!("create {}", parent.display()), e))?;
             if std::fs::hard_link(src, &dst).is_ok() {
-                // Mapped (the storage's guarded map), not read: no copy of the file.
-                let blob = storage.open(path).map_err(storage_err)?;
-                let (size, crc) = (blob.bytes().len() as u64, crc32fast::hash(blob.bytes()));
                 if !linked_dirs.iter().any(|d| d == parent) {
                     linked_dirs.push(parent.to_path_buf());
                 }
-                return Ok((size, crc));
+                if let Some(crc) = known {
+                    let md =
+                        std::fs::metadata(&dst).map_err(|e| StateError::io(format!("stat {}", dst.display()), e))?;
+                    return Ok((md.len(), crc));
+                }
+                // Mapped (the storage's guarded map), not read: no copy of the file.
+                let blob = storage.open(path).map_err(storage_err)?;
+                return Ok((blob.bytes().len() as u64, crc32fast::hash(blob.bytes())));
             }
         }
     }
@@ -211,6 +219,11 @@ fn upload_file(
     let mut input = open_file(src, &from)?;
     let mut out = storage.create(path).map_err(storage_err)?;
     let (_, crc) = stream_crc(&mut input, &from, Some(&mut out), &storage.describe(path))?;
+    if let Some(k) = known.filter(|k| *k != crc) {
+        return Err(StateError::Restore(format!(
+            "{from}: CRC32 {crc:#010x} differs from {k:#010x}, taken when the file was written: it changed since"
+        )));
+    }
     let size = out.commit().map_err(storage_err)?;
     Ok((size, crc))
 }
@@ -273,6 +286,7 @@ impl NativeCut {
         let mut shared_now: BTreeMap<String, Reusable> = BTreeMap::new();
         for f in &self.files {
             let src = self.dir.join(&f.name);
+            let known = self.known_crcs.get(&f.name).copied();
             let (file, crc32) = match (&target.job, f.is_shareable()) {
                 (Some(job), true) => {
                     if let Some(r) = self.reusable.get(&f.name).filter(|r| r.file.size == f.size) {
@@ -280,7 +294,7 @@ impl NativeCut {
                     } else {
                         let path = statekit_core::storage::join(&target.shared_dir, &shared_name(&f.name));
                         written.push(path.clone());
-                        let (size, crc) = upload_file(&src, job.as_ref(), &path, true, &mut linked_dirs)?;
+                        let (size, crc) = upload_file(&src, job.as_ref(), &path, true, known, &mut linked_dirs)?;
                         uploaded_bytes += size;
                         (
                             FileRef {
@@ -299,6 +313,7 @@ impl NativeCut {
                         target.snapshot.as_ref(),
                         &path,
                         f.is_shareable(),
+                        known,
                         &mut linked_dirs,
                     )?;
                     uploaded_bytes += size;

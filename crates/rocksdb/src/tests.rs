@@ -889,6 +889,99 @@ fn a_parallel_bulk_load_restores_what_a_plain_restore_does() {
     }
 }
 
+/// The CRC32 of a bulk-loaded SST file is taken as it is written (RocksDB drops the file
+/// from the page cache; reading it back would read it from disk): a native cut knows the CRC
+/// of every ingested file, each the CRC of the file's bytes, and uploads record it; a file
+/// compacted away is forgotten, and a compacted file's CRC is computed from its bytes.
+#[test]
+fn bulk_loaded_files_carry_the_crc_taken_while_writing_them() {
+    let clock = ManualClock::new(0);
+    let mut src = backend_with(128, 1, 0, clock.clone());
+    let v = src
+        .register(
+            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateFunctions::None,
+        )
+        .expect("register");
+    // ~12 MB that does not compress: files well past the hashing lag.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut value = vec![0u8; 1024];
+    for i in 0..12_000u32 {
+        for b in value.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        src.put(v, format!("key-{i:05}").as_bytes(), b"", &value).expect("put");
+    }
+    let view = src.snapshot(1).expect("snapshot");
+    let mut dst = backend_with(128, 1, 0, clock.clone());
+    dst.bulk_load(view.as_ref(), 2).expect("bulk load");
+    assert!(dst.ingested_files >= 2, "{} files", dst.ingested_files);
+    let cut = dst.native_snapshot(2).expect("cut");
+    let ssts: Vec<_> = cut
+        .files()
+        .iter()
+        .filter(|f| f.name.ends_with(".sst"))
+        .cloned()
+        .collect();
+    assert_eq!(ssts.len() as u64, dst.ingested_files);
+    for f in &ssts {
+        let bytes = std::fs::read(cut.dir().join(&f.name)).expect("read");
+        assert!(bytes.len() > 2 << 20, "{}: {} bytes", f.name, bytes.len());
+        assert_eq!(
+            cut.known_crcs.get(&f.name),
+            Some(&crc32fast::hash(&bytes)),
+            "{}",
+            f.name
+        );
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let storage: Arc<dyn statekit_core::storage::Storage> =
+        Arc::new(statekit_core::storage::LocalStorage::new(out.path()));
+    let target = statekit_format::NativeTarget {
+        snapshot: storage,
+        exclusive_dir: "x".into(),
+        job: None,
+        shared_dir: String::new(),
+    };
+    let handle = cut.upload(&target).expect("upload");
+    for f in &handle.files {
+        let bytes = std::fs::read(out.path().join(&f.file.path)).expect("read");
+        assert_eq!(f.crc32, crc32fast::hash(&bytes), "{}", f.name);
+    }
+    drop(cut);
+    // Keys overwritten across the whole range and compacted: the ingested files are
+    // rewritten, their CRCs forgotten, and the new files' CRCs computed from their bytes.
+    let known_before = ssts.len();
+    let dv = dst
+        .register(
+            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateFunctions::None,
+        )
+        .expect("register");
+    for i in (0..12_000u32).step_by(100) {
+        dst.put(dv, format!("key-{i:05}").as_bytes(), b"", b"new").expect("put");
+    }
+    dst.compact().expect("compact");
+    let cut = dst.native_snapshot(3).expect("cut");
+    assert!(cut.known_crcs.len() < known_before, "{:?}", cut.known_crcs);
+    let written = dst.written_crc_count();
+    assert_eq!(written, cut.known_crcs.len(), "forgotten once gone from the database");
+    let out = tempfile::tempdir().expect("tempdir");
+    let target = statekit_format::NativeTarget {
+        snapshot: Arc::new(statekit_core::storage::LocalStorage::new(out.path())),
+        exclusive_dir: "x".into(),
+        job: None,
+        shared_dir: String::new(),
+    };
+    for f in &cut.upload(&target).expect("upload").files {
+        let bytes = std::fs::read(out.path().join(&f.file.path)).expect("read");
+        assert_eq!(f.crc32, crc32fast::hash(&bytes), "{}", f.name);
+    }
+}
+
 #[test]
 fn restore_checks_max_parallelism_and_key_groups() {
     let (mut b, clock) = backend();
