@@ -56,7 +56,7 @@ pub fn arrow_type(schema: &TypeSchema) -> (DataType, bool) {
 }
 
 /// The field `name` of values of `schema`.
-fn field(name: &str, schema: &TypeSchema) -> Field {
+pub(crate) fn field(name: &str, schema: &TypeSchema) -> Field {
     let (t, nullable) = arrow_type(schema);
     Field::new(name, t, nullable)
 }

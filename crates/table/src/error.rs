@@ -52,6 +52,22 @@ pub enum TableError {
         #[source]
         source: parquet::errors::ParquetError,
     },
+    /// Writing an Arrow IPC or JSON lines file failed.
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The writer's error.
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+    /// An option this format or table cannot take (snappy for Arrow IPC, compressed JSON
+    /// lines, …).
+    #[error("not supported: {what}")]
+    Unsupported {
+        /// What was asked for.
+        what: String,
+    },
     /// A file could not be written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -79,13 +95,18 @@ impl TableError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             TableError::Undecodable { .. } => ErrorKind::Corrupt,
-            TableError::UnknownState { .. } | TableError::Unknown { .. } | TableError::OutputExists { .. } => {
-                ErrorKind::Caller
-            }
+            TableError::UnknownState { .. }
+            | TableError::Unknown { .. }
+            | TableError::OutputExists { .. }
+            | TableError::Unsupported { .. } => ErrorKind::Caller,
+            TableError::Write {
+                source: arrow_schema::ArrowError::IoError(_, e),
+                ..
+            } => ErrorKind::of_io(e),
             TableError::Snapshot(e) => e.kind(),
             TableError::State(e) => e.kind(),
             TableError::Io { source, .. } => ErrorKind::of_io(source),
-            TableError::Parquet { .. } | TableError::Arrow { .. } => ErrorKind::Internal,
+            TableError::Parquet { .. } | TableError::Arrow { .. } | TableError::Write { .. } => ErrorKind::Internal,
         }
     }
 }

@@ -1,22 +1,54 @@
-//! A whole snapshot's keyed state as tables on disk: one directory per (uid, state), one
-//! Parquet file per subtask's key-group range, and `_tables.json` listing them.
+//! A whole snapshot's state as tables on disk: one directory per (uid, state), one file per
+//! subtask's key-group range of a keyed state and one per operator state, and `_tables.json`
+//! listing them. Subtasks are exported in parallel; the whole output appears at once.
 
-use crate::{state_schema, write_state_parquet, ParquetOptions, TableError};
+use crate::operator_table::{operator_state_batch, operator_state_schema};
+use crate::{state_schema, write_state_table, write_table_file, TableError, TableFileOptions, TableFormat};
+use arrow_schema::Schema;
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::KeyGroupRange;
+use statekit_format::OperatorMetadata;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// What [`export_snapshot`] writes.
 #[derive(Clone, Debug)]
 pub struct ExportOptions {
     /// Only this operator (by uid).
     pub uid: Option<String>,
-    /// Only this state.
+    /// Only this state (keyed or operator state).
     pub state: Option<String>,
-    /// Only these key groups.
+    /// Only these key groups (operator state, which has none, is exported unless this is set).
     pub key_groups: Option<KeyGroupRange>,
     /// How each file is written (its key-value metadata is filled in per file).
-    pub parquet: ParquetOptions,
+    pub file: TableFileOptions,
+    /// Subtasks exported at once (0: one per core).
+    pub threads: usize,
+}
+
+impl Default for ExportOptions {
+    /// Everything, as Parquet with zstd, one thread per core.
+    fn default() -> Self {
+        ExportOptions {
+            uid: None,
+            state: None,
+            key_groups: None,
+            file: TableFileOptions::default(),
+            threads: 0,
+        }
+    }
+}
+
+/// Whether a table holds keyed or operator state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TableScope {
+    /// Keyed state: rows by key group.
+    Keyed,
+    /// Operator state: rows by subtask.
+    Operator,
 }
 
 /// One table written.
@@ -28,16 +60,23 @@ pub struct ExportedTable {
     pub operator_id: String,
     /// The state.
     pub state: String,
-    /// Its kind (`value`, `list`, `map`, `reducing`, `aggregating`).
+    /// Keyed or operator state.
+    pub scope: TableScope,
+    /// Its kind (`value`, `list`, `map`, `reducing`, `aggregating`; for operator state its
+    /// mode: `list`, `union`, `broadcast`).
     pub kind: String,
+    /// The files' format.
+    pub format: TableFormat,
     /// The table's directory, relative to the output.
     pub path: String,
-    /// Its files, relative to the table's directory, in key-group order.
+    /// Its files, relative to the table's directory, in key-group (or subtask) order.
     pub files: Vec<String>,
     /// Rows in all files.
     pub rows: u64,
     /// Columns: (name, Arrow type, statekit type where typed).
     pub columns: Vec<(String, String, Option<String>)>,
+    /// The key-value metadata every file of the table carries (Parquet, Arrow IPC).
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// What [`export_snapshot`] wrote.
@@ -45,25 +84,47 @@ pub struct ExportedTable {
 pub struct ExportSummary {
     /// The output directory.
     pub output: PathBuf,
-    /// The tables.
+    /// The tables, keyed states before operator states per operator.
     pub tables: Vec<ExportedTable>,
 }
 
-/// Writes the keyed state of the snapshot `reader` opened as tables under `out`:
-/// `out/<uid>/<state>/part-<first>-<last>.parquet`, one file per subtask (its key groups,
-/// cut to [`ExportOptions::key_groups`]), rows in key-group order; each file's key-value
-/// metadata names the snapshot (`statekit.checkpoint_id`, `statekit.job_id`), the operator
-/// (`statekit.uid`, `statekit.operator_id`), the state (`statekit.state`, `statekit.kind`)
-/// and the writer (`statekit.version`). Then `out/_tables.json` lists every table with its
-/// columns. Every file is written under a temporary name and renamed. `out` must be absent or
-/// an empty directory. An unknown uid or state is refused before anything is written.
+/// One file to write: a subtask's key groups of an operator's keyed states.
+struct KeyedWork<'a> {
+    op: &'a OperatorMetadata,
+    /// Indexes into the table list, per state of `op` exported (same order as `descs`).
+    tables: Vec<usize>,
+    range: KeyGroupRange,
+}
+
+/// Writes the state of the snapshot `reader` opened as tables under `out`: keyed state as
+/// `out/<uid>/<state>/part-<first>-<last>.<ext>`, one file per subtask's key groups (cut to
+/// [`ExportOptions::key_groups`]), rows in key-group order; operator state as
+/// `out/<uid>/<state>/subtasks-<first>-<last>.<ext>`, one file for all subtasks. Each
+/// Parquet or Arrow file's key-value metadata names the snapshot
+/// (`statekit.checkpoint_id`, `statekit.job_id`), the operator (`statekit.uid`,
+/// `statekit.operator_id`), the state (`statekit.state`, `statekit.kind`,
+/// `statekit.descriptor`: its descriptor as JSON) and the writer (`statekit.version`); then
+/// `out/_tables.json` lists every table with its columns.
+///
+/// `out` must be absent or an empty directory. Everything is written into a hidden
+/// directory beside it, fsynced and renamed to `out` at the end: a failure or a kill leaves
+/// no `out` (or the empty one) behind. An unknown uid or state is refused before anything is
+/// written. `progress` is called (from any thread) with the rows each batch added.
 pub fn export_snapshot(
     reader: &SnapshotReader,
     out: &Path,
     options: &ExportOptions,
-    progress: &mut dyn FnMut(&ExportedTable),
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ExportSummary, TableError> {
     let meta = reader.metadata();
+    if !options.file.format.supports(options.file.compression) {
+        return Err(TableError::Unsupported {
+            what: format!(
+                "{:?} compression of {} files",
+                options.file.compression, options.file.format
+            ),
+        });
+    }
     let operators: Vec<_> = meta
         .operators
         .iter()
@@ -76,13 +137,13 @@ pub fn export_snapshot(
             });
         }
     }
+    let wanted = |name: &str| options.state.as_deref().is_none_or(|s| s == name);
     if let Some(state) = &options.state {
-        if !operators
-            .iter()
-            .any(|o| o.keyed_states.iter().any(|d| &d.name == state))
-        {
+        if !operators.iter().any(|o| {
+            o.keyed_states.iter().any(|d| &d.name == state) || o.operator_states.iter().any(|d| &d.name == state)
+        }) {
             return Err(TableError::Unknown {
-                what: format!("keyed state {state:?}"),
+                what: format!("state {state:?}"),
             });
         }
     }
@@ -90,110 +151,318 @@ pub fn export_snapshot(
         path: p.to_path_buf(),
         source: e,
     };
-    match std::fs::read_dir(out) {
+    let out_exists = match std::fs::read_dir(out) {
         Ok(mut entries) => {
             if entries.next().is_some() {
                 return Err(TableError::OutputExists {
                     path: out.to_path_buf(),
                 });
             }
+            true
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(io(out, e)),
+    };
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| io(out, std::io::Error::other("the output needs a directory name")))?;
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let staging = parent.join(format!(".{name}.export-{}.tmp", std::process::id()));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
     }
-    let mut tables = Vec::new();
+    std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    let result = (|| {
+        let summary = export_into(reader, &staging, &operators, options, &wanted, progress)?;
+        let json = serde_json::to_vec_pretty(&summary).map_err(|e| io(out, std::io::Error::other(e)))?;
+        let list = staging.join("_tables.json");
+        std::fs::write(&list, json)
+            .and_then(|()| std::fs::File::open(&list)?.sync_all())
+            .map_err(|e| io(&list, e))?;
+        sync_tree(&staging)?;
+        if out_exists {
+            // rename(2) replaces an empty directory.
+            std::fs::remove_dir(out).map_err(|e| io(out, e))?;
+        }
+        std::fs::rename(&staging, out).map_err(|e| io(out, e))?;
+        std::fs::File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io(parent, e))?;
+        Ok(ExportSummary {
+            output: out.to_path_buf(),
+            ..summary
+        })
+    })();
+    if result.is_err() && staging.exists() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    result
+}
+
+/// fsyncs every directory under `dir` (files were synced when written).
+fn sync_tree(dir: &Path) -> Result<(), TableError> {
+    let io = |p: &Path, e: std::io::Error| TableError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    for e in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        let e = e.map_err(|e| io(dir, e))?;
+        if e.file_type().map_err(|err| io(&e.path(), err))?.is_dir() {
+            sync_tree(&e.path())?;
+        }
+    }
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io(dir, e))
+}
+
+/// The columns of a table as listed in `_tables.json`.
+fn columns_of(schema: &Schema) -> Vec<(String, String, Option<String>)> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            (
+                f.name().clone(),
+                f.data_type().to_string(),
+                f.metadata().get("statekit.type").cloned(),
+            )
+        })
+        .collect()
+}
+
+/// [`export_snapshot`] into the (new, empty) directory `out`.
+fn export_into(
+    reader: &SnapshotReader,
+    out: &Path,
+    operators: &[&OperatorMetadata],
+    options: &ExportOptions,
+    wanted: &(dyn Fn(&str) -> bool + Sync),
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<ExportSummary, TableError> {
+    let meta = reader.metadata();
+    let ext = options.file.format.extension();
+    let io = |p: &Path, e: std::io::Error| TableError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    let mut tables: Vec<ExportedTable> = Vec::new();
+    let mut work: Vec<KeyedWork<'_>> = Vec::new();
+    let mut operator_tables: Vec<(usize, &OperatorMetadata, usize)> = Vec::new();
     for op in operators {
-        let descs: Vec<_> = op
-            .keyed_states
-            .iter()
-            .filter(|d| options.state.as_ref().is_none_or(|s| &d.name == s))
+        let base = |state: &str, kind: String, scope, descriptor: String| {
+            let metadata: BTreeMap<String, String> = [
+                ("statekit.checkpoint_id", meta.checkpoint_id.to_string()),
+                ("statekit.job_id", meta.job_id.clone()),
+                ("statekit.uid", op.uid.clone()),
+                ("statekit.operator_id", op.operator_id.to_string()),
+                ("statekit.state", state.to_string()),
+                ("statekit.kind", kind.clone()),
+                ("statekit.descriptor", descriptor),
+                ("statekit.version", env!("CARGO_PKG_VERSION").to_string()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
             .collect();
-        let mut op_tables: Vec<ExportedTable> = Vec::with_capacity(descs.len());
-        for desc in &descs {
-            let schema = state_schema(desc);
-            let table = ExportedTable {
+            ExportedTable {
                 uid: op.uid.clone(),
                 operator_id: op.operator_id.to_string(),
-                state: desc.name.clone(),
-                kind: desc.kind.to_string(),
-                path: format!("{}/{}", path_part(&op.uid), path_part(&desc.name)),
+                state: state.to_string(),
+                scope,
+                kind,
+                format: options.file.format,
+                path: format!("{}/{}", path_part(&op.uid), path_part(state)),
                 files: Vec::new(),
                 rows: 0,
-                columns: schema
-                    .fields()
-                    .iter()
-                    .map(|f| {
-                        (
-                            f.name().clone(),
-                            f.data_type().to_string(),
-                            f.metadata().get("statekit.type").cloned(),
-                        )
-                    })
-                    .collect(),
-            };
-            let dir = out.join(&table.path);
-            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-            op_tables.push(table);
+                columns: Vec::new(),
+                metadata,
+            }
+        };
+        let mut keyed = Vec::new();
+        for desc in op.keyed_states.iter().filter(|d| wanted(&d.name)) {
+            let json = serde_json::json!({
+                "name": desc.name,
+                "kind": desc.kind.to_string(),
+                "key": desc.key_schema.to_string(),
+                "namespace": desc.namespace_schema.to_string(),
+                "user_key": desc.user_key_schema.as_ref().map(ToString::to_string),
+                "value": desc.value_schema.to_string(),
+                "ttl_ms": desc.ttl.map(|t| t.ttl_ms),
+            })
+            .to_string();
+            let mut t = base(&desc.name, desc.kind.to_string(), TableScope::Keyed, json);
+            t.columns = columns_of(&state_schema(desc));
+            keyed.push(tables.len());
+            tables.push(t);
         }
-        // Each subtask's views are opened once (a native or changelog view builds a
-        // database or replays a log) and serve every state's table.
+        if options.key_groups.is_none() {
+            for (i, desc) in op.operator_states.iter().enumerate().filter(|(_, d)| wanted(&d.name)) {
+                let json = serde_json::json!({
+                    "name": desc.name,
+                    "mode": desc.mode.to_string(),
+                    "key": desc.key_schema.as_ref().map(ToString::to_string),
+                    "value": desc.value_schema.to_string(),
+                })
+                .to_string();
+                let mut t = base(&desc.name, desc.mode.to_string(), TableScope::Operator, json);
+                if op.keyed_states.iter().any(|d| d.name == desc.name) {
+                    // A keyed state of the same name has the directory.
+                    t.path = format!(
+                        "{}/{}",
+                        path_part(&op.uid),
+                        path_part(&format!("{}.operator", desc.name))
+                    );
+                }
+                t.columns = columns_of(&operator_state_schema(desc));
+                operator_tables.push((tables.len(), op, i));
+                tables.push(t);
+            }
+        }
+        if keyed.is_empty() {
+            continue;
+        }
         for s in &op.subtasks {
             let range = match options.key_groups {
                 Some(r) => s.key_groups.intersection(&r),
                 None => s.key_groups,
             };
-            if range.is_empty() {
-                continue;
+            if !range.is_empty() {
+                work.push(KeyedWork {
+                    op,
+                    tables: keyed.clone(),
+                    range,
+                });
             }
-            for view in statekit_snapshot::keyed_views(reader, &op.uid, range)? {
-                let part = view.key_group_range().intersection(&range);
-                if part.is_empty() {
-                    continue;
-                }
-                let name = format!("part-{}-{}.parquet", part.start(), part.end_exclusive() - 1);
-                for (desc, table) in descs.iter().zip(op_tables.iter_mut()) {
-                    if !view.states().iter().any(|d| d.name == desc.name) {
-                        continue;
-                    }
-                    let mut parquet = options.parquet.clone();
-                    parquet.metadata.extend([
-                        ("statekit.checkpoint_id".into(), meta.checkpoint_id.to_string()),
-                        ("statekit.job_id".into(), meta.job_id.clone()),
-                        ("statekit.uid".into(), op.uid.clone()),
-                        ("statekit.operator_id".into(), op.operator_id.to_string()),
-                        ("statekit.state".into(), desc.name.clone()),
-                        ("statekit.kind".into(), desc.kind.to_string()),
-                        ("statekit.version".into(), env!("CARGO_PKG_VERSION").into()),
-                    ]);
-                    let path = out.join(&table.path).join(&name);
-                    table.rows += write_state_parquet(view.as_ref(), &desc.name, part, &path, &parquet)?;
-                    table.files.push(name.clone());
-                }
-            }
-        }
-        for table in op_tables {
-            progress(&table);
-            tables.push(table);
         }
     }
-    let summary = ExportSummary {
+    for t in &tables {
+        let dir = out.join(&t.path);
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    }
+
+    // Keyed state: subtasks in parallel, each opening its views once for all its states.
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    }
+    .clamp(1, work.len().max(1));
+    let next = AtomicUsize::new(0);
+    let written: Mutex<Vec<(usize, u32, String, u64)>> = Mutex::new(Vec::new());
+    let failure: Mutex<Option<TableError>> = Mutex::new(None);
+    let tables_ref = &tables;
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| loop {
+                if failure.lock().map_or(true, |f| f.is_some()) {
+                    return;
+                }
+                let Some(w) = work.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                match export_subtask(reader, out, w, tables_ref, &options.file, ext, progress) {
+                    Ok(files) => written.lock().unwrap_or_else(|p| p.into_inner()).extend(files),
+                    Err(e) => {
+                        failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let mut written = written.into_inner().unwrap_or_else(|p| p.into_inner());
+    written.sort_by_key(|(t, first, _, _)| (*t, *first));
+    for (t, _, name, rows) in written {
+        if let Some(table) = tables.get_mut(t) {
+            table.files.push(name);
+            table.rows += rows;
+        }
+    }
+
+    // Operator state: one file per state for all subtasks (it is small: it lives on heap).
+    for (t, op, i) in operator_tables {
+        let Some(desc) = op.operator_states.get(i) else {
+            continue;
+        };
+        let mut stored = Vec::with_capacity(op.subtasks.len());
+        for s in 0..op.subtasks.len() {
+            stored.push(
+                reader
+                    .stored_operator_state(&op.uid, s as u32)
+                    .map_err(|e| TableError::Snapshot(statekit_snapshot::SnapshotError::from(e)))?,
+            );
+        }
+        let batch = operator_state_batch(desc, &stored)?;
+        let Some(table) = tables.get_mut(t) else {
+            continue;
+        };
+        let last = op.subtasks.len().saturating_sub(1);
+        let name = format!("subtasks-0-{last}.{ext}");
+        let path = out.join(&table.path).join(&name);
+        let file = TableFileOptions {
+            metadata: table.metadata.clone().into_iter().collect(),
+            ..options.file.clone()
+        };
+        let rows = write_table_file(&path, batch.schema(), &file, |write| {
+            write(&batch)?;
+            Ok(batch.num_rows() as u64)
+        })?;
+        progress(rows);
+        table.files.push(name);
+        table.rows = rows;
+    }
+    Ok(ExportSummary {
         output: out.to_path_buf(),
         tables,
-    };
-    let json = serde_json::to_vec_pretty(&summary).map_err(|e| io(out, std::io::Error::other(e)))?;
-    std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
-    let list = out.join("_tables.json");
-    let tmp = out.join(format!("._tables.json.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, json)
-        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, &list))
-        .map_err(|e| io(&list, e))?;
-    Ok(summary)
+    })
 }
 
-/// A uid or state name as one path component: `/`, `\`, NUL and a leading `.` escaped as
-/// `%XX`, so no name can leave its directory or hide.
-fn path_part(name: &str) -> String {
+/// Writes one subtask's key groups of every exported keyed state of `w.op`; returns (table,
+/// first key group, file name, rows) per file.
+fn export_subtask(
+    reader: &SnapshotReader,
+    out: &Path,
+    w: &KeyedWork<'_>,
+    tables: &[ExportedTable],
+    file: &TableFileOptions,
+    ext: &str,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<(usize, u32, String, u64)>, TableError> {
+    let mut files = Vec::new();
+    // A native or changelog view builds a database or replays a log: opened once, it
+    // serves every state's table.
+    for view in statekit_snapshot::keyed_views(reader, &w.op.uid, w.range)? {
+        let part = view.key_group_range().intersection(&w.range);
+        if part.is_empty() {
+            continue;
+        }
+        let name = format!("part-{}-{}.{ext}", part.start(), part.end_exclusive() - 1);
+        for &t in &w.tables {
+            let Some(table) = tables.get(t) else { continue };
+            if !view.states().iter().any(|d| d.name == table.state) {
+                continue;
+            }
+            let options = TableFileOptions {
+                metadata: table.metadata.clone().into_iter().collect(),
+                ..file.clone()
+            };
+            let path = out.join(&table.path).join(&name);
+            let rows = write_state_table(view.as_ref(), &table.state, part, &path, &options, progress)?;
+            files.push((t, part.start(), name.clone(), rows));
+        }
+    }
+    Ok(files)
+}
+
+/// A uid or state name as one path component: `/`, `\`, NUL, `%` and a leading `.`
+/// escaped as `%XX`, so no name can leave its directory or hide.
+pub(crate) fn path_part(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for (i, c) in name.chars().enumerate() {
         match c {

@@ -26,13 +26,17 @@ mod arrow_types;
 mod batches;
 mod error;
 mod export;
-mod parquet_file;
+mod operator_table;
+mod table_file;
 
 pub use arrow_types::{arrow_type, state_schema, Columns};
 pub use batches::StateBatches;
 pub use error::TableError;
-pub use export::{export_snapshot, ExportOptions, ExportSummary, ExportedTable};
-pub use parquet_file::{visit_state_batches, write_state_parquet, ParquetOptions, TableCompression};
+pub use export::{export_snapshot, ExportOptions, ExportSummary, ExportedTable, TableScope};
+pub use operator_table::{operator_state_batch, operator_state_schema};
+pub use table_file::{
+    visit_state_batches, write_state_table, write_table_file, TableCompression, TableFileOptions, TableFormat,
+};
 
 /// Re-exported: the Arrow record batch the tables are made of.
 pub use arrow_array::RecordBatch;

@@ -6,7 +6,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use statekit_core::{key_group_for_key, KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
-use statekit_table::{write_state_parquet, ParquetOptions, TableCompression, TableError};
+use statekit_table::{write_state_table, TableCompression, TableError, TableFileOptions, TableFormat};
 
 /// A word count: state "count" (utf8 -> i64) of `n` words, and a second state it must skip.
 fn word_count(n: u32) -> MemoryView {
@@ -54,12 +54,13 @@ fn a_state_round_trips_through_parquet_with_its_types_and_metadata() {
     let view = word_count(1000);
     for compression in [TableCompression::Zstd, TableCompression::Snappy, TableCompression::None] {
         let path = dir.path().join(format!("count-{compression:?}.parquet"));
-        let options = ParquetOptions {
+        let options = TableFileOptions {
             compression,
+            format: TableFormat::Parquet,
             row_group_rows: 300,
             metadata: vec![("statekit.uid".into(), "counter".into())],
         };
-        let rows = write_state_parquet(&view, "count", KeyGroupRange::all(128), &path, &options).expect("write");
+        let rows = write_state_table(&view, "count", KeyGroupRange::all(128), &path, &options, &|_| {}).expect("write");
         assert_eq!(rows, 1000);
         let file = std::fs::File::open(&path).expect("open");
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).expect("a Parquet file");
@@ -101,12 +102,13 @@ fn an_unknown_state_or_undecodable_rows_write_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let view = word_count(10);
     let path = dir.path().join("x.parquet");
-    let e = write_state_parquet(
+    let e = write_state_table(
         &view,
         "nope",
         KeyGroupRange::all(128),
         &path,
-        &ParquetOptions::default(),
+        &TableFileOptions::default(),
+        &|_| {},
     )
     .expect_err("unknown state");
     assert!(matches!(e, TableError::UnknownState { .. }), "{e}");
@@ -125,12 +127,13 @@ fn an_unknown_state_or_undecodable_rows_write_nothing() {
             timestamp: None,
         }],
     );
-    let e = write_state_parquet(
+    let e = write_state_table(
         &bad,
         "count",
         KeyGroupRange::all(128),
         &path,
-        &ParquetOptions::default(),
+        &TableFileOptions::default(),
+        &|_| {},
     )
     .expect_err("undecodable");
     assert!(matches!(e, TableError::Undecodable { column: "value", .. }), "{e}");
@@ -139,4 +142,79 @@ fn an_unknown_state_or_undecodable_rows_write_nothing() {
         0,
         "nothing written"
     );
+}
+
+/// The same table as Arrow IPC (zstd and uncompressed, read back with arrow-ipc's reader,
+/// custom metadata included) and as JSON lines (one object per row); a compression a format
+/// cannot take is refused before anything is written.
+#[test]
+fn a_state_round_trips_through_arrow_ipc_and_json_lines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let view = word_count(500);
+    let want: Vec<(String, i64)> = (0..500).map(|i| (format!("w{i:04}"), i64::from(i % 7))).collect();
+    for compression in [TableCompression::Zstd, TableCompression::None] {
+        let path = dir.path().join(format!("count-{compression:?}.arrow"));
+        let options = TableFileOptions {
+            format: TableFormat::Arrow,
+            compression,
+            row_group_rows: 128,
+            metadata: vec![("statekit.uid".into(), "counter".into())],
+        };
+        let rows = write_state_table(&view, "count", KeyGroupRange::all(128), &path, &options, &|_| {}).expect("write");
+        assert_eq!(rows, 500);
+        let reader = arrow_ipc::reader::FileReader::try_new(std::fs::File::open(&path).expect("open"), None)
+            .expect("an Arrow IPC file");
+        assert_eq!(
+            reader.custom_metadata().get("statekit.uid").map(String::as_str),
+            Some("counter")
+        );
+        let mut got = Vec::new();
+        for b in reader {
+            let b = b.expect("batch");
+            assert!(b.num_rows() <= 128);
+            let (k, v) = (b.column(1).as_string::<i32>(), b.column(2).as_primitive::<Int64Type>());
+            for i in 0..b.num_rows() {
+                got.push((k.value(i).to_string(), v.value(i)));
+            }
+        }
+        got.sort();
+        assert_eq!(got, want, "{compression:?}");
+    }
+    let path = dir.path().join("count.jsonl");
+    let options = TableFileOptions {
+        format: TableFormat::Jsonl,
+        compression: TableCompression::None,
+        ..TableFileOptions::default()
+    };
+    write_state_table(&view, "count", KeyGroupRange::all(128), &path, &options, &|_| {}).expect("write");
+    let mut got: Vec<(String, i64)> = std::fs::read_to_string(&path)
+        .expect("read")
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("one JSON object per line");
+            assert!(v["key_group"].is_i64(), "{l}");
+            (
+                v["key"].as_str().expect("key").to_string(),
+                v["value"].as_i64().expect("value"),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+    for (format, compression) in [
+        (TableFormat::Arrow, TableCompression::Snappy),
+        (TableFormat::Jsonl, TableCompression::Zstd),
+    ] {
+        let path = dir.path().join(format!("refused.{format}"));
+        let options = TableFileOptions {
+            format,
+            compression,
+            ..TableFileOptions::default()
+        };
+        let e =
+            write_state_table(&view, "count", KeyGroupRange::all(128), &path, &options, &|_| {}).expect_err("refused");
+        assert!(matches!(e, TableError::Unsupported { .. }), "{e}");
+        assert_eq!(e.kind(), statekit_core::ErrorKind::Caller);
+        assert!(!path.exists());
+    }
 }

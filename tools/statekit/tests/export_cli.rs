@@ -34,6 +34,8 @@ fn export_writes_tables_and_refuses_bad_requests() {
         vec!["export", input, "u", "--state", "nope"],
         vec!["export", input, "u", "--key-group", "9..3"],
         vec!["export", input, "u", "--format", "csv"],
+        vec!["export", input, "u", "--format", "jsonl", "--compression", "zstd"],
+        vec!["export", input, "u", "--format", "arrow", "--compression", "snappy"],
     ] {
         let r = run(dir.path(), &args);
         assert_eq!(r.status.code(), Some(2), "{args:?}");

@@ -1,5 +1,7 @@
 //! The exported word count read by real readers, DuckDB and pyarrow (PyPI), from the venv
-//! `scripts/test.sh` makes (`STATEKIT_PYTHON`): `(a, 2)` is there, every column has its type.
+//! `scripts/test.sh` makes (`STATEKIT_PYTHON`): `(a, 2)` is there, every column has its type,
+//! a map and a list state read with their columns; the Arrow IPC export read by pyarrow and
+//! the JSON lines export by DuckDB give `(a, 2)` too.
 //! Without `STATEKIT_PYTHON` (a bare `cargo test`) the test says so and passes.
 
 mod common;
@@ -23,6 +25,15 @@ assert [f.name for f in lst.schema] == ["key_group", "key", "index", "value"], l
 assert str(lst.schema.field("value").type) == "uint64"
 a = sorted((i, v) for k, i, v in zip(lst["key"].to_pylist(), lst["index"].to_pylist(), lst["value"].to_pylist()) if k == "a")
 assert [i for i, _ in a] == [0, 1], a
+import pyarrow.ipc as ipc, glob
+arrow_rows = []
+for f in sorted(glob.glob(f"{out}-arrow/counter/count/*.arrow")):
+    t = ipc.open_file(f).read_all()
+    assert [str(x.type) for x in t.schema] == ["int32", "string", "int64"], t.schema
+    arrow_rows += [r for r in zip(t["key"].to_pylist(), t["value"].to_pylist()) if r[0] == "a"]
+assert arrow_rows == [("a", 2)], arrow_rows
+j = duckdb.sql(f"SELECT key, value FROM read_json_auto('{out}-jsonl/counter/count/*.jsonl') WHERE key = 'a'").fetchall()
+assert j == [("a", 2)], j
 print("ok", rows)
 "#;
 
@@ -46,8 +57,22 @@ fn duckdb_and_pyarrow_read_the_exported_word_count() {
         .map(|e| e.path())
         .next()
         .expect("a savepoint");
-    let out = run(dir.path(), &["export", sp.to_str().expect("utf-8"), "tables"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    for (out, format) in [
+        ("tables", "parquet"),
+        ("tables-arrow", "arrow"),
+        ("tables-jsonl", "jsonl"),
+    ] {
+        let r = run(
+            dir.path(),
+            &["export", sp.to_str().expect("utf-8"), out, "--format", format],
+        );
+        assert_eq!(
+            r.status.code(),
+            Some(0),
+            "{format}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
     let checked = Command::new(&python)
         .arg("-c")
         .arg(CHECK)
