@@ -202,24 +202,139 @@ impl Collect {
     }
 }
 
-/// The operator's keyed state re-bucketed for `max_parallelism` key groups, as sorted runs.
-pub(crate) struct Rebucketed {
+/// Entries that arrive in any order, sorted into key-group order under a max parallelism
+/// with bounded memory: records collect in one buffer of about `memory` bytes; a full buffer
+/// is sorted by key group and spilled to a run file. [`EntrySorter::finish`] gives the sorted
+/// entries, read key group by key group in canonical order ([`SortedEntries::view`]). Used
+/// to re-bucket an operator for a new max parallelism and to import tables.
+pub struct EntrySorter {
+    sorted: SortedEntries,
+    run: Collect,
+    spill_dir: PathBuf,
+    tag: String,
+}
+
+impl std::fmt::Debug for EntrySorter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntrySorter")
+            .field("max_parallelism", &self.sorted.max_parallelism)
+            .field("entries", &self.sorted.entries)
+            .field("spilled", &self.sorted.spilled)
+            .finish()
+    }
+}
+
+impl EntrySorter {
+    /// A sorter of entries of `states` into `max_parallelism` key groups, holding about
+    /// `memory` bytes; run files go to the existing directory `spill_dir`, named
+    /// `run-<tag>-<n>` (sorters sharing a directory need distinct tags).
+    pub fn new(states: &[StateDescriptor], max_parallelism: u32, memory: usize, spill_dir: &Path, tag: &str) -> Self {
+        EntrySorter {
+            sorted: SortedEntries {
+                max_parallelism,
+                states: states.to_vec(),
+                runs: Vec::new(),
+                entries: 0,
+                spilled: 0,
+            },
+            run: Collect::with_memory(memory),
+            spill_dir: spill_dir.to_path_buf(),
+            tag: tag.to_string(),
+        }
+    }
+
+    /// Adds `e` (its key group is that of its key under the sorter's max parallelism);
+    /// `order` breaks ties between entries that sort equal (list elements of one list).
+    pub fn push(&mut self, e: &Entry<'_>, order: u64) -> Result<(), MigrateError> {
+        // Varints, tags and a timestamp: at most 48 bytes besides the byte strings.
+        let size = 48 + e.key.len() + e.namespace.len() + e.value.len() + e.user_key.map_or(0, <[u8]>::len);
+        if !self.run.fits(size) {
+            self.spill()?;
+        }
+        let offset = self.run.arena.len();
+        encode(&mut self.run.arena, order, e);
+        let len = u32::try_from(self.run.arena.len() - offset).unwrap_or(u32::MAX);
+        self.run.slots.push(Slot {
+            key_group: key_group_for_key(e.key, self.sorted.max_parallelism),
+            offset: offset as u64,
+            len,
+        });
+        self.sorted.entries += 1;
+        Ok(())
+    }
+
+    /// Entries pushed so far.
+    pub fn entries(&self) -> u64 {
+        self.sorted.entries
+    }
+
+    /// The sorted entries. The last run stays in memory when nothing spilled (everything
+    /// fit); otherwise it spills too, so the memory bound holds while the output is read.
+    pub fn finish(mut self) -> Result<SortedEntries, MigrateError> {
+        if self.sorted.spilled > 0 {
+            if !self.run.is_empty() {
+                self.spill()?;
+            }
+        } else if !self.run.is_empty() {
+            self.run.sort();
+            let index = self.run.slot_index();
+            let run = std::mem::replace(&mut self.run, Collect::with_memory(0));
+            self.sorted.runs.push(Run {
+                data: RunData::Memory(run),
+                index,
+            });
+        }
+        Ok(self.sorted)
+    }
+
+    /// Sorts the collected run and writes it as a run file (emptying it).
+    fn spill(&mut self) -> Result<(), MigrateError> {
+        let path = self
+            .spill_dir
+            .join(format!("run-{}-{}", self.tag, self.sorted.runs.len()));
+        self.sorted.spill(&mut self.run, &path)
+    }
+}
+
+/// Entries sorted by key group, as sorted runs (from an [`EntrySorter`]).
+pub struct SortedEntries {
     max_parallelism: u32,
     states: Vec<StateDescriptor>,
     runs: Vec<Run>,
     /// Entries sorted.
-    pub(crate) entries: u64,
+    entries: u64,
     /// Runs spilled to files.
-    pub(crate) spilled: usize,
+    spilled: usize,
 }
 
-impl Rebucketed {
+impl std::fmt::Debug for SortedEntries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SortedEntries")
+            .field("max_parallelism", &self.max_parallelism)
+            .field("entries", &self.entries)
+            .field("runs", &self.runs.len())
+            .field("spilled", &self.spilled)
+            .finish()
+    }
+}
+
+impl SortedEntries {
+    /// Entries sorted.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Runs spilled to files.
+    pub fn spilled(&self) -> usize {
+        self.spilled
+    }
+
     /// Reads every entry of `input` (all its key groups) and sorts them by key group under
     /// `max_parallelism`, holding at most about `memory` bytes of entries at a time; runs
     /// beyond that go to files in `spill_dir`. `threads` read disjoint ranges of the input's
     /// key groups at once, each with its share of `memory` (a key's entries all come from one
     /// input key group, so each list keeps its order).
-    pub(crate) fn build(
+    pub(crate) fn rebucket(
         input: &MigratedView,
         max_parallelism: u32,
         memory: usize,
@@ -229,7 +344,7 @@ impl Rebucketed {
         let all = input.key_group_range();
         let threads = u32::try_from(threads.clamp(1, 64)).unwrap_or(1).min(all.len().max(1));
         let share = (memory / threads as usize).max(1);
-        let parts: Vec<Result<Rebucketed, MigrateError>> = std::thread::scope(|s| {
+        let parts: Vec<Result<SortedEntries, MigrateError>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let chunk = KeyGroupRange::for_subtask(all.len(), threads, t);
@@ -238,7 +353,26 @@ impl Rebucketed {
                     } else {
                         KeyGroupRange::new(all.start() + chunk.start(), all.start() + chunk.end_exclusive() - 1)
                     };
-                    s.spawn(move || Self::build_part(input, range, max_parallelism, share, spill_dir, t))
+                    s.spawn(move || {
+                        let mut sorter =
+                            EntrySorter::new(input.states(), max_parallelism, share, spill_dir, &t.to_string());
+                        let mut failure: Option<MigrateError> = None;
+                        for kg in range {
+                            let _ = input.visit_key_group(kg, &mut |e: &Entry<'_>| {
+                                // Arrival order: a list's elements keep theirs.
+                                let order = sorter.entries();
+                                if let Err(err) = sorter.push(e, order) {
+                                    failure = Some(err);
+                                    return Ok(ControlFlow::Break(()));
+                                }
+                                Ok(ControlFlow::Continue(()))
+                            })?;
+                            if let Some(e) = failure.take() {
+                                return Err(e);
+                            }
+                        }
+                        sorter.finish()
+                    })
                 })
                 .collect();
             handles
@@ -252,7 +386,7 @@ impl Rebucketed {
                 })
                 .collect()
         });
-        let mut b = Rebucketed {
+        let mut b = SortedEntries {
             max_parallelism,
             states: input.states().to_vec(),
             runs: Vec::new(),
@@ -268,72 +402,10 @@ impl Rebucketed {
         Ok(b)
     }
 
-    /// [`Rebucketed::build`] of the input's key groups `range` (runs named after `tag`).
-    fn build_part(
-        input: &MigratedView,
-        range: KeyGroupRange,
-        max_parallelism: u32,
-        memory: usize,
-        spill_dir: &Path,
-        tag: u32,
-    ) -> Result<Self, MigrateError> {
-        let mut b = Rebucketed {
-            max_parallelism,
-            states: Vec::new(),
-            runs: Vec::new(),
-            entries: 0,
-            spilled: 0,
-        };
-        let mut run = Collect::with_memory(memory);
-        let mut seq = 0u64;
-        let mut failure: Option<MigrateError> = None;
-        for kg in range {
-            let _ = input.visit_key_group(kg, &mut |e: &Entry<'_>| {
-                // Varints, tags and a timestamp: at most 48 bytes besides the byte strings.
-                let size = 48 + e.key.len() + e.namespace.len() + e.value.len() + e.user_key.map_or(0, <[u8]>::len);
-                if !run.fits(size) {
-                    if let Err(err) = b.spill(&mut run, spill_dir, tag) {
-                        failure = Some(err);
-                        return Ok(ControlFlow::Break(()));
-                    }
-                }
-                let offset = run.arena.len();
-                encode(&mut run.arena, seq, e);
-                let len = u32::try_from(run.arena.len() - offset).unwrap_or(u32::MAX);
-                run.slots.push(Slot {
-                    key_group: key_group_for_key(e.key, max_parallelism),
-                    offset: offset as u64,
-                    len,
-                });
-                seq += 1;
-                Ok(ControlFlow::Continue(()))
-            })?;
-            if let Some(e) = failure.take() {
-                return Err(e);
-            }
-        }
-        b.entries = seq;
-        // The last run stays in memory when nothing spilled (everything fit); otherwise it
-        // spills too, so the memory bound holds while the output is written.
-        if b.spilled > 0 {
-            if !run.is_empty() {
-                b.spill(&mut run, spill_dir, tag)?;
-            }
-        } else if !run.is_empty() {
-            run.sort();
-            let index = run.slot_index();
-            b.runs.push(Run {
-                data: RunData::Memory(run),
-                index,
-            });
-        }
-        Ok(b)
-    }
-
-    /// Sorts `run` and writes it as a run file (emptying it).
-    fn spill(&mut self, run: &mut Collect, dir: &Path, tag: u32) -> Result<(), MigrateError> {
+    /// Sorts `run` and writes it as the run file `path` (emptying it).
+    fn spill(&mut self, run: &mut Collect, path: &Path) -> Result<(), MigrateError> {
         run.sort();
-        let path = dir.join(format!("run-{tag}-{}", self.runs.len()));
+        let path = path.to_path_buf();
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -353,7 +425,7 @@ impl Rebucketed {
 
     /// Calls `visitor` with the entries of key group `kg` (under the new max parallelism),
     /// in canonical order: its records from every run (read with positioned reads), sorted,
-    /// arrival order breaking ties.
+    /// their order numbers breaking ties.
     fn visit(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         let mut parts: Vec<std::borrow::Cow<'_, [u8]>> = Vec::new();
         for run in &self.runs {
@@ -399,19 +471,20 @@ impl Rebucketed {
         Ok(ControlFlow::Continue(()))
     }
 
-    /// The view of output key groups `range`.
-    pub(crate) fn view(&self, range: KeyGroupRange) -> RebucketedView<'_> {
-        RebucketedView { inner: self, range }
+    /// The view of key groups `range` (one output subtask's).
+    pub fn view(&self, range: KeyGroupRange) -> SortedView<'_> {
+        SortedView { inner: self, range }
     }
 }
 
-/// One output subtask's key groups of a [`Rebucketed`] operator.
-pub(crate) struct RebucketedView<'r> {
-    inner: &'r Rebucketed,
+/// One output subtask's key groups of [`SortedEntries`].
+#[derive(Debug)]
+pub struct SortedView<'r> {
+    inner: &'r SortedEntries,
     range: KeyGroupRange,
 }
 
-impl KeyedStateView for RebucketedView<'_> {
+impl KeyedStateView for SortedView<'_> {
     fn max_parallelism(&self) -> u32 {
         self.inner.max_parallelism
     }

@@ -3,7 +3,7 @@
 //! renamed into place — a reader, or a SIGKILL, sees no output or a complete one.
 
 use crate::plan::{OperatorPlan, Plan};
-use crate::rebucket::Rebucketed;
+use crate::rebucket::SortedEntries;
 use crate::view::MigratedView;
 use crate::MigrateError;
 use statekit_checkpoint::CheckpointError;
@@ -168,7 +168,7 @@ fn write_all(
     // operator up front, by Flink's rules for the new parallelism.
     let mut work: Vec<(usize, u32)> = Vec::new();
     let mut op_states: Vec<Vec<OperatorStateSnapshot>> = Vec::new();
-    let mut rebucketed: Vec<Option<Rebucketed>> = Vec::new();
+    let mut rebucketed: Vec<Option<SortedEntries>> = Vec::new();
     // By default the re-bucketing sort runs on every core, and two subtasks per core are
     // written at once: while one waits for the disk, the other encodes.
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -192,8 +192,8 @@ fn write_all(
                 let all = KeyGroupRange::all(op.source_max_parallelism);
                 let views = statekit_snapshot::keyed_views(reader, &op.source_uid, all)?;
                 let input = MigratedView::new(op, all, views, plan.purge_expired_at);
-                let r = Rebucketed::build(&input, op.max_parallelism, plan.options.memory, &spill_dir, threads)?;
-                tracing::debug!(uid = %op.uid, entries = r.entries, spilled = r.spilled, "re-bucketed");
+                let r = SortedEntries::rebucket(&input, op.max_parallelism, plan.options.memory, &spill_dir, threads)?;
+                tracing::debug!(uid = %op.uid, entries = r.entries(), spilled = r.spilled(), "re-bucketed");
                 Some(r)
             } else {
                 None
@@ -249,7 +249,7 @@ fn write_all(
             });
         }
     });
-    let spilled = rebucketed.iter().flatten().map(|r| r.spilled).sum();
+    let spilled = rebucketed.iter().flatten().map(|r| r.spilled()).sum();
     drop(rebucketed);
     if spill_dir.exists() && plan.options.spill_dir.is_none() {
         let _ = std::fs::remove_dir_all(&spill_dir);
@@ -315,7 +315,7 @@ fn write_subtask(
     op: &OperatorPlan,
     i: u32,
     operator: Option<&OperatorStateSnapshot>,
-    rebucketed: Option<&Rebucketed>,
+    rebucketed: Option<&SortedEntries>,
     scratch: &Path,
 ) -> Result<(u64, u64), MigrateError> {
     let range = KeyGroupRange::for_subtask(op.max_parallelism, op.parallelism, i);
