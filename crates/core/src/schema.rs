@@ -107,6 +107,156 @@ impl fmt::Display for TypeSchema {
     }
 }
 
+/// A type written as [`TypeSchema`]'s `Display` writes it (`string`, `i64`, `(i64, i64)`,
+/// `list<string>`, `option<u64>`, `{name: string, age: i32}`, …) could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("type {text:?}: at byte {offset}: {reason}")]
+pub struct TypeParseError {
+    /// The text.
+    pub text: String,
+    /// Where reading stopped.
+    pub offset: usize,
+    /// Why.
+    pub reason: String,
+}
+
+impl std::str::FromStr for TypeSchema {
+    type Err = TypeParseError;
+
+    /// Reads a type as `Display` writes it: the inverse, so every schema a snapshot records
+    /// survives a schema file a user edits. Whitespace between tokens is ignored; nesting is
+    /// limited to [`MAX_SCHEMA_DEPTH`].
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut p = TypeParser { text, pos: 0 };
+        let t = p.parse(0)?;
+        p.skip_ws();
+        if p.pos < text.len() {
+            return Err(p.error("unexpected text after the type"));
+        }
+        Ok(t)
+    }
+}
+
+/// A recursive-descent reader of [`TypeSchema`]'s text form.
+struct TypeParser<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> TypeParser<'a> {
+    fn error(&self, reason: &str) -> TypeParseError {
+        TypeParseError {
+            text: self.text.to_string(),
+            offset: self.pos,
+            reason: reason.to_string(),
+        }
+    }
+
+    fn rest(&self) -> &'a str {
+        self.text.get(self.pos..).unwrap_or_default()
+    }
+
+    fn skip_ws(&mut self) {
+        let rest = self.rest();
+        self.pos += rest.len() - rest.trim_start().len();
+    }
+
+    /// Consumes `token` (after whitespace) if it comes next.
+    fn eat(&mut self, token: &str) -> bool {
+        self.skip_ws();
+        if self.rest().starts_with(token) {
+            self.pos += token.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, token: &str) -> Result<(), TypeParseError> {
+        if self.eat(token) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected {token:?}")))
+        }
+    }
+
+    fn parse(&mut self, depth: usize) -> Result<TypeSchema, TypeParseError> {
+        if depth >= MAX_SCHEMA_DEPTH {
+            return Err(self.error("nested too deeply"));
+        }
+        self.skip_ws();
+        if self.eat("(") {
+            let mut items = Vec::new();
+            if !self.eat(")") {
+                loop {
+                    items.push(self.parse(depth + 1)?);
+                    if self.eat(")") {
+                        break;
+                    }
+                    self.expect(",")?;
+                }
+            }
+            return Ok(TypeSchema::Tuple(items));
+        }
+        if self.eat("{") {
+            let mut fields = Vec::new();
+            if !self.eat("}") {
+                loop {
+                    self.skip_ws();
+                    let rest = self.rest();
+                    let end = rest.find(':').ok_or_else(|| self.error("expected a field name and ':'"))?;
+                    let name = rest.get(..end).unwrap_or_default().trim().to_string();
+                    if name.is_empty() {
+                        return Err(self.error("a field without a name"));
+                    }
+                    self.pos += end + 1;
+                    fields.push((name, self.parse(depth + 1)?));
+                    if self.eat("}") {
+                        break;
+                    }
+                    self.expect(",")?;
+                }
+            }
+            return Ok(TypeSchema::Struct(fields));
+        }
+        let rest = self.rest();
+        let word_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let word = rest.get(..word_len).unwrap_or_default();
+        let start = self.pos;
+        self.pos += word_len;
+        let t = match word {
+            "bytes" => TypeSchema::Bytes,
+            "unit" => TypeSchema::Unit,
+            "bool" => TypeSchema::Bool,
+            "i32" => TypeSchema::I32,
+            "i64" => TypeSchema::I64,
+            "u64" => TypeSchema::U64,
+            "f32" => TypeSchema::F32,
+            "f64" => TypeSchema::F64,
+            "string" => TypeSchema::Utf8,
+            "list" | "option" => {
+                self.expect("<")?;
+                let inner = Box::new(self.parse(depth + 1)?);
+                self.expect(">")?;
+                if word == "list" {
+                    TypeSchema::List(inner)
+                } else {
+                    TypeSchema::Option(inner)
+                }
+            }
+            _ => {
+                self.pos = start;
+                return Err(self.error(
+                    "expected a type: bytes, unit, bool, i32, i64, u64, f32, f64, string, list<T>, option<T>, (T, …) or {name: T, …}",
+                ));
+            }
+        };
+        Ok(t)
+    }
+}
+
 /// A decoded value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -645,6 +795,26 @@ mod tests {
                     .boxed()
             }
         }
+    }
+
+    proptest! {
+        /// Every schema reads back from the text `Display` writes.
+        #[test]
+        fn type_text_round_trips(schema in arb_schema()) {
+            let text = schema.to_string();
+            prop_assert_eq!(text.parse::<TypeSchema>(), Ok(schema), "{}", text);
+        }
+    }
+
+    #[test]
+    fn bad_type_text_is_refused_with_its_offset() {
+        for (text, offset) in [("strin", 0), ("list<i64", 8), ("(i64, )", 6), ("i64 x", 4), ("{: i64}", 1)] {
+            let e = text.parse::<TypeSchema>().expect_err(text);
+            assert_eq!(e.offset, offset, "{text}: {e}");
+        }
+        let deep = "list<".repeat(40) + "i64" + &">".repeat(40);
+        assert!(deep.parse::<TypeSchema>().is_err());
+        assert_eq!(" ( i64 ,string ) ".parse::<TypeSchema>(), Ok(TypeSchema::Tuple(vec![TypeSchema::I64, TypeSchema::Utf8])));
     }
 
     proptest! {

@@ -79,6 +79,14 @@ pub enum MigrateError {
         /// What was asked for.
         what: String,
     },
+    /// A schema file names a kind, mode or type that does not exist.
+    #[error("schema: {what}: {reason}")]
+    BadSchema {
+        /// Which operator or state.
+        what: String,
+        /// Why.
+        reason: String,
+    },
     /// The output exists (pass `force` to replace it).
     #[error("{}: the output exists (use --force to replace it)", path.display())]
     OutputExists {
@@ -131,7 +139,8 @@ impl MigrateError {
             | MigrateError::BadMaxParallelism { .. }
             | MigrateError::OutputExists { .. }
             | MigrateError::OutputNotReplaceable { .. }
-            | MigrateError::OutputIsInput { .. } => ErrorKind::Caller,
+            | MigrateError::OutputIsInput { .. }
+            | MigrateError::BadSchema { .. } => ErrorKind::Caller,
             MigrateError::NotSupported { .. } => ErrorKind::Unsupported,
             MigrateError::Snapshot(e) => e.kind(),
             MigrateError::Checkpoint(e) => e.kind(),

@@ -2,7 +2,10 @@
 //! snapshot restore into a job that declares this schema?" — before anyone deploys.
 
 use serde::{Deserialize, Serialize};
-use statekit_core::{OperatorStateDescriptor, StateDescriptor};
+use crate::MigrateError;
+use statekit_core::{
+    KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig, TtlUpdateType, TypeSchema,
+};
 use statekit_format::SnapshotMetadata;
 use std::fmt;
 
@@ -54,6 +57,10 @@ pub struct KeyedStateSchema {
     /// The TTL in milliseconds, when the state has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
+    /// When the TTL timestamp is refreshed: `on-read-and-write`; absent for Flink's default,
+    /// on create and write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_update: Option<String>,
 }
 
 /// An operator state's schema.
@@ -81,7 +88,67 @@ impl KeyedStateSchema {
             user_key: d.user_key_schema.as_ref().map(ToString::to_string),
             value: d.value_schema.to_string(),
             ttl_ms: d.ttl.map(|t| t.ttl_ms),
+            ttl_update: d
+                .ttl
+                .filter(|t| t.update_type == TtlUpdateType::OnReadAndWrite)
+                .map(|_| "on-read-and-write".to_string()),
         }
+    }
+
+    /// The descriptor this schema declares (types read as `Display` writes them).
+    pub fn to_descriptor(&self) -> Result<StateDescriptor, MigrateError> {
+        let bad = |reason: String| MigrateError::BadSchema {
+            what: format!("keyed state {:?}", self.name),
+            reason,
+        };
+        let ty = |field: &str, text: &str| {
+            text.parse::<TypeSchema>()
+                .map_err(|e| bad(format!("{field}: {e}")))
+        };
+        let kind = match self.kind.as_str() {
+            "value" => KeyedStateKind::Value,
+            "list" => KeyedStateKind::List,
+            "map" => KeyedStateKind::Map,
+            "reducing" => KeyedStateKind::Reducing,
+            "aggregating" => KeyedStateKind::Aggregating,
+            other => {
+                return Err(bad(format!(
+                    "kind {other:?} (expected value, list, map, reducing or aggregating)"
+                )))
+            }
+        };
+        let user_key_schema = match (&self.user_key, kind) {
+            (Some(t), KeyedStateKind::Map) => Some(ty("user_key", t)?),
+            (None, KeyedStateKind::Map) => return Err(bad("a map state needs a user_key type".into())),
+            (Some(_), _) => return Err(bad("only a map state has a user_key type".into())),
+            (None, _) => None,
+        };
+        let update_type = match self.ttl_update.as_deref() {
+            None | Some("on-create-and-write") => TtlUpdateType::OnCreateAndWrite,
+            Some("on-read-and-write") => TtlUpdateType::OnReadAndWrite,
+            Some(other) => {
+                return Err(bad(format!(
+                    "ttl_update {other:?} (expected on-create-and-write or on-read-and-write)"
+                )))
+            }
+        };
+        let ttl = match self.ttl_ms {
+            Some(0) => return Err(bad("ttl_ms must be above 0".into())),
+            Some(ms) => Some(TtlConfig {
+                ttl_ms: ms,
+                update_type,
+            }),
+            None => None,
+        };
+        Ok(StateDescriptor {
+            name: self.name.clone(),
+            kind,
+            key_schema: ty("key", &self.key)?,
+            namespace_schema: ty("namespace", &self.namespace)?,
+            value_schema: ty("value", &self.value)?,
+            user_key_schema,
+            ttl,
+        })
     }
 }
 
@@ -94,6 +161,34 @@ impl OperatorStateSchema {
             value: d.value_schema.to_string(),
             key: d.key_schema.as_ref().map(ToString::to_string),
         }
+    }
+
+    /// The descriptor this schema declares.
+    pub fn to_descriptor(&self) -> Result<OperatorStateDescriptor, MigrateError> {
+        let bad = |reason: String| MigrateError::BadSchema {
+            what: format!("operator state {:?}", self.name),
+            reason,
+        };
+        let mode = match self.mode.as_str() {
+            "list" => OperatorStateMode::List,
+            "union" => OperatorStateMode::Union,
+            "broadcast" => OperatorStateMode::Broadcast,
+            other => return Err(bad(format!("mode {other:?} (expected list, union or broadcast)"))),
+        };
+        let key_schema = match (&self.key, mode) {
+            (Some(t), OperatorStateMode::Broadcast) => {
+                Some(t.parse::<TypeSchema>().map_err(|e| bad(format!("key: {e}")))?)
+            }
+            (None, OperatorStateMode::Broadcast) => return Err(bad("a broadcast state needs a key type".into())),
+            (Some(_), _) => return Err(bad("only a broadcast state has a key type".into())),
+            (None, _) => None,
+        };
+        Ok(OperatorStateDescriptor {
+            name: self.name.clone(),
+            mode,
+            value_schema: self.value.parse().map_err(|e| bad(format!("value: {e}")))?,
+            key_schema,
+        })
     }
 }
 

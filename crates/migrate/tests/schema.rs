@@ -63,6 +63,7 @@ fn every_incompatibility_is_found_and_notes_are_not_incompatible() {
         user_key: None,
         value: "i64".into(),
         ttl_ms: None,
+        ttl_update: None,
     });
     let w = wc
         .operator_states
@@ -120,4 +121,31 @@ fn every_incompatibility_is_found_and_notes_are_not_incompatible() {
     assert!(r.is_compatible(), "{:?}", r.findings);
     assert_eq!(r.findings.len(), 1);
     assert!(r.findings[0].fix().is_none());
+}
+
+/// Every state of the fixture's schema turns back into the descriptor it was printed from;
+/// a bad kind, mode or type is refused naming the state and field.
+#[test]
+fn schema_files_turn_back_into_descriptors() {
+    let reader = statekit_checkpoint::SnapshotReader::open(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1/savepoint-basic"),
+    )
+    .expect("open");
+    let schema = statekit_migrate::JobSchema::of(reader.metadata());
+    for (op, meta) in schema.operators.iter().zip(&reader.metadata().operators) {
+        for (s, d) in op.keyed_states.iter().zip(&meta.keyed_states) {
+            assert_eq!(&s.to_descriptor().expect("descriptor"), d);
+        }
+        for (s, d) in op.operator_states.iter().zip(&meta.operator_states) {
+            assert_eq!(&s.to_descriptor().expect("descriptor"), d);
+        }
+    }
+    let mut bad = schema.operators[0].keyed_states[0].clone();
+    bad.value = "int".into();
+    let e = bad.to_descriptor().expect_err("bad type");
+    assert!(e.to_string().contains("value"), "{e}");
+    assert_eq!(e.kind(), statekit_core::ErrorKind::Caller);
+    bad.value = "i64".into();
+    bad.kind = "counter".into();
+    assert!(bad.to_descriptor().is_err());
 }
