@@ -204,7 +204,9 @@ impl<'a> TypeParser<'a> {
                 loop {
                     self.skip_ws();
                     let rest = self.rest();
-                    let end = rest.find(':').ok_or_else(|| self.error("expected a field name and ':'"))?;
+                    let end = rest
+                        .find(':')
+                        .ok_or_else(|| self.error("expected a field name and ':'"))?;
                     let name = rest.get(..end).unwrap_or_default().trim().to_string();
                     if name.is_empty() {
                         return Err(self.error("a field without a name"));
@@ -808,13 +810,22 @@ mod tests {
 
     #[test]
     fn bad_type_text_is_refused_with_its_offset() {
-        for (text, offset) in [("strin", 0), ("list<i64", 8), ("(i64, )", 6), ("i64 x", 4), ("{: i64}", 1)] {
+        for (text, offset) in [
+            ("strin", 0),
+            ("list<i64", 8),
+            ("(i64, )", 6),
+            ("i64 x", 4),
+            ("{: i64}", 1),
+        ] {
             let e = text.parse::<TypeSchema>().expect_err(text);
             assert_eq!(e.offset, offset, "{text}: {e}");
         }
         let deep = "list<".repeat(40) + "i64" + &">".repeat(40);
         assert!(deep.parse::<TypeSchema>().is_err());
-        assert_eq!(" ( i64 ,string ) ".parse::<TypeSchema>(), Ok(TypeSchema::Tuple(vec![TypeSchema::I64, TypeSchema::Utf8])));
+        assert_eq!(
+            " ( i64 ,string ) ".parse::<TypeSchema>(),
+            Ok(TypeSchema::Tuple(vec![TypeSchema::I64, TypeSchema::Utf8]))
+        );
     }
 
     proptest! {

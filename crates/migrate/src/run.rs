@@ -89,7 +89,7 @@ pub fn migrate(
             what: "native output in a build without the `rocksdb` feature".into(),
         });
     }
-    let target = Target::check(input, output, options.force)?;
+    let target = OutputTarget::check(input, output, options.force)?;
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&target.parent));
     let meta = &plan.input;
     let writer = SnapshotWriter::new(
@@ -540,17 +540,33 @@ fn link_or_copy(src: &Path, dst: &Path) -> Result<(), MigrateError> {
         .map_err(|e| MigrateError::io(dst, e))
 }
 
-/// Where the output goes: its parent, and the temporary name written first.
-struct Target {
+/// Where a savepoint written from an input goes, crash-safely: the output's parent, and the
+/// hidden temporary name it is written under first (then [`OutputTarget::publish`]ed). A
+/// SIGKILL at any moment leaves no output or a complete one; temporary directories of killed
+/// runs are removed by the next run.
+#[derive(Debug)]
+pub struct OutputTarget {
     parent: PathBuf,
     output: PathBuf,
     temp_name: String,
     replace: bool,
 }
 
-impl Target {
-    /// Checks `output` against `input` and `force`; creates its parent.
-    fn check(input: &Path, output: &Path, force: bool) -> Result<Target, MigrateError> {
+impl OutputTarget {
+    /// The output's parent directory (absolute).
+    pub fn parent(&self) -> &Path {
+        &self.parent
+    }
+
+    /// The temporary directory name (under [`OutputTarget::parent`]) to write into.
+    pub fn temp_name(&self) -> &str {
+        &self.temp_name
+    }
+
+    /// Checks `output` against `input` (neither may lie inside the other) and `force` (an
+    /// existing output is refused without it; with it, only a snapshot or an empty directory
+    /// is replaced); creates the output's parent.
+    pub fn check(input: &Path, output: &Path, force: bool) -> Result<OutputTarget, MigrateError> {
         let name = output
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -608,7 +624,7 @@ impl Target {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos())
         );
-        Ok(Target {
+        Ok(OutputTarget {
             parent,
             output: output_abs,
             temp_name,
@@ -618,7 +634,7 @@ impl Target {
 
     /// Renames the finished temporary directory to the output (moving a replaced output
     /// aside first, deleting it after), then fsyncs the parent.
-    fn publish(&self) -> Result<(), MigrateError> {
+    pub fn publish(&self) -> Result<(), MigrateError> {
         let temp = self.parent.join(&self.temp_name);
         if self.replace {
             let old = self.parent.join(format!("{}.old", self.temp_name));

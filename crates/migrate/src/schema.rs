@@ -1,8 +1,8 @@
 //! A snapshot's state schema as a file a user can read and edit, and the check "will this
 //! snapshot restore into a job that declares this schema?" — before anyone deploys.
 
-use serde::{Deserialize, Serialize};
 use crate::MigrateError;
+use serde::{Deserialize, Serialize};
 use statekit_core::{
     KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig, TtlUpdateType, TypeSchema,
 };
@@ -101,10 +101,7 @@ impl KeyedStateSchema {
             what: format!("keyed state {:?}", self.name),
             reason,
         };
-        let ty = |field: &str, text: &str| {
-            text.parse::<TypeSchema>()
-                .map_err(|e| bad(format!("{field}: {e}")))
-        };
+        let ty = |field: &str, text: &str| text.parse::<TypeSchema>().map_err(|e| bad(format!("{field}: {e}")));
         let kind = match self.kind.as_str() {
             "value" => KeyedStateKind::Value,
             "list" => KeyedStateKind::List,

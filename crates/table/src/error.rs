@@ -68,6 +68,25 @@ pub enum TableError {
         /// What was asked for.
         what: String,
     },
+    /// A table file does not fit the schema: a missing column, a type that cannot hold the
+    /// schema's, a value that does not fit, a duplicate key, a file that is not Parquet.
+    #[error("{}{}{}: {reason}", path.display(), row.map(|r| format!(", row {r}")).unwrap_or_default(), column.as_ref().map(|c| format!(", column {c}")).unwrap_or_default())]
+    BadTable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The row (counted from 0 in the file), when one is at fault.
+        row: Option<u64>,
+        /// The column, when one is at fault.
+        column: Option<String>,
+        /// Why.
+        reason: String,
+    },
+    /// Planning or writing the savepoint failed (a bad schema, an existing output, …).
+    #[error(transparent)]
+    Migrate(#[from] statekit_migrate::MigrateError),
+    /// Writing the savepoint failed.
+    #[error(transparent)]
+    Checkpoint(#[from] statekit_checkpoint::CheckpointError),
     /// A file could not be written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -98,7 +117,10 @@ impl TableError {
             TableError::UnknownState { .. }
             | TableError::Unknown { .. }
             | TableError::OutputExists { .. }
-            | TableError::Unsupported { .. } => ErrorKind::Caller,
+            | TableError::Unsupported { .. }
+            | TableError::BadTable { .. } => ErrorKind::Caller,
+            TableError::Migrate(e) => e.kind(),
+            TableError::Checkpoint(e) => e.kind(),
             TableError::Write {
                 source: arrow_schema::ArrowError::IoError(_, e),
                 ..

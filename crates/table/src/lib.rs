@@ -26,6 +26,7 @@ mod arrow_types;
 mod batches;
 mod error;
 mod export;
+mod import;
 mod operator_table;
 mod table_file;
 
@@ -33,6 +34,7 @@ pub use arrow_types::{arrow_type, state_schema, Columns};
 pub use batches::StateBatches;
 pub use error::TableError;
 pub use export::{export_snapshot, ExportOptions, ExportSummary, ExportedTable, TableScope};
+pub use import::{import_tables, ImportOptions, ImportSummary, ImportedState};
 pub use operator_table::{operator_state_batch, operator_state_schema};
 pub use table_file::{
     visit_state_batches, write_state_table, write_table_file, TableCompression, TableFileOptions, TableFormat,
