@@ -48,9 +48,12 @@ enum Command {
     /// Will this snapshot restore into a job that declares this schema (or has this other
     /// snapshot's)? Exit 0 compatible, 1 incompatible (each reason on a line).
     Check(cmd::migrate::CheckArgs),
-    /// Write a snapshot's keyed state as typed Parquet tables: one directory per (uid,
-    /// state), one file per subtask's key groups, and `_tables.json` listing them.
+    /// Write a snapshot's state as typed tables (Parquet, Arrow IPC or JSON lines): one
+    /// directory per (uid, state), one file per subtask's key groups, and `_tables.json`.
     Export(cmd::table::ExportArgs),
+    /// Build a savepoint from tables (as `export` writes them, or any Parquet files with the
+    /// right columns), typed by a schema file: the bootstrap of a new job's state.
+    Import(cmd::table::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Schema(args) => cmd::migrate::schema(args),
         Command::Check(args) => cmd::migrate::check(args),
         Command::Export(args) => cmd::table::export(args),
+        Command::Import(args) => cmd::table::import(args),
     };
     match result {
         Ok(code) => code,

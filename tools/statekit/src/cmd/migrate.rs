@@ -30,7 +30,7 @@ pub enum CompressionArg {
 const DEFAULT_ZSTD_LEVEL: i32 = 1;
 
 impl CompressionArg {
-    fn codec(self, level: Option<i32>) -> Result<Compression> {
+    pub(crate) fn codec(self, level: Option<i32>) -> Result<Compression> {
         Ok(match (self, level) {
             (CompressionArg::None, None) => Compression::None,
             (CompressionArg::Lz4, None) => Compression::Lz4,
@@ -173,7 +173,7 @@ pub struct RewriteArgs {
 }
 
 /// A size: bytes, or a number with KiB/MiB/GiB (or K/M/G, KB/MB/GB: powers of 1024 alike).
-fn parse_size(s: &str) -> std::result::Result<usize, String> {
+pub(crate) fn parse_size(s: &str) -> std::result::Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

@@ -133,3 +133,99 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Arguments of `statekit import`.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The tables: a directory laid out as `export` writes it (`<uid>/<state>/*.parquet` or
+    /// `*.arrow`; a state without a directory starts empty). Never modified.
+    pub tables: PathBuf,
+    /// The savepoint directory to write (it must not exist, unless --force).
+    pub out: PathBuf,
+    /// The state schema: the file `statekit schema SNAPSHOT --json` prints (operators, max
+    /// parallelism, states, kinds, types, TTL), edited as the new job declares it.
+    #[arg(long, value_name = "SCHEMA.json")]
+    pub schema: PathBuf,
+    /// Parallelism of every operator [default: the schema's, else 1].
+    #[arg(long, value_name = "N")]
+    pub parallelism: Option<u32>,
+    /// Max parallelism (key groups) of every operator [default: the schema's]; keys are
+    /// assigned to key groups under it.
+    #[arg(long, value_name = "M")]
+    pub max_parallelism: Option<u32>,
+    /// Memory for sorting rows into key-group order before sorted runs spill to disk.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = crate::cmd::migrate::parse_size)]
+    pub memory: usize,
+    /// Block compression of the savepoint's data files.
+    #[arg(long, value_enum, default_value = "lz4")]
+    pub compression: crate::cmd::migrate::CompressionArg,
+    /// A state with TTL whose table has no `expires_at` column counts as written at this
+    /// time (milliseconds since the epoch) [default: now].
+    #[arg(long, value_name = "MILLIS")]
+    pub now: Option<i64>,
+    /// Replace OUT if it exists (only a snapshot directory or an empty one is replaced).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the summary as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `statekit import`.
+pub fn import(args: ImportArgs) -> Result<ExitCode> {
+    use anyhow::Context;
+    let text = std::fs::read(&args.schema).with_context(|| format!("{}", args.schema.display()))?;
+    let schema: statekit_migrate::JobSchema = serde_json::from_slice(&text).with_context(|| {
+        format!(
+            "{}: not a schema file (see `statekit schema --json`)",
+            args.schema.display()
+        )
+    })?;
+    let mut options = statekit_table::ImportOptions {
+        parallelism: args.parallelism,
+        max_parallelism: args.max_parallelism,
+        memory: args.memory,
+        force: args.force,
+        ..Default::default()
+    };
+    options.write.compression = args.compression.codec(None)?;
+    if let Some(now) = args.now {
+        options.now_ms = now;
+    }
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} importing: {human_pos} rows ({per_sec}) {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
+        b
+    });
+    let summary = statekit_table::import_tables(&args.tables, &schema, &args.out, &options, &|rows| {
+        if let Some(b) = &bar {
+            b.inc(rows);
+        }
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let summary = summary?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for s in &summary.states {
+        outln!("{}/{}  {} rows from {} files", s.uid, s.state, s.rows, s.files.len());
+    }
+    outln!(
+        "{}: {} keyed entries{}",
+        summary.output.display(),
+        summary.entries,
+        if summary.spilled_runs > 0 {
+            format!(" ({} sorted runs spilled)", summary.spilled_runs)
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
