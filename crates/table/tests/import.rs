@@ -138,8 +138,11 @@ fn savepoint(dir: &Path, p: u32, ops: &[Op]) -> PathBuf {
     dir.join(name)
 }
 
+/// (state name, key group, key, namespace, user key, value, timestamp).
+type Row = (String, u32, Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>, Option<i64>);
+
 /// Every keyed entry of "op", by state name, sorted (lists in element order per key).
-fn entries(sp: &Path) -> Vec<(String, u32, Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>, Option<i64>)> {
+fn entries(sp: &Path) -> Vec<Row> {
     let reader = SnapshotReader::open(sp).expect("open");
     let mut out = Vec::new();
     for v in statekit_snapshot::keyed_views(&reader, "op", KeyGroupRange::all(16)).expect("views") {
