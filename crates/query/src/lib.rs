@@ -33,6 +33,9 @@ use std::sync::Arc;
 /// Re-exported: the batches results come in.
 pub use arrow_array::RecordBatch;
 
+/// Re-exported: DataFusion's Arrow (pretty printing, CSV and JSON writers for results).
+pub use datafusion::arrow;
+
 /// A snapshot opened for SQL: a DataFusion session with the snapshot's tables registered,
 /// and the runtime queries run on.
 pub struct SnapshotQuery {

@@ -54,6 +54,10 @@ enum Command {
     /// Build a savepoint from tables (as `export` writes them, or any Parquet files with the
     /// right columns), typed by a schema file: the bootstrap of a new job's state.
     Import(cmd::table::ImportArgs),
+    /// SQL over a snapshot's states (Apache DataFusion): tables "<uid>"."<state>", states and
+    /// operators; a predicate on key or key_group reads only those key groups.
+    #[cfg(feature = "query")]
+    Query(cmd::query::QueryArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +77,8 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd::migrate::check(args),
         Command::Export(args) => cmd::table::export(args),
         Command::Import(args) => cmd::table::import(args),
+        #[cfg(feature = "query")]
+        Command::Query(args) => cmd::query::query(args),
     };
     match result {
         Ok(code) => code,

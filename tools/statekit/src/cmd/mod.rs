@@ -7,4 +7,6 @@ pub mod dump;
 pub mod gc;
 pub mod inspect;
 pub mod migrate;
+#[cfg(feature = "query")]
+pub mod query;
 pub mod table;

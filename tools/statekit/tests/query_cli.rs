@@ -1,0 +1,73 @@
+//! `statekit query` as a user runs it: a table, CSV and one JSON document; the statement
+//! from standard input; EXPLAIN naming the key groups a key predicate reads; bad SQL and an
+//! unknown table exit 2.
+
+mod common;
+
+use common::{fixture, run};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+#[test]
+fn query_prints_tables_csv_and_json_and_refuses_bad_sql() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = fixture("savepoint-basic");
+    let input = input.to_str().expect("utf-8");
+    let count = r#"SELECT count(*) AS n FROM "word-counter"."count""#;
+    let t = run(dir.path(), &["query", input, count]);
+    assert_eq!(t.status.code(), Some(0), "{}", String::from_utf8_lossy(&t.stderr));
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(text.contains("| n |") && text.contains("| 8 |"), "{text}");
+    let c = run(dir.path(), &["query", input, count, "--format", "csv"]);
+    assert_eq!(String::from_utf8_lossy(&c.stdout), "n\n8\n");
+    let j = run(
+        dir.path(),
+        &[
+            "query",
+            input,
+            "SELECT uid, parallelism FROM operators ORDER BY uid",
+            "--format",
+            "json",
+        ],
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&j.stdout).expect("one JSON document");
+    assert_eq!(doc[0]["uid"], "enricher");
+    assert_eq!(doc[1]["parallelism"], 2);
+    // From standard input.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_statekit"))
+        .args(["query", input, "--format", "csv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"SELECT count(*) AS n FROM states")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n10\n");
+    // EXPLAIN of a point lookup.
+    let e = run(
+        dir.path(),
+        &[
+            "query",
+            input,
+            r#"EXPLAIN SELECT value FROM "word-counter"."count" WHERE key = 'x'"#,
+        ],
+    );
+    let plan = String::from_utf8_lossy(&e.stdout);
+    let kg = statekit_core::key_group_for_key(b"x", 8);
+    assert!(plan.contains(&format!("key_groups=1 of 8 [{kg}]")), "{plan}");
+    for sql in [
+        "SELEKT 1",
+        "SELECT * FROM nope",
+        r#"SELECT nope FROM "word-counter"."count""#,
+    ] {
+        let r = run(dir.path(), &["query", input, sql]);
+        assert_eq!(r.status.code(), Some(2), "{sql}");
+        assert!(String::from_utf8_lossy(&r.stderr).starts_with("error"), "{sql}");
+    }
+}
