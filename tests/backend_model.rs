@@ -577,7 +577,8 @@ impl Cluster {
         assert_eq!(got, model.expected_entries(self.max_p), "snapshot before rescale");
         let all_rocks_new = (0..new_p).all(|i| self.kinds.kind(seed, i) == BackendKind::RocksDb);
         let all_rocks_old = self.backends.iter().all(|b| b.kind() == BackendKind::RocksDb);
-        let native = (all_rocks_new && all_rocks_old && id % 3 != 0).then(|| self.native_checkpoint(id, id % 2 == 0));
+        let native = (all_rocks_new && all_rocks_old && !id.is_multiple_of(3))
+            .then(|| self.native_checkpoint(id, id.is_multiple_of(2)));
         if let Some((reader, _)) = &native {
             NATIVE_RESCALES.with(|n| n.set(n.get() + 1));
             // The native files read back as exactly the snapshot's content.

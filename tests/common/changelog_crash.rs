@@ -380,7 +380,7 @@ impl Job {
         b.map_put(hs, &k, &[], &[(i % 5) as u8], &i.to_be_bytes())
             .expect("map put");
         self.records += 1;
-        if self.records % 20 == 0 {
+        if self.records.is_multiple_of(20) {
             for b in &mut self.subtasks {
                 b.poll().expect("poll");
             }
@@ -448,7 +448,7 @@ pub fn child_main(dir: &Path, delegate: Delegate) {
     let t = Instant::now();
     while t.elapsed() < CHILD_LIFETIME {
         job.process();
-        if job.records % CHECKPOINT_EVERY == 0 {
+        if job.records.is_multiple_of(CHECKPOINT_EVERY) {
             job.checkpoint();
         }
     }

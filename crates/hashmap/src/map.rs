@@ -223,11 +223,11 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let k = (x % 40) as u8;
-            let uk: Vec<u8> = if k % 5 == 0 { vec![k; 20] } else { vec![k] };
+            let uk: Vec<u8> = if k.is_multiple_of(5) { vec![k; 20] } else { vec![k] };
             let value = step.to_be_bytes();
-            if x % 7 == 0 {
+            if x.is_multiple_of(7) {
                 assert_eq!(m.remove(&uk).map(|c| c.bytes.to_vec()), model.remove(&uk).map(|v| v.1));
-            } else if x % 11 == 0 {
+            } else if x.is_multiple_of(11) {
                 m.insert(Bytes::new(&uk), Cell::new(step, &value));
                 model.insert(uk.clone(), (step, value.to_vec()));
             } else {

@@ -695,10 +695,10 @@ impl Job {
             let name = self.source.name.clone();
             self.source_state
                 .list_update(self.offsets, vec![encode_offset(&name, offset)?])?;
-            if !at_most_once && records % every == 0 {
+            if !at_most_once && records.is_multiple_of(every) {
                 self.checkpoint(false)?;
             }
-            if records % 64 == 0 {
+            if records.is_multiple_of(64) {
                 self.maintain()?;
             }
         }

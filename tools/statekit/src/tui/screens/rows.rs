@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(scroll_top(9, 0, 4), 6);
         assert_eq!(scroll_top(2, 5, 4), 2);
         assert_eq!(scroll_top(5, 3, 4), 3);
-        let even = |i: usize| i % 2 == 0;
+        let even = |i: usize| i.is_multiple_of(2);
         assert_eq!(find_wrapping(5, 4, true, false, even), Some(0));
         assert_eq!(find_wrapping(5, 0, false, false, even), Some(4));
         assert_eq!(find_wrapping(5, 2, true, true, even), Some(2));
