@@ -71,3 +71,34 @@ fn query_prints_tables_csv_and_json_and_refuses_bad_sql() {
         assert!(String::from_utf8_lossy(&r.stderr).starts_with("error"), "{sql}");
     }
 }
+
+/// Without a statement on a terminal, `query` prompts: a statement may span lines and ends
+/// with `;`, an error does not end the session, `\q` does. (The terminal is `script`'s pty.)
+#[test]
+fn query_prompts_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` (util-linux) to make a terminal");
+        return;
+    }
+    let input = fixture("savepoint-basic");
+    let cmd = format!("{} query {}", env!("CARGO_BIN_EXE_statekit"), input.display());
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn script");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"SELECT count(*) AS n\nFROM states;\nSELEKT;\n\\q\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("statekit> "), "{text}");
+    assert!(text.contains("| 10 |"), "the statement over two lines ran: {text}");
+    assert!(text.contains("error"), "the bad statement was reported: {text}");
+}
