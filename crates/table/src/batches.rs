@@ -2,7 +2,8 @@
 
 use crate::arrow_types::{array_of, state_schema, Columns};
 use crate::TableError;
-use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use arrow_array::builder::{BinaryBuilder, StringBuilder};
+use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray, UInt64Array};
 use arrow_schema::SchemaRef;
 use statekit_core::schema::{decode_value, Value};
 use statekit_core::{Entry, StateDescriptor, TypeSchema};
@@ -19,11 +20,11 @@ pub struct StateBatches {
     /// Rows handed out in earlier batches.
     rows_before: u64,
     key_groups: Vec<i32>,
-    keys: Vec<Value>,
+    keys: ColumnBuf,
     namespaces: Vec<Value>,
-    user_keys: Vec<Value>,
+    user_keys: ColumnBuf,
     indexes: Vec<i64>,
-    values: Vec<Value>,
+    values: ColumnBuf,
     expires: Vec<i64>,
     /// The list the last element belonged to (key group, key, namespace) and its index.
     last_list: Option<(u32, Vec<u8>, Vec<u8>, i64)>,
@@ -49,11 +50,11 @@ impl StateBatches {
             batch_rows: batch_rows.max(1),
             rows_before: 0,
             key_groups: Vec::new(),
-            keys: Vec::new(),
+            keys: ColumnBuf::for_schema(&desc.key_schema),
             namespaces: Vec::new(),
-            user_keys: Vec::new(),
+            user_keys: ColumnBuf::for_schema(desc.user_key_schema.as_ref().unwrap_or(&TypeSchema::Bytes)),
             indexes: Vec::new(),
-            values: Vec::new(),
+            values: ColumnBuf::for_schema(&desc.value_schema),
             expires: Vec::new(),
             last_list: None,
         }
@@ -77,26 +78,33 @@ impl StateBatches {
                 reason: err.to_string(),
             })
         };
-        let key = decode("key", &self.desc.key_schema, e.key)?;
+        let column_err = |column: &'static str, reason: String| TableError::Undecodable {
+            state: self.desc.name.clone(),
+            key_group,
+            row,
+            column,
+            reason,
+        };
         let namespace = if self.columns.namespace {
             Some(decode("namespace", &self.desc.namespace_schema, e.namespace)?)
         } else {
             None
         };
         let user_key = if self.columns.user_key {
-            let schema = self.desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-            let bytes = e.user_key.ok_or_else(|| TableError::Undecodable {
-                state: self.desc.name.clone(),
-                key_group,
-                row,
-                column: "user_key",
-                reason: "a map entry without a user key".into(),
-            })?;
-            Some(decode("user_key", &schema, bytes)?)
+            let bytes = e
+                .user_key
+                .ok_or_else(|| column_err("user_key", "a map entry without a user key".into()))?;
+            Some(bytes)
         } else {
             None
         };
-        let value = decode("value", &self.desc.value_schema, e.value)?;
+        // Checked before anything is appended, so a failed row leaves no partial row behind.
+        let uk_schema = self.desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+        ColumnBuf::check(&self.desc.key_schema, e.key).map_err(|r| column_err("key", r))?;
+        if let Some(u) = user_key {
+            ColumnBuf::check(&uk_schema, u).map_err(|r| column_err("user_key", r))?;
+        }
+        ColumnBuf::check(&self.desc.value_schema, e.value).map_err(|r| column_err("value", r))?;
         let expires = match (self.desc.ttl, e.timestamp) {
             (Some(ttl), Some(ts)) => Some(ts.saturating_add(i64::try_from(ttl.ttl_ms).unwrap_or(i64::MAX))),
             (Some(_), None) => {
@@ -124,14 +132,20 @@ impl StateBatches {
             self.indexes.push(index);
         }
         self.key_groups.push(i32::try_from(key_group).unwrap_or(i32::MAX));
-        self.keys.push(key);
+        self.keys
+            .push(&self.desc.key_schema, e.key)
+            .map_err(|r| column_err("key", r))?;
         if let Some(n) = namespace {
             self.namespaces.push(n);
         }
         if let Some(u) = user_key {
-            self.user_keys.push(u);
+            self.user_keys
+                .push(&uk_schema, u)
+                .map_err(|r| column_err("user_key", r))?;
         }
-        self.values.push(value);
+        self.values
+            .push(&self.desc.value_schema, e.value)
+            .map_err(|r| column_err("value", r))?;
         if let Some(x) = expires {
             self.expires.push(x);
         }
@@ -159,29 +173,106 @@ impl StateBatches {
             array_of(schema, &refs)
         };
         let mut arrays: Vec<ArrayRef> = vec![Arc::new(Int32Array::from(std::mem::take(&mut self.key_groups)))];
-        arrays.push(col(&self.desc.key_schema, &self.keys).map_err(arrow)?);
+        arrays.push(self.keys.finish(&self.desc.key_schema).map_err(arrow)?);
         if self.columns.namespace {
             arrays.push(col(&self.desc.namespace_schema, &self.namespaces).map_err(arrow)?);
         }
         if self.columns.user_key {
             let schema = self.desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-            arrays.push(col(&schema, &self.user_keys).map_err(arrow)?);
+            arrays.push(self.user_keys.finish(&schema).map_err(arrow)?);
         }
         if self.columns.index {
             arrays.push(Arc::new(Int64Array::from(std::mem::take(&mut self.indexes))));
         }
-        arrays.push(col(&self.desc.value_schema, &self.values).map_err(arrow)?);
+        arrays.push(self.values.finish(&self.desc.value_schema).map_err(arrow)?);
         if self.columns.expires_at {
             arrays.push(Arc::new(
                 TimestampMillisecondArray::from(std::mem::take(&mut self.expires)).with_timezone("UTC"),
             ));
         }
-        let rows = self.keys.len();
-        self.keys.clear();
+        let rows = arrays.first().map_or(0, |a| a.len());
         self.namespaces.clear();
-        self.user_keys.clear();
-        self.values.clear();
         self.rows_before += rows as u64;
         RecordBatch::try_new(self.schema.clone(), arrays).map_err(arrow)
+    }
+}
+
+/// One column's values while a batch is built: top-level byte strings, strings and integers
+/// appended straight from their stored bytes (no decoded value, no allocation per row); any
+/// other type as decoded values.
+enum ColumnBuf {
+    Binary(BinaryBuilder),
+    Utf8(StringBuilder),
+    I64(Vec<i64>),
+    I32(Vec<i32>),
+    U64(Vec<u64>),
+    Values(Vec<Value>),
+}
+
+impl ColumnBuf {
+    fn for_schema(schema: &TypeSchema) -> Self {
+        match schema {
+            TypeSchema::Bytes => ColumnBuf::Binary(BinaryBuilder::new()),
+            TypeSchema::Utf8 => ColumnBuf::Utf8(StringBuilder::new()),
+            TypeSchema::I64 => ColumnBuf::I64(Vec::new()),
+            TypeSchema::I32 => ColumnBuf::I32(Vec::new()),
+            TypeSchema::U64 => ColumnBuf::U64(Vec::new()),
+            _ => ColumnBuf::Values(Vec::new()),
+        }
+    }
+
+    /// Whether `bytes` decode as `schema` (the reason when not), without keeping anything.
+    fn check(schema: &TypeSchema, bytes: &[u8]) -> Result<(), String> {
+        let ok = match schema {
+            TypeSchema::Bytes => true,
+            TypeSchema::Utf8 => std::str::from_utf8(bytes).is_ok(),
+            TypeSchema::I64 | TypeSchema::U64 => bytes.len() == 8,
+            TypeSchema::I32 => bytes.len() == 4,
+            _ => false,
+        };
+        if ok {
+            return Ok(());
+        }
+        decode_value(schema, bytes).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// Appends the value stored as `bytes` (of `schema`, the one this column was made for).
+    fn push(&mut self, schema: &TypeSchema, bytes: &[u8]) -> Result<(), String> {
+        let fixed = |n: usize| -> Result<&[u8], String> {
+            if bytes.len() == n {
+                Ok(bytes)
+            } else {
+                Err(decode_value(schema, bytes).err().map_or_else(
+                    || format!("{} bytes where {n} were expected", bytes.len()),
+                    |e| e.to_string(),
+                ))
+            }
+        };
+        match self {
+            ColumnBuf::Binary(b) => b.append_value(bytes),
+            ColumnBuf::Utf8(b) => b.append_value(std::str::from_utf8(bytes).map_err(|e| e.to_string())?),
+            ColumnBuf::I64(v) => v.push(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| "8 bytes")?)),
+            ColumnBuf::U64(v) => v.push(u64::from_be_bytes(fixed(8)?.try_into().map_err(|_| "8 bytes")?)),
+            ColumnBuf::I32(v) => v.push(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| "4 bytes")?)),
+            ColumnBuf::Values(v) => v.push(decode_value(schema, bytes).map_err(|e| e.to_string())?),
+        }
+        Ok(())
+    }
+
+    /// The column's array, emptying it.
+    fn finish(&mut self, schema: &TypeSchema) -> Result<ArrayRef, arrow_schema::ArrowError> {
+        Ok(match self {
+            ColumnBuf::Binary(b) => Arc::new(b.finish()),
+            ColumnBuf::Utf8(b) => Arc::new(b.finish()),
+            ColumnBuf::I64(v) => Arc::new(Int64Array::from(std::mem::take(v))),
+            ColumnBuf::I32(v) => Arc::new(arrow_array::Int32Array::from(std::mem::take(v))),
+            ColumnBuf::U64(v) => Arc::new(UInt64Array::from(std::mem::take(v))),
+            ColumnBuf::Values(v) => {
+                let refs: Vec<Option<&Value>> = v.iter().map(Some).collect();
+                let a = array_of(schema, &refs)?;
+                v.clear();
+                a
+            }
+        })
     }
 }
