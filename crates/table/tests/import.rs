@@ -212,7 +212,8 @@ proptest! {
         let s = import_tables(&tables, &schema, &same, &ImportOptions { memory, ..Default::default() }, &|_| {})
             .expect("import");
         prop_assert_eq!(s.entries as usize, entries(&sp).len());
-        if tiny_memory && !ops.is_empty() {
+        // A one-byte budget still holds 16 entries (the sorter's floor): more must spill.
+        if tiny_memory && s.entries > 16 {
             prop_assert!(s.spilled_runs > 0);
         }
         prop_assert_eq!(entries(&same), entries(&sp));

@@ -96,15 +96,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         },
         threads: args.threads,
     };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} exporting: {human_pos} rows ({per_sec}) {elapsed}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-        );
-        b.enable_steady_tick(std::time::Duration::from_millis(120));
-        b
-    });
+    let bar = rows_spinner("exporting");
     let summary = export_snapshot(&reader, &args.out, &options, &|rows| {
         if let Some(b) = &bar {
             b.inc(rows);
@@ -192,15 +184,7 @@ pub fn import(args: ImportArgs) -> Result<ExitCode> {
     if let Some(now) = args.now {
         options.now_ms = now;
     }
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} importing: {human_pos} rows ({per_sec}) {elapsed}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-        );
-        b.enable_steady_tick(std::time::Duration::from_millis(120));
-        b
-    });
+    let bar = rows_spinner("importing");
     let summary = statekit_table::import_tables(&args.tables, &schema, &args.out, &options, &|rows| {
         if let Some(b) = &bar {
             b.inc(rows);
@@ -228,4 +212,19 @@ pub fn import(args: ImportArgs) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A spinner counting rows on standard error, when it is a terminal (`None` otherwise).
+fn rows_spinner(what: &str) -> Option<indicatif::ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(
+            indicatif::ProgressStyle::with_template(&format!(
+                "{{spinner}} {what}: {{human_pos}} rows ({{per_sec}}) {{elapsed}}"
+            ))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
+        b
+    })
 }
