@@ -204,10 +204,9 @@ impl DisplayAs for StateScanExec {
             let shown: Vec<String> = kgs.iter().take(16).map(u32::to_string).collect();
             write!(f, " [{}{}]", shown.join(", "), if kgs.len() > 16 { ", …" } else { "" })?;
         }
-        if let Some(p) = &self.projection {
+        if self.projection.is_some() {
             let names: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
             write!(f, ", projection=[{}]", names.join(", "))?;
-            let _ = p;
         }
         Ok(())
     }

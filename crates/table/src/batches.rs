@@ -98,13 +98,15 @@ impl StateBatches {
         } else {
             None
         };
-        // Checked before anything is appended, so a failed row leaves no partial row behind.
-        let uk_schema = self.desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-        ColumnBuf::check(&self.desc.key_schema, e.key).map_err(|r| column_err("key", r))?;
-        if let Some(u) = user_key {
-            ColumnBuf::check(&uk_schema, u).map_err(|r| column_err("user_key", r))?;
-        }
-        ColumnBuf::check(&self.desc.value_schema, e.value).map_err(|r| column_err("value", r))?;
+        // Every cell is read (checked and decoded, once) before anything is appended, so a
+        // failed row leaves no partial row behind.
+        let uk_schema = self.desc.user_key_schema.as_ref().unwrap_or(&TypeSchema::Bytes);
+        let key = read_cell(&self.desc.key_schema, e.key).map_err(|r| column_err("key", r))?;
+        let user_key = match user_key {
+            Some(u) => Some(read_cell(uk_schema, u).map_err(|r| column_err("user_key", r))?),
+            None => None,
+        };
+        let value = read_cell(&self.desc.value_schema, e.value).map_err(|r| column_err("value", r))?;
         let expires = match (self.desc.ttl, e.timestamp) {
             (Some(ttl), Some(ts)) => Some(ts.saturating_add(i64::try_from(ttl.ttl_ms).unwrap_or(i64::MAX))),
             (Some(_), None) => {
@@ -132,20 +134,14 @@ impl StateBatches {
             self.indexes.push(index);
         }
         self.key_groups.push(i32::try_from(key_group).unwrap_or(i32::MAX));
-        self.keys
-            .push(&self.desc.key_schema, e.key)
-            .map_err(|r| column_err("key", r))?;
+        self.keys.append(key);
         if let Some(n) = namespace {
             self.namespaces.push(n);
         }
         if let Some(u) = user_key {
-            self.user_keys
-                .push(&uk_schema, u)
-                .map_err(|r| column_err("user_key", r))?;
+            self.user_keys.append(u);
         }
-        self.values
-            .push(&self.desc.value_schema, e.value)
-            .map_err(|r| column_err("value", r))?;
+        self.values.append(value);
         if let Some(x) = expires {
             self.expires.push(x);
         }
@@ -221,42 +217,19 @@ impl ColumnBuf {
         }
     }
 
-    /// Whether `bytes` decode as `schema` (the reason when not), without keeping anything.
-    fn check(schema: &TypeSchema, bytes: &[u8]) -> Result<(), String> {
-        let ok = match schema {
-            TypeSchema::Bytes => true,
-            TypeSchema::Utf8 => std::str::from_utf8(bytes).is_ok(),
-            TypeSchema::I64 | TypeSchema::U64 => bytes.len() == 8,
-            TypeSchema::I32 => bytes.len() == 4,
-            _ => false,
-        };
-        if ok {
-            return Ok(());
+    /// Appends a cell [`read_cell`] read for this column's schema.
+    fn append(&mut self, cell: Cell<'_>) {
+        match (self, cell) {
+            (ColumnBuf::Binary(b), Cell::Bytes(x)) => b.append_value(x),
+            (ColumnBuf::Utf8(b), Cell::Str(x)) => b.append_value(x),
+            (ColumnBuf::I64(v), Cell::I64(x)) => v.push(x),
+            (ColumnBuf::U64(v), Cell::U64(x)) => v.push(x),
+            (ColumnBuf::I32(v), Cell::I32(x)) => v.push(x),
+            (ColumnBuf::Values(v), Cell::Value(x)) => v.push(x),
+            // A cell read for another schema: `read_cell` and `for_schema` agree by
+            // construction, so this is never reached.
+            _ => {}
         }
-        decode_value(schema, bytes).map(|_| ()).map_err(|e| e.to_string())
-    }
-
-    /// Appends the value stored as `bytes` (of `schema`, the one this column was made for).
-    fn push(&mut self, schema: &TypeSchema, bytes: &[u8]) -> Result<(), String> {
-        let fixed = |n: usize| -> Result<&[u8], String> {
-            if bytes.len() == n {
-                Ok(bytes)
-            } else {
-                Err(decode_value(schema, bytes).err().map_or_else(
-                    || format!("{} bytes where {n} were expected", bytes.len()),
-                    |e| e.to_string(),
-                ))
-            }
-        };
-        match self {
-            ColumnBuf::Binary(b) => b.append_value(bytes),
-            ColumnBuf::Utf8(b) => b.append_value(std::str::from_utf8(bytes).map_err(|e| e.to_string())?),
-            ColumnBuf::I64(v) => v.push(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| "8 bytes")?)),
-            ColumnBuf::U64(v) => v.push(u64::from_be_bytes(fixed(8)?.try_into().map_err(|_| "8 bytes")?)),
-            ColumnBuf::I32(v) => v.push(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| "4 bytes")?)),
-            ColumnBuf::Values(v) => v.push(decode_value(schema, bytes).map_err(|e| e.to_string())?),
-        }
-        Ok(())
     }
 
     /// The column's array, emptying it.
@@ -275,4 +248,43 @@ impl ColumnBuf {
             }
         })
     }
+}
+
+/// One stored value read for its column: borrowed bytes or text, a number, or (any other
+/// type) the decoded value.
+enum Cell<'a> {
+    Bytes(&'a [u8]),
+    Str(&'a str),
+    I64(i64),
+    I32(i32),
+    U64(u64),
+    Value(Value),
+}
+
+/// Reads the value stored as `bytes` by `schema` into the cell its [`ColumnBuf`] takes; the
+/// reason, as the schema decoder gives it, when the bytes do not decode.
+fn read_cell<'a>(schema: &TypeSchema, bytes: &'a [u8]) -> Result<Cell<'a>, String> {
+    let fixed = |n: usize| -> Result<&'a [u8], String> {
+        if bytes.len() == n {
+            Ok(bytes)
+        } else {
+            Err(decode_value(schema, bytes).err().map_or_else(
+                || format!("{} bytes where {n} were expected", bytes.len()),
+                |e| e.to_string(),
+            ))
+        }
+    };
+    let bad_width = |_| "a fixed-width value of the wrong width".to_string();
+    Ok(match schema {
+        TypeSchema::Bytes => Cell::Bytes(bytes),
+        TypeSchema::Utf8 => Cell::Str(std::str::from_utf8(bytes).map_err(|_| {
+            decode_value(schema, bytes)
+                .err()
+                .map_or_else(|| "not UTF-8".to_string(), |e| e.to_string())
+        })?),
+        TypeSchema::I64 => Cell::I64(i64::from_be_bytes(fixed(8)?.try_into().map_err(bad_width)?)),
+        TypeSchema::U64 => Cell::U64(u64::from_be_bytes(fixed(8)?.try_into().map_err(bad_width)?)),
+        TypeSchema::I32 => Cell::I32(i32::from_be_bytes(fixed(4)?.try_into().map_err(bad_width)?)),
+        _ => Cell::Value(decode_value(schema, bytes).map_err(|e| e.to_string())?),
+    })
 }

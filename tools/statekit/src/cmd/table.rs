@@ -96,16 +96,9 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         },
         threads: args.threads,
     };
-    let bar = rows_spinner("exporting");
-    let summary = export_snapshot(&reader, &args.out, &options, &|rows| {
-        if let Some(b) = &bar {
-            b.inc(rows);
-        }
-    });
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let summary = summary?;
+    let summary = with_rows_spinner("exporting", |progress| {
+        export_snapshot(&reader, &args.out, &options, progress)
+    })?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(ExitCode::SUCCESS);
@@ -184,16 +177,9 @@ pub fn import(args: ImportArgs) -> Result<ExitCode> {
     if let Some(now) = args.now {
         options.now_ms = now;
     }
-    let bar = rows_spinner("importing");
-    let summary = statekit_table::import_tables(&args.tables, &schema, &args.out, &options, &|rows| {
-        if let Some(b) = &bar {
-            b.inc(rows);
-        }
-    });
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let summary = summary?;
+    let summary = with_rows_spinner("importing", |progress| {
+        statekit_table::import_tables(&args.tables, &schema, &args.out, &options, progress)
+    })?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(ExitCode::SUCCESS);
@@ -214,9 +200,10 @@ pub fn import(args: ImportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A spinner counting rows on standard error, when it is a terminal (`None` otherwise).
-fn rows_spinner(what: &str) -> Option<indicatif::ProgressBar> {
-    std::io::stderr().is_terminal().then(|| {
+/// Runs `work` with a progress callback that counts rows on a spinner on standard error
+/// when it is a terminal (silent otherwise), and clears the spinner when it returns.
+fn with_rows_spinner<T>(what: &str, work: impl FnOnce(&(dyn Fn(u64) + Sync)) -> T) -> T {
+    let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_style(
             indicatif::ProgressStyle::with_template(&format!(
@@ -226,5 +213,14 @@ fn rows_spinner(what: &str) -> Option<indicatif::ProgressBar> {
         );
         b.enable_steady_tick(std::time::Duration::from_millis(120));
         b
-    })
+    });
+    let out = work(&|rows| {
+        if let Some(b) = &bar {
+            b.inc(rows);
+        }
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    out
 }
