@@ -1,0 +1,67 @@
+//! Typed errors of reading Flink's files.
+
+use statekit_core::ErrorKind;
+
+/// What went wrong reading a Flink snapshot.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlinkError {
+    /// Bytes that do not decode as Flink wrote them: truncated, bit-flipped, or inconsistent.
+    #[error("{file}: offset {offset}: {field}: {reason}")]
+    Corrupt {
+        /// The file (or `_metadata`) being read.
+        file: String,
+        /// Byte offset in it where the bad field starts.
+        offset: u64,
+        /// The field being read.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Well-formed data this reader does not handle (a format version, a handle kind).
+    #[error("{file}: offset {offset}: {field}: unsupported: {what}")]
+    Unsupported {
+        /// The file being read.
+        file: String,
+        /// Byte offset of the field.
+        offset: u64,
+        /// The field being read.
+        field: String,
+        /// What is not supported.
+        what: String,
+    },
+    /// The path is not a Flink snapshot.
+    #[error("{path}: not a Flink snapshot: {reason}")]
+    NotFlink {
+        /// The path given.
+        path: String,
+        /// Why not.
+        reason: String,
+    },
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl FlinkError {
+    /// Whether the data is damaged, needs another reader, the call was wrong, or a retry
+    /// may help.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            FlinkError::Corrupt { .. } => ErrorKind::Corrupt,
+            FlinkError::Unsupported { .. } => ErrorKind::Unsupported,
+            FlinkError::NotFlink { .. } => ErrorKind::Caller,
+            FlinkError::Io { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::InvalidInput => ErrorKind::Caller,
+                _ => ErrorKind::Transient,
+            },
+        }
+    }
+}

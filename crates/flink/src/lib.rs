@@ -1,0 +1,24 @@
+//! Apache Flink's own savepoints and checkpoints, read without a JVM.
+//!
+//! [`decode_metadata`] reads a `_metadata` file of versions 3 to 7 (Flink 1.11 through 2.x)
+//! into [`FlinkMetadata`]: operators by [`FlinkOperatorId`] (and by name and uid where the
+//! version stores them), their subtasks, and every state handle kind Flink writes (inline
+//! bytes, relative and absolute files, file-merging segments, canonical savepoint and heap
+//! key-group streams, RocksDB native and incremental files, changelog parts, operator state
+//! with its distribution modes, unaligned-checkpoint channel state). The byte layout is in
+//! `docs/flink-format.md`.
+//!
+//! Errors are typed ([`FlinkError`]) and name the file, the offset and the field.
+
+mod error;
+mod input;
+pub mod metadata;
+mod opid;
+
+pub use error::FlinkError;
+pub use metadata::{
+    decode_metadata, is_flink_metadata, ChangelogFilePart, ChannelHandle, DistributionMode, FlinkKeyGroupRange,
+    FlinkMetadata, FlinkOperator, FlinkSubtask, IncrementalHandle, KeyGroupsHandle, KeyedHandle, MasterState,
+    NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle, METADATA_MAGIC,
+};
+pub use opid::{BadOperatorId, FlinkOperatorId};
