@@ -542,7 +542,8 @@ fn cf_descriptors(cf_options: &rocksdb::Options, path: &Path) -> Result<Vec<Stri
 /// A native handle read as a [`KeyedStateView`]: its files assembled (hard links) in a
 /// scratch directory and opened read-only, so nothing is written to the snapshot and no
 /// database is open for writing. Entries stream in canonical order straight from RocksDB's
-/// iterators (with block checksums verified); data whose TTL had expired at the cut
+/// iterators (every file's CRC32 is checked in full when the view opens, so RocksDB's block
+/// checksums are not checked a second time); data whose TTL had expired at the cut
 /// ([`NativeKeyedHandle::clock_ms`]) is left out, as a canonical snapshot would.
 pub struct NativeSnapshotView {
     // Field order = drop order: the database closes before its directory is removed.
@@ -554,6 +555,9 @@ pub struct NativeSnapshotView {
     now_ms: i64,
     states: Vec<StateDescriptor>,
     copied_bytes: u64,
+    /// Whether reads check RocksDB's block checksums: not when every file's CRC32 was
+    /// checked in full just before (`assemble`), except by [`verify_native`].
+    verify_blocks: bool,
 }
 
 impl std::fmt::Debug for NativeSnapshotView {
@@ -569,7 +573,18 @@ impl std::fmt::Debug for NativeSnapshotView {
 impl NativeSnapshotView {
     /// Opens `handle` (scratch space under `options.local_dir`, default the system temporary
     /// directory).
+    ///
+    /// Every file's size and CRC32 is checked in full first, so the reads that follow skip
+    /// RocksDB's block checksums (they would check the same bytes a second time).
     pub fn open(handle: &ResolvedNativeHandle, options: &RocksDbOptions) -> Result<Self, StateError> {
+        Self::open_checked(handle, options, false)
+    }
+
+    fn open_checked(
+        handle: &ResolvedNativeHandle,
+        options: &RocksDbOptions,
+        verify_blocks: bool,
+    ) -> Result<Self, StateError> {
         check_handle(handle, handle.max_parallelism)?;
         let dir = crate::backend::new_working_dir(options)?;
         let path = dir.path().join(DB_DIR);
@@ -606,6 +621,7 @@ impl NativeSnapshotView {
             now_ms: handle.handle.clock_ms,
             states: handle.states.clone(),
             copied_bytes,
+            verify_blocks,
         })
     }
 
@@ -630,6 +646,7 @@ impl NativeSnapshotView {
             };
             let mut ro = rocksdb::ReadOptions::default();
             ro.fill_cache(false);
+            ro.set_verify_checksums(self.verify_blocks);
             ro.set_iterate_lower_bound(self.layout.key_group_prefix(range.start()));
             ro.set_iterate_upper_bound(self.layout.key_group_prefix(range.end_exclusive()));
             let mut it = self.db.raw_iterator_cf_opt(&cf, ro);
@@ -668,6 +685,7 @@ impl KeyedStateView for NativeSnapshotView {
             let mut ro = key_group_read_options(self.layout, key_group);
             // A view streams whole files once: large reads, not a system call per block.
             ro.set_readahead_size(VIEW_READAHEAD);
+            ro.set_verify_checksums(self.verify_blocks);
             let it = self.db.raw_iterator_cf_opt(&cf, ro);
             if visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?.is_break() {
                 return Ok(ControlFlow::Break(()));
@@ -711,7 +729,7 @@ pub fn verify_native(
         report.files += 1;
         report.bytes += f.file.file.size;
     }
-    let view = NativeSnapshotView::open(handle, options)?;
+    let view = NativeSnapshotView::open_checked(handle, options, true)?;
     // Keys outside the subtask's range would be invisible to a key-group walk: look for them.
     let layout = view.layout;
     let range = view.range;
