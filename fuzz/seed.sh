@@ -4,7 +4,7 @@
 #   fuzz/seed.sh [--keep] [TARGET...]
 #
 # 1. `examples/gen_seeds.rs` (plain cargo build, no instrumentation) writes seed inputs from
-#    fixtures/v1 (golden and corrupted files, the entries inside them with their schemas,
+#    fixtures/ (Flink's `_metadata` files of fixtures/flink; v1's golden and corrupted files, the entries inside them with their schemas,
 #    change records, RocksDB keys/values/lists/operands, configuration text);
 # 2. the fuzz targets are built (scripts/fuzz.sh --build-only);
 # 3. each target's seeds are minimized into fuzz/corpus/<target>/ with libFuzzer's
@@ -22,7 +22,7 @@ if [ $# -gt 0 ] && [ "$1" = --keep ]; then
   shift
 fi
 all_targets=(decode_metadata keyed_file operator_file changelog_log_file changelog_record
-  decode_value state_descriptor changelog_config rocksdb_layout)
+  decode_value state_descriptor changelog_config rocksdb_layout flink_metadata)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 export CARGO_TARGET_DIR="${STATEKIT_FUZZ_TARGET_DIR:-/var/tmp/statekit-fuzz-target}"
@@ -32,7 +32,7 @@ echo "==> generating seeds (fuzz/examples/gen_seeds.rs)"
 (cd fuzz && nice -n "$nice_n" cargo build --release --quiet --example gen_seeds)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/statekit-seeds-XXXX")
 trap 'rm -rf -- "$tmp"' EXIT
-"$CARGO_TARGET_DIR/release/examples/gen_seeds" fixtures/v1 "$tmp/seeds"
+"$CARGO_TARGET_DIR/release/examples/gen_seeds" fixtures "$tmp/seeds"
 
 scripts/fuzz.sh --build-only "${targets[@]}" >/dev/null
 bin_dir="$CARGO_TARGET_DIR/$(rustc -vV | sed -n 's/^host: //p')/release"

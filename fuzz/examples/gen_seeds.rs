@@ -187,6 +187,7 @@ fn main() {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let bytes = std::fs::read(path).expect("read fixture");
         let target = match () {
+            _ if name == "_metadata" && statekit_flink::is_flink_metadata(&bytes) => "flink_metadata",
             _ if name == "_metadata" => "decode_metadata",
             _ if name.ends_with(".keyed") || name.ends_with(".skd") => "keyed_file",
             _ if name.ends_with(".operator") => "operator_file",
