@@ -1,8 +1,8 @@
 //! Apache Flink's own savepoints and checkpoints, read without a JVM.
 //!
 //! [`decode_metadata`] reads a `_metadata` file of versions 3 to 7 (Flink 1.11 through 2.x)
-//! into [`FlinkMetadata`]: operators by [`FlinkOperatorId`] (and by name and uid where the
-//! version stores them), their subtasks, and every state handle kind Flink writes (inline
+//! into [`FlinkMetadata`]: operators by `statekit_core::OperatorId` (the same ids Flink
+//! derives from uids), and by name and uid where the version stores them, their subtasks, and every state handle kind Flink writes (inline
 //! bytes, relative and absolute files, file-merging segments, canonical savepoint and heap
 //! key-group streams, RocksDB native and incremental files, changelog parts, operator state
 //! with its distribution modes, unaligned-checkpoint channel state). The byte layout is in
@@ -13,7 +13,6 @@
 mod error;
 mod input;
 pub mod metadata;
-mod opid;
 
 pub use error::FlinkError;
 pub use metadata::{
@@ -21,4 +20,3 @@ pub use metadata::{
     FlinkMetadata, FlinkOperator, FlinkSubtask, IncrementalHandle, KeyGroupsHandle, KeyedHandle, MasterState,
     NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle, METADATA_MAGIC,
 };
-pub use opid::{BadOperatorId, FlinkOperatorId};

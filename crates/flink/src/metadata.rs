@@ -6,7 +6,7 @@
 
 use crate::error::FlinkError;
 use crate::input::Input;
-use crate::opid::FlinkOperatorId;
+use statekit_core::OperatorId;
 
 /// The magic number a `_metadata` file starts with.
 pub const METADATA_MAGIC: i32 = 0x4960_672d;
@@ -34,7 +34,7 @@ pub struct FlinkMetadata {
 
 impl FlinkMetadata {
     /// The operator with this id.
-    pub fn operator(&self, id: &FlinkOperatorId) -> Option<&FlinkOperator> {
+    pub fn operator(&self, id: &OperatorId) -> Option<&FlinkOperator> {
         self.operators.iter().find(|o| &o.id == id)
     }
 }
@@ -70,7 +70,7 @@ pub struct FlinkOperator {
     /// Its uid (version 5+ only).
     pub uid: Option<String>,
     /// Its id (the murmur3 hash of the uid, or one Flink generated).
-    pub id: FlinkOperatorId,
+    pub id: OperatorId,
     /// Parallelism when the snapshot was taken.
     pub parallelism: u32,
     /// Max parallelism (number of key groups).
@@ -517,7 +517,7 @@ impl Decoder<'_> {
         let id_bytes = self.input.take(16, "operator id")?;
         let mut id = [0u8; 16];
         id.copy_from_slice(id_bytes);
-        let id = FlinkOperatorId(id);
+        let id = OperatorId(id);
         let at = self.input.pos();
         let parallelism = self.input.i32("parallelism")?;
         let max_parallelism = self.input.i32("max parallelism")?;

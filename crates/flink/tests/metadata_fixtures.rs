@@ -278,7 +278,7 @@ fn uid_hashes_match_the_operator_ids_flink_wrote() {
     for op in v["operators"].as_array().expect("operators") {
         let Some(uid) = op["uid"].as_str() else { continue };
         let id = op["operator_id"].as_str().expect("id");
-        assert_eq!(statekit_flink::FlinkOperatorId::from_uid(uid).to_string(), id, "uid {uid}");
+        assert_eq!(statekit_core::OperatorId::from_uid(uid).to_string(), id, "uid {uid}");
         checked += 1;
     }
     assert!(checked >= 6);
