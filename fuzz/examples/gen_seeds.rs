@@ -192,6 +192,13 @@ fn main() {
             _ if name.ends_with(".keyed") || name.ends_with(".skd") => "keyed_file",
             _ if name.ends_with(".operator") => "operator_file",
             _ if name.ends_with(".skcl") => "changelog_log_file",
+            // Flink's keyed and operator state streams start with their proxy's version.
+            _ if path.to_string_lossy().contains("/flink/")
+                && (bytes.starts_with(&[0, 0, 0, 6]) || bytes.starts_with(&[0, 0, 0, 5])) =>
+            {
+                out.put("flink_serializer", &bytes[..bytes.len().min(1500)]);
+                continue;
+            }
             _ => continue,
         };
         out.put(target, &bytes);

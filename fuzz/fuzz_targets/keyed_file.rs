@@ -5,12 +5,12 @@
 //! repaired.
 #![no_main]
 
-use std::ops::ControlFlow;
 use libfuzzer_sys::fuzz_target;
 use statekit_core::storage::{Blob, MemoryStorage};
 use statekit_core::{KeyGroupRange, KeyedStateView, MemoryView};
 use statekit_format::{write_keyed_file, KeyedFileReader, WriteOptions};
 use statekit_fuzz::{fixup, typed::check_value};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 fn check(data: &[u8]) {

@@ -51,6 +51,18 @@ pub enum CheckpointError {
     /// twice or not at all, a subtask index past the parallelism, …): a caller mistake.
     #[error("{0}")]
     Invalid(String),
+    /// Reading an Apache Flink snapshot failed.
+    #[error(transparent)]
+    Flink(#[from] statekit_flink::FlinkError),
+    /// The snapshot is one statekit can list but not yet read this part of (the state data
+    /// of an Apache Flink snapshot).
+    #[error("{snapshot}: {what}")]
+    Unsupported {
+        /// The snapshot's `_metadata`.
+        snapshot: String,
+        /// What cannot be read yet.
+        what: String,
+    },
     /// The path is not a checkpoint or savepoint.
     #[error("{path}: {reason}")]
     NotASnapshot {
@@ -74,6 +86,8 @@ impl CheckpointError {
             CheckpointError::Registry { source, .. } => source.kind(),
             CheckpointError::Io { source, .. } => ErrorKind::of_io(source),
             CheckpointError::GcRefused(_) => ErrorKind::Transient,
+            CheckpointError::Flink(e) => e.kind(),
+            CheckpointError::Unsupported { .. } => ErrorKind::Unsupported,
         }
     }
 }

@@ -48,6 +48,15 @@ pub fn resolve_snapshot_path(path: &Path) -> Result<PathBuf, CheckpointError> {
     }
 }
 
+/// Whether the file starts with the magic number of Flink's `_metadata`.
+fn is_flink_file(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| statekit_flink::is_flink_metadata(&head))
+}
+
 /// A file a snapshot references, located.
 #[derive(Clone, Debug)]
 pub struct ReferencedFile {
@@ -67,6 +76,8 @@ pub struct SnapshotReader {
     storage: Arc<dyn Storage>,
     resolver: FileResolver,
     metadata: SnapshotMetadata,
+    /// Set when the snapshot is Apache Flink's own (its `_metadata` mapped into `metadata`).
+    flink: Option<Arc<statekit_flink::FlinkSnapshot>>,
 }
 
 impl SnapshotReader {
@@ -77,17 +88,30 @@ impl SnapshotReader {
     /// self-contained savepoint, …), so nothing restores, dumps or compares half of a
     /// snapshot that `verify` rejects.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
-        Self::open_impl(path.as_ref(), true)
+        Self::open_impl(path.as_ref(), true, &statekit_flink::FlinkOpenOptions::default())
+    }
+
+    /// Opens a snapshot like [`SnapshotReader::open`]; an Apache Flink snapshot is opened
+    /// with `flink` (uids to name its operators by, roots to re-root moved absolute paths).
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        flink: &statekit_flink::FlinkOpenOptions,
+    ) -> Result<Self, CheckpointError> {
+        Self::open_impl(path.as_ref(), true, flink)
     }
 
     /// Opens a snapshot like [`SnapshotReader::open`] without the structural checks, for
     /// [`SnapshotReader::verify`] to list every problem of a snapshot `open` refuses. Nothing
     /// but verification should act on what it returns.
     pub fn open_unchecked(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
-        Self::open_impl(path.as_ref(), false)
+        Self::open_impl(path.as_ref(), false, &statekit_flink::FlinkOpenOptions::default())
     }
 
-    fn open_impl(path: &Path, checked: bool) -> Result<Self, CheckpointError> {
+    fn open_impl(
+        path: &Path,
+        checked: bool,
+        flink: &statekit_flink::FlinkOpenOptions,
+    ) -> Result<Self, CheckpointError> {
         let dir = resolve_snapshot_path(path)?;
         let metadata_name = match std::fs::metadata(path) {
             Ok(md) if md.is_file() => path
@@ -98,6 +122,10 @@ impl SnapshotReader {
         };
         let resolver = FileResolver::local(&dir);
         let storage = resolver.snapshot().clone();
+        if is_flink_file(&dir.join(&metadata_name)) {
+            let flink = statekit_flink::FlinkSnapshot::open(&dir.join(&metadata_name), flink)?;
+            return Ok(Self::from_flink(storage, resolver, flink));
+        }
         let metadata = if checked {
             read_metadata(storage.as_ref(), &metadata_name)?
         } else {
@@ -108,7 +136,42 @@ impl SnapshotReader {
             storage,
             resolver,
             metadata,
+            flink: None,
         })
+    }
+
+    fn from_flink(storage: Arc<dyn Storage>, resolver: FileResolver, flink: statekit_flink::FlinkSnapshot) -> Self {
+        SnapshotReader {
+            storage,
+            resolver,
+            metadata: flink.to_statekit(),
+            flink: Some(Arc::new(flink)),
+        }
+    }
+
+    /// The Apache Flink snapshot behind this reader, when it is one.
+    pub fn flink(&self) -> Option<&statekit_flink::FlinkSnapshot> {
+        self.flink.as_deref()
+    }
+
+    /// Fails with [`CheckpointError::Unsupported`] when the snapshot's state data cannot be
+    /// read yet (an Apache Flink snapshot: its `_metadata` is read, its state files not yet),
+    /// so a command refuses before it looks up states `_metadata` does not list.
+    pub fn check_state_readable(&self) -> Result<(), CheckpointError> {
+        self.state_data("state data")
+    }
+
+    /// Refuses reading state data of a Flink snapshot (not built yet).
+    fn state_data(&self, what: &str) -> Result<(), CheckpointError> {
+        match &self.flink {
+            Some(f) => Err(CheckpointError::Unsupported {
+                snapshot: f.metadata_file().display().to_string(),
+                what: format!(
+                    "an Apache Flink snapshot: its _metadata is read (`statekit show`), but reading its {what} is not built yet"
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Opens the snapshot in directory `dir` of `storage`; shared files resolve against
@@ -124,6 +187,7 @@ impl SnapshotReader {
             storage: snap,
             resolver,
             metadata,
+            flink: None,
         })
     }
 
@@ -138,9 +202,25 @@ impl SnapshotReader {
     }
 
     /// The operator with this uid.
+    ///
+    /// In an Apache Flink snapshot, whose `_metadata` keeps only operator ids before Flink 2.0,
+    /// `uid` also matches the operator whose id is the uid's hash (as Flink derives it), or
+    /// whose id it is (32 hex digits).
     pub fn operator(&self, uid: &str) -> Result<&OperatorMetadata, CheckpointError> {
+        let by_id = || {
+            let id = uid
+                .parse::<statekit_core::OperatorId>()
+                .unwrap_or_else(|_| statekit_core::OperatorId::from_uid(uid));
+            let hashed = statekit_core::OperatorId::from_uid(uid);
+            self.metadata
+                .operators
+                .iter()
+                .find(|o| o.operator_id == hashed)
+                .or_else(|| self.metadata.operators.iter().find(|o| o.operator_id == id))
+        };
         self.metadata
             .operator(uid)
+            .or_else(|| self.flink.as_ref().and_then(|_| by_id()))
             .ok_or_else(|| CheckpointError::UnknownOperator {
                 snapshot: self.storage.describe(METADATA_FILE_NAME),
                 uid: uid.to_string(),
@@ -243,6 +323,7 @@ impl SnapshotReader {
 
     /// Every file the snapshot references (data files and native files, any scope).
     pub fn referenced_files(&self) -> Result<Vec<ReferencedFile>, CheckpointError> {
+        self.state_data("files")?;
         let mut out = Vec::new();
         for op in &self.metadata.operators {
             for s in &op.subtasks {
@@ -263,6 +344,7 @@ impl SnapshotReader {
 
     /// Opens the keyed data files of operator `uid` whose key groups overlap `range`.
     pub fn keyed_readers(&self, uid: &str, range: KeyGroupRange) -> Result<Vec<KeyedFileReader>, CheckpointError> {
+        self.state_data("keyed state")?;
         let op = self.operator(uid)?;
         let mut out = Vec::new();
         for s in &op.subtasks {
@@ -281,6 +363,7 @@ impl SnapshotReader {
     /// refused here: `statekit_snapshot::open_keyed` (the layer above the backends) restores
     /// every snapshot kind.
     pub fn restore_keyed(&self, uid: &str, backend: &mut dyn KeyedStateBackend) -> Result<(), CheckpointError> {
+        self.state_data("keyed state")?;
         let op = self.operator(uid)?;
         if backend.max_parallelism() != op.max_parallelism {
             return Err(CheckpointError::Invalid(format!(
@@ -334,6 +417,7 @@ impl SnapshotReader {
         new_parallelism: u32,
         index: u32,
     ) -> Result<OperatorStateSnapshot, CheckpointError> {
+        self.state_data("operator state")?;
         if index >= new_parallelism {
             return Err(CheckpointError::Invalid(format!(
                 "subtask {index} is not below parallelism {new_parallelism}"
@@ -350,6 +434,7 @@ impl SnapshotReader {
         uid: &str,
         new_parallelism: u32,
     ) -> Result<Vec<OperatorStateSnapshot>, CheckpointError> {
+        self.state_data("operator state")?;
         let op = self.operator(uid)?;
         keygroup::check_parallelism(new_parallelism, op.max_parallelism)?;
         let old = (0..op.subtasks.len() as u32)
@@ -362,6 +447,7 @@ impl SnapshotReader {
     /// redistributed); empty when it stored none. Callers that report progress read the
     /// subtasks one by one with this and redistribute with [`statekit_core::redistribute`].
     pub fn stored_operator_state(&self, uid: &str, index: u32) -> Result<OperatorStateSnapshot, CheckpointError> {
+        self.state_data("operator state")?;
         let op = self.operator(uid)?;
         let s = op.subtasks.get(index as usize).ok_or_else(|| {
             CheckpointError::Invalid(format!(
@@ -380,6 +466,7 @@ impl SnapshotReader {
 
     /// Checks every byte of the snapshot.
     pub fn verify(&self) -> Result<SnapshotVerifyReport, CheckpointError> {
+        self.state_data("state files")?;
         Ok(verify_snapshot_files(&self.resolver)?)
     }
 }

@@ -25,6 +25,11 @@ impl<'a> Input<'a> {
         self.bytes.len().saturating_sub(self.pos)
     }
 
+    /// The bytes from the current offset on, not consumed.
+    pub(crate) fn peek_rest(&self) -> &'a [u8] {
+        self.bytes.get(self.pos..).unwrap_or(&[])
+    }
+
     /// The bytes from the current offset on, consumed.
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         let r = self.bytes.get(self.pos..).unwrap_or(&[]);

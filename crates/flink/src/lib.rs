@@ -2,21 +2,30 @@
 //!
 //! [`decode_metadata`] reads a `_metadata` file of versions 3 to 7 (Flink 1.11 through 2.x)
 //! into [`FlinkMetadata`]: operators by `statekit_core::OperatorId` (the same ids Flink
-//! derives from uids), and by name and uid where the version stores them, their subtasks, and every state handle kind Flink writes (inline
-//! bytes, relative and absolute files, file-merging segments, canonical savepoint and heap
-//! key-group streams, RocksDB native and incremental files, changelog parts, operator state
-//! with its distribution modes, unaligned-checkpoint channel state). The byte layout is in
-//! `docs/flink-format.md`.
+//! derives from uids), and by name and uid where the version stores them; their subtasks;
+//! and every state handle kind Flink writes (inline bytes, relative and absolute files,
+//! file-merging segments, canonical savepoint and heap key-group streams, RocksDB native and
+//! incremental files, changelog parts, operator state with its distribution modes,
+//! unaligned-checkpoint channel state). The byte layout is in `docs/flink-format.md`.
 //!
 //! Errors are typed ([`FlinkError`]) and name the file, the offset and the field.
 
+// Decoders of untrusted bytes: no panicking index, unwrap or expect outside tests.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used))]
+
 mod error;
 mod input;
+mod meta;
 pub mod metadata;
+mod serializer;
+mod snapshot;
 
 pub use error::FlinkError;
+pub use meta::{decode_keyed_proxy, decode_operator_proxy, BackendStateType, KeyedProxy, OperatorProxy, StateMeta};
 pub use metadata::{
     decode_metadata, is_flink_metadata, ChangelogFilePart, ChannelHandle, DistributionMode, FlinkKeyGroupRange,
     FlinkMetadata, FlinkOperator, FlinkSubtask, IncrementalHandle, KeyGroupsHandle, KeyedHandle, MasterState,
     NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle, METADATA_MAGIC,
 };
+pub use serializer::{decode_serializer_snapshot, FlinkType};
+pub use snapshot::{FlinkOpenOptions, FlinkSnapshot, Location};

@@ -510,7 +510,10 @@ impl Decoder<'_> {
         let (name, uid) = if self.version >= 5 {
             let name = self.input.utf("operator name")?;
             let uid = self.input.utf("operator uid")?;
-            (Some(name).filter(|s| !s.is_empty()), Some(uid).filter(|s| !s.is_empty()))
+            (
+                Some(name).filter(|s| !s.is_empty()),
+                Some(uid).filter(|s| !s.is_empty()),
+            )
         } else {
             (None, None)
         };
@@ -711,7 +714,9 @@ impl Decoder<'_> {
         let range = self.range(field)?;
         let at = self.input.pos();
         if (range.count as usize).saturating_mul(8) > self.input.remaining() {
-            return Err(self.input.corrupt_at(at, field, "more key-group offsets than bytes left"));
+            return Err(self
+                .input
+                .corrupt_at(at, field, "more key-group offsets than bytes left"));
         }
         let mut offsets = Vec::with_capacity(range.count as usize);
         for _ in 0..range.count {
@@ -875,9 +880,11 @@ impl Decoder<'_> {
                 1 => DistributionMode::Union,
                 2 => DistributionMode::Broadcast,
                 m => {
-                    return Err(self
-                        .input
-                        .corrupt_at(at, field, format!("state {name:?}: distribution mode {m} unknown")))
+                    return Err(self.input.corrupt_at(
+                        at,
+                        field,
+                        format!("state {name:?}: distribution mode {m} unknown"),
+                    ))
                 }
             };
             let k = self.input.items(field, 8)?;
@@ -914,7 +921,11 @@ impl Decoder<'_> {
             match self.input.u8(field)? {
                 1 | 2 => false,
                 3 | 4 => true,
-                t => return Err(self.input.corrupt_at(at, field, format!("channel handle type {t} unknown"))),
+                t => {
+                    return Err(self
+                        .input
+                        .corrupt_at(at, field, format!("channel handle type {t} unknown")))
+                }
             }
         } else {
             false
@@ -968,7 +979,11 @@ fn scan_properties(trailer: &[u8]) -> Option<SnapshotProperties> {
     let mut i = 0;
     while let Some(&b) = trailer.get(i) {
         if b == 0x74 {
-            if let Some(len) = trailer.get(i + 1..i + 3).map(|l| usize::from(u16::from_be_bytes([l[0], l[1]]))) {
+            if let Some(len) = trailer
+                .get(i + 1..i + 3)
+                .and_then(|l| <[u8; 2]>::try_from(l).ok())
+                .map(|l| usize::from(u16::from_be_bytes(l)))
+            {
                 if let Some(s) = trailer.get(i + 3..i + 3 + len) {
                     if let Ok(s) = std::str::from_utf8(s) {
                         if !s.is_empty() && !s.starts_with('L') && !s.contains('/') {

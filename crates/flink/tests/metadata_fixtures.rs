@@ -26,13 +26,20 @@ fn pairs() -> Vec<(PathBuf, PathBuf)> {
             }
             for dump in std::fs::read_dir(&fixture).expect("fixture dir") {
                 let dump = dump.expect("entry").path();
-                let name = dump.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+                let name = dump
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default()
+                    .to_string();
                 if !name.starts_with("metadata-dump") {
                     continue;
                 }
                 let text = std::fs::read_to_string(&dump).expect("dump");
                 let first = text.lines().next().unwrap_or_default();
-                let rel = first.rsplit(" for ").next().expect("'for <path>' in the dump's first line");
+                let rel = first
+                    .rsplit(" for ")
+                    .next()
+                    .expect("'for <path>' in the dump's first line");
                 out.push((fixture.join(rel.trim()), dump));
             }
         }
@@ -65,7 +72,11 @@ fn dump_stream(s: &str) -> String {
         let (path, size) = rest.trim_end_matches(')').split_once(", size=").expect("file");
         format!("file {} {size}", base(path))
     } else if let Some(rest) = s.strip_prefix("ByteStreamStateHandle(") {
-        let n = rest.rsplit("inline bytes=").next().expect("inline").trim_end_matches(')');
+        let n = rest
+            .rsplit("inline bytes=")
+            .next()
+            .expect("inline")
+            .trim_end_matches(')');
         format!("inline {n}")
     } else {
         panic!("unknown stream in dump: {s}")
@@ -82,7 +93,10 @@ fn ours(md: &FlinkMetadata) -> Vec<String> {
     let mut ops: Vec<_> = md.operators.iter().collect();
     ops.sort_by_key(|o| o.id.to_string());
     for op in ops {
-        f.push(format!("operator {} p={} m={}", op.id, op.parallelism, op.max_parallelism));
+        f.push(format!(
+            "operator {} p={} m={}",
+            op.id, op.parallelism, op.max_parallelism
+        ));
         for s in &op.subtasks {
             f.push(format!("subtask {} finished={}", s.index, s.finished));
             for h in &s.managed_operator {
@@ -150,7 +164,9 @@ fn keyed_facts(f: &mut Vec<String>, what: &str, k: &KeyedHandle) {
         KeyedHandle::ChangelogFiles {
             parts, size, storage, ..
         } => {
-            f.push(format!("{what} changelog-files {range} storage={storage:?} size={size}"));
+            f.push(format!(
+                "{what} changelog-files {range} storage={storage:?} size={size}"
+            ));
             for p in parts {
                 f.push(format!("part {} {}", p.offset, stream(&p.handle)));
             }
@@ -180,10 +196,12 @@ fn theirs(dump: &str) -> Vec<String> {
             f.push(format!("master_states {v}"));
         } else if t.starts_with("properties: ") {
             let savepoint = t.contains("checkpointType=SavepointType");
-            let format = t
-                .split("formatType=")
-                .nth(1)
-                .map(|s| s.split(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or_default().to_string());
+            let format = t.split("formatType=").nth(1).map(|s| {
+                s.split(|c: char| !c.is_ascii_alphabetic())
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            });
             f.push(format!("type savepoint={savepoint} format={format:?}"));
         } else if let Some(rest) = t.strip_prefix("operator ") {
             let id = rest.split_whitespace().next().expect("id");
@@ -209,9 +227,10 @@ fn theirs(dump: &str) -> Vec<String> {
                 .map(|p| p.split_once(':').expect("kg:offset").1.parse().expect("offset"))
                 .collect();
             f.push(format!("offsets {offs:?}"));
-        } else if let Some((what, rest)) = t.split_once(": ").filter(|(w, _)| {
-            ["managed_keyed", "raw_keyed", "materialized", "non_materialized"].contains(w)
-        }) {
+        } else if let Some((what, rest)) = t
+            .split_once(": ")
+            .filter(|(w, _)| ["managed_keyed", "raw_keyed", "materialized", "non_materialized"].contains(w))
+        {
             let ty = rest.split_whitespace().next().expect("type");
             let range = field(t, "key_groups=[").trim_end_matches(']').to_string();
             match ty {

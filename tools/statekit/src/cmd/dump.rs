@@ -180,6 +180,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
         bail!("--uid and --state are required (or --changes)");
     };
     let reader = SnapshotReader::open(&args.path)?;
+    reader.check_state_readable()?;
     let op = reader.operator(uid)?.clone();
     let mut out = Out::new(args.json, args.limit);
     let mut changelog_note: Option<String> = None;

@@ -33,6 +33,52 @@ pub struct ShowArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Apache Flink snapshots: uids to name operators by, moved roots.
+    #[command(flatten)]
+    pub flink: FlinkArgs,
+}
+
+/// Options for Apache Flink snapshots.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct FlinkArgs {
+    /// A uid of the Flink job (repeatable): Flink before 2.0 stores only operator ids, so an
+    /// operator whose id is this uid's hash is shown by it.
+    #[arg(long = "flink-uid", value_name = "UID")]
+    pub uids: Vec<String>,
+    /// Re-root absolute paths of a Flink checkpoint that was moved: `OLD=NEW` prefixes
+    /// (repeatable). Files are also looked for beside `_metadata` and in the job directory.
+    #[arg(long = "flink-root", value_name = "OLD=NEW", value_parser = parse_root)]
+    pub roots: Vec<(String, String)>,
+}
+
+impl FlinkArgs {
+    /// As the library's options.
+    pub fn options(&self) -> statekit_flink::FlinkOpenOptions {
+        statekit_flink::FlinkOpenOptions {
+            uids: self.uids.clone(),
+            roots: self.roots.clone(),
+        }
+    }
+}
+
+fn parse_root(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a.to_string(), b.to_string())),
+        _ => Err(format!("{s:?}: expected OLD=NEW")),
+    }
+}
+
+/// `Apache Flink savepoint, _metadata v4, CANONICAL`-style label when `m` is a Flink snapshot.
+pub(crate) fn flink_label(m: &SnapshotMetadata) -> Option<String> {
+    let v = m.properties.get("flink.metadata_version")?;
+    let mut s = format!("Apache Flink _metadata v{v}");
+    if let Some(f) = m.properties.get("flink.savepoint_format") {
+        s.push_str(&format!(", {f}"));
+    }
+    if let Some(k) = m.properties.get("flink.keyed_handles") {
+        s.push_str(&format!(", keyed state as {k}"));
+    }
+    Some(s)
 }
 
 /// Entries and raw bytes of each keyed state, summed over subtasks (from `_metadata` only).
@@ -63,6 +109,9 @@ pub(crate) fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)>
 
 /// `canonical-v1`, or `native-<backend>` when some subtask holds native files.
 pub fn format_label(m: &SnapshotMetadata) -> String {
+    if m.properties.contains_key("flink.metadata_version") {
+        return format!("flink-{}", m.format.as_str());
+    }
     match m.format {
         SnapshotFormat::Canonical => "canonical-v1".to_string(),
         SnapshotFormat::Native => {
@@ -187,6 +236,13 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
 
 /// Which backends a snapshot restores into.
 fn restores_into(m: &SnapshotMetadata) -> String {
+    if m.properties.contains_key("flink.metadata_version") {
+        return match m.format {
+            SnapshotFormat::Canonical => "any Flink state backend".into(),
+            SnapshotFormat::Native => "Flink's RocksDB backend".into(),
+            SnapshotFormat::Changelog => "Flink's changelog backend".into(),
+        };
+    }
     match m.format {
         SnapshotFormat::Canonical => "any backend".into(),
         SnapshotFormat::Native => {
@@ -221,8 +277,9 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             args.path.display()
         );
     }
-    let reader = SnapshotReader::open(&args.path)?;
+    let reader = SnapshotReader::open_with(&args.path, &args.flink.options())?;
     let m = reader.metadata();
+    let flink = reader.flink();
     if args.json {
         let ops: Vec<_> = m
             .operators
@@ -275,12 +332,25 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             "kind": kind_name(m.kind), "checkpoint_id": m.checkpoint_id, "job_id": m.job_id,
             "timestamp_ms": m.timestamp_ms, "format": format_label(m),
             "restores_into": restores_into(m), "properties": m.properties, "operators": ops,
+            "flink": flink.map(|f| json!({
+                "metadata_version": f.metadata().version,
+                "savepoint_format": f.metadata().properties.as_ref().and_then(|p| p.format.clone()),
+                "snapshot_type": f.metadata().properties.as_ref().and_then(|p| p.name.clone()),
+                "operators_without_known_uid": m.operators.iter()
+                    .filter(|o| f.uid(&o.operator_id).is_none())
+                    .map(|o| o.operator_id.to_string()).collect::<Vec<_>>(),
+            })),
             "changelog": m.operators.iter().any(is_changelog).then(|| Summary::of(all).json()),
         });
         outln!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
     let format = match m.format {
+        _ if flink.is_some() => format!(
+            "{}; restores into {}",
+            flink_label(m).unwrap_or_default(),
+            restores_into(m)
+        ),
         SnapshotFormat::Canonical => "format canonical v1".to_string(),
         SnapshotFormat::Native => format!(
             "format {}: the backend's own files; restores into {} only",
@@ -293,11 +363,15 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             restores_into(m)
         ),
     };
+    let job = if flink.is_some() && m.job_id.bytes().all(|b| b == b'0') {
+        "(not stored in Flink's _metadata)".to_string()
+    } else {
+        m.job_id.clone()
+    };
     outln!(
-        "{} {} of job {} ({format}, {} operators)",
+        "{} {} of job {job} ({format}, {} operators)",
         kind_name(m.kind),
         m.checkpoint_id,
-        m.job_id,
         m.operators.len()
     );
     for o in &m.operators {
@@ -309,7 +383,9 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             o.max_parallelism,
             if o.finished { "  FINISHED" } else { "" }
         );
-        if uid_looks_auto_generated(&o.uid) {
+        if flink.is_some_and(|f| f.uid(&o.operator_id).is_none()) {
+            outln!("  uid not stored (Flink before 2.0 keeps operator ids only): name it with --flink-uid UID, or use the id");
+        } else if uid_looks_auto_generated(&o.uid) {
             outln!(
                 "  warning: uid {:?} looks auto-generated; set an explicit uid so state survives program changes",
                 o.uid

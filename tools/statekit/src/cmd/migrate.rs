@@ -266,6 +266,7 @@ impl RewriteArgs {
 /// `statekit convert`.
 pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
     let reader = SnapshotReader::open(&args.out.input)?;
+    reader.check_state_readable()?;
     let edits: Vec<Edit> = match args.parallelism {
         Some(p) => reader
             .metadata()
@@ -288,6 +289,7 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
     }
     let reader = SnapshotReader::open(&args.out.input)?;
+    reader.check_state_readable()?;
     let memory = (args.memory, args.spill_dir.clone());
     // Key files are read by the key type of the operators they apply to (after the other
     // edits: by their new uids).

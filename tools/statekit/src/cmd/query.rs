@@ -39,6 +39,7 @@ pub struct QueryArgs {
 /// `statekit query`.
 pub fn query(args: QueryArgs) -> Result<ExitCode> {
     let reader = SnapshotReader::open(&args.snapshot)?;
+    reader.check_state_readable()?;
     let q = SnapshotQuery::new(Arc::new(reader))?;
     match args.sql {
         Some(sql) => run(&q, &sql, args.format),

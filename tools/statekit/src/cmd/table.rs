@@ -84,6 +84,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         Some(ExportCompression::None) => TableCompression::None,
     };
     let reader = SnapshotReader::open(&args.snapshot)?;
+    reader.check_state_readable()?;
     let options = ExportOptions {
         uid: args.uid.clone(),
         state: args.state.clone(),

@@ -1,0 +1,385 @@
+//! A Flink snapshot directory opened: `_metadata` decoded, every file it references located
+//! (relative to the directory, absolute, or re-rooted when the snapshot was moved), operators
+//! named, and the whole presented in statekit's metadata model.
+
+use crate::error::FlinkError;
+use crate::metadata::{decode_metadata, FlinkMetadata, FlinkOperator, KeyedHandle, StreamHandle};
+use statekit_core::{KeyGroupRange, OperatorId, OperatorStateDescriptor, OperatorStateMode, TypeSchema};
+use statekit_format::{
+    FileRef, FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// How to open a Flink snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct FlinkOpenOptions {
+    /// Uids the job declares: an operator whose id is the hash of one of them is shown by it
+    /// (Flink before 2.0 stores ids only).
+    pub uids: Vec<String>,
+    /// `OLD=NEW` prefixes for absolute paths of a snapshot that was moved (`--flink-root`).
+    pub roots: Vec<(String, String)>,
+}
+
+/// Where a referenced stream's bytes are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// Inline in `_metadata`.
+    Inline,
+    /// A local file (found where the handle says, or re-rooted).
+    Local(PathBuf),
+    /// A URI of another file system (`s3://…`, `hdfs://…`): not readable here yet.
+    Remote(String),
+    /// A local path that does not exist (after trying every root).
+    Missing(String),
+}
+
+/// An open Flink snapshot.
+#[derive(Clone, Debug)]
+pub struct FlinkSnapshot {
+    dir: PathBuf,
+    metadata_file: PathBuf,
+    metadata: FlinkMetadata,
+    uids: BTreeMap<OperatorId, String>,
+    roots: Vec<(String, String)>,
+    /// `_metadata`'s modification time (Flink writes it last), ms since the epoch.
+    written_ms: i64,
+}
+
+impl FlinkSnapshot {
+    /// Opens the snapshot whose `_metadata` is `path`, or inside directory `path`.
+    pub fn open(path: &Path, options: &FlinkOpenOptions) -> Result<Self, FlinkError> {
+        let metadata_file = if path.is_dir() {
+            path.join("_metadata")
+        } else {
+            path.to_path_buf()
+        };
+        let dir = metadata_file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let shown = metadata_file.display().to_string();
+        let bytes = std::fs::read(&metadata_file).map_err(|source| FlinkError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        if !crate::metadata::is_flink_metadata(&bytes) {
+            return Err(FlinkError::NotFlink {
+                path: shown,
+                reason: "its _metadata does not start with Flink's magic number 0x4960672d".into(),
+            });
+        }
+        let metadata = decode_metadata(&bytes, &shown)?;
+        let written_ms = std::fs::metadata(&metadata_file)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut uids = BTreeMap::new();
+        for op in &metadata.operators {
+            if let Some(u) = &op.uid {
+                uids.insert(op.id, u.clone());
+            }
+        }
+        for u in &options.uids {
+            let id = OperatorId::from_uid(u);
+            if metadata.operator(&id).is_some() {
+                uids.entry(id).or_insert_with(|| u.clone());
+            }
+        }
+        Ok(FlinkSnapshot {
+            dir,
+            metadata_file,
+            metadata,
+            uids,
+            roots: options.roots.clone(),
+            written_ms,
+        })
+    }
+
+    /// The decoded `_metadata`.
+    pub fn metadata(&self) -> &FlinkMetadata {
+        &self.metadata
+    }
+
+    /// The directory holding `_metadata`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The `_metadata` file.
+    pub fn metadata_file(&self) -> &Path {
+        &self.metadata_file
+    }
+
+    /// The uid an operator is known by: stored (version 5+), or given and matched by hash.
+    pub fn uid(&self, id: &OperatorId) -> Option<&str> {
+        self.uids.get(id).map(String::as_str)
+    }
+
+    /// The name statekit shows an operator by: its uid when known, else its id's 32 hex
+    /// digits (which `--uid` also accepts).
+    pub fn display_uid(&self, op: &FlinkOperator) -> String {
+        self.uid(&op.id).map_or_else(|| op.id.to_string(), str::to_string)
+    }
+
+    /// The operator statekit knows as `uid` (a uid, or an operator id in hex).
+    pub fn operator(&self, uid: &str) -> Option<&FlinkOperator> {
+        self.metadata
+            .operators
+            .iter()
+            .find(|o| self.display_uid(o) == uid || o.id.to_string() == uid.to_ascii_lowercase())
+    }
+
+    /// Where a stream's bytes are. Relative handles resolve against the directory holding
+    /// `_metadata`. Absolute `file:` paths are used when they exist; otherwise each
+    /// `--flink-root OLD=NEW` is tried, then the file's name beside `_metadata`, then in the
+    /// job's `shared/` and `taskowned/` directories and in a moved checkpoint directory's
+    /// parent, so a checkpoint directory that was copied elsewhere still opens.
+    pub fn locate(&self, h: &StreamHandle) -> Location {
+        match h {
+            StreamHandle::Bytes { .. } | StreamHandle::EmptySegment => Location::Inline,
+            StreamHandle::Relative { path, .. } => {
+                let p = self.dir.join(path);
+                if p.is_file() {
+                    Location::Local(p)
+                } else {
+                    Location::Missing(p.display().to_string())
+                }
+            }
+            StreamHandle::File { path, .. } | StreamHandle::Segment { path, .. } => self.locate_absolute(path),
+            StreamHandle::KeyGroups(k) => self.locate(&k.stream),
+        }
+    }
+
+    /// The bytes of a stream (inline data, or the whole local file; a segment's range).
+    pub fn read_stream(&self, h: &StreamHandle) -> Result<Vec<u8>, FlinkError> {
+        let (start, len) = match h {
+            StreamHandle::Bytes { data, .. } => return Ok(data.clone()),
+            StreamHandle::EmptySegment => return Ok(Vec::new()),
+            StreamHandle::KeyGroups(k) => return self.read_stream(&k.stream),
+            StreamHandle::Segment { start, size, .. } => (*start, Some(*size)),
+            _ => (0, None),
+        };
+        let path = match self.locate(h) {
+            Location::Local(p) => p,
+            Location::Missing(p) => {
+                return Err(FlinkError::Io {
+                    path: p,
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "referenced by _metadata but not found"),
+                })
+            }
+            Location::Remote(u) => {
+                return Err(FlinkError::Io {
+                    path: u,
+                    source: std::io::Error::new(std::io::ErrorKind::Unsupported, "not a local file"),
+                })
+            }
+            Location::Inline => return Ok(Vec::new()),
+        };
+        let shown = path.display().to_string();
+        let io = |source| FlinkError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let bytes = std::fs::read(&path).map_err(io)?;
+        if h.size() != 0 && len.is_none() && bytes.len() as u64 != h.size() {
+            return Err(FlinkError::Corrupt {
+                file: shown,
+                offset: bytes.len() as u64,
+                field: "file size".into(),
+                reason: format!("{} bytes, _metadata records {}", bytes.len(), h.size()),
+            });
+        }
+        match len {
+            None => Ok(bytes),
+            Some(n) => usize::try_from(start)
+                .ok()
+                .and_then(|s| Some(s..s.checked_add(usize::try_from(n).ok()?)?))
+                .and_then(|r| bytes.get(r).map(<[u8]>::to_vec))
+                .ok_or_else(|| FlinkError::Corrupt {
+                    file: shown.clone(),
+                    offset: start,
+                    field: "segment".into(),
+                    reason: format!("{n} bytes from {start} are past the end ({} bytes)", bytes.len()),
+                }),
+        }
+    }
+
+    fn locate_absolute(&self, uri: &str) -> Location {
+        let local = match uri.strip_prefix("file://").or_else(|| uri.strip_prefix("file:")) {
+            Some(p) => p.to_string(),
+            None if uri.starts_with('/') => uri.to_string(),
+            None => return Location::Remote(uri.to_string()),
+        };
+        // `file:///x` and `file:/x` both name /x.
+        let local = format!("/{}", local.trim_start_matches('/'));
+        if Path::new(&local).is_file() {
+            return Location::Local(PathBuf::from(local));
+        }
+        for (old, new) in &self.roots {
+            if let Some(rest) = local.strip_prefix(old.as_str()) {
+                let p = PathBuf::from(format!("{new}{rest}"));
+                if p.is_file() {
+                    return Location::Local(p);
+                }
+            }
+        }
+        // Moved: look for the file by its place relative to the job directory.
+        let parts: Vec<&str> = local.split('/').collect();
+        let job = self.dir.parent();
+        for (i, part) in parts.iter().enumerate() {
+            if *part == "shared" || *part == "taskowned" || part.starts_with("chk-") {
+                if let (Some(job), Some(tail)) = (job, parts.get(i..)) {
+                    let p = job.join(tail.join("/"));
+                    if p.is_file() {
+                        return Location::Local(p);
+                    }
+                }
+            }
+        }
+        if let Some(name) = parts.last() {
+            let p = self.dir.join(name);
+            if p.is_file() {
+                return Location::Local(p);
+            }
+        }
+        Location::Missing(local)
+    }
+
+    /// The snapshot in statekit's metadata model: operators by uid (or hex id), subtasks with
+    /// Flink's key-group ranges, operator states with their modes, and `flink.*` properties
+    /// (`flink.metadata_version`, `flink.snapshot_type`, `flink.savepoint_format`,
+    /// `flink.keyed_handles`). State types are not in `_metadata`: keyed states and value
+    /// schemas are filled in when the state data is read.
+    pub fn to_statekit(&self) -> SnapshotMetadata {
+        let md = &self.metadata;
+        let mut format = SnapshotFormat::Canonical;
+        let mut handle_kinds = std::collections::BTreeSet::new();
+        let mut operators = Vec::with_capacity(md.operators.len());
+        for op in &md.operators {
+            let mut subtasks = Vec::with_capacity(op.parallelism as usize);
+            let mut states: Vec<OperatorStateDescriptor> = Vec::new();
+            for index in 0..op.parallelism {
+                let key_groups = KeyGroupRange::for_subtask(op.max_parallelism, op.parallelism, index);
+                let found = op.subtasks.iter().find(|s| s.index == index);
+                let mut sm = SubtaskMetadata {
+                    index,
+                    key_groups,
+                    finished: op.fully_finished || found.is_some_and(|s| s.finished),
+                    keyed: None,
+                    keyed_stats: None,
+                    operator: None,
+                    native: None,
+                    changelog: None,
+                };
+                if let Some(s) = found {
+                    if let Some(k) = &s.managed_keyed {
+                        handle_kinds.insert(k.type_name());
+                        match k {
+                            KeyedHandle::Incremental(_) => format = SnapshotFormat::Native,
+                            KeyedHandle::Changelog { .. } if format != SnapshotFormat::Native => {
+                                format = SnapshotFormat::Changelog
+                            }
+                            _ => {}
+                        }
+                        let size: u64 = k.streams().iter().map(|h| h.size()).sum();
+                        sm.keyed = Some(self.file_ref(k.streams().first().copied(), size));
+                    }
+                    if let Some(h) = s.managed_operator.first() {
+                        sm.operator = Some(self.file_ref(Some(&h.stream), h.stream.size()));
+                        for part in &h.states {
+                            if !states.iter().any(|d| d.name == part.name) {
+                                states.push(OperatorStateDescriptor {
+                                    name: part.name.clone(),
+                                    mode: match part.mode {
+                                        crate::metadata::DistributionMode::SplitDistribute => OperatorStateMode::List,
+                                        crate::metadata::DistributionMode::Union => OperatorStateMode::Union,
+                                        crate::metadata::DistributionMode::Broadcast => OperatorStateMode::Broadcast,
+                                    },
+                                    value_schema: TypeSchema::Bytes,
+                                    key_schema: None,
+                                });
+                            }
+                        }
+                    }
+                }
+                subtasks.push(sm);
+            }
+            operators.push(OperatorMetadata {
+                uid: self.display_uid(op),
+                operator_id: op.id,
+                parallelism: op.parallelism,
+                max_parallelism: op.max_parallelism,
+                finished: op.fully_finished || (!op.subtasks.is_empty() && op.subtasks.iter().all(|s| s.finished)),
+                keyed_states: Vec::new(),
+                operator_states: states,
+                subtasks,
+            });
+        }
+        let savepoint = match &md.properties {
+            Some(p) => p.savepoint,
+            None => !self
+                .dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("chk-")),
+        };
+        let mut properties = BTreeMap::new();
+        properties.insert("flink.metadata_version".to_string(), md.version.to_string());
+        properties.insert(
+            "flink.snapshot_type".to_string(),
+            md.properties
+                .as_ref()
+                .and_then(|p| p.name.clone())
+                .unwrap_or_else(|| if savepoint { "Savepoint" } else { "Checkpoint" }.to_string()),
+        );
+        if let Some(f) = md.properties.as_ref().and_then(|p| p.format.clone()) {
+            properties.insert("flink.savepoint_format".to_string(), f);
+        }
+        if !handle_kinds.is_empty() {
+            properties.insert(
+                "flink.keyed_handles".to_string(),
+                handle_kinds.into_iter().collect::<Vec<_>>().join(","),
+            );
+        }
+        SnapshotMetadata {
+            kind: if savepoint {
+                SnapshotKind::Savepoint
+            } else {
+                SnapshotKind::Checkpoint
+            },
+            format,
+            checkpoint_id: md.checkpoint_id,
+            job_id: self.job_id(),
+            // Not in `_metadata`: when Flink wrote it (it is written last).
+            timestamp_ms: self.written_ms,
+            properties,
+            operators,
+        }
+    }
+
+    /// The job id: a checkpoint's job directory name (32 hex digits), else unknown (zeros):
+    /// `_metadata` does not store it.
+    fn job_id(&self) -> String {
+        self.dir
+            .parent()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map_or_else(|| "0".repeat(32), str::to_string)
+    }
+
+    fn file_ref(&self, h: Option<&StreamHandle>, size: u64) -> FileRef {
+        let (scope, path) = match h {
+            Some(StreamHandle::Relative { path, .. }) => (FileScope::Exclusive, path.clone()),
+            Some(StreamHandle::File { path, .. }) | Some(StreamHandle::Segment { path, .. }) => {
+                (FileScope::Absolute, path.clone())
+            }
+            Some(StreamHandle::KeyGroups(k)) => return self.file_ref(Some(&k.stream), size),
+            _ => (FileScope::Exclusive, "_metadata".to_string()),
+        };
+        FileRef { scope, path, size }
+    }
+}
