@@ -13,6 +13,7 @@
 // Decoders of untrusted bytes: no panicking index, unwrap or expect outside tests.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used))]
 
+mod canonical;
 mod error;
 mod input;
 mod meta;
@@ -20,6 +21,7 @@ pub mod metadata;
 mod serializer;
 mod snapshot;
 
+pub use canonical::CanonicalKeyedView;
 pub use error::FlinkError;
 pub use meta::{decode_keyed_proxy, decode_operator_proxy, BackendStateType, KeyedProxy, OperatorProxy, StateMeta};
 pub use metadata::{
