@@ -21,6 +21,9 @@ const CANONICAL: [&str; 3] = [
     "savepoint-rocksdb-canonical",
 ];
 
+/// Where an entry sorts: key group, state, key, namespace, user key.
+type Position = (u32, u32, Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
 struct Read {
     /// label → state → key → value (as expected.json spells it).
     states: BTreeMap<String, BTreeMap<String, Map<String, Value>>>,
@@ -52,7 +55,7 @@ fn read(fixture: &str, labels: &BTreeMap<String, String>) -> Read {
     for (id, subtask, view) in views(&snap) {
         let label = labels.get(&id).cloned().unwrap_or(id);
         let states = view.states().to_vec();
-        let mut last: Option<(u32, u32, Vec<u8>, Vec<u8>, Option<Vec<u8>>)> = None;
+        let mut last: Option<Position> = None;
         for kg in view.key_group_range() {
             let mut visit = |e: &Entry<'_>| -> Result<ControlFlow<()>, StateError> {
                 let cur = (
