@@ -161,6 +161,52 @@ impl SnapshotReader {
         self.state_data("state data")
     }
 
+    /// Reads what state data a command needs beyond `_metadata`: for an Apache Flink
+    /// snapshot, the keyed states each operator declares (names, kinds, types: they are in the
+    /// heads of the state streams, not in `_metadata`), read from the first bytes of one
+    /// stream per operator. Nothing for statekit's own snapshots, whose `_metadata` has them.
+    /// Fails with [`CheckpointError::Unsupported`] for Flink keyed state in a form not read yet.
+    pub fn load_state_schema(&mut self) -> Result<(), CheckpointError> {
+        let Some(f) = self.flink.clone() else {
+            return Ok(());
+        };
+        for (op, meta) in f.metadata().operators.iter().zip(self.metadata.operators.iter_mut()) {
+            meta.keyed_states = f.keyed_descriptors(op)?;
+        }
+        Ok(())
+    }
+
+    /// For an Apache Flink snapshot, one view per subtask of operator `uid` overlapping
+    /// `range` (`None` for statekit's own snapshots: their views come from
+    /// [`SnapshotReader::keyed_readers`] and the native and changelog handles).
+    pub fn flink_keyed_views(
+        &self,
+        uid: &str,
+        range: KeyGroupRange,
+    ) -> Result<Option<Vec<Box<dyn KeyedStateView>>>, CheckpointError> {
+        let Some(f) = &self.flink else {
+            return Ok(None);
+        };
+        let id = self.operator(uid)?.operator_id;
+        let op = f
+            .metadata()
+            .operator(&id)
+            .ok_or_else(|| CheckpointError::Invalid(format!("operator {id} is not in the Flink snapshot")))?;
+        Ok(Some(f.keyed_views(op, range)?))
+    }
+
+    /// The key group `key` (in statekit's value encoding of `schema`) belongs to in this
+    /// snapshot: statekit's rule for its own snapshots, Flink's (`murmurHash(hashCode)`) for a
+    /// Flink snapshot. `None` when the rule needs a `hashCode` statekit cannot compute (a
+    /// Flink key of another type): then every key group must be searched.
+    pub fn key_group_of(&self, key: &[u8], schema: &statekit_core::TypeSchema, max_parallelism: u32) -> Option<u32> {
+        if self.flink.is_some() {
+            statekit_flink::flink_key_group(key, schema, max_parallelism)
+        } else {
+            Some(keygroup::key_group_for_key(key, max_parallelism))
+        }
+    }
+
     /// Refuses reading state data of a Flink snapshot (not built yet).
     fn state_data(&self, what: &str) -> Result<(), CheckpointError> {
         match &self.flink {

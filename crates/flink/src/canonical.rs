@@ -450,6 +450,19 @@ fn read_varint(i: &mut Input<'_>) -> Result<u32, String> {
     Err("string varint longer than 5 bytes".into())
 }
 
+/// The statekit descriptors of the states a keyed head lists.
+pub(crate) fn descriptors(proxy: &KeyedProxy) -> Result<Vec<StateDescriptor>, String> {
+    proxy
+        .states
+        .iter()
+        .map(|m| {
+            layout(&proxy.key, m)
+                .map(|(_, d)| d)
+                .map_err(|e| format!("state {:?}: {e}", m.name))
+        })
+        .collect()
+}
+
 /// The statekit layout and descriptor of one state from its meta info.
 fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), String> {
     let key_schema = schema_of(key);

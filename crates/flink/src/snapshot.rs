@@ -4,7 +4,9 @@
 
 use crate::error::FlinkError;
 use crate::metadata::{decode_metadata, FlinkMetadata, FlinkOperator, KeyedHandle, StreamHandle};
-use statekit_core::{KeyGroupRange, OperatorId, OperatorStateDescriptor, OperatorStateMode, TypeSchema};
+use statekit_core::{
+    KeyGroupRange, OperatorId, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TypeSchema,
+};
 use statekit_format::{
     FileRef, FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
 };
@@ -207,6 +209,131 @@ impl FlinkSnapshot {
         }
     }
 
+    /// Up to `limit` bytes from the start of a stream (for the heads of state streams, which
+    /// are small: the whole stream need not be read to learn its states).
+    pub fn read_head(&self, h: &StreamHandle, limit: usize) -> Result<Vec<u8>, FlinkError> {
+        use std::io::Read;
+        let (path, start) = match (h, self.locate(h)) {
+            (StreamHandle::Bytes { data, .. }, _) => return Ok(data.iter().take(limit).copied().collect()),
+            (StreamHandle::KeyGroups(k), _) => return self.read_head(&k.stream, limit),
+            (StreamHandle::Segment { start, .. }, Location::Local(p)) => (p, *start),
+            (_, Location::Local(p)) => (p, 0),
+            _ => {
+                return self.read_stream(h).map(|mut b| {
+                    b.truncate(limit);
+                    b
+                })
+            }
+        };
+        let shown = path.display().to_string();
+        let io = |source| FlinkError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let mut f = std::fs::File::open(&path).map_err(io)?;
+        if start > 0 {
+            use std::io::Seek;
+            f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        }
+        let cap = usize::try_from(h.size()).unwrap_or(usize::MAX).min(limit);
+        let mut out = Vec::with_capacity(cap.min(1 << 20));
+        f.take(cap as u64).read_to_end(&mut out).map_err(io)?;
+        Ok(out)
+    }
+
+    /// The keyed proxy (states and types) of the stream `h` begins with, reading no more of
+    /// it than the head needs.
+    pub fn keyed_head(&self, h: &StreamHandle) -> Result<crate::meta::KeyedProxy, FlinkError> {
+        self.head(h, crate::meta::decode_keyed_proxy)
+    }
+
+    /// The operator proxy (states, modes and types) of the stream `h` begins with.
+    pub fn operator_head(&self, h: &StreamHandle) -> Result<crate::meta::OperatorProxy, FlinkError> {
+        self.head(h, crate::meta::decode_operator_proxy)
+    }
+
+    fn head<T>(&self, h: &StreamHandle, decode: fn(&[u8], &str) -> Result<T, FlinkError>) -> Result<T, FlinkError> {
+        let shown = self.locate_shown(h);
+        let mut limit = 64 << 10;
+        loop {
+            let bytes = self.read_head(h, limit)?;
+            match decode(&bytes, &shown) {
+                Err(FlinkError::Corrupt { .. }) if bytes.len() == limit => limit = limit.saturating_mul(16),
+                r => return r,
+            }
+        }
+    }
+
+    /// The keyed states of operator `op` (from the head of its first subtask's keyed stream),
+    /// as statekit descriptors. Errors with [`FlinkError::Unsupported`] for keyed state kept
+    /// in a form not read yet (RocksDB files, changelog, the heap checkpoint format).
+    pub fn keyed_descriptors(&self, op: &FlinkOperator) -> Result<Vec<StateDescriptor>, FlinkError> {
+        let Some(k) = op.subtasks.iter().find_map(|s| s.managed_keyed.as_ref()) else {
+            return Ok(Vec::new());
+        };
+        let g = self.readable(op, k)?;
+        let proxy = self.keyed_head(&g.stream)?;
+        crate::canonical::descriptors(&proxy).map_err(|what| FlinkError::Unsupported {
+            file: self.locate_shown(&g.stream),
+            offset: 0,
+            field: "state meta info".into(),
+            what,
+        })
+    }
+
+    /// One view per subtask of `op` whose key groups overlap `range`.
+    pub fn keyed_views(
+        &self,
+        op: &FlinkOperator,
+        range: KeyGroupRange,
+    ) -> Result<Vec<Box<dyn statekit_core::KeyedStateView>>, FlinkError> {
+        let mut out: Vec<Box<dyn statekit_core::KeyedStateView>> = Vec::new();
+        for s in &op.subtasks {
+            let Some(k) = &s.managed_keyed else { continue };
+            let g = self.readable(op, k)?;
+            let r = k.range();
+            let Some(end) = r.end() else { continue };
+            if KeyGroupRange::new(r.start, end).intersection(&range).is_empty() {
+                continue;
+            }
+            let bytes = self.read_stream(&g.stream)?;
+            out.push(Box::new(crate::canonical::CanonicalKeyedView::new(
+                bytes,
+                g,
+                op.max_parallelism,
+                &self.locate_shown(&g.stream),
+            )?));
+        }
+        Ok(out)
+    }
+
+    fn readable<'a>(
+        &self,
+        op: &FlinkOperator,
+        k: &'a KeyedHandle,
+    ) -> Result<&'a crate::metadata::KeyGroupsHandle, FlinkError> {
+        match k {
+            KeyedHandle::KeyGroups(g) if g.savepoint => Ok(g),
+            other => Err(FlinkError::Unsupported {
+                file: self.metadata_file.display().to_string(),
+                offset: 0,
+                field: format!("operator {} keyed state", op.id),
+                what: format!(
+                    "{} (reading Flink's keyed state is built for canonical savepoints so far)",
+                    other.type_name()
+                ),
+            }),
+        }
+    }
+
+    fn locate_shown(&self, h: &StreamHandle) -> String {
+        match self.locate(h) {
+            Location::Local(p) => p.display().to_string(),
+            Location::Inline => format!("{} (inline)", self.metadata_file.display()),
+            Location::Remote(u) | Location::Missing(u) => u,
+        }
+    }
+
     fn locate_absolute(&self, uri: &str) -> Location {
         let local = match uri.strip_prefix("file://").or_else(|| uri.strip_prefix("file:")) {
             Some(p) => p.to_string(),
@@ -382,4 +509,28 @@ impl FlinkSnapshot {
         };
         FileRef { scope, path, size }
     }
+}
+
+/// The key group Flink puts a key in: `murmurHash(key.hashCode()) % max parallelism`, for keys
+/// whose Java `hashCode` statekit computes from their bytes in statekit's value encoding
+/// (`String`, `Long`, `Integer`, `Boolean`); `None` for other key types.
+pub fn flink_key_group(key: &[u8], schema: &TypeSchema, max_parallelism: u32) -> Option<u32> {
+    let hash = match schema {
+        TypeSchema::Utf8 => statekit_core::hash::java_string_hash_code(std::str::from_utf8(key).ok()?),
+        TypeSchema::I64 => {
+            let v = i64::from_be_bytes(key.try_into().ok()?);
+            (v ^ ((v as u64) >> 32) as i64) as i32
+        }
+        TypeSchema::I32 => i32::from_be_bytes(key.try_into().ok()?),
+        TypeSchema::Bool => match key {
+            [1] => 1231,
+            [0] => 1237,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(statekit_core::keygroup::flink_key_group_for_hash_code(
+        hash,
+        max_parallelism,
+    ))
 }

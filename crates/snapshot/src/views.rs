@@ -43,6 +43,9 @@ pub fn keyed_views(
     uid: &str,
     range: KeyGroupRange,
 ) -> Result<Vec<Box<dyn KeyedStateView>>, SnapshotError> {
+    if let Some(views) = reader.flink_keyed_views(uid, range)? {
+        return Ok(views);
+    }
     let mut views: Vec<Box<dyn KeyedStateView>> = Vec::new();
     for r in reader.keyed_readers(uid, range)? {
         views.push(Box::new(r));

@@ -5,9 +5,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{
-    key_group_for_key, KeyGroupRange, KeyedStateKind, OperatorStateData, StateError, UPPER_BOUND_MAX_PARALLELISM,
-};
+use statekit_core::{KeyGroupRange, KeyedStateKind, OperatorStateData, StateError, UPPER_BOUND_MAX_PARALLELISM};
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -179,8 +177,8 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let (Some(uid), Some(state)) = (args.uid.as_deref(), args.state.as_deref()) else {
         bail!("--uid and --state are required (or --changes)");
     };
-    let reader = SnapshotReader::open(&args.path)?;
-    reader.check_state_readable()?;
+    let mut reader = SnapshotReader::open(&args.path)?;
+    reader.load_state_schema()?;
     let op = reader.operator(uid)?.clone();
     let mut out = Out::new(args.json, args.limit);
     let mut changelog_note: Option<String> = None;
@@ -202,8 +200,10 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             }
             range = kgs;
         }
-        if let Some(k) = &key {
-            let kg = key_group_for_key(k, op.max_parallelism);
+        if let Some(kg) = key
+            .as_ref()
+            .and_then(|k| reader.key_group_of(k, &desc.key_schema, op.max_parallelism))
+        {
             range = range.intersection(&KeyGroupRange::new(kg, kg));
         }
         if op.subtasks.iter().any(|st| st.changelog.is_some()) {
