@@ -14,7 +14,7 @@ use crate::meta::{decode_keyed_proxy, BackendStateType, KeyedProxy, StateMeta};
 use crate::metadata::KeyGroupsHandle;
 use crate::serializer::FlinkType;
 use statekit_core::{
-    Entry, EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError, TtlConfig,
+    EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, OwnedEntry, StateDescriptor, StateError, TtlConfig,
     TypeSchema,
 };
 use std::ops::ControlFlow;
@@ -31,17 +31,6 @@ struct Layout {
     value: FlinkType,
     user_key: Option<FlinkType>,
     ttl: bool,
-}
-
-/// One key group's entries, owned (decoded, then sorted into canonical order).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Owned {
-    state: u32,
-    key: Vec<u8>,
-    namespace: Vec<u8>,
-    user_key: Option<Vec<u8>>,
-    value: Vec<u8>,
-    timestamp: Option<i64>,
 }
 
 /// A canonical savepoint's keyed state stream of one subtask.
@@ -104,7 +93,7 @@ impl CanonicalKeyedView {
         &self.proxy
     }
 
-    fn key_group_entries(&self, kg: u32) -> Result<Vec<Owned>, FlinkError> {
+    fn key_group_entries(&self, kg: u32) -> Result<Vec<OwnedEntry>, FlinkError> {
         let idx = kg.checked_sub(self.range.start()).map(|i| i as usize);
         let Some(offset) = idx.and_then(|i| self.offsets.get(i)).copied() else {
             return Ok(Vec::new());
@@ -172,14 +161,21 @@ impl CanonicalKeyedView {
                         format!("a record of key group {stored_kg} in key group {kg}'s data"),
                     ));
                 }
-                self.decode_record(state as u32, layout, key.get(prefix..).unwrap_or(&[]), value, &mut out)
-                    .map_err(|reason| {
-                        corrupt(
-                            if reason.starts_with("value") { value_at } else { key_at },
-                            &format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str())),
-                            reason,
-                        )
-                    })?;
+                self.decode_record(
+                    kg,
+                    state as u32,
+                    layout,
+                    key.get(prefix..).unwrap_or(&[]),
+                    value,
+                    &mut out,
+                )
+                .map_err(|reason| {
+                    corrupt(
+                        if reason.starts_with("value") { value_at } else { key_at },
+                        &format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str())),
+                        reason,
+                    )
+                })?;
                 if last {
                     break;
                 }
@@ -190,31 +186,28 @@ impl CanonicalKeyedView {
             }
             state = usize::from(next);
         }
-        out.sort_by(|a, b| {
-            a.state
-                .cmp(&b.state)
-                .then_with(|| a.key.cmp(&b.key))
-                .then_with(|| a.namespace.cmp(&b.namespace))
-                .then_with(|| a.user_key.cmp(&b.user_key))
-        });
+        // Stable: list elements keep their order.
+        out.sort_by(|a, b| a.as_entry().canonical_cmp(&b.as_entry()));
         Ok(out)
     }
 
     /// Splits a composite key and transcodes one record into entries.
     fn decode_record(
         &self,
+        key_group: u32,
         state: u32,
         layout: &Layout,
         key: &[u8],
         value: &[u8],
-        out: &mut Vec<Owned>,
+        out: &mut Vec<OwnedEntry>,
     ) -> Result<(), String> {
         let mut k = Input::new(key, "");
         if layout.timers {
             // Timer: i64 timestamp (sign bit flipped), key, namespace; the value is empty.
             let ts = k.i64("timer").map_err(|e| e.to_string())? ^ i64::MIN;
             let (key, namespace) = self.key_and_namespace(&mut k, &layout.namespace)?;
-            out.push(Owned {
+            out.push(OwnedEntry {
+                key_group,
                 state,
                 key,
                 namespace,
@@ -243,7 +236,8 @@ impl CanonicalKeyedView {
         }
         let mut v = Input::new(value, "");
         let mut push = |value: Vec<u8>, timestamp: Option<i64>| {
-            out.push(Owned {
+            out.push(OwnedEntry {
+                key_group,
                 state,
                 key: key_bytes.clone(),
                 namespace: ns_bytes.clone(),
@@ -561,15 +555,7 @@ impl KeyedStateView for CanonicalKeyedView {
             .key_group_entries(key_group)
             .map_err(|e| StateError::Snapshot(e.to_string()))?;
         for o in &entries {
-            let e = Entry {
-                state: o.state,
-                key: &o.key,
-                namespace: &o.namespace,
-                user_key: o.user_key.as_deref(),
-                value: &o.value,
-                timestamp: o.timestamp,
-            };
-            if visitor(&e)?.is_break() {
+            if visitor(&o.as_entry())?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
         }
