@@ -74,7 +74,7 @@ impl CanonicalKeyedView {
         let start = handle.range.start;
         let range = match handle.range.end() {
             Some(end) => KeyGroupRange::new(start, end),
-            None => KeyGroupRange::new(start, start).intersection(&KeyGroupRange::new(1, 0)),
+            None => KeyGroupRange::EMPTY,
         };
         Ok(CanonicalKeyedView {
             file: file.to_string(),

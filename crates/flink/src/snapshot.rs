@@ -264,21 +264,28 @@ impl FlinkSnapshot {
         }
     }
 
-    /// The keyed states of operator `op` (from the head of its first subtask's keyed stream),
-    /// as statekit descriptors. Errors with [`FlinkError::Unsupported`] for keyed state kept
-    /// in a form not read yet (RocksDB files, changelog, the heap checkpoint format).
+    /// The keyed states of operator `op`, as statekit descriptors: the union, by name, of
+    /// what the heads of its subtasks' keyed streams list (a subtask registers only the
+    /// states it used). Errors with [`FlinkError::Unsupported`] for keyed state kept in a form
+    /// not read yet (RocksDB files, changelog, the heap checkpoint format).
     pub fn keyed_descriptors(&self, op: &FlinkOperator) -> Result<Vec<StateDescriptor>, FlinkError> {
-        let Some(k) = op.subtasks.iter().find_map(|s| s.managed_keyed.as_ref()) else {
-            return Ok(Vec::new());
-        };
-        let g = self.readable(op, k)?;
-        let proxy = self.keyed_head(&g.stream)?;
-        crate::canonical::descriptors(&proxy).map_err(|what| FlinkError::Unsupported {
-            file: self.locate_shown(&g.stream),
-            offset: 0,
-            field: "state meta info".into(),
-            what,
-        })
+        let mut out: Vec<StateDescriptor> = Vec::new();
+        for k in op.subtasks.iter().filter_map(|s| s.managed_keyed.as_ref()) {
+            let g = self.readable(op, k)?;
+            let proxy = self.keyed_head(&g.stream)?;
+            let descs = crate::canonical::descriptors(&proxy).map_err(|what| FlinkError::Unsupported {
+                file: self.locate_shown(&g.stream),
+                offset: 0,
+                field: "state meta info".into(),
+                what,
+            })?;
+            for d in descs {
+                if !out.iter().any(|o| o.name == d.name) {
+                    out.push(d);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// One view per subtask of `op` whose key groups overlap `range`.
