@@ -254,15 +254,8 @@ impl SnapshotReader {
     /// whose id it is (32 hex digits).
     pub fn operator(&self, uid: &str) -> Result<&OperatorMetadata, CheckpointError> {
         let by_id = || {
-            let id = uid
-                .parse::<statekit_core::OperatorId>()
-                .unwrap_or_else(|_| statekit_core::OperatorId::from_uid(uid));
-            let hashed = statekit_core::OperatorId::from_uid(uid);
-            self.metadata
-                .operators
-                .iter()
-                .find(|o| o.operator_id == hashed)
-                .or_else(|| self.metadata.operators.iter().find(|o| o.operator_id == id))
+            let find = |id: statekit_core::OperatorId| self.metadata.operators.iter().find(|o| o.operator_id == id);
+            find(statekit_core::OperatorId::from_uid(uid)).or_else(|| uid.parse().ok().and_then(find))
         };
         self.metadata
             .operator(uid)

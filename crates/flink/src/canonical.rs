@@ -226,7 +226,7 @@ impl CanonicalKeyedView {
         let user_key = match &layout.user_key {
             Some(t) => {
                 let mut u = Vec::new();
-                transcode(t, &mut k, &mut u, true)?;
+                transcode(t, &mut k, &mut u)?;
                 Some(u)
             }
             None => None,
@@ -252,7 +252,7 @@ impl CanonicalKeyedView {
                 loop {
                     let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
                     let mut e = Vec::new();
-                    transcode(&layout.value, &mut v, &mut e, true)?;
+                    transcode(&layout.value, &mut v, &mut e)?;
                     push(e, ts);
                     if v.remaining() == 0 {
                         break;
@@ -271,13 +271,13 @@ impl CanonicalKeyedView {
                 }
                 let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
                 let mut e = Vec::new();
-                transcode(&layout.value, &mut v, &mut e, true)?;
+                transcode(&layout.value, &mut v, &mut e)?;
                 push(e, ts);
             }
             _ => {
                 let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
                 let mut e = Vec::new();
-                transcode(&layout.value, &mut v, &mut e, true)?;
+                transcode(&layout.value, &mut v, &mut e)?;
                 push(e, ts);
             }
         }
@@ -295,10 +295,10 @@ impl CanonicalKeyedView {
             let n = k.remaining().checked_sub(w).ok_or("key: shorter than its namespace")?;
             key.extend_from_slice(k.take(n, "key").map_err(|e| e.to_string())?);
         } else {
-            transcode(&self.proxy.key, k, &mut key, true)?;
+            transcode(&self.proxy.key, k, &mut key)?;
         }
         let mut namespace = Vec::new();
-        transcode(ns, k, &mut namespace, true)?;
+        transcode(ns, k, &mut namespace)?;
         Ok((key, namespace))
     }
 
@@ -307,12 +307,12 @@ impl CanonicalKeyedView {
     fn key_and_namespace_with_lengths(&self, k: &mut Input<'_>, ns: &FlinkType) -> Result<(Vec<u8>, Vec<u8>), String> {
         let start = k.pos();
         let mut key = Vec::new();
-        transcode(&self.proxy.key, k, &mut key, true)?;
+        transcode(&self.proxy.key, k, &mut key)?;
         let key_len = k.pos() - start;
         skip_length_suffix(k, key_len)?;
         let start = k.pos();
         let mut namespace = Vec::new();
-        transcode(ns, k, &mut namespace, true)?;
+        transcode(ns, k, &mut namespace)?;
         let ns_len = k.pos() - start;
         skip_length_suffix(k, ns_len)?;
         Ok((key, namespace))
@@ -381,7 +381,7 @@ fn schema_of(t: &FlinkType) -> TypeSchema {
 /// Reads one value of Flink type `t` from `i` and appends it in statekit's value encoding
 /// (top level: strings and byte strings as their raw bytes). A type statekit does not
 /// transcode takes the rest of the input as bytes.
-fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>, _top: bool) -> Result<(), String> {
+fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> Result<(), String> {
     let e = |e: FlinkError| e.to_string();
     match t {
         FlinkType::String => {
@@ -461,11 +461,11 @@ pub(crate) fn descriptors(proxy: &KeyedProxy) -> Result<Vec<StateDescriptor>, St
 fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), String> {
     let key_schema = schema_of(key);
     if m.backend_type == BackendStateType::PriorityQueue {
-        let (k, ns) = match m.serializer("VALUE_SERIALIZER") {
-            Some(FlinkType::Timer(k, ns)) => ((**k).clone(), (**ns).clone()),
+        // The timer's key type is the state's key type; its namespace type is the state's.
+        let ns = match m.serializer("VALUE_SERIALIZER") {
+            Some(FlinkType::Timer(_, ns)) => (**ns).clone(),
             _ => return Err("a timer state without a timer serializer".into()),
         };
-        let _ = k;
         let layout = Layout {
             kind: KeyedStateKind::List,
             timers: true,

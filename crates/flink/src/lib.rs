@@ -30,4 +30,4 @@ pub use metadata::{
     NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle, METADATA_MAGIC,
 };
 pub use serializer::{decode_serializer_snapshot, FlinkType};
-pub use snapshot::{flink_key_group, FlinkOpenOptions, FlinkSnapshot, Location};
+pub use snapshot::{flink_key_group, FlinkOpenOptions, FlinkSnapshot, Location, METADATA_VERSION_PROPERTY};

@@ -336,7 +336,7 @@ fn read_payload(
             ),
         ));
     }
-    let _outer_version = i.i32(field)?;
+    let outer_version = i.i32(field)?;
     let outer: Option<String> = match short {
         "TupleSerializerSnapshot"
         | "GenericArraySerializerSnapshot"
@@ -353,7 +353,7 @@ fn read_payload(
         s if s.starts_with("TtlStateFactory$TtlSerializerSnapshot") => None,
         "RowSerializer$RowSerializerSnapshot" | "RowSerializerSnapshot" => {
             // Outer: whether the row kind is serialized (a boolean), from outer version 3.
-            if _outer_version >= 3 {
+            if outer_version >= 3 {
                 i.bool(field)?;
             }
             None

@@ -13,6 +13,10 @@ use statekit_format::{
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The property of [`FlinkSnapshot::to_statekit`]'s metadata that marks a Flink snapshot
+/// (its value: the `_metadata` version).
+pub const METADATA_VERSION_PROPERTY: &str = "flink.metadata_version";
+
 /// How to open a Flink snapshot.
 #[derive(Clone, Debug, Default)]
 pub struct FlinkOpenOptions {
@@ -126,19 +130,12 @@ impl FlinkSnapshot {
         self.uid(&op.id).map_or_else(|| op.id.to_string(), str::to_string)
     }
 
-    /// The operator statekit knows as `uid` (a uid, or an operator id in hex).
-    pub fn operator(&self, uid: &str) -> Option<&FlinkOperator> {
-        self.metadata
-            .operators
-            .iter()
-            .find(|o| self.display_uid(o) == uid || o.id.to_string() == uid.to_ascii_lowercase())
-    }
-
     /// Where a stream's bytes are. Relative handles resolve against the directory holding
     /// `_metadata`. Absolute `file:` paths are used when they exist; otherwise each
-    /// `--flink-root OLD=NEW` is tried, then the file's name beside `_metadata`, then in the
-    /// job's `shared/` and `taskowned/` directories and in a moved checkpoint directory's
-    /// parent, so a checkpoint directory that was copied elsewhere still opens.
+    /// `--flink-root OLD=NEW` is tried, then the path's tail from its `shared/`, `taskowned/`
+    /// or `chk-N/` part on under the job directory (the parent of the one holding
+    /// `_metadata`), then the file's name beside `_metadata`, so a checkpoint directory that
+    /// was copied elsewhere still opens.
     pub fn locate(&self, h: &StreamHandle) -> Location {
         match h {
             StreamHandle::Bytes { .. } | StreamHandle::EmptySegment => Location::Inline,
@@ -155,14 +152,31 @@ impl FlinkSnapshot {
         }
     }
 
-    /// The bytes of a stream (inline data, or the whole local file; a segment's range).
+    /// The bytes of a stream (inline data, or the whole local file; a segment's range). A
+    /// file whose size is not the one `_metadata` records, or a segment past its file's end,
+    /// is corrupt.
     pub fn read_stream(&self, h: &StreamHandle) -> Result<Vec<u8>, FlinkError> {
-        let (start, len) = match h {
-            StreamHandle::Bytes { data, .. } => return Ok(data.clone()),
+        self.read_prefix(h, None)
+    }
+
+    /// Up to `limit` bytes from the start of a stream (for the heads of state streams, which
+    /// are small: the whole stream need not be read to learn its states).
+    pub fn read_head(&self, h: &StreamHandle, limit: usize) -> Result<Vec<u8>, FlinkError> {
+        self.read_prefix(h, Some(limit))
+    }
+
+    /// A stream's bytes, all of them or up to `limit`; a local file is read from the stream's
+    /// start (a segment's offset) for as many bytes as are wanted, never more.
+    fn read_prefix(&self, h: &StreamHandle, limit: Option<usize>) -> Result<Vec<u8>, FlinkError> {
+        use std::io::{Read, Seek};
+        let start = match h {
+            StreamHandle::Bytes { data, .. } => {
+                return Ok(data.iter().take(limit.unwrap_or(usize::MAX)).copied().collect())
+            }
             StreamHandle::EmptySegment => return Ok(Vec::new()),
-            StreamHandle::KeyGroups(k) => return self.read_stream(&k.stream),
-            StreamHandle::Segment { start, size, .. } => (*start, Some(*size)),
-            _ => (0, None),
+            StreamHandle::KeyGroups(k) => return self.read_prefix(&k.stream, limit),
+            StreamHandle::Segment { start, .. } => Some(*start),
+            StreamHandle::File { .. } | StreamHandle::Relative { .. } => None,
         };
         let path = match self.locate(h) {
             Location::Local(p) => p,
@@ -185,59 +199,39 @@ impl FlinkSnapshot {
             path: shown.clone(),
             source,
         };
-        let bytes = std::fs::read(&path).map_err(io)?;
-        if h.size() != 0 && len.is_none() && bytes.len() as u64 != h.size() {
-            return Err(FlinkError::Corrupt {
-                file: shown,
-                offset: bytes.len() as u64,
-                field: "file size".into(),
-                reason: format!("{} bytes, _metadata records {}", bytes.len(), h.size()),
-            });
+        let mut f = std::fs::File::open(&path).map_err(io)?;
+        let size = h.size();
+        if let Some(start) = start {
+            f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        } else if limit.is_none() && size != 0 {
+            let len = f.metadata().map_err(io)?.len();
+            if len != size {
+                return Err(FlinkError::Corrupt {
+                    file: shown,
+                    offset: len,
+                    field: "file size".into(),
+                    reason: format!("{len} bytes, _metadata records {size}"),
+                });
+            }
         }
-        match len {
-            None => Ok(bytes),
-            Some(n) => usize::try_from(start)
-                .ok()
-                .and_then(|s| Some(s..s.checked_add(usize::try_from(n).ok()?)?))
-                .and_then(|r| bytes.get(r).map(<[u8]>::to_vec))
-                .ok_or_else(|| FlinkError::Corrupt {
-                    file: shown.clone(),
+        // A whole file of unrecorded size (0) is read to its end.
+        let want = match (start, limit) {
+            (None, None) if size == 0 => u64::MAX,
+            (_, None) => size,
+            (_, Some(l)) => size.min(l as u64),
+        };
+        let mut out = Vec::with_capacity(usize::try_from(want).unwrap_or(usize::MAX).min(1 << 20));
+        f.take(want).read_to_end(&mut out).map_err(io)?;
+        if let (Some(start), None) = (start, limit) {
+            if (out.len() as u64) < size {
+                return Err(FlinkError::Corrupt {
+                    file: shown,
                     offset: start,
                     field: "segment".into(),
-                    reason: format!("{n} bytes from {start} are past the end ({} bytes)", bytes.len()),
-                }),
-        }
-    }
-
-    /// Up to `limit` bytes from the start of a stream (for the heads of state streams, which
-    /// are small: the whole stream need not be read to learn its states).
-    pub fn read_head(&self, h: &StreamHandle, limit: usize) -> Result<Vec<u8>, FlinkError> {
-        use std::io::Read;
-        let (path, start) = match (h, self.locate(h)) {
-            (StreamHandle::Bytes { data, .. }, _) => return Ok(data.iter().take(limit).copied().collect()),
-            (StreamHandle::KeyGroups(k), _) => return self.read_head(&k.stream, limit),
-            (StreamHandle::Segment { start, .. }, Location::Local(p)) => (p, *start),
-            (_, Location::Local(p)) => (p, 0),
-            _ => {
-                return self.read_stream(h).map(|mut b| {
-                    b.truncate(limit);
-                    b
-                })
+                    reason: format!("{size} bytes from {start} are past the end of the file"),
+                });
             }
-        };
-        let shown = path.display().to_string();
-        let io = |source| FlinkError::Io {
-            path: shown.clone(),
-            source,
-        };
-        let mut f = std::fs::File::open(&path).map_err(io)?;
-        if start > 0 {
-            use std::io::Seek;
-            f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
         }
-        let cap = usize::try_from(h.size()).unwrap_or(usize::MAX).min(limit);
-        let mut out = Vec::with_capacity(cap.min(1 << 20));
-        f.take(cap as u64).read_to_end(&mut out).map_err(io)?;
         Ok(out)
     }
 
@@ -461,7 +455,7 @@ impl FlinkSnapshot {
                 .is_some_and(|n| n.starts_with("chk-")),
         };
         let mut properties = BTreeMap::new();
-        properties.insert("flink.metadata_version".to_string(), md.version.to_string());
+        properties.insert(METADATA_VERSION_PROPERTY.to_string(), md.version.to_string());
         properties.insert(
             "flink.snapshot_type".to_string(),
             md.properties

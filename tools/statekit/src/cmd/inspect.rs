@@ -68,9 +68,14 @@ fn parse_root(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Whether `m` was mapped from an Apache Flink snapshot.
+fn is_flink(m: &SnapshotMetadata) -> bool {
+    m.properties.contains_key(statekit_flink::METADATA_VERSION_PROPERTY)
+}
+
 /// `Apache Flink savepoint, _metadata v4, CANONICAL`-style label when `m` is a Flink snapshot.
 pub(crate) fn flink_label(m: &SnapshotMetadata) -> Option<String> {
-    let v = m.properties.get("flink.metadata_version")?;
+    let v = m.properties.get(statekit_flink::METADATA_VERSION_PROPERTY)?;
     let mut s = format!("Apache Flink _metadata v{v}");
     if let Some(f) = m.properties.get("flink.savepoint_format") {
         s.push_str(&format!(", {f}"));
@@ -109,7 +114,7 @@ pub(crate) fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, (u64, u64)>
 
 /// `canonical-v1`, or `native-<backend>` when some subtask holds native files.
 pub fn format_label(m: &SnapshotMetadata) -> String {
-    if m.properties.contains_key("flink.metadata_version") {
+    if is_flink(m) {
         return format!("flink-{}", m.format.as_str());
     }
     match m.format {
@@ -236,7 +241,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
 
 /// Which backends a snapshot restores into.
 fn restores_into(m: &SnapshotMetadata) -> String {
-    if m.properties.contains_key("flink.metadata_version") {
+    if is_flink(m) {
         return match m.format {
             SnapshotFormat::Canonical => "any Flink state backend".into(),
             SnapshotFormat::Native => "Flink's RocksDB backend".into(),
