@@ -172,6 +172,7 @@ impl SnapshotReader {
         };
         for (op, meta) in f.metadata().operators.iter().zip(self.metadata.operators.iter_mut()) {
             meta.keyed_states = f.keyed_descriptors(op)?;
+            meta.operator_states = f.operator_descriptors(op)?;
         }
         Ok(())
     }
@@ -456,7 +457,6 @@ impl SnapshotReader {
         new_parallelism: u32,
         index: u32,
     ) -> Result<OperatorStateSnapshot, CheckpointError> {
-        self.state_data("operator state")?;
         if index >= new_parallelism {
             return Err(CheckpointError::Invalid(format!(
                 "subtask {index} is not below parallelism {new_parallelism}"
@@ -473,7 +473,6 @@ impl SnapshotReader {
         uid: &str,
         new_parallelism: u32,
     ) -> Result<Vec<OperatorStateSnapshot>, CheckpointError> {
-        self.state_data("operator state")?;
         let op = self.operator(uid)?;
         keygroup::check_parallelism(new_parallelism, op.max_parallelism)?;
         let old = (0..op.subtasks.len() as u32)
@@ -486,8 +485,21 @@ impl SnapshotReader {
     /// redistributed); empty when it stored none. Callers that report progress read the
     /// subtasks one by one with this and redistribute with [`statekit_core::redistribute`].
     pub fn stored_operator_state(&self, uid: &str, index: u32) -> Result<OperatorStateSnapshot, CheckpointError> {
-        self.state_data("operator state")?;
         let op = self.operator(uid)?;
+        if let Some(f) = &self.flink {
+            if index >= op.parallelism {
+                return Err(CheckpointError::Invalid(format!(
+                    "operator {uid:?} has {} subtasks, no subtask {index}",
+                    op.parallelism
+                )));
+            }
+            let id = op.operator_id;
+            let fop = f
+                .metadata()
+                .operator(&id)
+                .ok_or_else(|| CheckpointError::Invalid(format!("operator {id} is not in the Flink snapshot")))?;
+            return Ok(f.operator_state(fop, index)?);
+        }
         let s = op.subtasks.get(index as usize).ok_or_else(|| {
             CheckpointError::Invalid(format!(
                 "operator {uid:?} has {} subtasks, no subtask {index}",

@@ -1,18 +1,27 @@
-//! Keyed state in Flink's canonical savepoint format (`KeyGroupsSavepointStateHandle`) read
-//! as a statekit [`KeyedStateView`]: each key group's records decoded, keys split into key,
-//! namespace and user key, values transcoded from Flink's encodings into statekit's value
-//! encoding, and entries handed out in canonical order.
+//! Keyed state in a key-group stream (`KeyGroupsSavepointStateHandle`, `KeyGroupsStateHandle`)
+//! read as a statekit [`KeyedStateView`]: each key group's records decoded, keys split into
+//! key, namespace and user key, values transcoded from Flink's encodings into statekit's
+//! value encoding, and entries handed out in canonical order. Two layouts share the handle
+//! (`docs/flink-format.md`):
 //!
-//! Layout (`docs/flink-format.md`): the keyed proxy, then per key group with data, at its
-//! offset: `u16 state id`, then records `i32 key length, key, i32 value length, value`; the
-//! last record of a state has bit `0x80` set in the key's first byte, and is followed by the
-//! next state's id or `0xFFFF` (end of the key group).
+//! - the canonical savepoint format: the keyed proxy, then per key group with data, at its
+//!   offset: `u16 state id`, then records `i32 key length, key, i32 value length, value`; the
+//!   last record of a state has bit `0x80` set in the key's first byte, and is followed by
+//!   the next state's id or `0xFFFF` (end of the key group). Compressed, a key group is one
+//!   Snappy frame stream.
+//! - the heap backend's checkpoint format (native heap savepoints, materialized changelog
+//!   parts): at every key group's offset `i32 key group`, then per state `u16 state id`,
+//!   `i32 count` and `count` × (namespace, key, whole state: a list as `i32 n` + elements, a
+//!   map as `i32 n` × (user key, null flag, value)); timers as `i32 count` × timer.
+//!   Compressed, each state's part is a Snappy frame stream of its own.
 
 use crate::error::FlinkError;
 use crate::input::Input;
 use crate::meta::{decode_keyed_proxy, BackendStateType, KeyedProxy, StateMeta};
 use crate::metadata::KeyGroupsHandle;
+use crate::operator::unsnap;
 use crate::serializer::FlinkType;
+use crate::value::{decodable, schema_of, transcode, width};
 use statekit_core::{
     EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, OwnedEntry, StateDescriptor, StateError, TtlConfig,
     TypeSchema,
@@ -33,10 +42,11 @@ struct Layout {
     ttl: bool,
 }
 
-/// A canonical savepoint's keyed state stream of one subtask.
+/// The keyed state stream of one subtask, in the canonical or the heap layout.
 #[derive(Debug)]
-pub struct CanonicalKeyedView {
+pub struct KeyGroupsView {
     file: String,
+    heap: bool,
     bytes: Vec<u8>,
     max_parallelism: u32,
     range: KeyGroupRange,
@@ -46,19 +56,13 @@ pub struct CanonicalKeyedView {
     states: Vec<StateDescriptor>,
 }
 
-impl CanonicalKeyedView {
-    /// Reads the head of `bytes` (the stream of `handle`, named `file` in errors).
+impl KeyGroupsView {
+    /// Reads the head of `bytes` (the stream of `handle`, named `file` in errors), and tells
+    /// the layout: a savepoint handle (tag 7) is canonical; otherwise the heap layout is
+    /// recognised by every key group having data that starts with its own number.
     pub fn new(bytes: Vec<u8>, handle: &KeyGroupsHandle, max_parallelism: u32, file: &str) -> Result<Self, FlinkError> {
         let proxy = decode_keyed_proxy(&bytes, file)?;
-        if proxy.compressed {
-            return Err(FlinkError::Unsupported {
-                file: file.to_string(),
-                offset: 4,
-                field: "compression flag".into(),
-                what: "Snappy-compressed key groups (execution.checkpointing.snapshot-compression) are not read yet"
-                    .into(),
-            });
-        }
+        let heap = !handle.savepoint && is_heap_layout(&bytes, handle);
         let mut layouts = Vec::with_capacity(proxy.states.len());
         let mut states = Vec::with_capacity(proxy.states.len());
         for m in &proxy.states {
@@ -76,8 +80,9 @@ impl CanonicalKeyedView {
             Some(end) => KeyGroupRange::new(start, end),
             None => KeyGroupRange::EMPTY,
         };
-        Ok(CanonicalKeyedView {
+        Ok(KeyGroupsView {
             file: file.to_string(),
+            heap,
             bytes,
             max_parallelism,
             range,
@@ -93,25 +98,34 @@ impl CanonicalKeyedView {
         &self.proxy
     }
 
-    fn key_group_entries(&self, kg: u32) -> Result<Vec<OwnedEntry>, FlinkError> {
-        let idx = kg.checked_sub(self.range.start()).map(|i| i as usize);
-        let Some(offset) = idx.and_then(|i| self.offsets.get(i)).copied() else {
-            return Ok(Vec::new());
-        };
-        if offset == 0 {
-            return Ok(Vec::new());
-        }
-        let corrupt = |at: usize, field: &str, reason: String| FlinkError::Corrupt {
+    /// Whether the stream is in the heap backend's layout (else canonical).
+    pub fn is_heap_layout(&self) -> bool {
+        self.heap
+    }
+
+    fn corrupt(&self, at: usize, field: &str, reason: String) -> FlinkError {
+        FlinkError::Corrupt {
             file: self.file.clone(),
             offset: at as u64,
             field: field.to_string(),
             reason,
+        }
+    }
+
+    /// The byte range `[start, end)` of key group `kg`'s data, `None` when it has none.
+    fn key_group_region(&self, kg: u32) -> Result<Option<(usize, usize)>, FlinkError> {
+        let idx = kg.checked_sub(self.range.start()).map(|i| i as usize);
+        let Some(offset) = idx.and_then(|i| self.offsets.get(i)).copied() else {
+            return Ok(None);
         };
+        if offset == 0 {
+            return Ok(None);
+        }
         let start = usize::try_from(offset)
             .ok()
             .filter(|&o| o >= self.proxy.len && o < self.bytes.len())
             .ok_or_else(|| {
-                corrupt(
+                self.corrupt(
                     0,
                     "key-group offset",
                     format!(
@@ -120,11 +134,52 @@ impl CanonicalKeyedView {
                     ),
                 )
             })?;
-        let data = self.bytes.get(start..).unwrap_or(&[]);
-        let mut i = Input::new(data, &self.file);
-        let at = |i: &Input<'_>| start + i.pos();
-        let prefix = if self.max_parallelism > 128 { 2 } else { 1 };
+        // The data ends where the next key group's begins (offsets need not be in order).
+        let end = self
+            .offsets
+            .iter()
+            .filter_map(|&o| usize::try_from(o).ok())
+            .filter(|&o| o > start)
+            .min()
+            .unwrap_or(self.bytes.len())
+            .min(self.bytes.len());
+        Ok(Some((start, end)))
+    }
+
+    fn key_group_entries(&self, kg: u32) -> Result<Vec<OwnedEntry>, FlinkError> {
+        let Some((start, end)) = self.key_group_region(kg)? else {
+            return Ok(Vec::new());
+        };
+        let region = self.bytes.get(start..end).unwrap_or(&[]);
         let mut out = Vec::new();
+        if self.heap {
+            self.heap_key_group(kg, start, region, &mut out)?;
+        } else if self.proxy.compressed {
+            let data = unsnap(region, &self.file, start as u64)?;
+            // Offsets inside decompressed data are not file offsets: errors name the key
+            // group's start.
+            self.canonical_key_group(kg, &data, |_| start, &mut out)?;
+        } else {
+            self.canonical_key_group(kg, region, |p| start + p, &mut out)?;
+        }
+        // Stable: list elements keep their order.
+        out.sort_by(|a, b| a.as_entry().canonical_cmp(&b.as_entry()));
+        Ok(out)
+    }
+
+    /// One key group's data in the canonical layout; `at` maps a position in `data` to the
+    /// offset errors name.
+    fn canonical_key_group(
+        &self,
+        kg: u32,
+        data: &[u8],
+        at: impl Fn(usize) -> usize,
+        out: &mut Vec<OwnedEntry>,
+    ) -> Result<(), FlinkError> {
+        let corrupt = |at: usize, field: &str, reason: String| self.corrupt(at, field, reason);
+        let mut i = Input::new(data, &self.file);
+        let at = |i: &Input<'_>| at(i.pos());
+        let prefix = if self.max_parallelism > 128 { 2 } else { 1 };
         let mut state = usize::from(i.u16("state id")?);
         loop {
             let layout = self.layouts.get(state).ok_or_else(|| {
@@ -161,21 +216,14 @@ impl CanonicalKeyedView {
                         format!("a record of key group {stored_kg} in key group {kg}'s data"),
                     ));
                 }
-                self.decode_record(
-                    kg,
-                    state as u32,
-                    layout,
-                    key.get(prefix..).unwrap_or(&[]),
-                    value,
-                    &mut out,
-                )
-                .map_err(|reason| {
-                    corrupt(
-                        if reason.starts_with("value") { value_at } else { key_at },
-                        &format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str())),
-                        reason,
-                    )
-                })?;
+                self.decode_record(kg, state as u32, layout, key.get(prefix..).unwrap_or(&[]), value, out)
+                    .map_err(|reason| {
+                        corrupt(
+                            if reason.starts_with("value") { value_at } else { key_at },
+                            &format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str())),
+                            reason,
+                        )
+                    })?;
                 if last {
                     break;
                 }
@@ -186,9 +234,165 @@ impl CanonicalKeyedView {
             }
             state = usize::from(next);
         }
-        // Stable: list elements keep their order.
-        out.sort_by(|a, b| a.as_entry().canonical_cmp(&b.as_entry()));
-        Ok(out)
+        Ok(())
+    }
+
+    /// One key group's data in the heap layout: `i32 key group`, then one part per state,
+    /// each `u16 state id` and the state's own writer (a Snappy frame stream each when
+    /// compressed).
+    fn heap_key_group(
+        &self,
+        kg: u32,
+        start: usize,
+        region: &[u8],
+        out: &mut Vec<OwnedEntry>,
+    ) -> Result<(), FlinkError> {
+        let mut i = Input::new(region, &self.file);
+        let stored = i.i32("key group")?;
+        if i64::from(stored) != i64::from(kg) {
+            return Err(self.corrupt(
+                start,
+                "key group",
+                format!("key group {kg}'s data starts with key group {stored}"),
+            ));
+        }
+        if self.proxy.compressed {
+            let base = start + i.pos();
+            for (at, part) in frame_streams(i.rest()) {
+                let data = unsnap(part, &self.file, (base + at) as u64)?;
+                let mut p = Input::new(&data, &self.file);
+                self.heap_state(kg, &mut p, out)
+                    .map_err(|(_, field, reason)| self.corrupt(base + at, &field, reason))?;
+                if p.remaining() > 0 {
+                    return Err(self.corrupt(
+                        base + at,
+                        "state part",
+                        format!("{} bytes after the state's entries", p.remaining()),
+                    ));
+                }
+            }
+        } else {
+            for _ in 0..self.layouts.len() {
+                self.heap_state(kg, &mut i, out)
+                    .map_err(|(at, field, reason)| self.corrupt(start + at, &field, reason))?;
+            }
+            if i.remaining() > 0 {
+                return Err(self.corrupt(
+                    start + i.pos(),
+                    "key group",
+                    format!("{} bytes after the last state of key group {kg}", i.remaining()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// One state's part of a key group in the heap layout. Errors carry the position in
+    /// `i`, the field and the reason.
+    fn heap_state(&self, kg: u32, i: &mut Input<'_>, out: &mut Vec<OwnedEntry>) -> Result<(), (usize, String, String)> {
+        let id_at = i.pos();
+        let state = usize::from(
+            i.u16("state id")
+                .map_err(|e| (id_at, "state id".to_string(), e.to_string()))?,
+        );
+        let (layout, desc) = self.layouts.get(state).zip(self.states.get(state)).ok_or_else(|| {
+            (
+                id_at,
+                "state id".to_string(),
+                format!(
+                    "key group {kg}: state id {state}, the head lists {}",
+                    self.layouts.len()
+                ),
+            )
+        })?;
+        let field = format!("state {:?}", desc.name);
+        let count_at = i.pos();
+        let n = i
+            .items("entry count", 1)
+            .map_err(|e| (count_at, field.clone(), e.to_string()))?;
+        for _ in 0..n {
+            let at = i.pos();
+            self.heap_entry(kg, state as u32, layout, i, out)
+                .map_err(|reason| (at, field.clone(), reason))?;
+        }
+        Ok(())
+    }
+
+    /// One entry of a state in the heap layout: a timer, or namespace, key and whole state.
+    fn heap_entry(
+        &self,
+        key_group: u32,
+        state: u32,
+        layout: &Layout,
+        i: &mut Input<'_>,
+        out: &mut Vec<OwnedEntry>,
+    ) -> Result<(), String> {
+        let e = |e: FlinkError| e.to_string();
+        let part = |t: &FlinkType, what: &str, i: &mut Input<'_>| -> Result<Vec<u8>, String> {
+            if !decodable(t) {
+                return Err(format!(
+                    "{what} of {}: in the heap layout nothing after it can be found without user code",
+                    t.name()
+                ));
+            }
+            let mut b = Vec::new();
+            transcode(t, i, &mut b)?;
+            Ok(b)
+        };
+        let entry = |key: &[u8], namespace: &[u8], user_key: Option<Vec<u8>>, value: Vec<u8>, timestamp| OwnedEntry {
+            key_group,
+            state,
+            key: key.to_vec(),
+            namespace: namespace.to_vec(),
+            user_key,
+            value,
+            timestamp,
+        };
+        if layout.timers {
+            let ts = i.i64("timer").map_err(e)? ^ i64::MIN;
+            let key = part(&self.proxy.key, "a key", i)?;
+            let namespace = part(&layout.namespace, "a namespace", i)?;
+            out.push(entry(&key, &namespace, None, ts.to_be_bytes().to_vec(), None));
+            return Ok(());
+        }
+        let namespace = part(&layout.namespace, "a namespace", i)?;
+        let key = part(&self.proxy.key, "a key", i)?;
+        let ttl = |i: &mut Input<'_>| -> Result<Option<i64>, String> {
+            if layout.ttl {
+                i.i64("TTL timestamp").map(Some).map_err(e)
+            } else {
+                Ok(None)
+            }
+        };
+        match layout.kind {
+            KeyedStateKind::List => {
+                let n = i.items("list size", 1).map_err(e)?;
+                for _ in 0..n {
+                    let ts = ttl(i)?;
+                    let v = part(&layout.value, "a list element", i)?;
+                    out.push(entry(&key, &namespace, None, v, ts));
+                }
+            }
+            KeyedStateKind::Map => {
+                let uk = layout.user_key.as_ref().ok_or("a map state without a user key type")?;
+                let n = i.items("map size", 2).map_err(e)?;
+                for _ in 0..n {
+                    let u = part(uk, "a map key", i)?;
+                    if i.bool("map value null flag").map_err(e)? {
+                        continue;
+                    }
+                    let ts = ttl(i)?;
+                    let v = part(&layout.value, "a map value", i)?;
+                    out.push(entry(&key, &namespace, Some(u), v, ts));
+                }
+            }
+            _ => {
+                let ts = ttl(i)?;
+                let v = part(&layout.value, "a value", i)?;
+                out.push(entry(&key, &namespace, None, v, ts));
+            }
+        }
+        Ok(())
     }
 
     /// Splits a composite key and transcodes one record into entries.
@@ -319,6 +523,47 @@ impl CanonicalKeyedView {
     }
 }
 
+/// Whether a key-group stream is in the heap layout: every key group of the handle has data,
+/// and the data of the first two starts with the key group's own number.
+fn is_heap_layout(bytes: &[u8], handle: &KeyGroupsHandle) -> bool {
+    if handle.offsets.is_empty() || handle.offsets.contains(&0) {
+        return false;
+    }
+    handle.offsets.iter().zip(handle.range.start..).take(2).all(|(&o, kg)| {
+        usize::try_from(o)
+            .ok()
+            .and_then(|o| bytes.get(o..o.checked_add(4)?))
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .is_some_and(|b| i64::from(i32::from_be_bytes(b)) == i64::from(kg))
+    })
+}
+
+/// Splits concatenated Snappy frame streams at their stream identifier chunks: each part
+/// with its position in `bytes`.
+fn frame_streams(bytes: &[u8]) -> Vec<(usize, &[u8])> {
+    const IDENTIFIER: [u8; 10] = [0xff, 0x06, 0x00, 0x00, b's', b'N', b'a', b'P', b'p', b'Y'];
+    let mut starts = Vec::new();
+    let mut p = 0usize;
+    // Walk chunk headers (type byte, 3-byte little-endian length); a damaged length ends the
+    // walk, and the decoder reports the damage.
+    while let Some(&[_, a, b, c]) = bytes.get(p..p.saturating_add(4)) {
+        if bytes.get(p..p + IDENTIFIER.len()) == Some(&IDENTIFIER[..]) {
+            starts.push(p);
+        }
+        let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
+        p += 4 + len;
+    }
+    if starts.first() != Some(&0) {
+        starts.insert(0, 0);
+    }
+    let mut out = Vec::with_capacity(starts.len());
+    for (n, &s) in starts.iter().enumerate() {
+        let e = starts.get(n + 1).copied().unwrap_or(bytes.len());
+        out.push((s, bytes.get(s..e).unwrap_or(&[])));
+    }
+    out
+}
+
 fn skip_length_suffix(k: &mut Input<'_>, mut len: usize) -> Result<(), String> {
     loop {
         let b = k.u8("length suffix").map_err(|e| e.to_string())?;
@@ -334,114 +579,6 @@ fn skip_length_suffix(k: &mut Input<'_>, mut len: usize) -> Result<(), String> {
 
 fn read_i64(v: &mut Input<'_>) -> Result<i64, String> {
     v.i64("TTL timestamp").map_err(|e| format!("value: {e}"))
-}
-
-/// Encoded width of a type in Flink's encoding, when fixed.
-fn width(t: &FlinkType) -> Option<usize> {
-    match t {
-        FlinkType::Long | FlinkType::Double => Some(8),
-        FlinkType::Int | FlinkType::Float => Some(4),
-        FlinkType::Short | FlinkType::Char => Some(2),
-        FlinkType::Byte | FlinkType::Boolean | FlinkType::VoidNamespace | FlinkType::GlobalWindow => Some(1),
-        FlinkType::Void => Some(0),
-        FlinkType::TimeWindow => Some(16),
-        _ => None,
-    }
-}
-
-/// Whether statekit transcodes values of `t` (others stay Flink's bytes, schema `bytes`).
-fn transcodes(t: &FlinkType) -> bool {
-    matches!(
-        t,
-        FlinkType::String
-            | FlinkType::Long
-            | FlinkType::Int
-            | FlinkType::Short
-            | FlinkType::Byte
-            | FlinkType::Boolean
-            | FlinkType::Double
-            | FlinkType::Float
-            | FlinkType::Char
-            | FlinkType::Void
-            | FlinkType::VoidNamespace
-            | FlinkType::GlobalWindow
-            | FlinkType::TimeWindow
-            | FlinkType::ByteArray
-    )
-}
-
-fn schema_of(t: &FlinkType) -> TypeSchema {
-    if transcodes(t) {
-        t.schema()
-    } else {
-        TypeSchema::Bytes
-    }
-}
-
-/// Reads one value of Flink type `t` from `i` and appends it in statekit's value encoding
-/// (top level: strings and byte strings as their raw bytes). A type statekit does not
-/// transcode takes the rest of the input as bytes.
-fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-    let e = |e: FlinkError| e.to_string();
-    match t {
-        FlinkType::String => {
-            let s = read_flink_string(i)?.ok_or("a null String")?;
-            out.extend_from_slice(s.as_bytes());
-        }
-        FlinkType::Long | FlinkType::Double => out.extend_from_slice(i.take(8, "value").map_err(e)?),
-        FlinkType::Int | FlinkType::Float => out.extend_from_slice(i.take(4, "value").map_err(e)?),
-        FlinkType::Short => out.extend_from_slice(&i32::from(i.u16("value").map_err(e)? as i16).to_be_bytes()),
-        FlinkType::Byte => out.extend_from_slice(&i32::from(i.u8("value").map_err(e)? as i8).to_be_bytes()),
-        FlinkType::Boolean => out.push(u8::from(i.bool("value").map_err(e)?)),
-        FlinkType::Char => {
-            let c = i.u16("value").map_err(e)?;
-            out.extend_from_slice(String::from_utf16_lossy(&[c]).as_bytes());
-        }
-        FlinkType::Void => {}
-        FlinkType::VoidNamespace | FlinkType::GlobalWindow => {
-            i.u8("namespace").map_err(e)?;
-        }
-        FlinkType::TimeWindow => out.extend_from_slice(i.take(16, "window").map_err(e)?),
-        FlinkType::ByteArray => {
-            let n = i.items("length", 1).map_err(e)?;
-            out.extend_from_slice(i.take(n, "bytes").map_err(e)?);
-        }
-        _ => out.extend_from_slice(i.rest()),
-    }
-    Ok(())
-}
-
-/// Flink's `StringValue` encoding: (UTF-16 length + 1) as a 7-bit varint (0 = null), then
-/// each UTF-16 unit as such a varint.
-fn read_flink_string(i: &mut Input<'_>) -> Result<Option<String>, String> {
-    let len = read_varint(i)?;
-    if len == 0 {
-        return Ok(None);
-    }
-    let n = usize::try_from(len - 1).map_err(|_| "string length")?;
-    if n > i.remaining() {
-        return Err(format!("a string of {n} characters in {} bytes", i.remaining()));
-    }
-    let mut units = Vec::with_capacity(n);
-    for _ in 0..n {
-        let u = read_varint(i)?;
-        units.push(u16::try_from(u).map_err(|_| format!("string character {u:#x} is not a UTF-16 unit"))?);
-    }
-    String::from_utf16(&units)
-        .map(Some)
-        .map_err(|_| "a string with an unpaired surrogate".to_string())
-}
-
-fn read_varint(i: &mut Input<'_>) -> Result<u32, String> {
-    let mut v: u32 = 0;
-    for shift in [0, 7, 14, 21, 28] {
-        let b = i.u8("string").map_err(|e| e.to_string())?;
-        v |= u32::from(b & 0x7F) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err("string varint longer than 5 bytes".into())
 }
 
 /// The statekit descriptors of the states a keyed head lists.
@@ -534,7 +671,7 @@ fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), S
     ))
 }
 
-impl KeyedStateView for CanonicalKeyedView {
+impl KeyedStateView for KeyGroupsView {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
     }

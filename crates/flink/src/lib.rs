@@ -18,10 +18,12 @@ mod error;
 mod input;
 mod meta;
 pub mod metadata;
+mod operator;
 mod serializer;
 mod snapshot;
+mod value;
 
-pub use canonical::CanonicalKeyedView;
+pub use canonical::KeyGroupsView;
 pub use error::FlinkError;
 pub use meta::{decode_keyed_proxy, decode_operator_proxy, BackendStateType, KeyedProxy, OperatorProxy, StateMeta};
 pub use metadata::{
@@ -29,5 +31,6 @@ pub use metadata::{
     FlinkMetadata, FlinkOperator, FlinkSubtask, IncrementalHandle, KeyGroupsHandle, KeyedHandle, MasterState,
     NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle, METADATA_MAGIC,
 };
+pub use operator::read_operator_state;
 pub use serializer::{decode_serializer_snapshot, FlinkType};
 pub use snapshot::{flink_key_group, FlinkOpenOptions, FlinkSnapshot, Location, METADATA_VERSION_PROPERTY};

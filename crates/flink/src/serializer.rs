@@ -61,8 +61,14 @@ pub enum FlinkType {
         /// Field types.
         fields: Vec<FlinkType>,
     },
-    /// A `Row`: a null mask, then the fields.
-    Row(Vec<FlinkType>),
+    /// A `Row`: a mask (the row kind's 2 bits unless `legacy`, then a null bit per field),
+    /// then the fields that are not null.
+    Row {
+        /// Field types.
+        fields: Vec<FlinkType>,
+        /// Written without the row kind (Flink before 1.11, or outer snapshot version < 3).
+        legacy: bool,
+    },
     /// A POJO: a flags byte, then per field a null flag and the value.
     Pojo {
         /// The POJO class.
@@ -129,7 +135,7 @@ impl FlinkType {
                 ("namespace".into(), n.schema()),
             ]),
             FlinkType::Tuple { fields, .. } => TypeSchema::Tuple(fields.iter().map(FlinkType::schema).collect()),
-            FlinkType::Row(fields) => TypeSchema::Tuple(
+            FlinkType::Row { fields, .. } => TypeSchema::Tuple(
                 fields
                     .iter()
                     .map(|f| TypeSchema::Option(Box::new(f.schema())))
@@ -181,7 +187,7 @@ impl FlinkType {
                 fields.len(),
                 fields.iter().map(FlinkType::name).collect::<Vec<_>>().join(", ")
             ),
-            FlinkType::Row(fields) => format!(
+            FlinkType::Row { fields, .. } => format!(
                 "Row<{}>",
                 fields.iter().map(FlinkType::name).collect::<Vec<_>>().join(", ")
             ),
@@ -337,6 +343,7 @@ fn read_payload(
         ));
     }
     let outer_version = i.i32(field)?;
+    let mut row_legacy = true;
     let outer: Option<String> = match short {
         "TupleSerializerSnapshot"
         | "GenericArraySerializerSnapshot"
@@ -352,9 +359,10 @@ fn read_payload(
         | "ScalaOptionSerializerSnapshot" => None,
         s if s.starts_with("TtlStateFactory$TtlSerializerSnapshot") => None,
         "RowSerializer$RowSerializerSnapshot" | "RowSerializerSnapshot" => {
-            // Outer: whether the row kind is serialized (a boolean), from outer version 3.
+            // Outer: whether the row kind is serialized (a boolean), from outer version 3;
+            // older rows have none (legacy mode).
             if outer_version >= 3 {
-                i.bool(field)?;
+                row_legacy = !i.bool(field)?;
             }
             None
         }
@@ -420,7 +428,10 @@ fn read_payload(
             class: outer.unwrap_or_default(),
             fields: nested,
         },
-        "RowSerializer$RowSerializerSnapshot" | "RowSerializerSnapshot" => FlinkType::Row(nested),
+        "RowSerializer$RowSerializerSnapshot" | "RowSerializerSnapshot" => FlinkType::Row {
+            fields: nested,
+            legacy: row_legacy,
+        },
         "GenericArraySerializerSnapshot" => {
             want(1)?;
             FlinkType::ObjectArray {

@@ -5,7 +5,8 @@
 use crate::error::FlinkError;
 use crate::metadata::{decode_metadata, FlinkMetadata, FlinkOperator, KeyedHandle, StreamHandle};
 use statekit_core::{
-    KeyGroupRange, OperatorId, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TypeSchema,
+    KeyGroupRange, OperatorId, OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot, StateDescriptor,
+    TypeSchema,
 };
 use statekit_format::{
     FileRef, FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
@@ -298,12 +299,63 @@ impl FlinkSnapshot {
                 continue;
             }
             let bytes = self.read_stream(&g.stream)?;
-            out.push(Box::new(crate::canonical::CanonicalKeyedView::new(
+            out.push(Box::new(crate::canonical::KeyGroupsView::new(
                 bytes,
                 g,
                 op.max_parallelism,
                 &self.locate_shown(&g.stream),
             )?));
+        }
+        Ok(out)
+    }
+
+    /// The operator states of `op` as statekit descriptors (mode, element or key and value
+    /// schemas), from the heads of its subtasks' operator state streams: the union by name,
+    /// in `_metadata`'s order.
+    pub fn operator_descriptors(&self, op: &FlinkOperator) -> Result<Vec<OperatorStateDescriptor>, FlinkError> {
+        let mut out: Vec<OperatorStateDescriptor> = Vec::new();
+        for h in op.subtasks.iter().flat_map(|s| &s.managed_operator) {
+            if h.states.iter().all(|p| out.iter().any(|d| d.name == p.name)) {
+                continue;
+            }
+            let proxy = self.operator_head(&h.stream)?;
+            for part in &h.states {
+                if out.iter().any(|d| d.name == part.name) {
+                    continue;
+                }
+                let metas = if part.mode == crate::metadata::DistributionMode::Broadcast {
+                    &proxy.broadcast
+                } else {
+                    &proxy.states
+                };
+                let meta = metas.iter().find(|m| m.name == part.name);
+                let schema = |role: &str| {
+                    meta.and_then(|m| m.serializer(role))
+                        .map_or(TypeSchema::Bytes, crate::value::schema_of)
+                };
+                out.push(OperatorStateDescriptor {
+                    name: part.name.clone(),
+                    mode: mode_of(part.mode),
+                    value_schema: schema("VALUE_SERIALIZER"),
+                    key_schema: (part.mode == crate::metadata::DistributionMode::Broadcast)
+                        .then(|| schema("KEY_SERIALIZER")),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The managed operator state subtask `index` of `op` stored (list, union and broadcast
+    /// states, in `_metadata`'s order); empty when it stored none.
+    pub fn operator_state(&self, op: &FlinkOperator, index: u32) -> Result<OperatorStateSnapshot, FlinkError> {
+        let mut out = OperatorStateSnapshot::default();
+        let Some(s) = op.subtasks.iter().find(|s| s.index == index) else {
+            return Ok(out);
+        };
+        for h in &s.managed_operator {
+            let bytes = self.read_stream(&h.stream)?;
+            let part = crate::operator::read_operator_state(&bytes, h, &self.locate_shown(&h.stream))?;
+            out.states.extend(part.states);
         }
         Ok(out)
     }
@@ -314,13 +366,13 @@ impl FlinkSnapshot {
         k: &'a KeyedHandle,
     ) -> Result<&'a crate::metadata::KeyGroupsHandle, FlinkError> {
         match k {
-            KeyedHandle::KeyGroups(g) if g.savepoint => Ok(g),
+            KeyedHandle::KeyGroups(g) => Ok(g),
             other => Err(FlinkError::Unsupported {
                 file: self.metadata_file.display().to_string(),
                 offset: 0,
                 field: format!("operator {} keyed state", op.id),
                 what: format!(
-                    "{} (reading Flink's keyed state is built for canonical savepoints so far)",
+                    "{} (reading Flink's keyed state is built for key-group streams: canonical savepoints and the heap backend's snapshots)",
                     other.type_name()
                 ),
             }),
@@ -421,11 +473,7 @@ impl FlinkSnapshot {
                             if !states.iter().any(|d| d.name == part.name) {
                                 states.push(OperatorStateDescriptor {
                                     name: part.name.clone(),
-                                    mode: match part.mode {
-                                        crate::metadata::DistributionMode::SplitDistribute => OperatorStateMode::List,
-                                        crate::metadata::DistributionMode::Union => OperatorStateMode::Union,
-                                        crate::metadata::DistributionMode::Broadcast => OperatorStateMode::Broadcast,
-                                    },
+                                    mode: mode_of(part.mode),
                                     value_schema: TypeSchema::Bytes,
                                     key_schema: None,
                                 });
@@ -509,6 +557,15 @@ impl FlinkSnapshot {
             _ => (FileScope::Exclusive, "_metadata".to_string()),
         };
         FileRef { scope, path, size }
+    }
+}
+
+/// statekit's name for a distribution mode.
+fn mode_of(m: crate::metadata::DistributionMode) -> OperatorStateMode {
+    match m {
+        crate::metadata::DistributionMode::SplitDistribute => OperatorStateMode::List,
+        crate::metadata::DistributionMode::Union => OperatorStateMode::Union,
+        crate::metadata::DistributionMode::Broadcast => OperatorStateMode::Broadcast,
     }
 }
 

@@ -1,12 +1,12 @@
 //! Keyed state of the real Flink canonical savepoints (heap and RocksDB, in files and inline
-//! in `_metadata`) read through `CanonicalKeyedView`: every value of `expected.json`
+//! in `_metadata`) and of the heap backend's native savepoint, read through `KeyGroupsView`: every value of `expected.json`
 //! (value, list, map and reducing state; non-ASCII keys included) comes back exactly, nothing
 //! more; every key is in the key group and subtask Flink put it in; entries come in canonical
 //! order; damaged streams fail with an error, never a panic.
 
 use serde_json::{json, Map, Value};
 use statekit_core::{Entry, KeyGroupRange, KeyedStateKind, KeyedStateView, StateError};
-use statekit_flink::{CanonicalKeyedView, FlinkOpenOptions, FlinkSnapshot, KeyedHandle};
+use statekit_flink::{FlinkOpenOptions, FlinkSnapshot, KeyGroupsView, KeyedHandle};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -15,10 +15,13 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/flink/flink-1.20.5")
 }
 
-const CANONICAL: [&str; 3] = [
+/// The savepoints whose keyed state is a key-group stream: canonical ones, and the heap
+/// backend's native savepoint (the heap checkpoint layout).
+const KEY_GROUP_STREAMS: [&str; 4] = [
     "savepoint-hashmap-canonical",
     "savepoint-hashmap-canonical-inline",
     "savepoint-rocksdb-canonical",
+    "savepoint-hashmap-native",
 ];
 
 /// Where an entry sorts: key group, state, key, namespace, user key.
@@ -31,13 +34,13 @@ struct Read {
     placement: BTreeMap<String, (u32, u32)>,
 }
 
-fn views(snap: &FlinkSnapshot) -> Vec<(String, u32, CanonicalKeyedView)> {
+fn views(snap: &FlinkSnapshot) -> Vec<(String, u32, KeyGroupsView)> {
     let mut out = Vec::new();
     for op in &snap.metadata().operators {
         for s in &op.subtasks {
             if let Some(KeyedHandle::KeyGroups(g)) = &s.managed_keyed {
                 let bytes = snap.read_stream(&g.stream).expect("stream");
-                let v = CanonicalKeyedView::new(bytes, g, op.max_parallelism, "stream").expect("view");
+                let v = KeyGroupsView::new(bytes, g, op.max_parallelism, "stream").expect("view");
                 out.push((op.id.to_string(), s.index, v));
             }
         }
@@ -115,8 +118,8 @@ fn read(fixture: &str, labels: &BTreeMap<String, String>) -> Read {
 }
 
 #[test]
-fn canonical_savepoints_give_back_every_expected_value() {
-    for fixture in CANONICAL {
+fn key_group_savepoints_give_back_every_expected_value() {
+    for fixture in KEY_GROUP_STREAMS {
         let want: Value =
             serde_json::from_str(&std::fs::read_to_string(root().join(fixture).join("expected.json")).expect("read"))
                 .expect("json");
@@ -157,7 +160,12 @@ fn canonical_savepoints_give_back_every_expected_value() {
 
 #[test]
 fn damaged_streams_fail_cleanly() {
-    let md = root().join("savepoint-rocksdb-canonical/savepoint/_metadata");
+    damaged("savepoint-rocksdb-canonical", false);
+    damaged("savepoint-hashmap-native", true);
+}
+
+fn damaged(fixture: &str, heap: bool) {
+    let md = root().join(fixture).join("savepoint/_metadata");
     let snap = FlinkSnapshot::open(&md, &FlinkOpenOptions::default()).expect("open");
     for op in &snap.metadata().operators {
         for s in &op.subtasks {
@@ -166,7 +174,7 @@ fn damaged_streams_fail_cleanly() {
             };
             let bytes = snap.read_stream(&g.stream).expect("stream");
             let walk = |b: Vec<u8>| -> Result<usize, String> {
-                let v = CanonicalKeyedView::new(b, g, op.max_parallelism, "f").map_err(|e| e.to_string())?;
+                let v = KeyGroupsView::new(b, g, op.max_parallelism, "f").map_err(|e| e.to_string())?;
                 let mut n = 0;
                 let _ = v
                     .visit_range(v.key_group_range(), &mut |_| {
@@ -176,6 +184,8 @@ fn damaged_streams_fail_cleanly() {
                     .map_err(|e| e.to_string())?;
                 Ok(n)
             };
+            let layout = KeyGroupsView::new(bytes.clone(), g, op.max_parallelism, "f").expect("view");
+            assert_eq!(layout.is_heap_layout(), heap, "{fixture}");
             let full = walk(bytes.clone()).expect("intact");
             assert!(full > 0);
             for cut in (0..bytes.len()).step_by(5) {

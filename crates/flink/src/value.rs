@@ -1,0 +1,427 @@
+//! Values in Flink's serializer encodings, decoded without user code and re-encoded in
+//! statekit's value encoding (`statekit_core::schema`), by the [`FlinkType`] a serializer
+//! snapshot names.
+//!
+//! A type whose bytes statekit cannot decode (Kryo, Avro, a user's serializer) stays
+//! Flink's bytes with schema [`TypeSchema::Bytes`]; so does any composite that holds one,
+//! since an opaque part has no length to step over.
+
+use crate::error::FlinkError;
+use crate::input::Input;
+use crate::serializer::FlinkType;
+use statekit_core::{encode_value, TypeSchema, Value};
+
+/// Nesting bound for decoded values (serializer snapshots are bounded the same way).
+const MAX_DEPTH: u32 = 32;
+
+/// Encoded width of a type in Flink's encoding, when fixed.
+pub(crate) fn width(t: &FlinkType) -> Option<usize> {
+    match t {
+        FlinkType::Long | FlinkType::Double => Some(8),
+        FlinkType::Int | FlinkType::Float => Some(4),
+        FlinkType::Short | FlinkType::Char => Some(2),
+        FlinkType::Byte | FlinkType::Boolean | FlinkType::VoidNamespace | FlinkType::GlobalWindow => Some(1),
+        FlinkType::Void => Some(0),
+        FlinkType::TimeWindow => Some(16),
+        FlinkType::Tuple { fields, .. } => fields.iter().map(width).sum(),
+        _ => None,
+    }
+}
+
+/// Whether statekit decodes values of `t` (no opaque part anywhere inside).
+pub(crate) fn decodable(t: &FlinkType) -> bool {
+    match t {
+        FlinkType::Opaque { .. } => false,
+        FlinkType::PrimitiveArray(e)
+        | FlinkType::List(e)
+        | FlinkType::Ttl(e)
+        | FlinkType::Nullable(e)
+        | FlinkType::Option(e)
+        | FlinkType::ObjectArray { element: e, .. } => decodable(e),
+        FlinkType::Map(k, v) | FlinkType::Timer(k, v) | FlinkType::Either(k, v) => decodable(k) && decodable(v),
+        FlinkType::Tuple { fields, .. } | FlinkType::Row { fields, .. } => fields.iter().all(decodable),
+        FlinkType::Pojo { fields, .. } => fields.iter().all(|(_, t)| decodable(t)),
+        _ => true,
+    }
+}
+
+/// The statekit schema values of `t` are transcoded to.
+pub(crate) fn schema_of(t: &FlinkType) -> TypeSchema {
+    if decodable(t) {
+        t.schema()
+    } else {
+        TypeSchema::Bytes
+    }
+}
+
+/// Reads one value of Flink type `t` from `i` and appends it in statekit's top-level value
+/// encoding (the encoding of [`schema_of`]`(t)`). A type statekit does not decode takes the
+/// rest of the input as bytes.
+pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    let e = |e: FlinkError| e.to_string();
+    // Top-level scalars straight from bytes to bytes.
+    match t {
+        FlinkType::String => {
+            let s = read_flink_string(i)?.ok_or("a null String")?;
+            out.extend_from_slice(s.as_bytes());
+        }
+        FlinkType::Long | FlinkType::Double => out.extend_from_slice(i.take(8, "value").map_err(e)?),
+        FlinkType::Int | FlinkType::Float => out.extend_from_slice(i.take(4, "value").map_err(e)?),
+        FlinkType::Short => out.extend_from_slice(&i32::from(i.u16("value").map_err(e)? as i16).to_be_bytes()),
+        FlinkType::Byte => out.extend_from_slice(&i32::from(i.u8("value").map_err(e)? as i8).to_be_bytes()),
+        FlinkType::Boolean => out.push(u8::from(i.bool("value").map_err(e)?)),
+        FlinkType::Void => {}
+        FlinkType::VoidNamespace | FlinkType::GlobalWindow => {
+            i.u8("namespace").map_err(e)?;
+        }
+        FlinkType::TimeWindow => out.extend_from_slice(i.take(16, "window").map_err(e)?),
+        FlinkType::ByteArray => {
+            let n = i.items("length", 1).map_err(e)?;
+            out.extend_from_slice(i.take(n, "bytes").map_err(e)?);
+        }
+        t if !decodable(t) => out.extend_from_slice(i.rest()),
+        t => {
+            let v = read_value(t, i, 0)?;
+            let bytes = encode_value(&t.schema(), &v).map_err(|e| e.to_string())?;
+            out.extend_from_slice(&bytes);
+        }
+    }
+    Ok(())
+}
+
+/// Decodes one value of a decodable Flink type into a statekit [`Value`] of `t.schema()`.
+pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("value nested deeper than {MAX_DEPTH}"));
+    }
+    let e = |e: FlinkError| e.to_string();
+    let d = depth + 1;
+    Ok(match t {
+        FlinkType::String => Value::Str(read_flink_string(i)?.ok_or("a null String")?),
+        FlinkType::Long => Value::I64(i.i64("value").map_err(e)?),
+        FlinkType::Int => Value::I32(i.i32("value").map_err(e)?),
+        FlinkType::Short => Value::I32(i32::from(i.u16("value").map_err(e)? as i16)),
+        FlinkType::Byte => Value::I32(i32::from(i.u8("value").map_err(e)? as i8)),
+        FlinkType::Boolean => Value::Bool(i.bool("value").map_err(e)?),
+        FlinkType::Double => Value::F64(f64::from_bits(i.u64("value").map_err(e)?)),
+        FlinkType::Float => Value::F32(f32::from_bits(i.i32("value").map_err(e)? as u32)),
+        FlinkType::Char => Value::Str(String::from_utf16_lossy(&[i.u16("value").map_err(e)?])),
+        FlinkType::Void => Value::Unit,
+        FlinkType::VoidNamespace | FlinkType::GlobalWindow => {
+            i.u8("namespace").map_err(e)?;
+            Value::Unit
+        }
+        FlinkType::TimeWindow => Value::Struct(vec![
+            ("start".into(), Value::I64(i.i64("window start").map_err(e)?)),
+            ("end".into(), Value::I64(i.i64("window end").map_err(e)?)),
+        ]),
+        FlinkType::ByteArray => {
+            let n = i.items("length", 1).map_err(e)?;
+            Value::Bytes(i.take(n, "bytes").map_err(e)?.to_vec())
+        }
+        FlinkType::PrimitiveArray(el) => {
+            let n = i.items("array length", width(el).unwrap_or(1)).map_err(e)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(read_value(el, i, d)?);
+            }
+            Value::List(items)
+        }
+        FlinkType::StringArray => {
+            let n = i.items("array length", 1).map_err(e)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(Value::Option(read_flink_string(i)?.map(|s| Box::new(Value::Str(s)))));
+            }
+            Value::List(items)
+        }
+        FlinkType::List(el) => {
+            let n = i.items("list size", 1).map_err(e)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(read_value(el, i, d)?);
+            }
+            Value::List(items)
+        }
+        FlinkType::Map(k, v) => {
+            let n = i.items("map size", 2).map_err(e)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                let key = read_value(k, i, d)?;
+                let null = i.bool("map value null flag").map_err(e)?;
+                let value = if null {
+                    None
+                } else {
+                    Some(Box::new(read_value(v, i, d)?))
+                };
+                items.push(Value::Tuple(vec![key, Value::Option(value)]));
+            }
+            Value::List(items)
+        }
+        FlinkType::Ttl(v) => {
+            i.i64("TTL timestamp").map_err(e)?;
+            read_value(v, i, d)?
+        }
+        FlinkType::Timer(k, n) => {
+            let ts = i.i64("timer timestamp").map_err(e)? ^ i64::MIN;
+            Value::Struct(vec![
+                ("timestamp".into(), Value::I64(ts)),
+                ("key".into(), read_value(k, i, d)?),
+                ("namespace".into(), read_value(n, i, d)?),
+            ])
+        }
+        FlinkType::Tuple { fields, .. } => {
+            let mut items = Vec::with_capacity(fields.len());
+            for f in fields {
+                items.push(read_value(f, i, d)?);
+            }
+            Value::Tuple(items)
+        }
+        FlinkType::Row { fields, legacy } => {
+            // Mask bits, most significant first: the row kind's two bits (unless legacy),
+            // then one "is null" bit per field.
+            let offset = if *legacy { 0 } else { 2 };
+            let bits = offset + fields.len();
+            let mask = i.take(bits.div_ceil(8), "row mask").map_err(e)?;
+            let null = |b: usize| mask.get(b / 8).is_some_and(|m| m & (0x80 >> (b % 8)) != 0);
+            let mut items = Vec::with_capacity(fields.len());
+            for (n, f) in fields.iter().enumerate() {
+                items.push(Value::Option(if null(offset + n) {
+                    None
+                } else {
+                    Some(Box::new(read_value(f, i, d)?))
+                }));
+            }
+            Value::Tuple(items)
+        }
+        FlinkType::Pojo { class, fields } => {
+            // Flags: 1 null, 2 the exact class (fields follow), 4/8 a subclass.
+            let flags = i.u8("POJO flags").map_err(e)?;
+            if flags & 1 != 0 {
+                return Ok(Value::Option(None));
+            }
+            if flags & 2 == 0 {
+                return Err(format!(
+                    "a subclass of POJO {class} (flags {flags:#x}): its fields are not in the snapshot"
+                ));
+            }
+            let mut items = Vec::with_capacity(fields.len());
+            for (name, f) in fields {
+                let null = i.bool("POJO field null flag").map_err(e)?;
+                let v = if null {
+                    None
+                } else {
+                    Some(Box::new(read_value(f, i, d)?))
+                };
+                items.push((name.clone(), Value::Option(v)));
+            }
+            Value::Option(Some(Box::new(Value::Struct(items))))
+        }
+        FlinkType::Enum { class, constants } => {
+            let at = i.pos();
+            let ordinal = i.i32("enum ordinal").map_err(e)?;
+            let name = usize::try_from(ordinal)
+                .ok()
+                .and_then(|o| constants.get(o))
+                .ok_or_else(|| format!("enum {class}: ordinal {ordinal} at {at}, {} constants", constants.len()))?;
+            Value::Str(name.clone())
+        }
+        FlinkType::Nullable(v) => {
+            let null = i.bool("null flag").map_err(e)?;
+            Value::Option(if null {
+                None
+            } else {
+                Some(Box::new(read_value(v, i, d)?))
+            })
+        }
+        FlinkType::Either(l, r) => {
+            let left = i.bool("Either side").map_err(e)?;
+            let v = Some(Box::new(read_value(if left { l } else { r }, i, d)?));
+            if left {
+                Value::Struct(vec![
+                    ("left".into(), Value::Option(v)),
+                    ("right".into(), Value::Option(None)),
+                ])
+            } else {
+                Value::Struct(vec![
+                    ("left".into(), Value::Option(None)),
+                    ("right".into(), Value::Option(v)),
+                ])
+            }
+        }
+        FlinkType::Option(v) => {
+            let present = i.bool("Option flag").map_err(e)?;
+            Value::Option(if present {
+                Some(Box::new(read_value(v, i, d)?))
+            } else {
+                None
+            })
+        }
+        FlinkType::ObjectArray { element, .. } => {
+            let n = i.items("array length", 1).map_err(e)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                let present = i.bool("element flag").map_err(e)?;
+                items.push(Value::Option(if present {
+                    Some(Box::new(read_value(element, i, d)?))
+                } else {
+                    None
+                }));
+            }
+            Value::List(items)
+        }
+        FlinkType::Opaque { class } => return Err(format!("a value of {class}, which statekit does not decode")),
+    })
+}
+
+/// Flink's `StringValue` encoding: (UTF-16 length + 1) as a 7-bit varint (0 = null), then
+/// each UTF-16 unit as such a varint.
+pub(crate) fn read_flink_string(i: &mut Input<'_>) -> Result<Option<String>, String> {
+    let len = read_varint(i)?;
+    if len == 0 {
+        return Ok(None);
+    }
+    let n = usize::try_from(len - 1).map_err(|_| "string length")?;
+    if n > i.remaining() {
+        return Err(format!("a string of {n} characters in {} bytes", i.remaining()));
+    }
+    let mut units = Vec::with_capacity(n);
+    for _ in 0..n {
+        let u = read_varint(i)?;
+        units.push(u16::try_from(u).map_err(|_| format!("string character {u:#x} is not a UTF-16 unit"))?);
+    }
+    String::from_utf16(&units)
+        .map(Some)
+        .map_err(|_| "a string with an unpaired surrogate".to_string())
+}
+
+fn read_varint(i: &mut Input<'_>) -> Result<u32, String> {
+    let mut v: u32 = 0;
+    for shift in [0, 7, 14, 21, 28] {
+        let b = i.u8("string").map_err(|e| e.to_string())?;
+        v |= u32::from(b & 0x7F) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("string varint longer than 5 bytes".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use statekit_core::decode_value;
+
+    fn flink_str(s: &str) -> Vec<u8> {
+        let units: Vec<u16> = s.encode_utf16().collect();
+        let mut out = Vec::new();
+        let put = |mut v: u32, out: &mut Vec<u8>| {
+            while v >= 0x80 {
+                out.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        };
+        put(units.len() as u32 + 1, &mut out);
+        for u in units {
+            put(u32::from(u), &mut out);
+        }
+        out
+    }
+
+    fn round(t: &FlinkType, bytes: &[u8]) -> Value {
+        let mut i = Input::new(bytes, "test");
+        let mut out = Vec::new();
+        transcode(t, &mut i, &mut out).unwrap();
+        assert_eq!(i.remaining(), 0);
+        decode_value(&schema_of(t), &out).unwrap()
+    }
+
+    #[test]
+    fn tuple_of_string_and_long() {
+        let t = FlinkType::Tuple {
+            class: "org.apache.flink.api.java.tuple.Tuple2".into(),
+            fields: vec![FlinkType::String, FlinkType::Long],
+        };
+        let mut b = flink_str("grüße");
+        b.extend_from_slice(&7i64.to_be_bytes());
+        assert_eq!(
+            round(&t, &b),
+            Value::Tuple(vec![Value::Str("grüße".into()), Value::I64(7)])
+        );
+    }
+
+    #[test]
+    fn row_with_a_null_field() {
+        let t = FlinkType::Row {
+            fields: vec![FlinkType::String, FlinkType::Int, FlinkType::Long],
+            legacy: false,
+        };
+        // Row kind INSERT (00), fields: not null, null, not null.
+        let mut b = vec![0b0001_0000];
+        b.extend(flink_str("x"));
+        b.extend_from_slice(&9i64.to_be_bytes());
+        let some = |v| Value::Option(Some(Box::new(v)));
+        assert_eq!(
+            round(&t, &b),
+            Value::Tuple(vec![
+                some(Value::Str("x".into())),
+                Value::Option(None),
+                some(Value::I64(9))
+            ])
+        );
+    }
+
+    #[test]
+    fn map_and_enum_and_either() {
+        let t = FlinkType::Map(Box::new(FlinkType::String), Box::new(FlinkType::Int));
+        let mut b = 2i32.to_be_bytes().to_vec();
+        b.extend(flink_str("a"));
+        b.push(0);
+        b.extend_from_slice(&1i32.to_be_bytes());
+        b.extend(flink_str("b"));
+        b.push(1);
+        let v = round(&t, &b);
+        assert_eq!(v.to_string(), "[(\"a\", 1), (\"b\", null)]");
+        let t = FlinkType::Enum {
+            class: "E".into(),
+            constants: vec!["RED".into(), "GREEN".into()],
+        };
+        assert_eq!(round(&t, &1i32.to_be_bytes()), Value::Str("GREEN".into()));
+        let mut i = Input::new(&[0, 0, 0, 5], "t");
+        assert!(transcode(&t, &mut i, &mut Vec::new())
+            .unwrap_err()
+            .contains("ordinal 5"));
+        let t = FlinkType::Either(Box::new(FlinkType::String), Box::new(FlinkType::Long));
+        let mut b = vec![0];
+        b.extend_from_slice(&3i64.to_be_bytes());
+        assert_eq!(round(&t, &b).to_string(), "{left: null, right: 3}");
+    }
+
+    #[test]
+    fn pojo_fields_by_name_and_opaque_parts() {
+        let t = FlinkType::Pojo {
+            class: "P".into(),
+            fields: vec![("count".into(), FlinkType::Int), ("name".into(), FlinkType::String)],
+        };
+        let mut b = vec![2, 0];
+        b.extend_from_slice(&4i32.to_be_bytes());
+        b.push(1);
+        assert_eq!(round(&t, &b).to_string(), "{count: 4, name: null}");
+        let t = FlinkType::Tuple {
+            class: "T".into(),
+            fields: vec![FlinkType::Long, FlinkType::Opaque { class: "Kryo".into() }],
+        };
+        assert_eq!(schema_of(&t), TypeSchema::Bytes);
+        assert_eq!(round(&t, &[1, 2, 3]), Value::Bytes(vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn truncated_values_are_errors() {
+        let t = FlinkType::List(Box::new(FlinkType::Long));
+        let mut b = 3i32.to_be_bytes().to_vec();
+        b.extend_from_slice(&1i64.to_be_bytes());
+        let mut i = Input::new(&b, "t");
+        assert!(transcode(&t, &mut i, &mut Vec::new()).is_err());
+    }
+}
