@@ -19,7 +19,7 @@ use crate::error::FlinkError;
 use crate::input::Input;
 use crate::meta::{decode_keyed_proxy, BackendStateType, KeyedProxy, StateMeta};
 use crate::metadata::KeyGroupsHandle;
-use crate::operator::unsnap;
+use crate::operator::{unsnap, STREAM_IDENTIFIER};
 use crate::serializer::FlinkType;
 use crate::value::{decodable, schema_of, transcode, width};
 use statekit_core::{
@@ -541,13 +541,12 @@ fn is_heap_layout(bytes: &[u8], handle: &KeyGroupsHandle) -> bool {
 /// Splits concatenated Snappy frame streams at their stream identifier chunks: each part
 /// with its position in `bytes`.
 fn frame_streams(bytes: &[u8]) -> Vec<(usize, &[u8])> {
-    const IDENTIFIER: [u8; 10] = [0xff, 0x06, 0x00, 0x00, b's', b'N', b'a', b'P', b'p', b'Y'];
     let mut starts = Vec::new();
     let mut p = 0usize;
     // Walk chunk headers (type byte, 3-byte little-endian length); a damaged length ends the
     // walk, and the decoder reports the damage.
     while let Some(&[_, a, b, c]) = bytes.get(p..p.saturating_add(4)) {
-        if bytes.get(p..p + IDENTIFIER.len()) == Some(&IDENTIFIER[..]) {
+        if bytes.get(p..p + STREAM_IDENTIFIER.len()) == Some(&STREAM_IDENTIFIER[..]) {
             starts.push(p);
         }
         let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;

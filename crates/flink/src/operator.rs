@@ -18,6 +18,9 @@ use statekit_core::{OperatorStateData, OperatorStateDescriptor, OperatorStateMod
 use std::collections::BTreeMap;
 use std::io::Read;
 
+/// The chunk a Snappy frame stream starts with.
+pub(crate) const STREAM_IDENTIFIER: [u8; 10] = [0xff, 0x06, 0x00, 0x00, b's', b'N', b'a', b'P', b'p', b'Y'];
+
 /// Decompressed bytes allowed per compressed byte (Snappy expands at most about 21 times).
 const MAX_EXPANSION: u64 = 32;
 
@@ -188,10 +191,18 @@ impl Reader<'_> {
 
 /// Decompresses a Snappy frame stream (xerial's `SnappyFramedOutputStream`, the framing
 /// format of the Snappy project) that starts at `offset` of `file`.
+///
+/// An operator state stream is one frame stream from its head on, and an element's offset
+/// points at a chunk inside it: such a part is read as if the stream identifier preceded it.
 pub(crate) fn unsnap(raw: &[u8], file: &str, offset: u64) -> Result<Vec<u8>, FlinkError> {
     let mut out = Vec::new();
     let cap = (raw.len() as u64).saturating_mul(MAX_EXPANSION).saturating_add(1 << 16);
-    let mut d = snap::read::FrameDecoder::new(raw).take(cap);
+    let ident: &[u8] = if raw.starts_with(&STREAM_IDENTIFIER) {
+        &[]
+    } else {
+        &STREAM_IDENTIFIER
+    };
+    let mut d = snap::read::FrameDecoder::new(ident.chain(raw)).take(cap);
     d.read_to_end(&mut out).map_err(|e| FlinkError::Corrupt {
         file: file.to_string(),
         offset,

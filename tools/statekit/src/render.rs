@@ -114,7 +114,8 @@ pub fn value_json(v: &Value) -> Json {
         Value::I32(x) => json!(x),
         Value::I64(x) => json!(x),
         Value::U64(x) => json!(x),
-        Value::F32(x) => json!(x),
+        // The shortest decimal that reads back as this f32 (not its f64 widening).
+        Value::F32(x) => format!("{x:e}").parse::<f64>().map_or(Json::Null, |f| json!(f)),
         Value::F64(x) => json!(x),
         Value::Str(s) => json!(s),
         Value::List(items) | Value::Tuple(items) => Json::Array(items.iter().map(value_json).collect()),
