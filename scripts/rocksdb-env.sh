@@ -24,14 +24,16 @@ fi
 
 if [ "${STATEKIT_ROCKSDB_FROM_SOURCE:-0}" != 1 ]; then
   rocksdb_version=$(awk '/^name = "librocksdb-sys"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
-  rocksdb_cache="${STATEKIT_ROCKSDB_CACHE:-/var/tmp/statekit-rocksdb}/$rocksdb_version"
+  # The archive depends on the compression features the crates ask of the rocksdb crate.
+  rocksdb_features=$(grep -ho '^rocksdb = .*features = \[[^]]*\]' crates/*/Cargo.toml | grep -o '"[a-z0-9-]*"' | sort -u | tr -d '"' | grep -v bindgen | tr '\n' '-' | sed 's/-$//')
+  rocksdb_cache="${STATEKIT_ROCKSDB_CACHE:-/var/tmp/statekit-rocksdb}/$rocksdb_version${rocksdb_features:+-$rocksdb_features}"
   if [ ! -s "$rocksdb_cache/librocksdb.a" ]; then
     echo "==> building RocksDB $rocksdb_version once into $rocksdb_cache (15-30 min on 2 cores)"
     mkdir -p "$rocksdb_cache"
     (
       unset ROCKSDB_LIB_DIR ROCKSDB_STATIC
       CARGO_TARGET_DIR="$rocksdb_cache/build" cargo build --locked -q -p librocksdb-sys
-    )
+    ) || { echo "error: building RocksDB failed" >&2; return 1 2>/dev/null || exit 1; }
     archive=$(ls -t "$rocksdb_cache"/build/debug/build/librocksdb-sys-*/out/librocksdb.a | head -n 1)
     cp "$archive" "$rocksdb_cache/librocksdb.a.tmp"
     mv "$rocksdb_cache/librocksdb.a.tmp" "$rocksdb_cache/librocksdb.a"

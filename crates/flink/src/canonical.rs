@@ -33,13 +33,13 @@ const META_FOLLOWS: u8 = 0x80;
 
 /// How one state's records are laid out and transcoded.
 #[derive(Clone, Debug)]
-struct Layout {
-    kind: KeyedStateKind,
-    timers: bool,
-    namespace: FlinkType,
-    value: FlinkType,
-    user_key: Option<FlinkType>,
-    ttl: bool,
+pub(crate) struct Layout {
+    pub(crate) kind: KeyedStateKind,
+    pub(crate) timers: bool,
+    pub(crate) namespace: FlinkType,
+    pub(crate) value: FlinkType,
+    pub(crate) user_key: Option<FlinkType>,
+    pub(crate) ttl: bool,
 }
 
 /// The keyed state stream of one subtask, in the canonical or the heap layout.
@@ -216,14 +216,22 @@ impl KeyGroupsView {
                         format!("a record of key group {stored_kg} in key group {kg}'s data"),
                     ));
                 }
-                self.decode_record(kg, state as u32, layout, key.get(prefix..).unwrap_or(&[]), value, out)
-                    .map_err(|reason| {
-                        corrupt(
-                            if reason.starts_with("value") { value_at } else { key_at },
-                            &format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str())),
-                            reason,
-                        )
-                    })?;
+                decode_record(
+                    &self.proxy.key,
+                    kg,
+                    state as u32,
+                    layout,
+                    key.get(prefix..).unwrap_or(&[]),
+                    value,
+                    out,
+                )
+                .map_err(|reason| {
+                    corrupt(
+                        if reason.starts_with("value") { value_at } else { key_at },
+                        &format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str())),
+                        reason,
+                    )
+                })?;
                 if last {
                     break;
                 }
@@ -394,133 +402,137 @@ impl KeyGroupsView {
         }
         Ok(())
     }
+}
 
-    /// Splits a composite key and transcodes one record into entries.
-    fn decode_record(
-        &self,
-        key_group: u32,
-        state: u32,
-        layout: &Layout,
-        key: &[u8],
-        value: &[u8],
-        out: &mut Vec<OwnedEntry>,
-    ) -> Result<(), String> {
-        let mut k = Input::new(key, "");
-        if layout.timers {
-            // Timer: i64 timestamp (sign bit flipped), key, namespace; the value is empty.
-            let ts = k.i64("timer").map_err(|e| e.to_string())? ^ i64::MIN;
-            let (key, namespace) = self.key_and_namespace(&mut k, &layout.namespace)?;
-            out.push(OwnedEntry {
-                key_group,
-                state,
-                key,
-                namespace,
-                user_key: None,
-                value: ts.to_be_bytes().to_vec(),
-                timestamp: None,
-            });
-            return Ok(());
+/// Splits a composite key and transcodes one record into entries.
+pub(crate) fn decode_record(
+    key_type: &FlinkType,
+    key_group: u32,
+    state: u32,
+    layout: &Layout,
+    key: &[u8],
+    value: &[u8],
+    out: &mut Vec<OwnedEntry>,
+) -> Result<(), String> {
+    let mut k = Input::new(key, "");
+    if layout.timers {
+        // Timer: i64 timestamp (sign bit flipped), key, namespace; the value is empty.
+        let ts = k.i64("timer").map_err(|e| e.to_string())? ^ i64::MIN;
+        let (key, namespace) = key_and_namespace(key_type, &mut k, &layout.namespace)?;
+        out.push(OwnedEntry {
+            key_group,
+            state,
+            key,
+            namespace,
+            user_key: None,
+            value: ts.to_be_bytes().to_vec(),
+            timestamp: None,
+        });
+        return Ok(());
+    }
+    let both_variable = width(key_type).is_none() && width(&layout.namespace).is_none();
+    let (key_bytes, ns_bytes) = if both_variable {
+        key_and_namespace_with_lengths(key_type, &mut k, &layout.namespace)?
+    } else {
+        key_and_namespace(key_type, &mut k, &layout.namespace)?
+    };
+    let user_key = match &layout.user_key {
+        Some(t) => {
+            let mut u = Vec::new();
+            transcode(t, &mut k, &mut u)?;
+            Some(u)
         }
-        let both_variable = width(&self.proxy.key).is_none() && width(&layout.namespace).is_none();
-        let (key_bytes, ns_bytes) = if both_variable {
-            self.key_and_namespace_with_lengths(&mut k, &layout.namespace)?
-        } else {
-            self.key_and_namespace(&mut k, &layout.namespace)?
-        };
-        let user_key = match &layout.user_key {
-            Some(t) => {
-                let mut u = Vec::new();
-                transcode(t, &mut k, &mut u)?;
-                Some(u)
-            }
-            None => None,
-        };
-        if k.remaining() > 0 {
-            return Err(format!("key: {} bytes after the key's parts", k.remaining()));
-        }
-        let mut v = Input::new(value, "");
-        let mut push = |value: Vec<u8>, timestamp: Option<i64>| {
-            out.push(OwnedEntry {
-                key_group,
-                state,
-                key: key_bytes.clone(),
-                namespace: ns_bytes.clone(),
-                user_key: user_key.clone(),
-                value,
-                timestamp,
-            })
-        };
-        match layout.kind {
-            KeyedStateKind::List => {
-                // Elements separated by one ',' byte, no count.
-                loop {
-                    let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
-                    let mut e = Vec::new();
-                    transcode(&layout.value, &mut v, &mut e)?;
-                    push(e, ts);
-                    if v.remaining() == 0 {
-                        break;
-                    }
-                    match v.u8("delimiter") {
-                        Ok(b',') => {}
-                        _ => return Err("value: list elements are not separated by ','".into()),
-                    }
-                }
-            }
-            KeyedStateKind::Map => {
-                // bool isNull, then the value.
-                let null = v.bool("null flag").map_err(|e| format!("value: {e}"))?;
-                if null {
-                    return Ok(());
-                }
+        None => None,
+    };
+    if k.remaining() > 0 {
+        return Err(format!("key: {} bytes after the key's parts", k.remaining()));
+    }
+    let mut v = Input::new(value, "");
+    let mut push = |value: Vec<u8>, timestamp: Option<i64>| {
+        out.push(OwnedEntry {
+            key_group,
+            state,
+            key: key_bytes.clone(),
+            namespace: ns_bytes.clone(),
+            user_key: user_key.clone(),
+            value,
+            timestamp,
+        })
+    };
+    match layout.kind {
+        KeyedStateKind::List => {
+            // Elements separated by one ',' byte, no count.
+            loop {
                 let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
                 let mut e = Vec::new();
                 transcode(&layout.value, &mut v, &mut e)?;
                 push(e, ts);
+                if v.remaining() == 0 {
+                    break;
+                }
+                match v.u8("delimiter") {
+                    Ok(b',') => {}
+                    _ => return Err("value: list elements are not separated by ','".into()),
+                }
             }
-            _ => {
-                let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
-                let mut e = Vec::new();
-                transcode(&layout.value, &mut v, &mut e)?;
-                push(e, ts);
+        }
+        KeyedStateKind::Map => {
+            // bool isNull, then the value.
+            let null = v.bool("null flag").map_err(|e| format!("value: {e}"))?;
+            if null {
+                return Ok(());
             }
+            let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
+            let mut e = Vec::new();
+            transcode(&layout.value, &mut v, &mut e)?;
+            push(e, ts);
         }
-        if v.remaining() > 0 {
-            return Err(format!("value: {} bytes after the value", v.remaining()));
+        _ => {
+            let ts = if layout.ttl { Some(read_i64(&mut v)?) } else { None };
+            let mut e = Vec::new();
+            transcode(&layout.value, &mut v, &mut e)?;
+            push(e, ts);
         }
-        Ok(())
     }
+    if v.remaining() > 0 {
+        return Err(format!("value: {} bytes after the value", v.remaining()));
+    }
+    Ok(())
+}
 
-    fn key_and_namespace(&self, k: &mut Input<'_>, ns: &FlinkType) -> Result<(Vec<u8>, Vec<u8>), String> {
-        let mut key = Vec::new();
-        if matches!(self.proxy.key, FlinkType::Opaque { .. }) {
-            // Unknown key encoding: everything up to a fixed-width namespace.
-            let w = width(ns).ok_or("key: an opaque key before a variable-length namespace cannot be split")?;
-            let n = k.remaining().checked_sub(w).ok_or("key: shorter than its namespace")?;
-            key.extend_from_slice(k.take(n, "key").map_err(|e| e.to_string())?);
-        } else {
-            transcode(&self.proxy.key, k, &mut key)?;
-        }
-        let mut namespace = Vec::new();
-        transcode(ns, k, &mut namespace)?;
-        Ok((key, namespace))
+fn key_and_namespace(key_type: &FlinkType, k: &mut Input<'_>, ns: &FlinkType) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut key = Vec::new();
+    if matches!(key_type, FlinkType::Opaque { .. }) {
+        // Unknown key encoding: everything up to a fixed-width namespace.
+        let w = width(ns).ok_or("key: an opaque key before a variable-length namespace cannot be split")?;
+        let n = k.remaining().checked_sub(w).ok_or("key: shorter than its namespace")?;
+        key.extend_from_slice(k.take(n, "key").map_err(|e| e.to_string())?);
+    } else {
+        transcode(key_type, k, &mut key)?;
     }
+    let mut namespace = Vec::new();
+    transcode(ns, k, &mut namespace)?;
+    Ok((key, namespace))
+}
 
-    /// Both key and namespace are variable-length: each is followed by its length (low byte
-    /// first, as few bytes as the value needs).
-    fn key_and_namespace_with_lengths(&self, k: &mut Input<'_>, ns: &FlinkType) -> Result<(Vec<u8>, Vec<u8>), String> {
-        let start = k.pos();
-        let mut key = Vec::new();
-        transcode(&self.proxy.key, k, &mut key)?;
-        let key_len = k.pos() - start;
-        skip_length_suffix(k, key_len)?;
-        let start = k.pos();
-        let mut namespace = Vec::new();
-        transcode(ns, k, &mut namespace)?;
-        let ns_len = k.pos() - start;
-        skip_length_suffix(k, ns_len)?;
-        Ok((key, namespace))
-    }
+/// Both key and namespace are variable-length: each is followed by its length (low byte
+/// first, as few bytes as the value needs).
+fn key_and_namespace_with_lengths(
+    key_type: &FlinkType,
+    k: &mut Input<'_>,
+    ns: &FlinkType,
+) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let start = k.pos();
+    let mut key = Vec::new();
+    transcode(key_type, k, &mut key)?;
+    let key_len = k.pos() - start;
+    skip_length_suffix(k, key_len)?;
+    let start = k.pos();
+    let mut namespace = Vec::new();
+    transcode(ns, k, &mut namespace)?;
+    let ns_len = k.pos() - start;
+    skip_length_suffix(k, ns_len)?;
+    Ok((key, namespace))
 }
 
 /// Whether a key-group stream is in the heap layout: every key group of the handle has data,
@@ -594,7 +606,7 @@ pub(crate) fn descriptors(proxy: &KeyedProxy) -> Result<Vec<StateDescriptor>, St
 }
 
 /// The statekit layout and descriptor of one state from its meta info.
-fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), String> {
+pub(crate) fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), String> {
     let key_schema = schema_of(key);
     if m.backend_type == BackendStateType::PriorityQueue {
         // The timer's key type is the state's key type; its namespace type is the state's.

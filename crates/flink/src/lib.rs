@@ -14,10 +14,13 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used))]
 
 mod canonical;
+mod changelog;
 mod error;
 mod input;
 mod meta;
 pub mod metadata;
+#[cfg(feature = "rocksdb")]
+mod native;
 mod operator;
 mod serializer;
 mod snapshot;
@@ -31,6 +34,8 @@ pub use metadata::{
     FlinkMetadata, FlinkOperator, FlinkSubtask, IncrementalHandle, KeyGroupsHandle, KeyedHandle, MasterState,
     NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle, METADATA_MAGIC,
 };
+#[cfg(feature = "rocksdb")]
+pub use native::NativeKeyedView;
 pub use operator::read_operator_state;
 pub use serializer::{decode_serializer_snapshot, FlinkType};
 pub use snapshot::{flink_key_group, FlinkOpenOptions, FlinkSnapshot, Location, METADATA_VERSION_PROPERTY};

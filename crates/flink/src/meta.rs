@@ -149,7 +149,7 @@ fn read_count16(i: &mut Input<'_>, field: &str) -> Result<usize, FlinkError> {
 }
 
 /// `utf name, i32 type, i32 n × (utf, utf) options, i32 n × (utf role, snapshot)`.
-fn read_meta(i: &mut Input<'_>) -> Result<StateMeta, FlinkError> {
+pub(crate) fn read_meta(i: &mut Input<'_>) -> Result<StateMeta, FlinkError> {
     let name = i.utf("state name")?;
     let at = i.pos();
     let backend_type = match i.i32("state type")? {

@@ -135,8 +135,10 @@ impl FlinkSnapshot {
     /// `_metadata`. Absolute `file:` paths are used when they exist; otherwise each
     /// `--flink-root OLD=NEW` is tried, then the path's tail from its `shared/`, `taskowned/`
     /// or `chk-N/` part on under the job directory (the parent of the one holding
-    /// `_metadata`), then the file's name beside `_metadata`, so a checkpoint directory that
-    /// was copied elsewhere still opens.
+    /// `_metadata`), then the path's last 4, 3 or 2 components under one of the 4 directories
+    /// above the one holding `_metadata` (a changelog's `<job id>/dstl/<file>` copied beside
+    /// the checkpoints), then the file's name beside `_metadata`, so a checkpoint directory
+    /// that was copied elsewhere still opens.
     pub fn locate(&self, h: &StreamHandle) -> Location {
         match h {
             StreamHandle::Bytes { .. } | StreamHandle::EmptySegment => Location::Inline,
@@ -169,6 +171,12 @@ impl FlinkSnapshot {
     /// A stream's bytes, all of them or up to `limit`; a local file is read from the stream's
     /// start (a segment's offset) for as many bytes as are wanted, never more.
     fn read_prefix(&self, h: &StreamHandle, limit: Option<usize>) -> Result<Vec<u8>, FlinkError> {
+        self.read_prefix_slack(h, limit, 0)
+    }
+
+    /// [`Self::read_prefix`], a whole file being allowed `slack` bytes more than `_metadata`
+    /// records (a changelog file's recorded size leaves out its first byte).
+    fn read_prefix_slack(&self, h: &StreamHandle, limit: Option<usize>, slack: u64) -> Result<Vec<u8>, FlinkError> {
         use std::io::{Read, Seek};
         let start = match h {
             StreamHandle::Bytes { data, .. } => {
@@ -206,7 +214,7 @@ impl FlinkSnapshot {
             f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
         } else if limit.is_none() && size != 0 {
             let len = f.metadata().map_err(io)?.len();
-            if len != size {
+            if len < size || len > size + slack {
                 return Err(FlinkError::Corrupt {
                     file: shown,
                     offset: len,
@@ -217,7 +225,7 @@ impl FlinkSnapshot {
         }
         // A whole file of unrecorded size (0) is read to its end.
         let want = match (start, limit) {
-            (None, None) if size == 0 => u64::MAX,
+            (None, None) if size == 0 || slack > 0 => u64::MAX,
             (_, None) => size,
             (_, Some(l)) => size.min(l as u64),
         };
@@ -266,12 +274,27 @@ impl FlinkSnapshot {
     pub fn keyed_descriptors(&self, op: &FlinkOperator) -> Result<Vec<StateDescriptor>, FlinkError> {
         let mut out: Vec<StateDescriptor> = Vec::new();
         for k in op.subtasks.iter().filter_map(|s| s.managed_keyed.as_ref()) {
-            let g = self.readable(op, k)?;
-            let proxy = self.keyed_head(&g.stream)?;
+            let proxy = match k {
+                KeyedHandle::Incremental(i) => self.keyed_head(&i.meta)?,
+                KeyedHandle::KeyGroups(g) => self.keyed_head(&g.stream)?,
+                k => {
+                    // Changelog: the states of the materialized part and of the log.
+                    let r = k.range();
+                    let Some(end) = r.end() else { continue };
+                    for v in self.handle_views(op, k, KeyGroupRange::new(r.start, end))? {
+                        for d in v.states() {
+                            if !out.iter().any(|o| o.name == d.name) {
+                                out.push(d.clone());
+                            }
+                        }
+                    }
+                    continue;
+                }
+            };
             let descs = crate::canonical::descriptors(&proxy).map_err(|what| FlinkError::Unsupported {
-                file: self.locate_shown(&g.stream),
+                file: self.metadata_file.display().to_string(),
                 offset: 0,
-                field: "state meta info".into(),
+                field: format!("operator {} state meta info", op.id),
                 what,
             })?;
             for d in descs {
@@ -292,12 +315,17 @@ impl FlinkSnapshot {
         let mut out: Vec<Box<dyn statekit_core::KeyedStateView>> = Vec::new();
         for s in &op.subtasks {
             let Some(k) = &s.managed_keyed else { continue };
-            let g = self.readable(op, k)?;
             let r = k.range();
             let Some(end) = r.end() else { continue };
-            if KeyGroupRange::new(r.start, end).intersection(&range).is_empty() {
+            let own = KeyGroupRange::new(r.start, end);
+            if own.intersection(&range).is_empty() {
                 continue;
             }
+            if !matches!(k, KeyedHandle::KeyGroups(_)) {
+                out.extend(self.handle_views(op, k, own)?);
+                continue;
+            }
+            let g = self.readable(op, k)?;
             let bytes = self.read_stream(&g.stream)?;
             out.push(Box::new(crate::canonical::KeyGroupsView::new(
                 bytes,
@@ -360,6 +388,151 @@ impl FlinkSnapshot {
         Ok(out)
     }
 
+    /// The views of one keyed handle over `range`: a key-group stream, a RocksDB database, or
+    /// a changelog handle's materialized part with its log replayed.
+    fn handle_views(
+        &self,
+        op: &FlinkOperator,
+        k: &KeyedHandle,
+        range: KeyGroupRange,
+    ) -> Result<Vec<Box<dyn statekit_core::KeyedStateView>>, FlinkError> {
+        match k {
+            KeyedHandle::KeyGroups(g) => {
+                let bytes = self.read_stream(&g.stream)?;
+                Ok(vec![Box::new(crate::canonical::KeyGroupsView::new(
+                    bytes,
+                    g,
+                    op.max_parallelism,
+                    &self.locate_shown(&g.stream),
+                )?)])
+            }
+            KeyedHandle::Incremental(i) => Ok(vec![self.native_view(op, i, range)?]),
+            KeyedHandle::Changelog {
+                materialized,
+                non_materialized,
+                ..
+            } => {
+                let mut base = Vec::new();
+                let mut key = None;
+                for m in materialized {
+                    let head = match m {
+                        KeyedHandle::KeyGroups(g) => Some(&g.stream),
+                        KeyedHandle::Incremental(i) => Some(&i.meta),
+                        _ => None,
+                    };
+                    if let (None, Some(h)) = (&key, head) {
+                        key = Some(self.keyed_head(h)?.key);
+                    }
+                    base.extend(self.handle_views(op, m, range)?);
+                }
+                let mut changes = Vec::new();
+                let mut files: BTreeMap<String, (Vec<u8>, bool)> = BTreeMap::new();
+                for c in non_materialized {
+                    match c {
+                        KeyedHandle::ChangelogFiles { parts, .. } => {
+                            for p in parts {
+                                let shown = self.locate_shown(&p.handle);
+                                if !files.contains_key(&shown) {
+                                    let bytes = self.read_prefix_slack(&p.handle, None, 1)?;
+                                    files.insert(shown.clone(), crate::changelog::dstl_data(&bytes, &shown)?);
+                                }
+                                if let Some((data, compressed)) = files.get(&shown) {
+                                    crate::changelog::read_change_set(
+                                        data,
+                                        *compressed,
+                                        p.offset,
+                                        &shown,
+                                        &mut changes,
+                                    )?;
+                                }
+                            }
+                        }
+                        KeyedHandle::ChangelogBytes { changes: cs, .. } => {
+                            for (kg, b) in cs {
+                                changes.push(crate::changelog::RawChange {
+                                    key_group: *kg,
+                                    bytes: b.clone(),
+                                    at: (format!("{} (inline)", self.metadata_file.display()), 0),
+                                });
+                            }
+                        }
+                        other => return Err(self.unsupported_handle(op, other)),
+                    }
+                }
+                let name = format!(
+                    "{} (operator {}, key groups {range})",
+                    self.metadata_file.display(),
+                    op.id
+                );
+                Ok(vec![Box::new(crate::changelog::replay(
+                    &name,
+                    &base,
+                    key,
+                    &changes,
+                    op.max_parallelism,
+                    range,
+                )?)])
+            }
+            other => Err(self.unsupported_handle(op, other)),
+        }
+    }
+
+    fn unsupported_handle(&self, op: &FlinkOperator, k: &KeyedHandle) -> FlinkError {
+        FlinkError::Unsupported {
+            file: self.metadata_file.display().to_string(),
+            offset: 0,
+            field: format!("operator {} keyed state", op.id),
+            what: format!("{} inside a changelog handle", k.type_name()),
+        }
+    }
+
+    /// A RocksDB native or incremental handle's database, opened read-only.
+    #[cfg(feature = "rocksdb")]
+    fn native_view(
+        &self,
+        op: &FlinkOperator,
+        i: &crate::metadata::IncrementalHandle,
+        range: KeyGroupRange,
+    ) -> Result<Box<dyn statekit_core::KeyedStateView>, FlinkError> {
+        use crate::native::Source;
+        let proxy = self.keyed_head(&i.meta)?;
+        let mut files = Vec::with_capacity(i.shared.len() + i.private.len());
+        for f in i.shared.iter().chain(&i.private) {
+            let src = match (&f.handle, self.locate(&f.handle)) {
+                (StreamHandle::Relative { .. } | StreamHandle::File { .. }, Location::Local(p)) => Source::File(p),
+                (h, _) => Source::Bytes(self.read_stream(h)?),
+            };
+            files.push((f.local_name.clone(), src));
+        }
+        let name = format!(
+            "{} (operator {}, key groups {range})",
+            self.metadata_file.display(),
+            op.id
+        );
+        Ok(Box::new(crate::native::NativeKeyedView::open(
+            &name,
+            proxy,
+            &files,
+            op.max_parallelism,
+            range,
+        )?))
+    }
+
+    #[cfg(not(feature = "rocksdb"))]
+    fn native_view(
+        &self,
+        op: &FlinkOperator,
+        _: &crate::metadata::IncrementalHandle,
+        _: KeyGroupRange,
+    ) -> Result<Box<dyn statekit_core::KeyedStateView>, FlinkError> {
+        Err(FlinkError::Unsupported {
+            file: self.metadata_file.display().to_string(),
+            offset: 0,
+            field: format!("operator {} keyed state", op.id),
+            what: "RocksDB files (IncrementalRemoteKeyedStateHandle): this statekit was built without RocksDB".into(),
+        })
+    }
+
     fn readable<'a>(
         &self,
         op: &FlinkOperator,
@@ -416,6 +589,20 @@ impl FlinkSnapshot {
                     if p.is_file() {
                         return Location::Local(p);
                     }
+                }
+            }
+        }
+        // Moved with its surroundings (a changelog's `<base>/<job id>/dstl/<file>` beside the
+        // checkpoints, say): the path's last components under an ancestor of the snapshot's
+        // directory, the longest tail first. Bounded: 4 tails × 4 ancestors.
+        for n in (2..=4).rev() {
+            let Some(tail) = parts.len().checked_sub(n).and_then(|s| parts.get(s..)) else {
+                continue;
+            };
+            for a in self.dir.ancestors().skip(1).take(4) {
+                let p = a.join(tail.join("/"));
+                if p.is_file() {
+                    return Location::Local(p);
                 }
             }
         }
