@@ -155,10 +155,11 @@ impl SnapshotReader {
     }
 
     /// Fails with [`CheckpointError::Unsupported`] when the snapshot's state data cannot be
-    /// read yet (an Apache Flink snapshot: its `_metadata` is read, its state files not yet),
-    /// so a command refuses before it looks up states `_metadata` does not list.
+    /// read by statekit's own file readers (an Apache Flink snapshot: its state is read
+    /// through [`SnapshotReader::flink_keyed_views`] and the operator state methods, not as
+    /// statekit files), for commands that copy or rewrite data files as they are.
     pub fn check_state_readable(&self) -> Result<(), CheckpointError> {
-        self.state_data("state data")
+        self.state_data("data files as statekit files (convert and rewrite copy them)")
     }
 
     /// Reads what state data a command needs beyond `_metadata`: for an Apache Flink
@@ -517,7 +518,57 @@ impl SnapshotReader {
 
     /// Checks every byte of the snapshot.
     pub fn verify(&self) -> Result<SnapshotVerifyReport, CheckpointError> {
-        self.state_data("state files")?;
+        if let Some(f) = &self.flink {
+            let r = f.verify();
+            return Ok(SnapshotVerifyReport {
+                files: r.files,
+                bytes: r.bytes,
+                entries: r.entries,
+                problems: r.problems.into_iter().map(flink_problem).collect(),
+            });
+        }
         Ok(verify_snapshot_files(&self.resolver)?)
+    }
+}
+
+/// A problem Flink's reader found, in the format layer's words (file, offset, field, reason).
+fn flink_problem(e: statekit_flink::FlinkError) -> statekit_format::FormatError {
+    use statekit_flink::FlinkError as F;
+    match e {
+        F::Corrupt {
+            file,
+            offset,
+            field,
+            reason,
+        } => statekit_format::FormatError::Corrupt {
+            file,
+            offset,
+            field,
+            reason,
+        },
+        F::Unsupported {
+            file,
+            offset,
+            field,
+            what,
+        } => statekit_format::FormatError::Corrupt {
+            file,
+            offset,
+            field,
+            reason: format!("unsupported: {what}"),
+        },
+        other => {
+            let (file, reason) = match &other {
+                F::Io { path, source } => (path.clone(), source.to_string()),
+                F::NotFlink { path, reason } => (path.clone(), reason.clone()),
+                _ => (String::new(), other.to_string()),
+            };
+            statekit_format::FormatError::Corrupt {
+                file,
+                offset: 0,
+                field: "file".into(),
+                reason,
+            }
+        }
     }
 }

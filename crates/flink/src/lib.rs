@@ -38,4 +38,6 @@ pub use metadata::{
 pub use native::NativeKeyedView;
 pub use operator::read_operator_state;
 pub use serializer::{decode_serializer_snapshot, FlinkType};
-pub use snapshot::{flink_key_group, FlinkOpenOptions, FlinkSnapshot, Location, METADATA_VERSION_PROPERTY};
+pub use snapshot::{
+    flink_key_group, FlinkOpenOptions, FlinkSnapshot, FlinkVerifyReport, Location, METADATA_VERSION_PROPERTY,
+};

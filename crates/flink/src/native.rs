@@ -117,8 +117,12 @@ impl NativeKeyedView {
         let mut opts = rocksdb::Options::default();
         opts.set_merge_operator_associative(MERGE_OPERATOR, join_operands);
         let present = rocksdb::DB::list_cf(&opts, dir.path()).map_err(|e| rocks_err(name, e))?;
-        let db =
-            rocksdb::DB::open_cf_for_read_only(&opts, dir.path(), &present, false).map_err(|e| rocks_err(name, e))?;
+        // Each column family needs the merge operator (list state may hold unmerged operands).
+        let cfs = present
+            .iter()
+            .map(|c| rocksdb::ColumnFamilyDescriptor::new(c, opts.clone()));
+        let db = rocksdb::DB::open_cf_descriptors_read_only(&opts, dir.path(), cfs, false)
+            .map_err(|e| rocks_err(name, e))?;
         let families = proxy
             .states
             .iter()

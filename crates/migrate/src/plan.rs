@@ -256,6 +256,9 @@ pub struct Plan {
     pub options: PlanOptions,
     /// The input's `_metadata` (checkpoint id, job id and properties are kept).
     pub input: SnapshotMetadata,
+    /// Every key is put in the key group statekit's rule gives it (an Apache Flink input,
+    /// whose keys are in the groups Flink's `murmurHash(hashCode)` gave them).
+    pub rekey: bool,
 }
 
 impl Plan {
@@ -411,6 +414,7 @@ impl Plan {
                 && options.format == OutputFormat::Canonical
                 && purge.is_none()
                 && canonical
+                && reader.flink().is_none()
                 && op.is_unchanged_but_uid();
         }
         Ok(Plan {
@@ -419,6 +423,7 @@ impl Plan {
             purge_expired_at: purge,
             options,
             input: meta.clone(),
+            rekey: reader.flink().is_some(),
         })
     }
 

@@ -187,7 +187,7 @@ fn write_all(
     for (oi, op) in plan.operators.iter().enumerate() {
         writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
         rebucketed.push(
-            if op.max_parallelism != op.source_max_parallelism && !op.keyed_states.is_empty() {
+            if (op.max_parallelism != op.source_max_parallelism || plan.rekey) && !op.keyed_states.is_empty() {
                 std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
                 let all = KeyGroupRange::all(op.source_max_parallelism);
                 let views = statekit_snapshot::keyed_views(reader, &op.source_uid, all)?;
@@ -376,6 +376,7 @@ fn transcodable(
     range: KeyGroupRange,
 ) -> Result<Option<(KeyedFileReader, Vec<statekit_core::StateDescriptor>)>, MigrateError> {
     if plan.purge_expired_at.is_some()
+        || plan.rekey
         || !op.keys.keeps_all()
         || op.parallelism != op.source_parallelism
         || op.max_parallelism != op.source_max_parallelism

@@ -636,7 +636,7 @@ pub fn difference_json(d: &Difference) -> Json {
 /// Opens one side; an error names its path.
 pub fn open_side(path: &std::path::Path) -> Result<SnapshotReader> {
     SnapshotReader::open(path)
-        .and_then(|r| r.check_state_readable().map(|()| r))
+        .and_then(|mut r| r.load_state_schema().map(|()| r))
         .map_err(|e| {
             let (shown, msg) = (path.display().to_string(), e.to_string());
             if msg.starts_with(&shown) {

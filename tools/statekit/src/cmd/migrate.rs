@@ -265,8 +265,8 @@ impl RewriteArgs {
 
 /// `statekit convert`.
 pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
-    let reader = SnapshotReader::open(&args.out.input)?;
-    reader.check_state_readable()?;
+    let mut reader = SnapshotReader::open(&args.out.input)?;
+    reader.load_state_schema()?;
     let edits: Vec<Edit> = match args.parallelism {
         Some(p) => reader
             .metadata()
@@ -288,8 +288,8 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
     if edits.is_empty() && args.keep_keys.is_empty() && args.drop_keys.is_empty() {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
     }
-    let reader = SnapshotReader::open(&args.out.input)?;
-    reader.check_state_readable()?;
+    let mut reader = SnapshotReader::open(&args.out.input)?;
+    reader.load_state_schema()?;
     let memory = (args.memory, args.spill_dir.clone());
     // Key files are read by the key type of the operators they apply to (after the other
     // edits: by their new uids).

@@ -38,8 +38,8 @@ pub struct QueryArgs {
 
 /// `statekit query`.
 pub fn query(args: QueryArgs) -> Result<ExitCode> {
-    let reader = SnapshotReader::open(&args.snapshot)?;
-    reader.check_state_readable()?;
+    let mut reader = SnapshotReader::open(&args.snapshot)?;
+    reader.load_state_schema()?;
     let q = SnapshotQuery::new(Arc::new(reader))?;
     match args.sql {
         Some(sql) => run(&q, &sql, args.format),

@@ -83,8 +83,8 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         Some(ExportCompression::Snappy) => TableCompression::Snappy,
         Some(ExportCompression::None) => TableCompression::None,
     };
-    let reader = SnapshotReader::open(&args.snapshot)?;
-    reader.check_state_readable()?;
+    let mut reader = SnapshotReader::open(&args.snapshot)?;
+    reader.load_state_schema()?;
     let options = ExportOptions {
         uid: args.uid.clone(),
         state: args.state.clone(),
