@@ -339,7 +339,7 @@ fn base_layout(d: &StateDescriptor, key: &FlinkType) -> Layout {
 }
 
 /// `METADATA`: `i32 version`, the meta info, `bool ttl` [+ Java-serialized TTL config],
-/// `bool default` [+ value], `u16 state id`, `u8 type`. The TTL config has no length, so the
+/// `bool default` [+ value] (neither flag for timers), `u16 state id`, `u8 type`. The TTL config has no length, so the
 /// id and type are read from the change's end (a default value beside a TTL config is
 /// refused).
 fn read_metadata(c: &RawChange) -> Result<(u16, crate::meta::StateMeta), FlinkError> {
@@ -374,6 +374,10 @@ fn read_metadata(c: &RawChange) -> Result<(u16, crate::meta::StateMeta), FlinkEr
         [a, b, t] => (u16::from_be_bytes([*a, *b]), *t),
         _ => return Err(fix(i.corrupt_at(n, "state id", "the change ends early"))),
     };
+    if meta.backend_type == crate::meta::BackendStateType::PriorityQueue {
+        // Timers: no TTL or default value flags.
+        return Ok((id, meta));
+    }
     let ttl = i.bool("TTL flag").map_err(fix)?;
     if !ttl {
         let default = i.bool("default value flag").map_err(fix)?;
@@ -450,7 +454,14 @@ fn decode_change(
         }
     };
     if l.timers {
-        // A timer: the element only (its key and namespace are inside it).
+        // A timer: no key or namespace scope, the element only (they are inside it); an
+        // addition carries a count (1) before it, a removal none.
+        if op == ADD_ELEMENT {
+            let n = i.i32("timer count").map_err(e)?;
+            if n != 1 {
+                return Err(format!("{n} timers in one change (1 expected)"));
+            }
+        }
         let ts = i.i64("timer").map_err(e)? ^ i64::MIN;
         let key = part(key_type, "a key", &mut i)?;
         let namespace = part(&l.namespace, "a namespace", &mut i)?;

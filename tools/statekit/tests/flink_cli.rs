@@ -1,9 +1,9 @@
 //! `statekit show` and `ls` on real Apache Flink 1.20.5 savepoints and checkpoints
 //! (`fixtures/flink/`): the snapshot is named as Flink's, with its `_metadata` version and
 //! format; operators come by id, or by uid when one is given (`--flink-uid`, matched by
-//! Flink's hash); `--json` is one document; commands that need state data refuse clearly
-//! (exit 2) instead of misreading Flink's files; a damaged `_metadata` is an error naming the
-//! file and an offset.
+//! Flink's hash); `--json` is one document; `dump --json` reproduces every expected value;
+//! `verify` checks every fixture and names a damaged file and an offset; a damaged
+//! `_metadata` is an error naming the file and an offset.
 
 mod common;
 
@@ -132,27 +132,62 @@ fn ls_lists_flink_checkpoints() {
 }
 
 #[test]
-fn commands_that_need_state_data_refuse_flink_snapshots_clearly() {
-    let sp = fixture("savepoint-rocksdb-canonical/savepoint");
-    let sp = sp.to_str().expect("path");
-    let native = fixture("savepoint-rocksdb-native/savepoint");
-    let native = native.to_str().expect("path");
-    let _ = native;
-    for args in [
-        vec!["verify", sp],
-        vec!["diff", sp, sp],
-        vec!["convert", sp, "/nonexistent/out"],
-    ] {
-        let out = run(Path::new("."), &args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+fn verify_checks_every_flink_fixture_and_names_damage() {
+    let root = fixture("");
+    let mut metadata = Vec::new();
+    let mut stack = vec![root];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "_metadata") {
+                metadata.push(p);
+            }
+        }
+    }
+    for md in &metadata {
+        let text = stdout(&["verify", "--json", md.to_str().expect("path")]);
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
+        assert_eq!(doc["ok"], true, "{}: {text}", md.display());
         assert!(
-            (err.contains("an Apache Flink snapshot") && err.contains("not built yet")
-                || err.contains("unsupported: IncrementalRemoteKeyedStateHandle"))
-                && !err.contains("panicked"),
-            "{args:?}: {err}"
+            doc["entries"].as_u64().expect("entries") > 300,
+            "{}: {text}",
+            md.display()
         );
     }
+    // A flipped byte inside a state file: verify exits 1 and names the file and an offset.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = fixture("savepoint-hashmap-native/savepoint");
+    let dst = tmp.path().join("savepoint");
+    std::fs::create_dir(&dst).expect("mkdir");
+    let mut biggest = (0, PathBuf::new());
+    for e in std::fs::read_dir(&src).expect("read_dir") {
+        let p = e.expect("entry").path();
+        let to = dst.join(p.file_name().expect("name"));
+        std::fs::copy(&p, &to).expect("copy");
+        let n = std::fs::metadata(&to).expect("meta").len();
+        if p.file_name().is_some_and(|n| n != "_metadata") && n > biggest.0 {
+            biggest = (n, to);
+        }
+    }
+    let mut b = std::fs::read(&biggest.1).expect("read");
+    let at = b.len() * 2 / 3;
+    b[at] ^= 0xff;
+    std::fs::write(&biggest.1, &b).expect("write");
+    let out = run(Path::new("."), &["verify", dst.to_str().expect("path")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let name = biggest.1.file_name().expect("name").to_string_lossy().into_owned();
+    assert!(
+        text.contains("problem:") && text.contains(&name) && text.contains("offset"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -235,12 +270,11 @@ fn snapshot_of(dir: &Path, expected_name: &str) -> PathBuf {
     }
 }
 
-/// Every value of every `expected*.json` of the shipped fixtures whose state form statekit
-/// reads (canonical and heap-native savepoints, RocksDB native savepoints and incremental
-/// checkpoints), reproduced by `statekit dump --json`: keyed state (by uid, and by operator
-/// id for the operator without one), operator list and union state per subtask, broadcast
-/// state per subtask, the non-ASCII keys included. Changelog checkpoints are refused with a
-/// clear error (their replay is not built yet).
+/// Every value of every `expected*.json` of the shipped fixtures (canonical and heap-native
+/// savepoints, RocksDB native savepoints and incremental checkpoints, changelog checkpoints
+/// with and without a materialized part), reproduced by `statekit dump --json`: keyed state
+/// (by uid, and by operator id for the operator without one), operator list and union state
+/// per subtask as stored, broadcast state per subtask, the non-ASCII keys included.
 #[test]
 fn dump_json_reproduces_every_expected_value() {
     let root = fixture("");
@@ -262,14 +296,11 @@ fn dump_json_reproduces_every_expected_value() {
             let want = expected(&format!("{}/{name}", dir.file_name().expect("name").to_string_lossy()));
             let snap = snapshot_of(&dir, &name);
             let snap = snap.to_str().expect("path").to_string();
-            let mut base = vec!["dump".to_string(), snap.clone()];
+            let base = vec!["dump".to_string(), snap.clone()];
             let mut ids = std::collections::BTreeMap::new();
             for op in want["operators"].as_array().expect("operators") {
                 let id = op["operator_id"].as_str().expect("id");
                 ids.insert(op["label"].as_str().expect("label").to_string(), id.to_string());
-                if let Some(uid) = op["uid"].as_str() {
-                    base.extend(["--flink-uid".to_string(), uid.to_string()]);
-                }
             }
             let dump = |label: &str, state: &str| -> Result<Vec<serde_json::Value>, String> {
                 let uid = match want["operators"]
@@ -294,17 +325,9 @@ fn dump_json_reproduces_every_expected_value() {
                 }
                 Ok(serde_json::from_slice(&out.stdout).expect("one JSON document"))
             };
-            let changelog = dir.to_string_lossy().contains("changelog");
             for (label, states) in want["keyed_state"].as_object().expect("keyed") {
                 for (state, st) in states.as_object().expect("states") {
-                    let rows = match dump(label, state) {
-                        Ok(rows) => rows,
-                        Err(e) if changelog => {
-                            assert!(e.contains("Changelog"), "{snap} {label}/{state}: {e}");
-                            continue;
-                        }
-                        Err(e) => panic!("{snap} {label}/{state}: {e}"),
-                    };
+                    let rows = dump(label, state).unwrap_or_else(|e| panic!("{snap} {label}/{state}: {e}"));
                     let mut got = serde_json::Map::new();
                     for r in &rows {
                         let key = r["key"].as_str().expect("string key").to_string();
@@ -368,4 +391,5 @@ fn dump_json_reproduces_every_expected_value() {
         }
     }
     assert!(walked > 3000, "{walked} values");
+    eprintln!("{walked} expected values reproduced");
 }

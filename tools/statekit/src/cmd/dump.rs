@@ -287,9 +287,10 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             );
         }
         let mut result = Ok(ControlFlow::Continue(()));
-        // Redistribution at the same parallelism keeps list elements where they were; each
-        // subtask's file is read once.
-        'subtasks: for (i, snap) in (0u32..).zip(reader.operator_states(uid, op.parallelism)?) {
+        // What each subtask stored (a union state's elements under the subtask that wrote
+        // them, not redistributed); each subtask's file is read once.
+        'subtasks: for i in 0..op.parallelism {
+            let snap = reader.stored_operator_state(uid, i)?;
             for (d, data) in &snap.states {
                 if d.name != desc.name {
                     continue;
