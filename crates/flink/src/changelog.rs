@@ -446,6 +446,15 @@ fn decode_change(
         let ts = ttl(i)?;
         Ok((part(&l.value, "a value", i)?, ts))
     };
+    // The last part of a change: a value statekit does not decode is the rest of the
+    // change (a change carries its length).
+    let last_element = |i: &mut Input<'_>| -> Result<(Vec<u8>, Option<i64>), String> {
+        if decodable(&l.value) {
+            return element(i);
+        }
+        let ts = ttl(i)?;
+        Ok((i.rest().to_vec(), ts))
+    };
     let map_value = |i: &mut Input<'_>| -> Result<Option<(Vec<u8>, Option<i64>)>, String> {
         if i.bool("map value null flag").map_err(e)? {
             Ok(None)
@@ -502,18 +511,18 @@ fn decode_change(
             Payload::Map(items)
         }
         (SET | SET_INTERNAL | ADD, _) => {
-            let (v, ts) = element(&mut i)?;
+            let (v, ts) = last_element(&mut i)?;
             Payload::One(v, ts)
         }
         (ADD_ELEMENT, KeyedStateKind::List) => {
-            let (v, ts) = element(&mut i)?;
+            let (v, ts) = last_element(&mut i)?;
             Payload::Element(v, ts)
         }
         (ADD_OR_UPDATE_ELEMENT, KeyedStateKind::Map) => {
             let uk = l.user_key.as_ref().ok_or("a map state without a user key type")?;
             // User key and value, no null flag (unlike a whole map's entries).
             let k = part(uk, "a map key", &mut i)?;
-            Payload::MapPut(k, Some(element(&mut i)?))
+            Payload::MapPut(k, Some(last_element(&mut i)?))
         }
         (REMOVE_ELEMENT, KeyedStateKind::Map) => {
             let uk = l.user_key.as_ref().ok_or("a map state without a user key type")?;
