@@ -393,3 +393,121 @@ fn dump_json_reproduces_every_expected_value() {
     assert!(walked > 3000, "{walked} values");
     eprintln!("{walked} expected values reproduced");
 }
+
+/// `diff` of the heap and RocksDB savepoints of the same job (canonical and native, and
+/// across the two) reports no difference; `diff` of `chk-1` and `chk-2` of each checkpoint
+/// fixture reports exactly the keys the second phase of the job added or changed (as the
+/// two `expected-chk-*.json` tell them apart) and the operator states that grew, nothing else.
+#[test]
+fn diff_of_flink_snapshots_reports_exactly_what_changed() {
+    for (a, b) in [
+        ("savepoint-hashmap-canonical", "savepoint-rocksdb-canonical"),
+        ("savepoint-hashmap-native", "savepoint-rocksdb-native"),
+        ("savepoint-hashmap-canonical", "savepoint-rocksdb-native"),
+        ("savepoint-hashmap-canonical-inline", "savepoint-hashmap-native"),
+    ] {
+        let (pa, pb) = (fixture(&format!("{a}/savepoint")), fixture(&format!("{b}/savepoint")));
+        let out = run(
+            Path::new("."),
+            &["diff", pa.to_str().expect("p"), pb.to_str().expect("p")],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{a} vs {b}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for dir in [
+        "checkpoint-rocksdb-incremental",
+        "checkpoint-changelog-hashmap",
+        "checkpoint-changelog-hashmap-materialized",
+    ] {
+        let root = fixture(dir);
+        let c1 = snapshot_of(&root, "expected-chk-1.json");
+        let c2 = snapshot_of(&root, "expected-chk-2.json");
+        let (w1, w2) = (
+            expected(&format!("{dir}/expected-chk-1.json")),
+            expected(&format!("{dir}/expected-chk-2.json")),
+        );
+        let labels: std::collections::BTreeMap<String, String> = w1["operators"]
+            .as_array()
+            .expect("operators")
+            .iter()
+            .map(|o| {
+                (
+                    o["operator_id"].as_str().expect("id").to_string(),
+                    o["label"].as_str().expect("label").to_string(),
+                )
+            })
+            .collect();
+        // What the second phase did, from the expected files.
+        let mut want = std::collections::BTreeSet::new();
+        for (label, states) in w2["keyed_state"].as_object().expect("keyed") {
+            for (state, st) in states.as_object().expect("states") {
+                let new = st["values"].as_object().expect("values");
+                let old = w1["keyed_state"][label][state]["values"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                for (k, v) in new {
+                    let change = match old.get(k) {
+                        None => "added",
+                        Some(o) if o != v => "modified",
+                        Some(_) => continue,
+                    };
+                    want.insert((label.clone(), state.clone(), k.clone(), change.to_string()));
+                }
+                for k in old.keys().filter(|k| !new.contains_key(*k)) {
+                    want.insert((label.clone(), state.clone(), k.clone(), "removed".to_string()));
+                }
+            }
+        }
+        let mut want_ops = std::collections::BTreeSet::new();
+        for section in ["operator_state", "broadcast_state"] {
+            for (label, states) in w2[section].as_object().expect("section") {
+                for (state, st) in states.as_object().expect("states") {
+                    if w1[section][label][state] != *st {
+                        want_ops.insert((label.clone(), state.clone()));
+                    }
+                }
+            }
+        }
+        let out = run(
+            Path::new("."),
+            &["diff", "--json", c1.to_str().expect("p"), c2.to_str().expect("p")],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{dir}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (mut got, mut got_ops) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+        for line in String::from_utf8(out.stdout).expect("utf-8").lines() {
+            let d: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let label = d["uid"]
+                .as_str()
+                .map(|u| labels.get(u).cloned().unwrap_or_else(|| u.to_string()));
+            match d["type"].as_str() {
+                Some("key") => {
+                    got.insert((
+                        label.expect("uid"),
+                        d["state"].as_str().expect("state").to_string(),
+                        d["key"].as_str().expect("key").to_string(),
+                        d["change"].as_str().expect("change").to_string(),
+                    ));
+                }
+                Some("operator_state") => {
+                    got_ops.insert((label.expect("uid"), d["state"].as_str().expect("state").to_string()));
+                }
+                Some("summary") | None => {}
+                Some(other) => panic!("{dir}: a {other} difference: {line}"),
+            }
+        }
+        assert_eq!(got, want, "{dir}: keys");
+        assert!(want.len() > 100, "{dir}: {}", want.len());
+        assert_eq!(got_ops, want_ops, "{dir}: operator states");
+    }
+}
