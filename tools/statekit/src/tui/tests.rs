@@ -1347,3 +1347,25 @@ mod diff_view {
         assert!(n > 10);
     }
 }
+
+/// A real Apache Flink savepoint (`fixtures/flink/`), browsed like statekit's own: the
+/// operators by id, an operator's keyed states (read from the heads of its state streams),
+/// and the entries of the word count, the non-ASCII keys among them.
+#[test]
+fn screen_flink_savepoint() {
+    let sp = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/flink/flink-1.20.5/savepoint-hashmap-canonical/savepoint");
+    let mut h = Harness::open_path(&sp, "flink-1.20.5/savepoint-hashmap-canonical", 100, 30);
+    insta::assert_snapshot!("screen_flink_savepoint", h.screen());
+    // The word count (operator fdae8dad…), its one state, its entries.
+    h.keys("jj<Enter>");
+    insta::assert_snapshot!("screen_flink_savepoint_states", h.screen());
+    h.keys("<Enter>");
+    assert_eq!(h.app.screen(), Screen::Entries);
+    let keys = h.keys_on_page();
+    assert!(keys.len() > 10, "{keys:?}");
+    insta::assert_snapshot!("screen_flink_savepoint_entries", h.screen());
+    // Every key is there, non-ASCII ones included: search finds them.
+    h.keys("/grüße<Enter>");
+    assert_eq!(h.selected_key().as_deref(), Some("\"grüße\""), "{}", h.screen());
+}

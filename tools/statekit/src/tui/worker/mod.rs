@@ -473,7 +473,8 @@ impl Worker {
                 self.views = None;
                 self.stream = None;
                 self.reader = None;
-                let result = match SnapshotReader::open(&path) {
+                // An Apache Flink snapshot's states are in the heads of its state streams.
+                let result = match SnapshotReader::open(&path).and_then(|mut r| r.load_state_schema().map(|()| r)) {
                     Ok(r) => {
                         let m = Arc::new(r.metadata().clone());
                         self.reader = Some(r);
