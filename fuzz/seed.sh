@@ -22,7 +22,7 @@ if [ $# -gt 0 ] && [ "$1" = --keep ]; then
   shift
 fi
 all_targets=(decode_metadata keyed_file operator_file changelog_log_file changelog_record
-  decode_value state_descriptor changelog_config rocksdb_layout flink_metadata flink_serializer)
+  decode_value state_descriptor changelog_config rocksdb_layout flink_metadata flink_serializer flink_state)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 export CARGO_TARGET_DIR="${STATEKIT_FUZZ_TARGET_DIR:-/var/tmp/statekit-fuzz-target}"

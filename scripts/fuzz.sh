@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 all_targets=(decode_metadata keyed_file operator_file changelog_log_file changelog_record
-  decode_value state_descriptor changelog_config rocksdb_layout flink_metadata flink_serializer)
+  decode_value state_descriptor changelog_config rocksdb_layout flink_metadata flink_serializer flink_state)
 
 seconds=60
 build_only=0

@@ -170,6 +170,52 @@ fn layout_seed(out: &mut Out, flags: u8, a: &[u8], b: &[u8], b_split: usize) {
     out.put("rocksdb_layout", &s);
 }
 
+/// `kind ‖ flags ‖ n ‖ n × u32 offset ‖ stream` seeds for `flink_state`: each key-group
+/// stream and operator state stream of a Flink snapshot with its handle's offsets.
+fn flink_state_seeds(out: &mut Out, md: &Path) {
+    use statekit_flink::{DistributionMode, FlinkOpenOptions, FlinkSnapshot, KeyedHandle};
+    let Ok(snap) = FlinkSnapshot::open(md, &FlinkOpenOptions::default()) else {
+        return;
+    };
+    let seed = |kind: u8, flags: u8, offsets: &[u64], stream: &[u8]| -> Option<Vec<u8>> {
+        if stream.len() > 64 << 10 {
+            return None;
+        }
+        let mut s = vec![kind, flags, u8::try_from(offsets.len()).ok()?];
+        for o in offsets {
+            s.extend_from_slice(&u32::try_from(*o).ok()?.to_be_bytes());
+        }
+        s.extend_from_slice(stream);
+        Some(s)
+    };
+    for op in &snap.metadata().operators {
+        for s in &op.subtasks {
+            if let Some(KeyedHandle::KeyGroups(g)) = &s.managed_keyed {
+                if let Ok(b) = snap.read_stream(&g.stream) {
+                    // The first key groups only (the target takes at most 32 offsets).
+                    let n = g.offsets.len().min(32);
+                    let flags = u8::from(g.savepoint) | if op.max_parallelism > 128 { 2 } else { 0 };
+                    if let Some(x) = seed(0, flags, &g.offsets[..n], &b) {
+                        out.put("flink_state", &x);
+                    }
+                }
+            }
+            for h in &s.managed_operator {
+                let Ok(b) = snap.read_stream(&h.stream) else { continue };
+                let list = h.states.iter().find(|p| p.mode != DistributionMode::Broadcast);
+                let bcast = h.states.iter().find(|p| p.mode == DistributionMode::Broadcast);
+                let mut offsets: Vec<u64> = list.map(|p| p.offsets.clone()).unwrap_or_default();
+                offsets.truncate(31);
+                offsets.extend(bcast.and_then(|p| p.offsets.first().copied()));
+                let flags = u8::from(list.is_some_and(|p| p.mode == DistributionMode::Union));
+                if let Some(x) = seed(1, flags, &offsets, &b) {
+                    out.put("flink_state", &x);
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, fixtures, root] = &args[..] else {
@@ -186,6 +232,9 @@ fn main() {
     for path in &all {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let bytes = std::fs::read(path).expect("read fixture");
+        if name == "_metadata" && statekit_flink::is_flink_metadata(&bytes) {
+            flink_state_seeds(&mut out, path);
+        }
         let target = match () {
             _ if name == "_metadata" && statekit_flink::is_flink_metadata(&bytes) => "flink_metadata",
             _ if name == "_metadata" => "decode_metadata",
