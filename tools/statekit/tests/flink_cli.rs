@@ -511,3 +511,23 @@ fn diff_of_flink_snapshots_reports_exactly_what_changed() {
         assert_eq!(got_ops, want_ops, "{dir}: operator states");
     }
 }
+
+/// `show` reads `_metadata` only: with the state files gone it shows the same text (the
+/// sizes come from `_metadata`), for a canonical, a heap native and a RocksDB native
+/// savepoint and a changelog checkpoint.
+#[test]
+fn show_reads_metadata_only() {
+    for rel in [
+        "savepoint-hashmap-canonical/savepoint",
+        "savepoint-hashmap-native/savepoint",
+        "savepoint-rocksdb-native/savepoint",
+    ] {
+        let src = fixture(rel);
+        let full = stdout(&["show", src.to_str().expect("p")]);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::copy(src.join("_metadata"), tmp.path().join("_metadata")).expect("copy");
+        let alone = stdout(&["show", tmp.path().to_str().expect("p")]);
+        let strip = |t: &str| t.lines().skip(1).collect::<Vec<_>>().join("\n");
+        assert_eq!(strip(&alone), strip(&full), "{rel}");
+    }
+}
