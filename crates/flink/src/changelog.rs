@@ -121,6 +121,12 @@ pub(crate) fn read_change_set(
     Ok(())
 }
 
+/// A value or element with its TTL timestamp.
+type Stamped = (Vec<u8>, Option<i64>);
+
+/// Where a cell is: key group, state, key, namespace.
+type CellAt = (u32, usize, Vec<u8>, Vec<u8>);
+
 /// One state's value under a key and namespace while replaying.
 #[derive(Clone, Debug)]
 enum Cell {
@@ -134,7 +140,7 @@ enum Payload {
     None,
     One(Vec<u8>, Option<i64>),
     List(Vec<(Vec<u8>, Option<i64>)>),
-    Map(Vec<(Vec<u8>, Option<(Vec<u8>, Option<i64>)>)>),
+    Map(Vec<(Vec<u8>, Option<Stamped>)>),
     Element(Vec<u8>, Option<i64>),
     MapPut(Vec<u8>, Option<(Vec<u8>, Option<i64>)>),
     MapRemove(Vec<u8>),
@@ -197,7 +203,7 @@ pub(crate) fn replay(
         })?,
     };
     let mut states = States::default();
-    let mut cells: BTreeMap<(u32, usize, Vec<u8>, Vec<u8>), Cell> = BTreeMap::new();
+    let mut cells: BTreeMap<CellAt, Cell> = BTreeMap::new();
     // The materialized part.
     for v in base {
         let mut map = Vec::with_capacity(v.states().len());
@@ -455,7 +461,7 @@ fn decode_change(
         let ts = ttl(i)?;
         Ok((i.rest().to_vec(), ts))
     };
-    let map_value = |i: &mut Input<'_>| -> Result<Option<(Vec<u8>, Option<i64>)>, String> {
+    let map_value = |i: &mut Input<'_>| -> Result<Option<Stamped>, String> {
         if i.bool("map value null flag").map_err(e)? {
             Ok(None)
         } else {
@@ -550,12 +556,7 @@ fn decode_change(
     })
 }
 
-fn apply(
-    cells: &mut BTreeMap<(u32, usize, Vec<u8>, Vec<u8>), Cell>,
-    states: &States,
-    kg: u32,
-    d: Decoded,
-) -> Result<(), String> {
+fn apply(cells: &mut BTreeMap<CellAt, Cell>, states: &States, kg: u32, d: Decoded) -> Result<(), String> {
     let kind = states.list.get(d.state).map(|(desc, _)| desc.kind);
     let at = (kg, d.state, d.key, d.namespace);
     let empty = || match kind {

@@ -332,9 +332,9 @@ mod tests {
     fn round(t: &FlinkType, bytes: &[u8]) -> Value {
         let mut i = Input::new(bytes, "test");
         let mut out = Vec::new();
-        transcode(t, &mut i, &mut out).unwrap();
+        transcode(t, &mut i, &mut out).expect("transcode");
         assert_eq!(i.remaining(), 0);
-        decode_value(&schema_of(t), &out).unwrap()
+        decode_value(&schema_of(t), &out).expect("decode")
     }
 
     #[test]
@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(round(&t, &1i32.to_be_bytes()), Value::Str("GREEN".into()));
         let mut i = Input::new(&[0, 0, 0, 5], "t");
         assert!(transcode(&t, &mut i, &mut Vec::new())
-            .unwrap_err()
+            .expect_err("bad ordinal")
             .contains("ordinal 5"));
         let t = FlinkType::Either(Box::new(FlinkType::String), Box::new(FlinkType::Long));
         let mut b = vec![0];
