@@ -682,6 +682,26 @@ pub(crate) fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDes
     ))
 }
 
+/// Hands a key group's decoded entries (from `decode`, called only for a key group in
+/// `range`) to `visitor`, stopping when it breaks.
+pub(crate) fn visit_decoded(
+    range: KeyGroupRange,
+    key_group: u32,
+    decode: impl FnOnce() -> Result<Vec<OwnedEntry>, FlinkError>,
+    visitor: &mut EntryVisitor<'_>,
+) -> Result<ControlFlow<()>, StateError> {
+    if !range.contains(key_group) {
+        return Ok(ControlFlow::Continue(()));
+    }
+    let entries = decode().map_err(|e| StateError::Snapshot(e.to_string()))?;
+    for o in &entries {
+        if visitor(&o.as_entry())?.is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
+}
+
 impl KeyedStateView for KeyGroupsView {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
@@ -696,17 +716,6 @@ impl KeyedStateView for KeyGroupsView {
     }
 
     fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
-        if !self.range.contains(key_group) {
-            return Ok(ControlFlow::Continue(()));
-        }
-        let entries = self
-            .key_group_entries(key_group)
-            .map_err(|e| StateError::Snapshot(e.to_string()))?;
-        for o in &entries {
-            if visitor(&o.as_entry())?.is_break() {
-                return Ok(ControlFlow::Break(()));
-            }
-        }
-        Ok(ControlFlow::Continue(()))
+        visit_decoded(self.range, key_group, || self.key_group_entries(key_group), visitor)
     }
 }

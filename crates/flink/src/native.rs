@@ -11,7 +11,7 @@
 //! joined by `,`, un-merged operands included, which RocksDB's merge operator
 //! `stringappendtest` joins the same way), so records decode as in a canonical savepoint.
 
-use crate::canonical::{decode_record, layout, Layout};
+use crate::canonical::{decode_record, layout, visit_decoded, Layout};
 use crate::error::FlinkError;
 use crate::meta::KeyedProxy;
 use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError};
@@ -209,17 +209,6 @@ impl KeyedStateView for NativeKeyedView {
     }
 
     fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
-        if !self.range.contains(key_group) {
-            return Ok(ControlFlow::Continue(()));
-        }
-        let entries = self
-            .key_group_entries(key_group)
-            .map_err(|e| StateError::Snapshot(e.to_string()))?;
-        for o in &entries {
-            if visitor(&o.as_entry())?.is_break() {
-                return Ok(ControlFlow::Break(()));
-            }
-        }
-        Ok(ControlFlow::Continue(()))
+        visit_decoded(self.range, key_group, || self.key_group_entries(key_group), visitor)
     }
 }

@@ -20,6 +20,23 @@ fn expected(rel: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(fixture(rel)).expect("expected.json")).expect("json")
 }
 
+/// Every `_metadata` of the shipped Flink fixtures.
+fn metadata_files() -> Vec<PathBuf> {
+    let mut metadata = Vec::new();
+    let mut stack = vec![fixture("")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "_metadata") {
+                metadata.push(p);
+            }
+        }
+    }
+    metadata
+}
+
 fn stdout(args: &[&str]) -> String {
     let out = run(Path::new("."), args);
     assert_eq!(
@@ -75,19 +92,7 @@ fn show_names_a_flink_savepoint_and_its_operators() {
 
 #[test]
 fn show_json_is_one_document_for_every_fixture() {
-    let root = fixture("");
-    let mut metadata = Vec::new();
-    let mut stack = vec![root];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n == "_metadata") {
-                metadata.push(p);
-            }
-        }
-    }
+    let metadata = metadata_files();
     assert_eq!(metadata.len(), 11);
     for md in metadata {
         let text = stdout(&["show", "--json", md.to_str().expect("path")]);
@@ -133,19 +138,7 @@ fn ls_lists_flink_checkpoints() {
 
 #[test]
 fn verify_checks_every_flink_fixture_and_names_damage() {
-    let root = fixture("");
-    let mut metadata = Vec::new();
-    let mut stack = vec![root];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n == "_metadata") {
-                metadata.push(p);
-            }
-        }
-    }
+    let metadata = metadata_files();
     for md in &metadata {
         let text = stdout(&["verify", "--json", md.to_str().expect("path")]);
         let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON document");
