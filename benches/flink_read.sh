@@ -48,7 +48,7 @@ for name, t in [("statekit show", show), ("statekit dump --json", dump), ("state
 PY
 if command -v strace > /dev/null; then
   echo "files statekit show opens:"
-  strace -f -e trace=openat -o /dev/stdout "$bin" show "$dir" 2>/dev/null > /tmp/flink_read_strace.$$ || true
-  grep -o "\"$dir[^\"]*\"" /tmp/flink_read_strace.$$ | sort -u | sed 's/^/  /'
+  strace -f -e trace=openat -o /tmp/flink_read_strace.$$ "$bin" show "$dir" > /dev/null 2>&1 || true
+  grep -v ENOENT /tmp/flink_read_strace.$$ | grep -o "\"${dir%/}[^\"]*\"" | sort | uniq -c | sed 's/^/  /'
   rm -f /tmp/flink_read_strace.$$
 fi
