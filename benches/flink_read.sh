@@ -35,16 +35,29 @@ show_s=$(best "$bin" show "$dir")
 dump_s=$(best "$bin" dump "$dir" --uid "$uid" --state "$state" --json)
 verify_s=$(best "$bin" verify "$dir")
 entries=$("$bin" dump "$dir" --uid "$uid" --state "$state" 2>&1 >/dev/null | tail -n 1)
-python3 - "$bytes" "$files" "$cat_s" "$show_s" "$dump_s" "$verify_s" "$entries" <<'PY'
+rss() { # peak resident set of "$@" in MB (GNU time), or "?"
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f %M -o /tmp/flink_read_rss.$$ "$@" > /dev/null 2>&1 || true
+    echo $(( $(cat /tmp/flink_read_rss.$$) / 1024 ))
+    rm -f /tmp/flink_read_rss.$$
+  else
+    echo "?"
+  fi
+}
+show_rss=$(rss "$bin" show "$dir")
+dump_rss=$(rss "$bin" dump "$dir" --uid "$uid" --state "$state" --json)
+verify_rss=$(rss "$bin" verify "$dir")
+python3 - "$bytes" "$files" "$cat_s" "$show_s" "$dump_s" "$verify_s" "$entries" "$show_rss" "$dump_rss" "$verify_rss" <<'PY'
 import sys
 b, f = int(sys.argv[1]), int(sys.argv[2])
 cat, show, dump, verify = map(float, sys.argv[3:7])
+rss = sys.argv[8:11]
 mb = b / 1e6
 print(f"savepoint: {mb:.0f} MB in {f} files; dump wrote {sys.argv[7]}")
-print(f"{'what':28} {'time':>9} {'MB/s':>8} {'vs cat':>8}")
+print(f"{'what':28} {'time':>9} {'MB/s':>8} {'vs cat':>8} {'peak RSS':>9}")
 print(f"{'cat of its files (anchor)':28} {cat:8.3f}s {mb/cat:8.0f} {1.0:7.2f}x")
-for name, t in [("statekit show", show), ("statekit dump --json", dump), ("statekit verify", verify)]:
-    print(f"{name:28} {t:8.3f}s {mb/t:8.0f} {cat/t:7.2f}x")
+for (name, t), m in zip([("statekit show", show), ("statekit dump --json", dump), ("statekit verify", verify)], rss):
+    print(f"{name:28} {t:8.3f}s {mb/t:8.0f} {cat/t:7.2f}x {m:>6} MB")
 PY
 if command -v strace > /dev/null; then
   echo "files statekit show opens:"

@@ -47,7 +47,9 @@ pub(crate) struct Layout {
 pub struct KeyGroupsView {
     file: String,
     heap: bool,
-    bytes: Vec<u8>,
+    source: Source,
+    /// Bytes in the stream.
+    len: usize,
     max_parallelism: u32,
     range: KeyGroupRange,
     offsets: Vec<u64>,
@@ -57,12 +59,54 @@ pub struct KeyGroupsView {
 }
 
 impl KeyGroupsView {
-    /// Reads the head of `bytes` (the stream of `handle`, named `file` in errors), and tells
-    /// the layout: a savepoint handle (tag 7) is canonical; otherwise the heap layout is
+    /// Reads the head of `bytes` (the whole stream of `handle`, named `file` in errors), and
+    /// tells the layout: a savepoint handle (tag 7) is canonical; otherwise the heap layout is
     /// recognised by every key group having data that starts with its own number.
     pub fn new(bytes: Vec<u8>, handle: &KeyGroupsHandle, max_parallelism: u32, file: &str) -> Result<Self, FlinkError> {
         let proxy = decode_keyed_proxy(&bytes, file)?;
-        let heap = !handle.savepoint && is_heap_layout(&bytes, handle);
+        let len = bytes.len();
+        Self::with_source(Source::Bytes(bytes), len, proxy, handle, max_parallelism, file)
+    }
+
+    /// A view of the stream of `handle` in the local file `path`, `len` bytes from `start`,
+    /// whose head `proxy` was read already: key groups are read from the file when visited,
+    /// so memory holds one key group at a time, not the stream.
+    pub fn from_file(
+        path: &std::path::Path,
+        start: u64,
+        len: u64,
+        proxy: KeyedProxy,
+        handle: &KeyGroupsHandle,
+        max_parallelism: u32,
+    ) -> Result<Self, FlinkError> {
+        let file = path.display().to_string();
+        let len = usize::try_from(len).map_err(|_| FlinkError::Corrupt {
+            file: file.clone(),
+            offset: 0,
+            field: "stream size".into(),
+            reason: format!("{len} bytes"),
+        })?;
+        let source = Source::File {
+            path: path.to_path_buf(),
+            start,
+        };
+        Self::with_source(source, len, proxy, handle, max_parallelism, &file)
+    }
+
+    fn with_source(
+        source: Source,
+        len: usize,
+        proxy: KeyedProxy,
+        handle: &KeyGroupsHandle,
+        max_parallelism: u32,
+        file: &str,
+    ) -> Result<Self, FlinkError> {
+        let heap = !handle.savepoint
+            && is_heap_layout(handle, |o| {
+                let o = usize::try_from(o).ok()?;
+                let b = source.read(o, o.checked_add(4)?.min(len), file).ok()?;
+                <[u8; 4]>::try_from(b.as_ref()).ok()
+            });
         let mut layouts = Vec::with_capacity(proxy.states.len());
         let mut states = Vec::with_capacity(proxy.states.len());
         for m in &proxy.states {
@@ -83,7 +127,8 @@ impl KeyGroupsView {
         Ok(KeyGroupsView {
             file: file.to_string(),
             heap,
-            bytes,
+            source,
+            len,
             max_parallelism,
             range,
             offsets: handle.offsets.clone(),
@@ -123,15 +168,12 @@ impl KeyGroupsView {
         }
         let start = usize::try_from(offset)
             .ok()
-            .filter(|&o| o >= self.proxy.len && o < self.bytes.len())
+            .filter(|&o| o >= self.proxy.len && o < self.len)
             .ok_or_else(|| {
                 self.corrupt(
                     0,
                     "key-group offset",
-                    format!(
-                        "key group {kg} at {offset}: outside the data ({} bytes)",
-                        self.bytes.len()
-                    ),
+                    format!("key group {kg} at {offset}: outside the data ({} bytes)", self.len),
                 )
             })?;
         // The data ends where the next key group's begins (offsets need not be in order).
@@ -141,8 +183,8 @@ impl KeyGroupsView {
             .filter_map(|&o| usize::try_from(o).ok())
             .filter(|&o| o > start)
             .min()
-            .unwrap_or(self.bytes.len())
-            .min(self.bytes.len());
+            .unwrap_or(self.len)
+            .min(self.len);
         Ok(Some((start, end)))
     }
 
@@ -150,7 +192,8 @@ impl KeyGroupsView {
         let Some((start, end)) = self.key_group_region(kg)? else {
             return Ok(Vec::new());
         };
-        let region = self.bytes.get(start..end).unwrap_or(&[]);
+        let region = self.source.read(start, end, &self.file)?;
+        let region = region.as_ref();
         let mut out = Vec::new();
         if self.heap {
             self.heap_key_group(kg, start, region, &mut out)?;
@@ -537,17 +580,51 @@ fn key_and_namespace_with_lengths(
 
 /// Whether a key-group stream is in the heap layout: every key group of the handle has data,
 /// and the data of the first two starts with the key group's own number.
-fn is_heap_layout(bytes: &[u8], handle: &KeyGroupsHandle) -> bool {
+fn is_heap_layout(handle: &KeyGroupsHandle, peek: impl Fn(u64) -> Option<[u8; 4]>) -> bool {
     if handle.offsets.is_empty() || handle.offsets.contains(&0) {
         return false;
     }
-    handle.offsets.iter().zip(handle.range.start..).take(2).all(|(&o, kg)| {
-        usize::try_from(o)
-            .ok()
-            .and_then(|o| bytes.get(o..o.checked_add(4)?))
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .is_some_and(|b| i64::from(i32::from_be_bytes(b)) == i64::from(kg))
-    })
+    handle
+        .offsets
+        .iter()
+        .zip(handle.range.start..)
+        .take(2)
+        .all(|(&o, kg)| peek(o).is_some_and(|b| i64::from(i32::from_be_bytes(b)) == i64::from(kg)))
+}
+
+/// Where a key-group stream's bytes are.
+#[derive(Debug)]
+enum Source {
+    /// In memory (inline in `_metadata`, or handed over whole).
+    Bytes(Vec<u8>),
+    /// In a local file, from `start`.
+    File { path: std::path::PathBuf, start: u64 },
+}
+
+impl Source {
+    /// Bytes `[from, to)` of the stream.
+    fn read(&self, from: usize, to: usize, file: &str) -> Result<std::borrow::Cow<'_, [u8]>, FlinkError> {
+        match self {
+            Source::Bytes(b) => Ok(b.get(from..to).unwrap_or(&[]).into()),
+            Source::File { path, start } => {
+                use std::io::{Read, Seek, SeekFrom};
+                let io = |source| FlinkError::Io {
+                    path: file.to_string(),
+                    source,
+                };
+                let mut f = std::fs::File::open(path).map_err(io)?;
+                f.seek(SeekFrom::Start(start + from as u64)).map_err(io)?;
+                let mut out = vec![0; to.saturating_sub(from)];
+                f.read_exact(&mut out).map_err(|e| FlinkError::Corrupt {
+                    file: file.to_string(),
+                    offset: from as u64,
+                    field: "key group".into(),
+                    reason: format!("{} bytes from {from}: {e}", to.saturating_sub(from)),
+                })?;
+                Ok(out.into())
+            }
+        }
+    }
 }
 
 /// Splits concatenated Snappy frame streams at their stream identifier chunks: each part

@@ -321,18 +321,7 @@ impl FlinkSnapshot {
             if own.intersection(&range).is_empty() {
                 continue;
             }
-            if !matches!(k, KeyedHandle::KeyGroups(_)) {
-                out.extend(self.handle_views(op, k, own)?);
-                continue;
-            }
-            let g = self.readable(op, k)?;
-            let bytes = self.read_stream(&g.stream)?;
-            out.push(Box::new(crate::canonical::KeyGroupsView::new(
-                bytes,
-                g,
-                op.max_parallelism,
-                &self.locate_shown(&g.stream),
-            )?));
+            out.extend(self.handle_views(op, k, own)?);
         }
         Ok(out)
     }
@@ -397,15 +386,7 @@ impl FlinkSnapshot {
         range: KeyGroupRange,
     ) -> Result<Vec<Box<dyn statekit_core::KeyedStateView>>, FlinkError> {
         match k {
-            KeyedHandle::KeyGroups(g) => {
-                let bytes = self.read_stream(&g.stream)?;
-                Ok(vec![Box::new(crate::canonical::KeyGroupsView::new(
-                    bytes,
-                    g,
-                    op.max_parallelism,
-                    &self.locate_shown(&g.stream),
-                )?)])
-            }
+            KeyedHandle::KeyGroups(g) => Ok(vec![Box::new(self.key_groups_view(op, g)?)]),
             KeyedHandle::Incremental(i) => Ok(vec![self.native_view(op, i, range)?]),
             KeyedHandle::Changelog {
                 materialized,
@@ -477,6 +458,43 @@ impl FlinkSnapshot {
         }
     }
 
+    /// A key-group stream's view: a local file's key groups are read when visited (memory
+    /// holds one at a time); inline streams are in memory already.
+    fn key_groups_view(
+        &self,
+        op: &FlinkOperator,
+        g: &crate::metadata::KeyGroupsHandle,
+    ) -> Result<crate::canonical::KeyGroupsView, FlinkError> {
+        let start = match &g.stream {
+            StreamHandle::Segment { start, .. } => Some(*start),
+            StreamHandle::File { .. } | StreamHandle::Relative { .. } => Some(0),
+            _ => None,
+        };
+        if let (Some(start), Location::Local(path)) = (start, self.locate(&g.stream)) {
+            let recorded = g.stream.size();
+            let actual = std::fs::metadata(&path)
+                .map_err(|source| FlinkError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?
+                .len();
+            let whole = matches!(g.stream, StreamHandle::File { .. } | StreamHandle::Relative { .. });
+            let len = if whole && recorded == 0 { actual } else { recorded };
+            if (whole && recorded != 0 && actual != recorded) || start.saturating_add(len) > actual {
+                return Err(FlinkError::Corrupt {
+                    file: path.display().to_string(),
+                    offset: actual,
+                    field: "file size".into(),
+                    reason: format!("{actual} bytes, _metadata records {len} from {start}"),
+                });
+            }
+            let proxy = self.keyed_head(&g.stream)?;
+            return crate::canonical::KeyGroupsView::from_file(&path, start, len, proxy, g, op.max_parallelism);
+        }
+        let bytes = self.read_stream(&g.stream)?;
+        crate::canonical::KeyGroupsView::new(bytes, g, op.max_parallelism, &self.locate_shown(&g.stream))
+    }
+
     fn unsupported_handle(&self, op: &FlinkOperator, k: &KeyedHandle) -> FlinkError {
         FlinkError::Unsupported {
             file: self.metadata_file.display().to_string(),
@@ -514,11 +532,32 @@ impl FlinkSnapshot {
                 if !seen.insert(shown) {
                     continue;
                 }
-                // A changelog file's recorded size leaves out its first byte.
-                match self.read_prefix_slack(h, None, 1) {
-                    Ok(b) => {
+                // A local file's size is checked here, its bytes when its state is decoded
+                // below (never all of it in memory); a changelog file's recorded size leaves out
+                // its first byte.
+                let checked = match (h, self.locate(h)) {
+                    (StreamHandle::File { .. } | StreamHandle::Relative { .. }, Location::Local(p)) => {
+                        let recorded = h.size();
+                        match std::fs::metadata(&p) {
+                            Ok(m) if recorded == 0 || m.len() == recorded || m.len() == recorded + 1 => Ok(m.len()),
+                            Ok(m) => Err(FlinkError::Corrupt {
+                                file: p.display().to_string(),
+                                offset: m.len(),
+                                field: "file size".into(),
+                                reason: format!("{} bytes, _metadata records {recorded}", m.len()),
+                            }),
+                            Err(source) => Err(FlinkError::Io {
+                                path: p.display().to_string(),
+                                source,
+                            }),
+                        }
+                    }
+                    _ => self.read_prefix_slack(h, None, 1).map(|b| b.len() as u64),
+                };
+                match checked {
+                    Ok(n) => {
                         r.files += 1;
-                        r.bytes += b.len() as u64;
+                        r.bytes += n;
                     }
                     Err(e) => r.problems.push(e),
                 }
@@ -610,25 +649,6 @@ impl FlinkSnapshot {
             field: format!("operator {} keyed state", op.id),
             what: "RocksDB files (IncrementalRemoteKeyedStateHandle): this statekit was built without RocksDB".into(),
         })
-    }
-
-    fn readable<'a>(
-        &self,
-        op: &FlinkOperator,
-        k: &'a KeyedHandle,
-    ) -> Result<&'a crate::metadata::KeyGroupsHandle, FlinkError> {
-        match k {
-            KeyedHandle::KeyGroups(g) => Ok(g),
-            other => Err(FlinkError::Unsupported {
-                file: self.metadata_file.display().to_string(),
-                offset: 0,
-                field: format!("operator {} keyed state", op.id),
-                what: format!(
-                    "{} (reading Flink's keyed state is built for key-group streams: canonical savepoints and the heap backend's snapshots)",
-                    other.type_name()
-                ),
-            }),
-        }
     }
 
     fn locate_shown(&self, h: &StreamHandle) -> String {
