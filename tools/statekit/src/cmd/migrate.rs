@@ -80,6 +80,10 @@ pub struct OutputArgs {
     #[arg(long, value_name = "LEVEL", allow_negative_numbers = true,
           value_parser = clap::value_parser!(i32).range(-7..=22))]
     pub compression_level: Option<i32>,
+    /// An Apache Flink input: its job's uids (`--flink-uid`, so output operators get them)
+    /// and re-rooted paths (`--flink-root`).
+    #[command(flatten)]
+    pub flink: super::inspect::FlinkArgs,
     /// Replace OUTPUT if it exists (only a snapshot directory or an empty one is replaced).
     #[arg(long)]
     pub force: bool,
@@ -265,7 +269,7 @@ impl RewriteArgs {
 
 /// `statekit convert`.
 pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
-    let mut reader = SnapshotReader::open(&args.out.input)?;
+    let mut reader = SnapshotReader::open_with(&args.out.input, &args.out.flink.options())?;
     reader.load_state_schema()?;
     let edits: Vec<Edit> = match args.parallelism {
         Some(p) => reader
@@ -288,7 +292,7 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
     if edits.is_empty() && args.keep_keys.is_empty() && args.drop_keys.is_empty() {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
     }
-    let mut reader = SnapshotReader::open(&args.out.input)?;
+    let mut reader = SnapshotReader::open_with(&args.out.input, &args.out.flink.options())?;
     reader.load_state_schema()?;
     let memory = (args.memory, args.spill_dir.clone());
     // Key files are read by the key type of the operators they apply to (after the other
