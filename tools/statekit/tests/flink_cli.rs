@@ -627,3 +627,32 @@ fn convert_makes_statekit_savepoints_of_flink_snapshots() {
         assert_eq!(got, expect, "{dir}");
     }
 }
+
+/// `schema` of a Flink savepoint lists its keyed states with their types (read from the
+/// heads of its state streams), and `check` of the heap savepoint against the RocksDB one of
+/// the same job finds them compatible.
+#[test]
+fn schema_and_check_read_flink_state_types() {
+    let sp = fixture("savepoint-hashmap-canonical/savepoint");
+    let text = stdout(&["schema", sp.to_str().expect("p")]);
+    assert!(text.contains("keyed-state") || text.contains("keyed"), "{text}");
+    assert!(text.contains("count") && text.contains("i64"), "{text}");
+    assert!(text.contains("history") && text.contains("prev-word-counts"), "{text}");
+    let other = fixture("savepoint-rocksdb-native/savepoint");
+    let out = run(
+        Path::new("."),
+        &[
+            "check",
+            sp.to_str().expect("p"),
+            "--against",
+            other.to_str().expect("p"),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -538,9 +538,17 @@ pub struct SchemaArgs {
     pub json: bool,
 }
 
+/// Opens a snapshot with its state schema (an Apache Flink snapshot's states are in the heads
+/// of its state streams, not in `_metadata`).
+fn open_with_schema(path: &std::path::Path) -> Result<SnapshotReader> {
+    let mut reader = SnapshotReader::open(path)?;
+    reader.load_state_schema()?;
+    Ok(reader)
+}
+
 /// `statekit schema`.
 pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
-    let reader = SnapshotReader::open(&args.path)?;
+    let reader = open_with_schema(&args.path)?;
     let schema = statekit_migrate::JobSchema::of(reader.metadata());
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&schema)?);
@@ -598,7 +606,7 @@ pub struct CheckArgs {
 
 /// `statekit check`: exit 0 compatible, 1 incompatible (each reason on a line), 2 error.
 pub fn check(args: CheckArgs) -> Result<ExitCode> {
-    let reader = SnapshotReader::open(&args.path)?;
+    let reader = open_with_schema(&args.path)?;
     let snapshot = statekit_migrate::JobSchema::of(reader.metadata());
     let is_snapshot_file = args
         .against
@@ -616,7 +624,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
             )
         })?
     } else {
-        statekit_migrate::JobSchema::of(SnapshotReader::open(&args.against)?.metadata())
+        statekit_migrate::JobSchema::of(open_with_schema(&args.against)?.metadata())
     };
     let report = statekit_migrate::check(&snapshot, &job);
     let ok = report.is_compatible();
