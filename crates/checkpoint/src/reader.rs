@@ -487,13 +487,14 @@ impl SnapshotReader {
     /// subtasks one by one with this and redistribute with [`statekit_core::redistribute`].
     pub fn stored_operator_state(&self, uid: &str, index: u32) -> Result<OperatorStateSnapshot, CheckpointError> {
         let op = self.operator(uid)?;
+        // A Flink snapshot's metadata has a subtask per index too, so the bound is the same.
+        let s = op.subtasks.get(index as usize).ok_or_else(|| {
+            CheckpointError::Invalid(format!(
+                "operator {uid:?} has {} subtasks, no subtask {index}",
+                op.subtasks.len()
+            ))
+        })?;
         if let Some(f) = &self.flink {
-            if index >= op.parallelism {
-                return Err(CheckpointError::Invalid(format!(
-                    "operator {uid:?} has {} subtasks, no subtask {index}",
-                    op.parallelism
-                )));
-            }
             let id = op.operator_id;
             let fop = f
                 .metadata()
@@ -501,12 +502,6 @@ impl SnapshotReader {
                 .ok_or_else(|| CheckpointError::Invalid(format!("operator {id} is not in the Flink snapshot")))?;
             return Ok(f.operator_state(fop, index)?);
         }
-        let s = op.subtasks.get(index as usize).ok_or_else(|| {
-            CheckpointError::Invalid(format!(
-                "operator {uid:?} has {} subtasks, no subtask {index}",
-                op.subtasks.len()
-            ))
-        })?;
         Ok(match &s.operator {
             Some(file) => {
                 let (storage, path) = self.open_ref(file)?;

@@ -21,7 +21,7 @@ use crate::meta::{decode_keyed_proxy, BackendStateType, KeyedProxy, StateMeta};
 use crate::metadata::KeyGroupsHandle;
 use crate::operator::{unsnap, STREAM_IDENTIFIER};
 use crate::serializer::FlinkType;
-use crate::value::{decodable, schema_of, transcode, width};
+use crate::value::{schema_of, transcode, transcode_part, width};
 use statekit_core::{
     EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, OwnedEntry, StateDescriptor, StateError, TtlConfig,
     TypeSchema,
@@ -379,16 +379,13 @@ impl KeyGroupsView {
         out: &mut Vec<OwnedEntry>,
     ) -> Result<(), String> {
         let e = |e: FlinkError| e.to_string();
-        let part = |t: &FlinkType, what: &str, i: &mut Input<'_>| -> Result<Vec<u8>, String> {
-            if !decodable(t) {
-                return Err(format!(
-                    "{what} of {}: in the heap layout nothing after it can be found without user code",
-                    t.name()
-                ));
-            }
-            let mut b = Vec::new();
-            transcode(t, i, &mut b)?;
-            Ok(b)
+        let part = |t: &FlinkType, what: &str, i: &mut Input<'_>| {
+            transcode_part(
+                t,
+                what,
+                ": in the heap layout nothing after it can be found without user code",
+                i,
+            )
         };
         let entry = |key: &[u8], namespace: &[u8], user_key: Option<Vec<u8>>, value: Vec<u8>, timestamp| OwnedEntry {
             key_group,

@@ -20,7 +20,7 @@ use crate::input::Input;
 use crate::meta::read_meta;
 use crate::operator::unsnap;
 use crate::serializer::FlinkType;
-use crate::value::{decodable, transcode};
+use crate::value::{decodable, transcode_part};
 use statekit_core::{KeyGroupRange, KeyedStateKind, KeyedStateView, MemoryView, OwnedEntry, StateDescriptor};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -211,7 +211,7 @@ pub(crate) fn replay(
             let idx = match states.index(&d.name) {
                 Some(i) => i,
                 None => {
-                    let l = base_layout(d, &key);
+                    let l = base_layout(d);
                     states.list.push((d.clone(), l));
                     states.list.len() - 1
                 }
@@ -328,8 +328,7 @@ pub(crate) fn replay(
 
 /// A layout for a state only the materialized part knows (its descriptor's schemas are
 /// statekit's; the log never refers to it by Flink types then).
-fn base_layout(d: &StateDescriptor, key: &FlinkType) -> Layout {
-    let _ = key;
+fn base_layout(d: &StateDescriptor) -> Layout {
     Layout {
         kind: d.kind,
         timers: d.name.starts_with("_timer_state/"),
@@ -433,13 +432,8 @@ fn decode_change(
         .get(&id)
         .ok_or_else(|| format!("state id {id} before its metadata change"))?;
     let (_, l) = states.list.get(state).ok_or("state id")?;
-    let part = |t: &FlinkType, what: &str, i: &mut Input<'_>| -> Result<Vec<u8>, String> {
-        if !decodable(t) {
-            return Err(format!("{what} of {}, which has no length in the changelog", t.name()));
-        }
-        let mut b = Vec::new();
-        transcode(t, i, &mut b)?;
-        Ok(b)
+    let part = |t: &FlinkType, what: &str, i: &mut Input<'_>| {
+        transcode_part(t, what, ", which has no length in the changelog", i)
     };
     let ttl = |i: &mut Input<'_>| -> Result<Option<i64>, String> {
         if l.ttl {

@@ -212,16 +212,8 @@ impl FlinkSnapshot {
         let size = h.size();
         if let Some(start) = start {
             f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
-        } else if limit.is_none() && size != 0 {
-            let len = f.metadata().map_err(io)?.len();
-            if len < size || len > size + slack {
-                return Err(FlinkError::Corrupt {
-                    file: shown,
-                    offset: len,
-                    field: "file size".into(),
-                    reason: format!("{len} bytes, _metadata records {size}"),
-                });
-            }
+        } else if limit.is_none() {
+            file_len(&path, size, slack)?;
         }
         // A whole file of unrecorded size (0) is read to its end.
         let want = match (start, limit) {
@@ -472,15 +464,12 @@ impl FlinkSnapshot {
         };
         if let (Some(start), Location::Local(path)) = (start, self.locate(&g.stream)) {
             let recorded = g.stream.size();
-            let actual = std::fs::metadata(&path)
-                .map_err(|source| FlinkError::Io {
-                    path: path.display().to_string(),
-                    source,
-                })?
-                .len();
             let whole = matches!(g.stream, StreamHandle::File { .. } | StreamHandle::Relative { .. });
+            // A whole file has the size `_metadata` records (or any, unrecorded); a segment
+            // lies inside its file.
+            let actual = file_len(&path, if whole { recorded } else { 0 }, 0)?;
             let len = if whole && recorded == 0 { actual } else { recorded };
-            if (whole && recorded != 0 && actual != recorded) || start.saturating_add(len) > actual {
+            if start.saturating_add(len) > actual {
                 return Err(FlinkError::Corrupt {
                     file: path.display().to_string(),
                     offset: actual,
@@ -537,20 +526,7 @@ impl FlinkSnapshot {
                 // its first byte.
                 let checked = match (h, self.locate(h)) {
                     (StreamHandle::File { .. } | StreamHandle::Relative { .. }, Location::Local(p)) => {
-                        let recorded = h.size();
-                        match std::fs::metadata(&p) {
-                            Ok(m) if recorded == 0 || m.len() == recorded || m.len() == recorded + 1 => Ok(m.len()),
-                            Ok(m) => Err(FlinkError::Corrupt {
-                                file: p.display().to_string(),
-                                offset: m.len(),
-                                field: "file size".into(),
-                                reason: format!("{} bytes, _metadata records {recorded}", m.len()),
-                            }),
-                            Err(source) => Err(FlinkError::Io {
-                                path: p.display().to_string(),
-                                source,
-                            }),
-                        }
+                        file_len(&p, h.size(), 1)
                     }
                     _ => self.read_prefix_slack(h, None, 1).map(|b| b.len() as u64),
                 };
@@ -857,6 +833,27 @@ pub struct FlinkVerifyReport {
     pub entries: u64,
     /// Every problem found, each naming its file (and offset where it has one).
     pub problems: Vec<FlinkError>,
+}
+
+/// The length of the local file `path`, which must be `recorded` bytes, or up to `slack`
+/// more (a changelog file's recorded size leaves out its first byte); any length when
+/// `recorded` is 0 (not recorded).
+fn file_len(path: &Path, recorded: u64, slack: u64) -> Result<u64, FlinkError> {
+    let len = std::fs::metadata(path)
+        .map_err(|source| FlinkError::Io {
+            path: path.display().to_string(),
+            source,
+        })?
+        .len();
+    if recorded != 0 && (len < recorded || len > recorded + slack) {
+        return Err(FlinkError::Corrupt {
+            file: path.display().to_string(),
+            offset: len,
+            field: "file size".into(),
+            reason: format!("{len} bytes, _metadata records {recorded}"),
+        });
+    }
+    Ok(len)
 }
 
 /// statekit's name for a distribution mode.

@@ -89,6 +89,17 @@ pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> 
     Ok(())
 }
 
+/// [`transcode`] of a part followed by more parts: a type statekit does not decode has no
+/// end to find, which is an error saying so (`what` names the part, `why` the layout).
+pub(crate) fn transcode_part(t: &FlinkType, what: &str, why: &str, i: &mut Input<'_>) -> Result<Vec<u8>, String> {
+    if !decodable(t) {
+        return Err(format!("{what} of {}{why}", t.name()));
+    }
+    let mut b = Vec::new();
+    transcode(t, i, &mut b)?;
+    Ok(b)
+}
+
 /// Decodes one value of a decodable Flink type into a statekit [`Value`] of `t.schema()`.
 pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result<Value, String> {
     if depth > MAX_DEPTH {

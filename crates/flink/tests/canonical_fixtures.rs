@@ -34,26 +34,6 @@ struct Read {
     placement: BTreeMap<String, (u32, u32)>,
 }
 
-#[allow(dead_code)]
-fn views(snap: &FlinkSnapshot) -> Vec<(String, u32, KeyGroupsView)> {
-    let mut out = Vec::new();
-    for op in &snap.metadata().operators {
-        for s in &op.subtasks {
-            if let Some(KeyedHandle::KeyGroups(g)) = &s.managed_keyed {
-                let bytes = snap.read_stream(&g.stream).expect("stream");
-                let v = KeyGroupsView::new(bytes, g, op.max_parallelism, "stream").expect("view");
-                out.push((op.id.to_string(), s.index, v));
-            }
-        }
-    }
-    out
-}
-
-#[allow(dead_code)]
-fn read(fixture: &str, labels: &BTreeMap<String, String>) -> Read {
-    read_at(&root().join(fixture).join("savepoint/_metadata"), labels)
-}
-
 /// Reads every keyed state of the snapshot whose `_metadata` is `md`, through
 /// `FlinkSnapshot::keyed_views` (any handle kind).
 fn read_at(md: &Path, labels: &BTreeMap<String, String>) -> Read {

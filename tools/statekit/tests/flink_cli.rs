@@ -37,6 +37,15 @@ fn metadata_files() -> Vec<PathBuf> {
     metadata
 }
 
+/// The word count's `count` state of the snapshot at `path`, key → value, by `dump --json`.
+fn word_counts(path: &str) -> serde_json::Map<String, serde_json::Value> {
+    let text = stdout(&["dump", path, "--uid", "word-count", "--state", "count", "--json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).expect("one JSON document");
+    rows.iter()
+        .map(|r| (r["key"].as_str().expect("key").to_string(), r["value"].clone()))
+        .collect()
+}
+
 fn stdout(args: &[&str]) -> String {
     let out = run(Path::new("."), args);
     assert_eq!(
@@ -204,12 +213,7 @@ fn dump_reads_the_keyed_state_of_flink_canonical_savepoints() {
         let sp = fixture(&format!("{fixture_dir}/savepoint"));
         let sp = sp.to_str().expect("path");
         // Every value of the word count, by uid (matched by Flink's hash of it).
-        let text = stdout(&["dump", sp, "--uid", "word-count", "--state", "count", "--json"]);
-        let rows: Vec<serde_json::Value> = serde_json::from_str(&text).expect("one JSON document");
-        let got: serde_json::Map<String, serde_json::Value> = rows
-            .iter()
-            .map(|r| (r["key"].as_str().expect("key").to_string(), r["value"].clone()))
-            .collect();
+        let got = word_counts(sp);
         assert_eq!(
             &got,
             want["keyed_state"]["word-count"]["count"]["values"]
@@ -557,20 +561,7 @@ fn convert_makes_statekit_savepoints_of_flink_snapshots() {
             !stdout(&["show", out]).contains("Apache Flink"),
             "{dir}: a statekit savepoint"
         );
-        let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout(&[
-            "dump",
-            out,
-            "--uid",
-            "word-count",
-            "--state",
-            "count",
-            "--json",
-        ]))
-        .expect("json");
-        let got: serde_json::Map<String, serde_json::Value> = rows
-            .iter()
-            .map(|r| (r["key"].as_str().expect("key").to_string(), r["value"].clone()))
-            .collect();
+        let got = word_counts(out);
         assert_eq!(
             &got,
             want["keyed_state"]["word-count"]["count"]["values"]
