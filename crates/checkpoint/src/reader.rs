@@ -178,6 +178,22 @@ impl SnapshotReader {
         Ok(())
     }
 
+    /// For an Apache Flink snapshot, the parts of its operators' states that statekit keeps
+    /// as bytes, by operator uid, each with the serializer that wrote it (empty for
+    /// statekit's own snapshots, whose values are all typed).
+    pub fn flink_opaque_parts(&self) -> Result<Vec<(String, statekit_flink::OpaquePart)>, CheckpointError> {
+        let Some(f) = &self.flink else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (op, meta) in f.metadata().operators.iter().zip(self.metadata.operators.iter()) {
+            for p in f.opaque_parts(op)? {
+                out.push((meta.uid.clone(), p));
+            }
+        }
+        Ok(out)
+    }
+
     /// For an Apache Flink snapshot, one view per subtask of operator `uid` overlapping
     /// `range` (`None` for statekit's own snapshots: their views come from
     /// [`SnapshotReader::keyed_readers`] and the native and changelog handles).

@@ -16,12 +16,13 @@
 //!   Compressed, each state's part is a Snappy frame stream of its own.
 
 use crate::error::FlinkError;
+use crate::heap::HeapReader;
 use crate::input::Input;
 use crate::meta::{decode_keyed_proxy, BackendStateType, KeyedProxy, StateMeta};
 use crate::metadata::KeyGroupsHandle;
 use crate::operator::{unsnap, STREAM_IDENTIFIER};
 use crate::serializer::FlinkType;
-use crate::value::{schema_of, transcode, transcode_part, width};
+use crate::value::{schema_of, transcode, width};
 use statekit_core::{
     EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, OwnedEntry, StateDescriptor, StateError, TtlConfig,
     TypeSchema,
@@ -307,138 +308,28 @@ impl KeyGroupsView {
                 format!("key group {kg}'s data starts with key group {stored}"),
             ));
         }
+        let reader = HeapReader {
+            key: &self.proxy.key,
+            key_schema: schema_of(&self.proxy.key),
+            layouts: &self.layouts,
+            states: &self.states,
+            key_group: kg,
+            max_parallelism: self.max_parallelism,
+        };
+        let base = start + i.pos();
         if self.proxy.compressed {
-            let base = start + i.pos();
             for (at, part) in frame_streams(i.rest()) {
                 let data = unsnap(part, &self.file, (base + at) as u64)?;
-                let mut p = Input::new(&data, &self.file);
-                self.heap_state(kg, &mut p, out)
+                // Offsets inside decompressed data are not file offsets: errors name the
+                // part's start.
+                reader
+                    .read(&data, 1, out)
                     .map_err(|(_, field, reason)| self.corrupt(base + at, &field, reason))?;
-                if p.remaining() > 0 {
-                    return Err(self.corrupt(
-                        base + at,
-                        "state part",
-                        format!("{} bytes after the state's entries", p.remaining()),
-                    ));
-                }
             }
         } else {
-            for _ in 0..self.layouts.len() {
-                self.heap_state(kg, &mut i, out)
-                    .map_err(|(at, field, reason)| self.corrupt(start + at, &field, reason))?;
-            }
-            if i.remaining() > 0 {
-                return Err(self.corrupt(
-                    start + i.pos(),
-                    "key group",
-                    format!("{} bytes after the last state of key group {kg}", i.remaining()),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// One state's part of a key group in the heap layout. Errors carry the position in
-    /// `i`, the field and the reason.
-    fn heap_state(&self, kg: u32, i: &mut Input<'_>, out: &mut Vec<OwnedEntry>) -> Result<(), (usize, String, String)> {
-        let id_at = i.pos();
-        let state = usize::from(
-            i.u16("state id")
-                .map_err(|e| (id_at, "state id".to_string(), e.to_string()))?,
-        );
-        let (layout, desc) = self.layouts.get(state).zip(self.states.get(state)).ok_or_else(|| {
-            (
-                id_at,
-                "state id".to_string(),
-                format!(
-                    "key group {kg}: state id {state}, the head lists {}",
-                    self.layouts.len()
-                ),
-            )
-        })?;
-        let field = format!("state {:?}", desc.name);
-        let count_at = i.pos();
-        let n = i
-            .items("entry count", 1)
-            .map_err(|e| (count_at, field.clone(), e.to_string()))?;
-        for _ in 0..n {
-            let at = i.pos();
-            self.heap_entry(kg, state as u32, layout, i, out)
-                .map_err(|reason| (at, field.clone(), reason))?;
-        }
-        Ok(())
-    }
-
-    /// One entry of a state in the heap layout: a timer, or namespace, key and whole state.
-    fn heap_entry(
-        &self,
-        key_group: u32,
-        state: u32,
-        layout: &Layout,
-        i: &mut Input<'_>,
-        out: &mut Vec<OwnedEntry>,
-    ) -> Result<(), String> {
-        let e = |e: FlinkError| e.to_string();
-        let part = |t: &FlinkType, what: &str, i: &mut Input<'_>| {
-            transcode_part(
-                t,
-                what,
-                ": in the heap layout nothing after it can be found without user code",
-                i,
-            )
-        };
-        let entry = |key: &[u8], namespace: &[u8], user_key: Option<Vec<u8>>, value: Vec<u8>, timestamp| OwnedEntry {
-            key_group,
-            state,
-            key: key.to_vec(),
-            namespace: namespace.to_vec(),
-            user_key,
-            value,
-            timestamp,
-        };
-        if layout.timers {
-            let ts = i.i64("timer").map_err(e)? ^ i64::MIN;
-            let key = part(&self.proxy.key, "a key", i)?;
-            let namespace = part(&layout.namespace, "a namespace", i)?;
-            out.push(entry(&key, &namespace, None, ts.to_be_bytes().to_vec(), None));
-            return Ok(());
-        }
-        let namespace = part(&layout.namespace, "a namespace", i)?;
-        let key = part(&self.proxy.key, "a key", i)?;
-        let ttl = |i: &mut Input<'_>| -> Result<Option<i64>, String> {
-            if layout.ttl {
-                i.i64("TTL timestamp").map(Some).map_err(e)
-            } else {
-                Ok(None)
-            }
-        };
-        match layout.kind {
-            KeyedStateKind::List => {
-                let n = i.items("list size", 1).map_err(e)?;
-                for _ in 0..n {
-                    let ts = ttl(i)?;
-                    let v = part(&layout.value, "a list element", i)?;
-                    out.push(entry(&key, &namespace, None, v, ts));
-                }
-            }
-            KeyedStateKind::Map => {
-                let uk = layout.user_key.as_ref().ok_or("a map state without a user key type")?;
-                let n = i.items("map size", 2).map_err(e)?;
-                for _ in 0..n {
-                    let u = part(uk, "a map key", i)?;
-                    if i.bool("map value null flag").map_err(e)? {
-                        continue;
-                    }
-                    let ts = ttl(i)?;
-                    let v = part(&layout.value, "a map value", i)?;
-                    out.push(entry(&key, &namespace, Some(u), v, ts));
-                }
-            }
-            _ => {
-                let ts = ttl(i)?;
-                let v = part(&layout.value, "a value", i)?;
-                out.push(entry(&key, &namespace, None, v, ts));
-            }
+            reader
+                .read(i.rest(), self.layouts.len(), out)
+                .map_err(|(at, field, reason)| self.corrupt(base + at, &field, reason))?;
         }
         Ok(())
     }

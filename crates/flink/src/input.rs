@@ -20,6 +20,11 @@ impl<'a> Input<'a> {
         self.pos
     }
 
+    /// Moves to `pos` (at most the end).
+    pub(crate) fn seek(&mut self, pos: usize) {
+        self.pos = pos.min(self.bytes.len());
+    }
+
     /// Bytes left.
     pub(crate) fn remaining(&self) -> usize {
         self.bytes.len().saturating_sub(self.pos)

@@ -16,6 +16,7 @@
 mod canonical;
 mod changelog;
 mod error;
+mod heap;
 mod input;
 mod meta;
 pub mod metadata;
@@ -39,5 +40,5 @@ pub use native::NativeKeyedView;
 pub use operator::read_operator_state;
 pub use serializer::{decode_serializer_snapshot, FlinkType};
 pub use snapshot::{
-    flink_key_group, FlinkOpenOptions, FlinkSnapshot, FlinkVerifyReport, Location, METADATA_VERSION_PROPERTY,
+    flink_key_group, FlinkOpenOptions, FlinkSnapshot, FlinkVerifyReport, Location, OpaquePart, METADATA_VERSION_PROPERTY,
 };

@@ -191,8 +191,15 @@ impl FlinkType {
                 "Row<{}>",
                 fields.iter().map(FlinkType::name).collect::<Vec<_>>().join(", ")
             ),
-            FlinkType::Pojo { class, .. } | FlinkType::Enum { class, .. } | FlinkType::Opaque { class } => {
+            FlinkType::Pojo { class, .. } | FlinkType::Enum { class, .. } => {
                 class.rsplit(['.', '$']).next().unwrap_or(class).to_string()
+            }
+            // The serializer's snapshot class without its package, and the type it names
+            // whole (`KryoSerializerSnapshot (java.util.UUID)`).
+            FlinkType::Opaque { class } => {
+                let (snapshot, rest) = class.split_once(" (").map_or((class.as_str(), None), |(a, b)| (a, Some(b)));
+                let short = snapshot.rsplit(['.', '$']).next().unwrap_or(snapshot);
+                rest.map_or_else(|| short.to_string(), |r| format!("{short} ({r}"))
             }
             FlinkType::Nullable(t) => format!("Nullable<{}>", t.name()),
             FlinkType::Either(l, r) => format!("Either<{}, {}>", l.name(), r.name()),

@@ -298,6 +298,60 @@ impl FlinkSnapshot {
         Ok(out)
     }
 
+    /// The parts of `op`'s states that statekit keeps as Flink's bytes (values of Kryo,
+    /// Avro or a user's serializer, and composites holding one), each with the serializer
+    /// that wrote it. Keyed states come from the heads of full, native and materialized
+    /// changelog streams (a changelog's log alone does not name its serializers); operator
+    /// and broadcast states from their streams' heads.
+    pub fn opaque_parts(&self, op: &FlinkOperator) -> Result<Vec<OpaquePart>, FlinkError> {
+        let mut out: Vec<OpaquePart> = Vec::new();
+        let mut push = |state: &str, part: &str, t: &crate::serializer::FlinkType| {
+            if !crate::value::decodable(t) && !out.iter().any(|o| o.state == state && o.part == part) {
+                out.push(OpaquePart {
+                    state: state.to_string(),
+                    part: part.to_string(),
+                    serializer: t.name(),
+                });
+            }
+        };
+        let mut handles: Vec<&KeyedHandle> = op.subtasks.iter().filter_map(|s| s.managed_keyed.as_ref()).collect();
+        while let Some(k) = handles.pop() {
+            let proxy = match k {
+                KeyedHandle::KeyGroups(g) => self.keyed_head(&g.stream)?,
+                KeyedHandle::Incremental(i) => self.keyed_head(&i.meta)?,
+                KeyedHandle::Changelog { materialized, .. } => {
+                    handles.extend(materialized);
+                    continue;
+                }
+                _ => continue,
+            };
+            for m in &proxy.states {
+                // A state whose layout statekit does not know is refused when read.
+                let Ok((layout, _)) = crate::canonical::layout(&proxy.key, m) else {
+                    continue;
+                };
+                push(&m.name, "key", &proxy.key);
+                push(&m.name, "namespace", &layout.namespace);
+                if let Some(u) = &layout.user_key {
+                    push(&m.name, "user key", u);
+                }
+                push(&m.name, "value", &layout.value);
+            }
+        }
+        for h in op.subtasks.iter().flat_map(|s| &s.managed_operator) {
+            let proxy = self.operator_head(&h.stream)?;
+            for m in proxy.states.iter().chain(&proxy.broadcast) {
+                if let Some(k) = m.serializer("KEY_SERIALIZER") {
+                    push(&m.name, "key", k);
+                }
+                if let Some(v) = m.serializer("VALUE_SERIALIZER") {
+                    push(&m.name, "value", v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// One view per subtask of `op` whose key groups overlap `range`.
     pub fn keyed_views(
         &self,
@@ -863,6 +917,18 @@ fn mode_of(m: crate::metadata::DistributionMode) -> OperatorStateMode {
         crate::metadata::DistributionMode::Union => OperatorStateMode::Union,
         crate::metadata::DistributionMode::Broadcast => OperatorStateMode::Broadcast,
     }
+}
+
+/// A part of a state's entries statekit keeps as Flink's bytes ([`FlinkSnapshot::opaque_parts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpaquePart {
+    /// The state's name.
+    pub state: String,
+    /// Which part of its entries: `key`, `namespace`, `user key` or `value`.
+    pub part: String,
+    /// The serializer that wrote it: its snapshot class and the type it names
+    /// (`KryoSerializerSnapshot (java.util.UUID)`), or the composite holding it.
+    pub serializer: String,
 }
 
 /// The key group Flink puts a key in: `murmurHash(key.hashCode()) % max parallelism`, for keys

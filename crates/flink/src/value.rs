@@ -71,9 +71,7 @@ pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> 
         FlinkType::Byte => out.extend_from_slice(&i32::from(i.u8("value").map_err(e)? as i8).to_be_bytes()),
         FlinkType::Boolean => out.push(u8::from(i.bool("value").map_err(e)?)),
         FlinkType::Void => {}
-        FlinkType::VoidNamespace | FlinkType::GlobalWindow => {
-            i.u8("namespace").map_err(e)?;
-        }
+        FlinkType::VoidNamespace | FlinkType::GlobalWindow => namespace_byte(i)?,
         FlinkType::TimeWindow => out.extend_from_slice(i.take(16, "window").map_err(e)?),
         FlinkType::ByteArray => {
             let n = i.items("length", 1).map_err(e)?;
@@ -119,7 +117,7 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
         FlinkType::Char => Value::Str(String::from_utf16_lossy(&[i.u16("value").map_err(e)?])),
         FlinkType::Void => Value::Unit,
         FlinkType::VoidNamespace | FlinkType::GlobalWindow => {
-            i.u8("namespace").map_err(e)?;
+            namespace_byte(i)?;
             Value::Unit
         }
         FlinkType::TimeWindow => Value::Struct(vec![
@@ -283,6 +281,14 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
         }
         FlinkType::Opaque { class } => return Err(format!("a value of {class}, which statekit does not decode")),
     })
+}
+
+/// The one byte of `VoidNamespace` and `GlobalWindow`, which Flink always writes as 0.
+fn namespace_byte(i: &mut Input<'_>) -> Result<(), String> {
+    match i.u8("namespace").map_err(|e| e.to_string())? {
+        0 => Ok(()),
+        b => Err(format!("a namespace byte of {b:#04x}, where Flink writes 0")),
+    }
 }
 
 /// Flink's `StringValue` encoding: (UTF-16 length + 1) as a 7-bit varint (0 = null), then

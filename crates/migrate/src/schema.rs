@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use statekit_core::{
     KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig, TtlUpdateType, TypeSchema,
 };
+use statekit_checkpoint::SnapshotReader;
 use statekit_format::SnapshotMetadata;
 use std::fmt;
 
@@ -61,6 +62,12 @@ pub struct KeyedStateSchema {
     /// on create and write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_update: Option<String>,
+    /// Parts statekit keeps as the bytes their serializer wrote, each `part: serializer`
+    /// (`value: KryoSerializerSnapshot (java.util.UUID)`): values of an Apache Flink
+    /// snapshot written by Kryo, Avro or a user's serializer. Informational: `check` ignores
+    /// it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opaque: Vec<String>,
 }
 
 /// An operator state's schema.
@@ -75,6 +82,12 @@ pub struct OperatorStateSchema {
     /// The broadcast key type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Parts statekit keeps as the bytes their serializer wrote, each `part: serializer`
+    /// (`value: KryoSerializerSnapshot (java.util.UUID)`): values of an Apache Flink
+    /// snapshot written by Kryo, Avro or a user's serializer. Informational: `check` ignores
+    /// it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opaque: Vec<String>,
 }
 
 impl KeyedStateSchema {
@@ -92,6 +105,7 @@ impl KeyedStateSchema {
                 .ttl
                 .filter(|t| t.update_type == TtlUpdateType::OnReadAndWrite)
                 .map(|_| "on-read-and-write".to_string()),
+            opaque: Vec::new(),
         }
     }
 
@@ -157,6 +171,7 @@ impl OperatorStateSchema {
             mode: d.mode.to_string(),
             value: d.value_schema.to_string(),
             key: d.key_schema.as_ref().map(ToString::to_string),
+            opaque: Vec::new(),
         }
     }
 
@@ -206,6 +221,26 @@ impl JobSchema {
                 })
                 .collect(),
         }
+    }
+
+    /// The schema of an opened snapshot: [`JobSchema::of`] its metadata, with the parts
+    /// of an Apache Flink snapshot's states that statekit keeps as bytes named with their
+    /// serializers ([`KeyedStateSchema::opaque`]). Call
+    /// [`SnapshotReader::load_state_schema`] first for a Flink snapshot's states.
+    pub fn of_reader(reader: &SnapshotReader) -> Result<Self, MigrateError> {
+        let mut schema = JobSchema::of(reader.metadata());
+        for (uid, p) in reader.flink_opaque_parts()? {
+            let Some(o) = schema.operators.iter_mut().find(|o| o.uid == uid) else {
+                continue;
+            };
+            let note = format!("{}: {}", p.part, p.serializer);
+            if let Some(k) = o.keyed_states.iter_mut().find(|k| k.name == p.state) {
+                k.opaque.push(note);
+            } else if let Some(s) = o.operator_states.iter_mut().find(|s| s.name == p.state) {
+                s.opaque.push(note);
+            }
+        }
+        Ok(schema)
     }
 
     /// The operator with this uid.

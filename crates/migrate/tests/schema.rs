@@ -64,6 +64,7 @@ fn every_incompatibility_is_found_and_notes_are_not_incompatible() {
         value: "i64".into(),
         ttl_ms: None,
         ttl_update: None,
+        opaque: Vec::new(),
     });
     let w = wc
         .operator_states

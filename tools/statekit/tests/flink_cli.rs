@@ -647,3 +647,41 @@ fn schema_and_check_read_flink_state_types() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A Kryo value in the heap layout has no length: `dump` still reads it (the reader finds
+/// where each value ends), byte for byte as the canonical savepoint of the same job holds
+/// it, and `schema` names the serializer that wrote the bytes.
+#[test]
+fn kryo_values_of_a_heap_savepoint_are_read_and_their_serializer_named() {
+    let types = |rel: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/flink/flink-1.20.5-types")
+            .join(rel)
+    };
+    let dump = |rel: &str| {
+        let p = types(rel);
+        let text = stdout(&["dump", p.to_str().expect("p"), "--uid", "types", "--state", "kryo", "--json"]);
+        serde_json::from_str::<Vec<serde_json::Value>>(&text).expect("one JSON document")
+    };
+    let canonical = dump("savepoint-hashmap-canonical/savepoint");
+    assert_eq!(canonical.len(), 3, "{canonical:?}");
+    for heap in ["savepoint-hashmap-native/savepoint", "savepoint-hashmap-native-compressed/savepoint"] {
+        assert_eq!(dump(heap), canonical, "{heap}");
+        let p = types(heap);
+        let text = stdout(&["schema", p.to_str().expect("p")]);
+        assert!(
+            text.contains("kept as bytes: value: KryoSerializerSnapshot (java.util.UUID)"),
+            "{text}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&stdout(&["schema", p.to_str().expect("p"), "--json"])).expect("json");
+        let kryo = json["operators"]
+            .as_array()
+            .expect("operators")
+            .iter()
+            .flat_map(|o| o["keyed_states"].as_array().expect("states"))
+            .find(|s| s["name"] == "kryo")
+            .expect("kryo state");
+        assert_eq!(kryo["opaque"][0], "value: KryoSerializerSnapshot (java.util.UUID)");
+    }
+}

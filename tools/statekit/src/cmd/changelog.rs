@@ -384,7 +384,7 @@ fn render_record(o: &Origin<'_>, kg: u32, rec: &Record<'_>, desc: Option<&StateD
                     .map(|t| format!(" user-key {t}"))
                     .unwrap_or_default(),
                 d.value_schema,
-                d.ttl.map(|t| format!(" ttl {}ms", t.ttl_ms)).unwrap_or_default()
+                crate::render::ttl_text(d.ttl.map(|t| t.ttl_ms))
             ));
             j["key_group"] = Json::Null;
             j["op"] = json!("metadata");

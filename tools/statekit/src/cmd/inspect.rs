@@ -413,7 +413,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                 .as_ref()
                 .map(|t| format!(" user-key {t}"))
                 .unwrap_or_default();
-            let ttl = s.ttl.map(|t| format!(" ttl {}ms", t.ttl_ms)).unwrap_or_default();
+            let ttl = crate::render::ttl_text(s.ttl.map(|t| t.ttl_ms));
             let (entries, bytes) = totals.get(&s.name).copied().unwrap_or_default();
             outln!(
                 "  keyed {:<16} {:<11} {approx}{entries:>10} {entries_word} {approx}{bytes:>12} B  key {} ns {}{uk} value {}{ttl}",

@@ -549,7 +549,7 @@ fn open_with_schema(path: &std::path::Path) -> Result<SnapshotReader> {
 /// `statekit schema`.
 pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
     let reader = open_with_schema(&args.path)?;
-    let schema = statekit_migrate::JobSchema::of(reader.metadata());
+    let schema = statekit_migrate::JobSchema::of_reader(&reader)?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&schema)?);
         return Ok(ExitCode::SUCCESS);
@@ -574,8 +574,11 @@ pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
                     .map(|t| format!(" user-key {t}"))
                     .unwrap_or_default(),
                 k.value,
-                k.ttl_ms.map(|t| format!(" ttl {t}ms")).unwrap_or_default()
+                crate::render::ttl_text(k.ttl_ms)
             );
+            for b in &k.opaque {
+                outln!("  {:<26} kept as bytes: {b}", "");
+            }
         }
         for s in &o.operator_states {
             outln!(
@@ -585,6 +588,9 @@ pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
                 s.key.as_ref().map(|t| format!("key {t} ")).unwrap_or_default(),
                 s.value
             );
+            for b in &s.opaque {
+                outln!("  {:<26} kept as bytes: {b}", "");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -455,7 +455,14 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
                         }
                         l.push(kv("types", types));
                         if let Some(t) = d.ttl {
-                            l.push(kv("ttl", format!("{} ms", t.ttl_ms)));
+                            l.push(kv(
+                                "ttl",
+                                if t.ttl_ms == u64::MAX {
+                                    "duration not stored".to_string()
+                                } else {
+                                    format!("{} ms", t.ttl_ms)
+                                },
+                            ));
                         }
                     }
                     Some(StateItem::Operator(i)) => {

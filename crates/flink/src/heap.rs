@@ -1,0 +1,574 @@
+//! The heap backend's key-group layout (native heap savepoints, materialized changelog
+//! parts): per state `u16 state id`, `i32 count` and `count` × (namespace, key, whole
+//! state), with no lengths anywhere.
+//!
+//! A value statekit cannot decode (Kryo, Avro, a user's serializer) therefore has no end
+//! to step to. The reader finds it by search: at such a value it tries each end in turn,
+//! shortest first, and keeps the first one after which the rest of the part parses to its
+//! exact end — every later key decoding, landing in this key group by Flink's rule
+//! (`murmurHash(hashCode) % max parallelism`, where statekit computes the key's
+//! `hashCode`), every namespace byte of a non-windowed state being 0, every count fitting
+//! and the next state id following. The true split always parses, so a split is taken
+//! only when the search proves it the only one: a first split found is never trusted on
+//! its own (a wrong one can reconnect to the true entries further on). The search is
+//! bounded (a budget of trials proportional to the part's size); when no split parses,
+//! when two do, or when the proof runs out of budget, the read fails naming the state,
+//! the offset and why (a canonical savepoint has lengths and always reads).
+
+use crate::canonical::Layout;
+use crate::error::FlinkError;
+use crate::input::Input;
+use crate::serializer::FlinkType;
+use crate::snapshot::flink_key_group;
+use crate::value::{decodable, transcode, transcode_part};
+use statekit_core::{KeyedStateKind, OwnedEntry, StateDescriptor, TypeSchema};
+use std::collections::HashMap;
+
+/// A failure: the position in the part's bytes, the field and the reason.
+pub(crate) type Fail = (usize, String, String);
+
+/// Trials per byte of a part a value-end search may spend, and the least it may.
+const TRIALS_PER_BYTE: usize = 64;
+const TRIALS_MIN: usize = 1 << 22;
+
+/// A search node: the position right after a value with no length, and what the parse
+/// still expects there (parts, state, entries, elements).
+type Node = (usize, usize, usize, usize, usize);
+
+fn node(at: &At, pos: usize) -> Node {
+    (pos, at.parts_left, at.state, at.entries_left, at.inner_left)
+}
+
+/// The state of a value-end search.
+struct Search {
+    /// Complete parses from each node visited (capped at 2).
+    memo: HashMap<Node, u8>,
+    /// Trials left.
+    budget: usize,
+    /// The failure that got furthest, for the error when no split parses.
+    furthest: Option<Fail>,
+    /// Where the first value with no length starts, for errors.
+    first: At,
+}
+
+/// What one key group's heap-layout bytes are read with.
+pub(crate) struct HeapReader<'a> {
+    /// The key type.
+    pub(crate) key: &'a FlinkType,
+    /// Its statekit schema (for Flink's key-group rule).
+    pub(crate) key_schema: TypeSchema,
+    /// The states' layouts, by state id.
+    pub(crate) layouts: &'a [Layout],
+    /// The states, by state id (for names).
+    pub(crate) states: &'a [StateDescriptor],
+    /// The key group being read.
+    pub(crate) key_group: u32,
+    /// The job's max parallelism.
+    pub(crate) max_parallelism: u32,
+}
+
+/// Where a parse stands; cloned at each value whose end is searched for.
+#[derive(Clone, Debug, Default)]
+struct At {
+    pos: usize,
+    /// State parts still to come.
+    parts_left: usize,
+    /// The current state id.
+    state: usize,
+    /// Entries of the current state part still to come.
+    entries_left: usize,
+    /// List elements or map entries of the current entry still to come.
+    inner_left: usize,
+    key: Vec<u8>,
+    namespace: Vec<u8>,
+    user_key: Option<Vec<u8>>,
+    timestamp: Option<i64>,
+}
+
+enum Step {
+    /// The part parsed to its end.
+    Done,
+    /// `At::pos` is the start of a value with no length; the context is in `At`.
+    Unbounded,
+}
+
+impl HeapReader<'_> {
+    fn field(&self, state: usize) -> String {
+        format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str()))
+    }
+
+    fn entry(&self, at: &At, value: Vec<u8>) -> OwnedEntry {
+        OwnedEntry {
+            key_group: self.key_group,
+            state: at.state as u32,
+            key: at.key.clone(),
+            namespace: at.namespace.clone(),
+            user_key: at.user_key.clone(),
+            value,
+            timestamp: at.timestamp,
+        }
+    }
+
+    /// Reads `parts` state parts from `data` (all of it) into `out`.
+    pub(crate) fn read(&self, data: &[u8], parts: usize, out: &mut Vec<OwnedEntry>) -> Result<(), Fail> {
+        let root = At {
+            parts_left: parts,
+            ..At::default()
+        };
+        let start_len = out.len();
+        let mut at = root.clone();
+        match self.run(data, &mut at, out)? {
+            Step::Done => return Ok(()),
+            Step::Unbounded => out.truncate(start_len),
+        }
+        // Count the complete parses from the start (capped at 2), then walk the only one.
+        let mut search = Search {
+            memo: HashMap::new(),
+            budget: data.len().saturating_mul(TRIALS_PER_BYTE).max(TRIALS_MIN),
+            furthest: None,
+            first: at.clone(),
+        };
+        match self.completions(data, &root, &mut search)? {
+            0 => {
+                let (pos, field, reason) = search.furthest.unwrap_or_default();
+                return Err((
+                    pos,
+                    field,
+                    format!("{reason} (after searching for where a value with no length ends)"),
+                ));
+            }
+            1 => {}
+            _ => return Err(self.unsplittable(&search.first, "more than one split of its bytes parses")),
+        }
+        let mut at = root;
+        loop {
+            match self.run(data, &mut at, out)? {
+                Step::Done => return Ok(()),
+                Step::Unbounded => {
+                    let start = at.pos;
+                    let end = (start..=data.len())
+                        .find(|&q| search.memo.get(&node(&at, q)) == Some(&1))
+                        .ok_or_else(|| self.unsplittable(&at, "the search lost its split"))?;
+                    out.push(self.entry(&at, data.get(start..end).unwrap_or(&[]).to_vec()));
+                    at.pos = end;
+                }
+            }
+        }
+    }
+
+    /// The number of complete parses from `root` (0, 1, or 2 for "more than one"), every
+    /// node's count kept in `search.memo`. Depth-first with an explicit stack: a node is a
+    /// position right after a value with no length, with the counts still to come.
+    fn completions(&self, data: &[u8], root: &At, search: &mut Search) -> Result<u8, Fail> {
+        struct Frame {
+            key: Node,
+            /// The parse stopped at a value with no length: its context, and the next end.
+            at: At,
+            next: usize,
+            count: u8,
+        }
+        let mut scratch = Vec::new();
+        let mut stack: Vec<Frame> = Vec::new();
+        // Runs a node's parse: its count when final, else a frame to expand.
+        let mut open = |s: &mut Search, at: &mut At| -> Result<Result<u8, ()>, Fail> {
+            if s.budget == 0 {
+                return Err(self.unsplittable(&s.first, "the search for where they end ran out of trials"));
+            }
+            s.budget -= 1;
+            scratch.clear();
+            match self.run(data, at, &mut scratch) {
+                Ok(Step::Done) => Ok(Ok(1)),
+                Ok(Step::Unbounded) => Ok(Err(())),
+                Err(f) => {
+                    if s.furthest.as_ref().is_none_or(|g| f.0 >= g.0) {
+                        s.furthest = Some(f);
+                    }
+                    Ok(Ok(0))
+                }
+            }
+        };
+        let mut at = root.clone();
+        let root_key = node(&at, at.pos);
+        match open(search, &mut at)? {
+            Ok(n) => return Ok(n),
+            Err(()) => stack.push(Frame {
+                key: root_key,
+                next: at.pos,
+                at,
+                count: 0,
+            }),
+        }
+        let mut done: Option<u8> = None;
+        loop {
+            let Some(top) = stack.last_mut() else {
+                return Ok(done.unwrap_or(0));
+            };
+            if let Some(n) = done.take() {
+                top.count = top.count.saturating_add(n).min(2);
+            }
+            if top.count >= 2 || top.next > data.len() {
+                let f = stack.pop().ok_or_else(|| self.unsplittable(&search.first, "the search lost its place"))?;
+                search.memo.insert(f.key, f.count);
+                done = Some(f.count);
+                continue;
+            }
+            let q = top.next;
+            top.next += 1;
+            let key = node(&top.at, q);
+            if let Some(&n) = search.memo.get(&key) {
+                done = Some(n);
+                continue;
+            }
+            let mut child = top.at.clone();
+            child.pos = q;
+            match open(search, &mut child)? {
+                Ok(n) => {
+                    search.memo.insert(key, n);
+                    done = Some(n);
+                }
+                Err(()) => stack.push(Frame {
+                    key,
+                    next: child.pos,
+                    at: child,
+                    count: 0,
+                }),
+            }
+        }
+    }
+
+    /// The error for values whose ends cannot be found, at the first such value.
+    fn unsplittable(&self, at: &At, why: &str) -> Fail {
+        let (pos, state) = (at.pos, at.state);
+        let class = self.layouts.get(state).map_or_else(String::new, |l| l.value.name());
+        (
+            pos,
+            self.field(state),
+            format!(
+                "values of {class} have no length in the heap layout, and {why} (key group {}; a canonical \
+                 savepoint of the job has lengths)",
+                self.key_group
+            ),
+        )
+    }
+
+    /// Parses from `at` until the end of `data` or a value with no length.
+    fn run(&self, data: &[u8], at: &mut At, out: &mut Vec<OwnedEntry>) -> Result<Step, Fail> {
+        let mut i = Input::new(data, "");
+        i.seek(at.pos);
+        loop {
+            let pos = i.pos();
+            if at.inner_left > 0 {
+                at.inner_left -= 1;
+                let layout = self.layout(at.state, pos)?;
+                let field = self.field(at.state);
+                let fail = |r: String| (pos, field.clone(), r);
+                if layout.kind == KeyedStateKind::Map {
+                    let uk = layout
+                        .user_key
+                        .as_ref()
+                        .ok_or_else(|| fail("a map state without a user key type".into()))?;
+                    let u = part(uk, "a map key", &mut i).map_err(fail)?;
+                    if i.bool("map value null flag").map_err(|e| fail(e.to_string()))? {
+                        continue;
+                    }
+                    at.user_key = Some(u);
+                } else {
+                    at.user_key = None;
+                }
+                at.timestamp = ttl(layout, &mut i).map_err(fail)?;
+                if self.value(layout, at, &mut i, out).map_err(fail)? {
+                    return Ok(Step::Unbounded);
+                }
+                continue;
+            }
+            if at.entries_left > 0 {
+                at.entries_left -= 1;
+                let layout = self.layout(at.state, pos)?;
+                let field = self.field(at.state);
+                let fail = |p: usize, r: String| (p, field.clone(), r);
+                if layout.timers {
+                    let ts = i.i64("timer").map_err(|e| fail(pos, e.to_string()))? ^ i64::MIN;
+                    at.key = part(self.key, "a key", &mut i).map_err(|r| fail(pos, r))?;
+                    at.namespace = part(&layout.namespace, "a namespace", &mut i).map_err(|r| fail(pos, r))?;
+                    at.user_key = None;
+                    at.timestamp = None;
+                    out.push(self.entry(at, ts.to_be_bytes().to_vec()));
+                    continue;
+                }
+                at.namespace = part(&layout.namespace, "a namespace", &mut i).map_err(|r| fail(pos, r))?;
+                let key_at = i.pos();
+                at.key = part(self.key, "a key", &mut i).map_err(|r| fail(key_at, r))?;
+                if let Some(g) = flink_key_group(&at.key, &self.key_schema, self.max_parallelism) {
+                    if g != self.key_group {
+                        return Err(fail(
+                            key_at,
+                            format!("a key of key group {g} in key group {}'s data", self.key_group),
+                        ));
+                    }
+                }
+                at.user_key = None;
+                match layout.kind {
+                    KeyedStateKind::List => {
+                        at.inner_left = i.items("list size", 1).map_err(|e| fail(i.pos(), e.to_string()))?;
+                    }
+                    KeyedStateKind::Map => {
+                        at.inner_left = i.items("map size", 2).map_err(|e| fail(i.pos(), e.to_string()))?;
+                    }
+                    _ => {
+                        at.timestamp = ttl(layout, &mut i).map_err(|r| fail(i.pos(), r))?;
+                        let p = i.pos();
+                        if self.value(layout, at, &mut i, out).map_err(|r| fail(p, r))? {
+                            return Ok(Step::Unbounded);
+                        }
+                    }
+                }
+                continue;
+            }
+            if at.parts_left > 0 {
+                at.parts_left -= 1;
+                let id = i
+                    .u16("state id")
+                    .map_err(|e| (pos, "state id".to_string(), e.to_string()))?;
+                at.state = usize::from(id);
+                self.layout(at.state, pos)?;
+                at.entries_left = i
+                    .items("entry count", 1)
+                    .map_err(|e| (pos + 2, self.field(at.state), e.to_string()))?;
+                continue;
+            }
+            if i.remaining() > 0 {
+                return Err((
+                    pos,
+                    "state part".to_string(),
+                    format!("{} bytes after the last state's entries", i.remaining()),
+                ));
+            }
+            at.pos = pos;
+            return Ok(Step::Done);
+        }
+    }
+
+    fn layout(&self, state: usize, pos: usize) -> Result<&Layout, Fail> {
+        self.layouts.get(state).ok_or_else(|| {
+            (
+                pos,
+                "state id".to_string(),
+                format!(
+                    "key group {}: state id {state}, the head lists {}",
+                    self.key_group,
+                    self.layouts.len()
+                ),
+            )
+        })
+    }
+
+    /// Reads one value (or list element) into `out`; `true` when it has no length, with
+    /// `at.pos` at its start and nothing read.
+    fn value(&self, layout: &Layout, at: &mut At, i: &mut Input<'_>, out: &mut Vec<OwnedEntry>) -> Result<bool, String> {
+        if !decodable(&layout.value) {
+            at.pos = i.pos();
+            return Ok(true);
+        }
+        let mut v = Vec::new();
+        transcode(&layout.value, i, &mut v)?;
+        out.push(self.entry(at, v));
+        Ok(false)
+    }
+}
+
+/// A key, namespace or map key: these must be decodable (the search covers values only).
+fn part(t: &FlinkType, what: &str, i: &mut Input<'_>) -> Result<Vec<u8>, String> {
+    transcode_part(
+        t,
+        what,
+        ": in the heap layout nothing after it can be found without user code",
+        i,
+    )
+}
+
+fn ttl(layout: &Layout, i: &mut Input<'_>) -> Result<Option<i64>, String> {
+    if layout.ttl {
+        i.i64("TTL timestamp").map(Some).map_err(|e: FlinkError| e.to_string())
+    } else {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use statekit_core::hash::java_string_hash_code;
+    use statekit_core::keygroup::flink_key_group_for_hash_code;
+
+    const MAXP: u32 = 128;
+
+    fn flink_str(s: &str, out: &mut Vec<u8>) {
+        let units: Vec<u16> = s.encode_utf16().collect();
+        let put = |mut v: u32, out: &mut Vec<u8>| {
+            while v >= 0x80 {
+                out.push((v as u8 & 0x7F) | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        };
+        put(units.len() as u32 + 1, out);
+        for u in units {
+            put(u32::from(u), out);
+        }
+    }
+
+    fn kg_of(s: &str) -> u32 {
+        flink_key_group_for_hash_code(java_string_hash_code(s), MAXP)
+    }
+
+    /// `n` String keys of key group `kg`.
+    fn keys_in(kg: u32, n: usize) -> Vec<String> {
+        (0..).map(|i| format!("key-{i}")).filter(|k| kg_of(k) == kg).take(n).collect()
+    }
+
+    fn layout(kind: KeyedStateKind, value: FlinkType) -> Layout {
+        Layout {
+            kind,
+            timers: false,
+            namespace: FlinkType::VoidNamespace,
+            value,
+            user_key: None,
+            ttl: false,
+        }
+    }
+
+    fn opaque() -> FlinkType {
+        FlinkType::Opaque {
+            class: "KryoSerializerSnapshot (java.util.UUID)".into(),
+        }
+    }
+
+    /// A Kryo-like value: a class byte, then varint-ish bytes of a counter.
+    fn kryo(i: usize) -> Vec<u8> {
+        let mut v = vec![0x54, 0x01];
+        v.extend((0..(3 + i % 7)).map(|j| (i * 31 + j * 17) as u8 | 0x80));
+        v.push(0x02);
+        v
+    }
+
+    fn read(key: &FlinkType, layouts: &[Layout], kg: u32, data: &[u8], parts: usize) -> Result<Vec<OwnedEntry>, Fail> {
+        let states: Vec<StateDescriptor> = (0..layouts.len())
+            .map(|n| StateDescriptor::value(&format!("s{n}"), TypeSchema::Utf8, TypeSchema::Bytes))
+            .collect();
+        let r = HeapReader {
+            key,
+            key_schema: crate::value::schema_of(key),
+            layouts,
+            states: &states,
+            key_group: kg,
+            max_parallelism: MAXP,
+        };
+        let mut out = Vec::new();
+        r.read(data, parts, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn opaque_values_of_a_value_state_are_split_at_their_true_ends() {
+        let kg = 7;
+        let keys = keys_in(kg, 12);
+        // State 0: opaque values; state 1: Long values, after it.
+        let mut data = vec![0, 0];
+        data.extend((keys.len() as i32).to_be_bytes());
+        for (n, k) in keys.iter().enumerate() {
+            data.push(0);
+            flink_str(k, &mut data);
+            data.extend(kryo(n));
+        }
+        data.extend([0, 1]);
+        data.extend(1i32.to_be_bytes());
+        data.push(0);
+        flink_str(&keys[0], &mut data);
+        data.extend(42i64.to_be_bytes());
+        let layouts = [
+            layout(KeyedStateKind::Value, opaque()),
+            layout(KeyedStateKind::Value, FlinkType::Long),
+        ];
+        let out = read(&FlinkType::String, &layouts, kg, &data, 2).expect("read");
+        assert_eq!(out.len(), keys.len() + 1);
+        for (n, k) in keys.iter().enumerate() {
+            assert_eq!(out[n].key, k.as_bytes());
+            assert_eq!(out[n].value, kryo(n), "entry {n}");
+        }
+        assert_eq!(out[keys.len()].value, 42i64.to_be_bytes());
+    }
+
+    #[test]
+    fn a_list_of_opaque_elements_is_refused_as_ambiguous_not_guessed() {
+        let kg = 3;
+        let key = &keys_in(kg, 1)[0];
+        let mut data = vec![0, 0];
+        data.extend(1i32.to_be_bytes());
+        data.push(0);
+        flink_str(key, &mut data);
+        data.extend(2i32.to_be_bytes());
+        data.extend(kryo(1));
+        data.extend(kryo(2));
+        let layouts = [layout(KeyedStateKind::List, opaque())];
+        let (pos, field, reason) = read(&FlinkType::String, &layouts, kg, &data, 1).expect_err("ambiguous");
+        assert_eq!(field, "state \"s0\"");
+        assert!(reason.contains("more than one split"), "{reason}");
+        assert!(reason.contains("java.util.UUID"), "{reason}");
+        assert_eq!(pos, 2 + 4 + 1 + 1 + key.len() + 4);
+    }
+
+    #[test]
+    fn one_opaque_list_element_is_read_whole() {
+        let kg = 3;
+        let key = &keys_in(kg, 1)[0];
+        let mut data = vec![0, 0];
+        data.extend(1i32.to_be_bytes());
+        data.push(0);
+        flink_str(key, &mut data);
+        data.extend(1i32.to_be_bytes());
+        data.extend(kryo(5));
+        let layouts = [layout(KeyedStateKind::List, opaque())];
+        let out = read(&FlinkType::String, &layouts, kg, &data, 1).expect("read");
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].value, kryo(5));
+    }
+
+    #[test]
+    fn damage_after_an_opaque_value_is_an_error_not_a_guess() {
+        let kg = 11;
+        let keys = keys_in(kg, 3);
+        let mut data = vec![0, 0];
+        data.extend(3i32.to_be_bytes());
+        for (n, k) in keys.iter().enumerate() {
+            data.push(0);
+            flink_str(k, &mut data);
+            data.extend(kryo(n));
+        }
+        // A key of another key group in place of the last one.
+        let wrong = keys_in(kg + 1, 1).remove(0);
+        let at = data.len() - kryo(2).len() - keys[2].len() - 1;
+        data.truncate(at);
+        flink_str(&wrong, &mut data);
+        data.extend(kryo(2));
+        let layouts = [layout(KeyedStateKind::Value, opaque())];
+        let e = read(&FlinkType::String, &layouts, kg, &data, 1).expect_err("damaged");
+        assert!(e.2.contains("searching for where a value with no length ends"), "{e:?}");
+        // Truncated data: an error, never a panic.
+        for cut in 0..data.len() {
+            let _ = read(&FlinkType::String, &layouts, kg, &data[..cut], 1);
+        }
+    }
+
+    #[test]
+    fn a_key_in_the_wrong_key_group_is_corruption() {
+        let key = &keys_in(5, 1)[0];
+        let mut data = vec![0, 0];
+        data.extend(1i32.to_be_bytes());
+        data.push(0);
+        flink_str(key, &mut data);
+        data.extend(9i64.to_be_bytes());
+        let layouts = [layout(KeyedStateKind::Value, FlinkType::Long)];
+        let e = read(&FlinkType::String, &layouts, 6, &data, 1).expect_err("wrong group");
+        assert!(e.2.contains("a key of key group 5 in key group 6's data"), "{e:?}");
+        assert_eq!(e.0, 7);
+    }
+}
