@@ -27,9 +27,11 @@ use std::collections::HashMap;
 /// A failure: the position in the part's bytes, the field and the reason.
 pub(crate) type Fail = (usize, String, String);
 
-/// Trials per byte of a part a value-end search may spend, and the least it may.
+/// Trials per byte of a part a value-end search may spend, the least and the most it may
+/// (a trial is one short parse; the most is seconds of work).
 const TRIALS_PER_BYTE: usize = 64;
-const TRIALS_MIN: usize = 1 << 22;
+const TRIALS_MIN: usize = 1 << 20;
+const TRIALS_MAX: usize = 1 << 24;
 
 /// A search node: the position right after a value with no length, and what the parse
 /// still expects there (parts, state, entries, elements).
@@ -41,7 +43,7 @@ fn node(at: &At, pos: usize) -> Node {
 
 /// The state of a value-end search.
 struct Search {
-    /// Complete parses from each node visited (capped at 2).
+    /// Complete parses from each node visited that did not fail at once (capped at 2).
     memo: HashMap<Node, u8>,
     /// Trials left.
     budget: usize,
@@ -49,6 +51,8 @@ struct Search {
     furthest: Option<Fail>,
     /// Where the first value with no length starts, for errors.
     first: At,
+    /// Per state, the positions where an entry head parses ([`HeapReader::heads`]).
+    heads: HashMap<usize, Vec<usize>>,
 }
 
 /// What one key group's heap-layout bytes are read with.
@@ -124,9 +128,10 @@ impl HeapReader<'_> {
         // Count the complete parses from the start (capped at 2), then walk the only one.
         let mut search = Search {
             memo: HashMap::new(),
-            budget: data.len().saturating_mul(TRIALS_PER_BYTE).max(TRIALS_MIN),
+            budget: data.len().saturating_mul(TRIALS_PER_BYTE).clamp(TRIALS_MIN, TRIALS_MAX),
             furthest: None,
             first: at.clone(),
+            heads: HashMap::new(),
         };
         match self.completions(data, &root, &mut search)? {
             0 => {
@@ -207,7 +212,9 @@ impl HeapReader<'_> {
                 top.count = top.count.saturating_add(n).min(2);
             }
             if top.count >= 2 || top.next > data.len() {
-                let f = stack.pop().ok_or_else(|| self.unsplittable(&search.first, "the search lost its place"))?;
+                let f = stack
+                    .pop()
+                    .ok_or_else(|| self.unsplittable(&search.first, "the search lost its place"))?;
                 search.memo.insert(f.key, f.count);
                 done = Some(f.count);
                 continue;
@@ -219,11 +226,29 @@ impl HeapReader<'_> {
                 done = Some(n);
                 continue;
             }
+            // Each entry still to come needs a place where an entry's head (namespace, key
+            // of this key group) parses: an end with too few of them after it cannot be one,
+            // nor can any later end (this cuts the paths that skip an entry inside a value,
+            // and keeps the scan of ends short).
+            if top.at.inner_left == 0 && top.at.entries_left > 0 {
+                let state = top.at.state;
+                let heads = search.heads.entry(state).or_insert_with(|| self.heads(data, state));
+                let after = heads.len() - heads.partition_point(|&p| p < q);
+                if after < top.at.entries_left {
+                    top.next = data.len() + 1;
+                    done = Some(0);
+                    continue;
+                }
+            }
             let mut child = top.at.clone();
             child.pos = q;
             match open(search, &mut child)? {
                 Ok(n) => {
-                    search.memo.insert(key, n);
+                    // Most ends fail at once and are not worth remembering: memory holds
+                    // only the nodes that parse on (an absent node counts 0).
+                    if n > 0 {
+                        search.memo.insert(key, n);
+                    }
                     done = Some(n);
                 }
                 Err(()) => stack.push(Frame {
@@ -234,6 +259,24 @@ impl HeapReader<'_> {
                 }),
             }
         }
+    }
+
+    /// Every position of `data` where an entry head of `state` (namespace, then a key of
+    /// this key group) parses, in order.
+    fn heads(&self, data: &[u8], state: usize) -> Vec<usize> {
+        let Some(layout) = self.layouts.get(state) else {
+            return Vec::new();
+        };
+        let mut i = Input::new(data, "");
+        (0..data.len())
+            .filter(|&p| {
+                i.seek(p);
+                part(&layout.namespace, "a namespace", &mut i).is_ok()
+                    && part(self.key, "a key", &mut i).is_ok_and(|k| {
+                        flink_key_group(&k, &self.key_schema, self.max_parallelism).is_none_or(|g| g == self.key_group)
+                    })
+            })
+            .collect()
     }
 
     /// The error for values whose ends cannot be found, at the first such value.
@@ -364,7 +407,13 @@ impl HeapReader<'_> {
 
     /// Reads one value (or list element) into `out`; `true` when it has no length, with
     /// `at.pos` at its start and nothing read.
-    fn value(&self, layout: &Layout, at: &mut At, i: &mut Input<'_>, out: &mut Vec<OwnedEntry>) -> Result<bool, String> {
+    fn value(
+        &self,
+        layout: &Layout,
+        at: &mut At,
+        i: &mut Input<'_>,
+        out: &mut Vec<OwnedEntry>,
+    ) -> Result<bool, String> {
         if !decodable(&layout.value) {
             at.pos = i.pos();
             return Ok(true);
@@ -423,7 +472,11 @@ mod tests {
 
     /// `n` String keys of key group `kg`.
     fn keys_in(kg: u32, n: usize) -> Vec<String> {
-        (0..).map(|i| format!("key-{i}")).filter(|k| kg_of(k) == kg).take(n).collect()
+        (0..)
+            .map(|i| format!("key-{i}"))
+            .filter(|k| kg_of(k) == kg)
+            .take(n)
+            .collect()
     }
 
     fn layout(kind: KeyedStateKind, value: FlinkType) -> Layout {
@@ -570,5 +623,32 @@ mod tests {
         let e = read(&FlinkType::String, &layouts, 6, &data, 1).expect_err("wrong group");
         assert!(e.2.contains("a key of key group 5 in key group 6's data"), "{e:?}");
         assert_eq!(e.0, 7);
+    }
+
+    /// Thousands of entries of opaque values in one key group: the search stays linear
+    /// (each end tried only while enough entry heads follow) and proves the one split.
+    #[test]
+    fn a_large_key_group_of_opaque_values_reads() {
+        let kg = 7;
+        let keys = keys_in(kg, 3000);
+        let value = |i: usize| {
+            let mut v = vec![0x54, 0x01];
+            v.extend((0..16).map(|j| ((i * 7919 + j * 104_729) % 251) as u8));
+            v
+        };
+        let mut data = vec![0, 0];
+        data.extend((keys.len() as i32).to_be_bytes());
+        for (i, k) in keys.iter().enumerate() {
+            data.push(0);
+            flink_str(k, &mut data);
+            data.extend(value(i));
+        }
+        let layouts = [layout(KeyedStateKind::Value, opaque())];
+        let out = read(&FlinkType::String, &layouts, kg, &data, 1).expect("read");
+        assert_eq!(out.len(), keys.len());
+        for (i, e) in out.iter().enumerate() {
+            assert_eq!(e.key, keys[i].as_bytes());
+            assert_eq!(e.value, value(i), "entry {i}");
+        }
     }
 }

@@ -40,5 +40,6 @@ pub use native::NativeKeyedView;
 pub use operator::read_operator_state;
 pub use serializer::{decode_serializer_snapshot, FlinkType};
 pub use snapshot::{
-    flink_key_group, FlinkOpenOptions, FlinkSnapshot, FlinkVerifyReport, Location, OpaquePart, METADATA_VERSION_PROPERTY,
+    flink_key_group, FlinkOpenOptions, FlinkSnapshot, FlinkVerifyReport, Location, OpaquePart,
+    METADATA_VERSION_PROPERTY,
 };

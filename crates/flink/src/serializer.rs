@@ -197,7 +197,9 @@ impl FlinkType {
             // The serializer's snapshot class without its package, and the type it names
             // whole (`KryoSerializerSnapshot (java.util.UUID)`).
             FlinkType::Opaque { class } => {
-                let (snapshot, rest) = class.split_once(" (").map_or((class.as_str(), None), |(a, b)| (a, Some(b)));
+                let (snapshot, rest) = class
+                    .split_once(" (")
+                    .map_or((class.as_str(), None), |(a, b)| (a, Some(b)));
                 let short = snapshot.rsplit(['.', '$']).next().unwrap_or(snapshot);
                 rest.map_or_else(|| short.to_string(), |r| format!("{short} ({r}"))
             }

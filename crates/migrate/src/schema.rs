@@ -3,10 +3,10 @@
 
 use crate::MigrateError;
 use serde::{Deserialize, Serialize};
+use statekit_checkpoint::SnapshotReader;
 use statekit_core::{
     KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig, TtlUpdateType, TypeSchema,
 };
-use statekit_checkpoint::SnapshotReader;
 use statekit_format::SnapshotMetadata;
 use std::fmt;
 

@@ -177,6 +177,16 @@ pub fn parse_key(text: &str, schema: &TypeSchema, format: KeyFormat) -> Result<V
     Ok(encode_value(schema, &v)?)
 }
 
+/// A state's TTL as ` ttl 60000ms`; a TTL whose duration the snapshot does not store (an
+/// Apache Flink state's: the duration lives in the job) as ` ttl (duration not stored)`.
+pub fn ttl_text(ttl_ms: Option<u64>) -> String {
+    match ttl_ms {
+        None => String::new(),
+        Some(u64::MAX) => " ttl (duration not stored)".to_string(),
+        Some(ms) => format!(" ttl {ms}ms"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,15 +208,5 @@ mod tests {
         assert!(parse_key("zz", &TypeSchema::Bytes, KeyFormat::Auto).is_err());
         assert!(parse_key("x", &TypeSchema::I64, KeyFormat::Auto).is_err());
         assert!(text(&TypeSchema::I64, &[1, 2]).starts_with("0x0102 (undecodable as i64"));
-    }
-}
-
-/// A state's TTL as ` ttl 60000ms`; a TTL whose duration the snapshot does not store (an
-/// Apache Flink state's: the duration lives in the job) as ` ttl (duration not stored)`.
-pub fn ttl_text(ttl_ms: Option<u64>) -> String {
-    match ttl_ms {
-        None => String::new(),
-        Some(u64::MAX) => " ttl (duration not stored)".to_string(),
-        Some(ms) => format!(" ttl {ms}ms"),
     }
 }

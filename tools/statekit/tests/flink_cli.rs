@@ -660,12 +660,23 @@ fn kryo_values_of_a_heap_savepoint_are_read_and_their_serializer_named() {
     };
     let dump = |rel: &str| {
         let p = types(rel);
-        let text = stdout(&["dump", p.to_str().expect("p"), "--uid", "types", "--state", "kryo", "--json"]);
+        let text = stdout(&[
+            "dump",
+            p.to_str().expect("p"),
+            "--uid",
+            "types",
+            "--state",
+            "kryo",
+            "--json",
+        ]);
         serde_json::from_str::<Vec<serde_json::Value>>(&text).expect("one JSON document")
     };
     let canonical = dump("savepoint-hashmap-canonical/savepoint");
     assert_eq!(canonical.len(), 3, "{canonical:?}");
-    for heap in ["savepoint-hashmap-native/savepoint", "savepoint-hashmap-native-compressed/savepoint"] {
+    for heap in [
+        "savepoint-hashmap-native/savepoint",
+        "savepoint-hashmap-native-compressed/savepoint",
+    ] {
         assert_eq!(dump(heap), canonical, "{heap}");
         let p = types(heap);
         let text = stdout(&["schema", p.to_str().expect("p")]);
