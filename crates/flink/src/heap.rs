@@ -550,19 +550,26 @@ mod tests {
         assert_eq!(out[keys.len()].value, 42i64.to_be_bytes());
     }
 
-    #[test]
-    fn a_list_of_opaque_elements_is_refused_as_ambiguous_not_guessed() {
-        let kg = 3;
-        let key = &keys_in(kg, 1)[0];
+    /// One list-state part in key group `kg`: one entry (a key of the group) whose list is
+    /// `elements`; the key and the bytes.
+    fn list_part(kg: u32, elements: &[Vec<u8>]) -> (String, Vec<u8>) {
+        let key = keys_in(kg, 1).remove(0);
         let mut data = vec![0, 0];
         data.extend(1i32.to_be_bytes());
         data.push(0);
-        flink_str(key, &mut data);
-        data.extend(2i32.to_be_bytes());
-        data.extend(kryo(1));
-        data.extend(kryo(2));
+        flink_str(&key, &mut data);
+        data.extend((elements.len() as i32).to_be_bytes());
+        for e in elements {
+            data.extend(e);
+        }
+        (key, data)
+    }
+
+    #[test]
+    fn a_list_of_opaque_elements_is_refused_as_ambiguous_not_guessed() {
+        let (key, data) = list_part(3, &[kryo(1), kryo(2)]);
         let layouts = [layout(KeyedStateKind::List, opaque())];
-        let (pos, field, reason) = read(&FlinkType::String, &layouts, kg, &data, 1).expect_err("ambiguous");
+        let (pos, field, reason) = read(&FlinkType::String, &layouts, 3, &data, 1).expect_err("ambiguous");
         assert_eq!(field, "state \"s0\"");
         assert!(reason.contains("more than one split"), "{reason}");
         assert!(reason.contains("java.util.UUID"), "{reason}");
@@ -571,16 +578,9 @@ mod tests {
 
     #[test]
     fn one_opaque_list_element_is_read_whole() {
-        let kg = 3;
-        let key = &keys_in(kg, 1)[0];
-        let mut data = vec![0, 0];
-        data.extend(1i32.to_be_bytes());
-        data.push(0);
-        flink_str(key, &mut data);
-        data.extend(1i32.to_be_bytes());
-        data.extend(kryo(5));
+        let (_, data) = list_part(3, &[kryo(5)]);
         let layouts = [layout(KeyedStateKind::List, opaque())];
-        let out = read(&FlinkType::String, &layouts, kg, &data, 1).expect("read");
+        let out = read(&FlinkType::String, &layouts, 3, &data, 1).expect("read");
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].value, kryo(5));
     }
