@@ -129,6 +129,10 @@ pub struct TtlConfig {
 }
 
 impl TtlConfig {
+    /// The `ttl_ms` of a TTL whose duration the snapshot does not store (an Apache Flink
+    /// state's: the duration lives in the job). Nothing ever expires under it.
+    pub const DURATION_NOT_STORED: u64 = u64::MAX;
+
     /// TTL refreshed on create and write.
     pub fn new(ttl_ms: u64) -> Self {
         TtlConfig {

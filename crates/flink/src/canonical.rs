@@ -632,7 +632,7 @@ pub(crate) fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDes
         user_key_schema: user_key.as_ref().map(schema_of),
         // Flink's TTL duration is in the job, not the snapshot: statekit shows the
         // timestamps and treats nothing as expired.
-        ttl: ttl.then(|| TtlConfig::new(u64::MAX)),
+        ttl: ttl.then(|| TtlConfig::new(TtlConfig::DURATION_NOT_STORED)),
     };
     Ok((
         Layout {

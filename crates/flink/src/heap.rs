@@ -271,12 +271,25 @@ impl HeapReader<'_> {
         (0..data.len())
             .filter(|&p| {
                 i.seek(p);
-                part(&layout.namespace, "a namespace", &mut i).is_ok()
-                    && part(self.key, "a key", &mut i).is_ok_and(|k| {
-                        flink_key_group(&k, &self.key_schema, self.max_parallelism).is_none_or(|g| g == self.key_group)
-                    })
+                self.entry_head(layout, &mut i).is_ok()
             })
             .collect()
+    }
+
+    /// An entry's head: its namespace, then its key, which must be in this key group by
+    /// Flink's rule where statekit computes it. Errors carry the position and the reason.
+    fn entry_head(&self, layout: &Layout, i: &mut Input<'_>) -> Result<(Vec<u8>, Vec<u8>), (usize, String)> {
+        let ns_at = i.pos();
+        let namespace = part(&layout.namespace, "a namespace", i).map_err(|r| (ns_at, r))?;
+        let key_at = i.pos();
+        let key = part(self.key, "a key", i).map_err(|r| (key_at, r))?;
+        match flink_key_group(&key, &self.key_schema, self.max_parallelism) {
+            Some(g) if g != self.key_group => Err((
+                key_at,
+                format!("a key of key group {g} in key group {}'s data", self.key_group),
+            )),
+            _ => Ok((namespace, key)),
+        }
     }
 
     /// The error for values whose ends cannot be found, at the first such value.
@@ -338,17 +351,7 @@ impl HeapReader<'_> {
                     out.push(self.entry(at, ts.to_be_bytes().to_vec()));
                     continue;
                 }
-                at.namespace = part(&layout.namespace, "a namespace", &mut i).map_err(|r| fail(pos, r))?;
-                let key_at = i.pos();
-                at.key = part(self.key, "a key", &mut i).map_err(|r| fail(key_at, r))?;
-                if let Some(g) = flink_key_group(&at.key, &self.key_schema, self.max_parallelism) {
-                    if g != self.key_group {
-                        return Err(fail(
-                            key_at,
-                            format!("a key of key group {g} in key group {}'s data", self.key_group),
-                        ));
-                    }
-                }
+                (at.namespace, at.key) = self.entry_head(layout, &mut i).map_err(|(p, r)| fail(p, r))?;
                 at.user_key = None;
                 match layout.kind {
                     KeyedStateKind::List => {

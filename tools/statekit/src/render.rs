@@ -182,7 +182,7 @@ pub fn parse_key(text: &str, schema: &TypeSchema, format: KeyFormat) -> Result<V
 pub fn ttl_text(ttl_ms: Option<u64>) -> String {
     match ttl_ms {
         None => String::new(),
-        Some(u64::MAX) => " ttl (duration not stored)".to_string(),
+        Some(statekit_core::TtlConfig::DURATION_NOT_STORED) => " ttl (duration not stored)".to_string(),
         Some(ms) => format!(" ttl {ms}ms"),
     }
 }

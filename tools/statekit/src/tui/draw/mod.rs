@@ -457,7 +457,7 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
                         if let Some(t) = d.ttl {
                             l.push(kv(
                                 "ttl",
-                                if t.ttl_ms == u64::MAX {
+                                if t.ttl_ms == statekit_core::TtlConfig::DURATION_NOT_STORED {
                                     "duration not stored".to_string()
                                 } else {
                                     format!("{} ms", t.ttl_ms)
