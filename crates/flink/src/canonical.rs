@@ -54,6 +54,8 @@ pub struct KeyGroupsView {
     max_parallelism: u32,
     range: KeyGroupRange,
     offsets: Vec<u64>,
+    /// The offsets in order, for where each key group's data ends.
+    sorted_offsets: Vec<u64>,
     proxy: KeyedProxy,
     layouts: Vec<Layout>,
     states: Vec<StateDescriptor>,
@@ -133,6 +135,11 @@ impl KeyGroupsView {
             max_parallelism,
             range,
             offsets: handle.offsets.clone(),
+            sorted_offsets: {
+                let mut o = handle.offsets.clone();
+                o.sort_unstable();
+                o
+            },
             proxy,
             layouts,
             states,
@@ -178,12 +185,11 @@ impl KeyGroupsView {
                 )
             })?;
         // The data ends where the next key group's begins (offsets need not be in order).
+        let next = self.sorted_offsets.partition_point(|&o| o <= offset);
         let end = self
-            .offsets
-            .iter()
-            .filter_map(|&o| usize::try_from(o).ok())
-            .filter(|&o| o > start)
-            .min()
+            .sorted_offsets
+            .get(next)
+            .and_then(|&o| usize::try_from(o).ok())
             .unwrap_or(self.len)
             .min(self.len);
         Ok(Some((start, end)))
