@@ -23,11 +23,14 @@ if ! command -v tmux >/dev/null 2>&1; then
   fi
 fi
 
-# Real Parquet readers (PyPI duckdb and pyarrow) for the table tests, in a venv outside the
-# clone, made once; the tests find it through STATEKIT_PYTHON.
+# Real Parquet readers (PyPI duckdb and pyarrow) for the table tests and a real S3 API server
+# (PyPI moto[server]) for the object-store tests, in a venv outside the clone, made once; the
+# tests find them through STATEKIT_PYTHON and STATEKIT_MOTO (each test starts its own server
+# on a random loopback port and stops it).
 STATEKIT_VENV="${STATEKIT_VENV:-/var/tmp/statekit-venv}"
-if ! "$STATEKIT_VENV/bin/python" -c 'import duckdb, pyarrow' >/dev/null 2>&1; then
-  echo "==> making $STATEKIT_VENV with duckdb and pyarrow (for the table tests)"
+if ! "$STATEKIT_VENV/bin/python" -c 'import duckdb, pyarrow, moto, flask' >/dev/null 2>&1 ||
+  [ ! -x "$STATEKIT_VENV/bin/moto_server" ]; then
+  echo "==> making $STATEKIT_VENV with duckdb, pyarrow and moto[server] (for the table and S3 tests)"
   if ! python3 -m venv "$STATEKIT_VENV" >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
@@ -35,9 +38,10 @@ if ! "$STATEKIT_VENV/bin/python" -c 'import duckdb, pyarrow' >/dev/null 2>&1; th
     rm -rf "$STATEKIT_VENV"
     python3 -m venv "$STATEKIT_VENV"
   fi
-  "$STATEKIT_VENV/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow
+  "$STATEKIT_VENV/bin/pip" install --quiet --disable-pip-version-check duckdb pyarrow 'moto[server]'
 fi
 export STATEKIT_PYTHON="$STATEKIT_VENV/bin/python"
+export STATEKIT_MOTO="$STATEKIT_VENV/bin/moto_server"
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

@@ -238,6 +238,71 @@ impl SnapshotReader {
         }
     }
 
+    /// Opens the snapshot at `location`: a local path as [`SnapshotReader::open_with`] (a
+    /// directory or its `_metadata` file); on a storage (an object store), the snapshot
+    /// directory or its `_metadata` object, with shared files resolved against the enclosing
+    /// directory (the job directory of a checkpoint). Reading `_metadata` is one request.
+    pub fn open_location(
+        location: &statekit_core::location::Location,
+        flink: &statekit_flink::FlinkOpenOptions,
+    ) -> Result<Self, CheckpointError> {
+        Self::open_location_impl(location, true, flink)
+    }
+
+    /// [`SnapshotReader::open_location`] without the structural checks (for `verify`).
+    pub fn open_location_unchecked(location: &statekit_core::location::Location) -> Result<Self, CheckpointError> {
+        Self::open_location_impl(location, false, &statekit_flink::FlinkOpenOptions::default())
+    }
+
+    fn open_location_impl(
+        location: &statekit_core::location::Location,
+        checked: bool,
+        flink: &statekit_flink::FlinkOpenOptions,
+    ) -> Result<Self, CheckpointError> {
+        use statekit_core::location::Location;
+        let (storage, path) = match location {
+            Location::Local(p) => return Self::open_impl(p, checked, flink),
+            Location::Stored { storage, path, .. } => (storage.clone(), path.clone()),
+        };
+        let dir = match path.rsplit_once('/') {
+            Some((d, METADATA_FILE_NAME)) => d.to_string(),
+            None if path == METADATA_FILE_NAME => String::new(),
+            _ => path,
+        };
+        let snap: Arc<dyn Storage> = Arc::new(SubdirStorage::new(storage.clone(), &dir)?);
+        let mut resolver = FileResolver::new(snap.clone());
+        if let Some((job, _)) = dir.rsplit_once('/') {
+            resolver = resolver.with_job(Arc::new(SubdirStorage::new(storage, job)?));
+        } else if !dir.is_empty() {
+            resolver = resolver.with_job(storage);
+        }
+        let blob = snap.open(METADATA_FILE_NAME).map_err(|e| match e {
+            statekit_core::storage::StorageError::NotFound(_) => CheckpointError::Invalid(format!(
+                "{}: no {METADATA_FILE_NAME} here: not a snapshot, or an incomplete one",
+                location.display()
+            )),
+            e => CheckpointError::from(e),
+        })?;
+        let file = snap.describe(METADATA_FILE_NAME);
+        if statekit_flink::is_flink_metadata(blob.bytes()) {
+            return Err(CheckpointError::Unsupported {
+                snapshot: file,
+                what: "an Apache Flink snapshot on object storage: read it from a local copy for now".into(),
+            });
+        }
+        let metadata = if checked {
+            statekit_format::check_metadata(blob.bytes(), &file)?
+        } else {
+            statekit_format::decode_metadata(blob.bytes(), &file)?
+        };
+        Ok(SnapshotReader {
+            storage: snap,
+            resolver,
+            metadata,
+            flink: None,
+        })
+    }
+
     /// Opens the snapshot in directory `dir` of `storage`; shared files resolve against
     /// `job_dir` when given.
     pub fn open_in(storage: Arc<dyn Storage>, dir: &str, job_dir: Option<&str>) -> Result<Self, CheckpointError> {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod hash;
 pub mod keygroup;
 pub mod limits;
+pub mod location;
 #[cfg(target_os = "linux")]
 mod mapguard;
 pub mod operator;

@@ -1,9 +1,12 @@
 //! A small storage abstraction for checkpoint and savepoint files: the local filesystem
-//! today, object stores later. Paths are relative, `/`-separated, and never contain `..`.
+//! here, object stores (S3, GCS, Azure) in `statekit-objstore`. Paths are relative,
+//! `/`-separated, and never contain `..`.
 //!
 //! Writers are crash-safe: [`Storage::create`] writes to a hidden temporary name, and
 //! [`StorageWriter::commit`] fsyncs the data, renames it into place and fsyncs the
-//! directory, so a reader sees either nothing or the whole file.
+//! directory, so a reader sees either nothing or the whole file. (On an object store an
+//! object appears only when its upload completes, which gives the same guarantee without a
+//! rename.) A snapshot is complete when its `_metadata` exists, and `_metadata` is written last.
 
 use memmap2::Mmap;
 use std::collections::BTreeMap;
@@ -43,6 +46,18 @@ pub enum StorageError {
         /// Its size when it was opened.
         had: u64,
     },
+    /// A request to a remote object store failed (after its retries, when `transient`).
+    #[error("{path}: {message}")]
+    Remote {
+        /// The object's URL (`s3://bucket/key`).
+        path: String,
+        /// The HTTP status the store answered, when it answered.
+        status: Option<u16>,
+        /// True when retrying later may succeed (a timeout, a refused connection, 5xx).
+        transient: bool,
+        /// What failed, as the store's client reported it.
+        message: String,
+    },
     /// An I/O error on a path.
     #[error("{path}: {source}")]
     Io {
@@ -62,6 +77,12 @@ impl StorageError {
             StorageError::NotFound(_) => ErrorKind::NotFound,
             StorageError::InvalidPath(_) | StorageError::NotAFile { .. } => ErrorKind::Caller,
             StorageError::Truncated { .. } => ErrorKind::Transient,
+            StorageError::Remote { transient: true, .. } => ErrorKind::Transient,
+            StorageError::Remote {
+                status: Some(401 | 403 | 400 | 405),
+                ..
+            } => ErrorKind::Caller,
+            StorageError::Remote { .. } => ErrorKind::Internal,
             StorageError::Io { source, .. } => ErrorKind::of_io(source),
         }
     }
@@ -84,6 +105,14 @@ pub trait Blob: Send + Sync {
     /// length) checks this to report the truncation rather than damage. Default: false.
     fn truncated(&self) -> bool {
         false
+    }
+
+    /// Makes `len` bytes from `offset` readable through [`Blob::bytes`]. A blob from
+    /// [`Storage::open_ranged`] may hold only what was fetched (a remote object read by
+    /// ranges: the rest reads as zeros until fetched); readers call this before reading a
+    /// range. Every other blob holds the whole file: the default does nothing.
+    fn fetch(&self, _offset: u64, _len: u64) -> Result<(), StorageError> {
+        Ok(())
     }
 }
 
@@ -196,6 +225,12 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError>;
     /// Reads a whole file.
     fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError>;
+    /// Opens a file to be read by ranges: the caller [`Blob::fetch`]es each range before it
+    /// reads it, so a remote object is read only where needed (a key group's blocks, not the
+    /// whole file). Default: [`Storage::open`] (local files are mapped, every byte is there).
+    fn open_ranged(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        self.open(path)
+    }
     /// True when a file or directory exists at `path`.
     fn exists(&self, path: &str) -> Result<bool, StorageError>;
     /// The entries of a directory (`""` is the root), sorted by name. A missing directory
@@ -736,6 +771,9 @@ impl Storage for SubdirStorage {
     }
     fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
         self.inner.open(&self.full(path)?)
+    }
+    fn open_ranged(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        self.inner.open_ranged(&self.full(path)?)
     }
     fn exists(&self, path: &str) -> Result<bool, StorageError> {
         self.inner.exists(&self.full(path)?)

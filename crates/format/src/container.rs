@@ -151,6 +151,30 @@ pub(crate) fn check_size(len: u64, expected: Option<u64>, file: &str) -> Result<
 
 /// Parses and checks everything but the blocks: magic, version, size, header CRC, trailer,
 /// index CRC, and that the sections tile the data area in ascending id order.
+/// Fetches what [`parse`] reads of a file opened by ranges ([`Storage::open_ranged`]): its
+/// header and, through the trailer, its index; the sections are fetched by whoever reads
+/// them. Values that do not add up are left for `parse` to report (it sees zeros where
+/// nothing was fetched, which fail a checksum).
+pub(crate) fn fetch_layout(blob: &dyn statekit_core::storage::Blob) -> std::result::Result<(), StorageError> {
+    let size = blob.bytes().len() as u64;
+    let prefix = (HEADER_PREFIX_LEN as u64).min(size);
+    blob.fetch(0, prefix)?;
+    if let Some(body_len) = le_u32(blob.bytes(), 12) {
+        let header_end = (HEADER_PREFIX_LEN as u64 + u64::from(body_len) + 4).min(size);
+        blob.fetch(0, header_end)?;
+    }
+    if size >= TRAILER_LEN as u64 {
+        let t = size - TRAILER_LEN as u64;
+        blob.fetch(t, TRAILER_LEN as u64)?;
+        if let Some(index_offset) = blob.bytes().get(t as usize..).and_then(|tr| le_u64(tr, 0)) {
+            if index_offset < t {
+                blob.fetch(index_offset, t - index_offset)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Option<u64>) -> Result<Layout> {
     check_magic_and_version(bytes, file, &kind.magic, kind.what)?;
     let size = bytes.len() as u64;

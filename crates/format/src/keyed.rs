@@ -274,6 +274,7 @@ pub fn transcode_keyed_file(
         let Some(s) = reader.section(kg) else {
             return Ok(());
         };
+        reader.blob.fetch(s.offset, s.stored)?;
         let bytes = reader.blob.bytes();
         let (mut pos, end) = (s.offset, s.end());
         let mut buf = Vec::new();
@@ -886,7 +887,9 @@ impl KeyedFileReader {
         path: &str,
         expected_size: Option<u64>,
     ) -> std::result::Result<Self, FormatError> {
-        let blob = storage.open(path)?;
+        // By ranges: on an object store only the header, the index and the key groups a
+        // reader visits are fetched.
+        let blob = storage.open_ranged(path)?;
         Self::parse(blob, storage.describe(path), path.to_string(), expected_size)
     }
 
@@ -897,6 +900,7 @@ impl KeyedFileReader {
     }
 
     fn parse(blob: Arc<dyn Blob>, file: String, path: String, expected: Option<u64>) -> Result<Self> {
+        crate::container::fetch_layout(blob.as_ref())?;
         let bytes = blob.bytes();
         let layout = container::parse(bytes, &file, &KEYED, expected)?;
         let mut c = Cursor::new(layout.header_body(bytes, &file)?, layout.header_body_offset, &file);
@@ -1051,6 +1055,7 @@ impl KeyedFileReader {
         dec: &mut BlockDecoder,
         mut f: impl FnMut(&Entry<'_>, usize) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<(), Totals>> {
+        self.blob.fetch(s.offset, s.stored)?;
         let bytes = self.blob.bytes();
         let mut t = Totals::default();
         let mut pos = s.offset;

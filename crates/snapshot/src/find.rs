@@ -2,7 +2,8 @@
 
 use crate::error::SnapshotError;
 use statekit_checkpoint::{find_snapshot_dirs, CheckpointStore, SnapshotReader};
-use statekit_core::storage::{LocalStorage, Storage};
+use statekit_core::location::Location;
+use statekit_core::storage::{LocalStorage, Storage, SubdirStorage};
 use statekit_format::{FileScope, SnapshotMetadata, METADATA_FILE_NAME};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -128,13 +129,30 @@ pub fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
 /// any job; newest by timestamp, then id), as (checkpoint id, directory). Hidden directories
 /// and `at-most-once` (the word count's offset store) are not jobs.
 pub fn latest_checkpoint(base: &Path) -> Result<Option<(u64, PathBuf)>, SnapshotError> {
-    let mut best: Option<(i64, u64, PathBuf)> = None;
-    let Ok(rd) = std::fs::read_dir(base) else {
+    if !base.is_dir() {
         return Ok(None);
+    }
+    let found = latest_checkpoint_at(&Location::Local(base.to_path_buf()))?;
+    Ok(found.map(|(id, l)| (id, l.as_local().map(Path::to_path_buf).unwrap_or_default())))
+}
+
+/// [`latest_checkpoint`] under a checkpoint base directory at any [`Location`] (an object
+/// store's prefix too: the jobs are listed, each job's `chk-N` read through its storage).
+pub fn latest_checkpoint_at(base: &Location) -> Result<Option<(u64, Location)>, SnapshotError> {
+    let mut best: Option<(i64, u64, String)> = None;
+    let storage: Arc<dyn Storage> = match base {
+        Location::Local(p) => Arc::new(LocalStorage::new(p)),
+        Location::Stored { storage, path, .. } => {
+            Arc::new(SubdirStorage::new(storage.clone(), path).map_err(statekit_format::FormatError::from)?)
+        }
     };
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(base));
-    for job in rd.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
-        let job_id = job.file_name().to_string_lossy().to_string();
+    for job in storage
+        .list("")
+        .map_err(statekit_format::FormatError::from)?
+        .into_iter()
+        .filter(|e| e.is_dir)
+    {
+        let job_id = job.name;
         if job_id.starts_with('.') || job_id == "at-most-once" {
             continue;
         }
@@ -142,9 +160,15 @@ pub fn latest_checkpoint(base: &Path) -> Result<Option<(u64, PathBuf)>, Snapshot
         if let Some(c) = store.latest_completed()? {
             let key = (c.metadata.timestamp_ms, c.id);
             if best.as_ref().is_none_or(|b| (b.0, b.1) < key) {
-                best = Some((key.0, key.1, base.join(&c.dir)));
+                best = Some((key.0, key.1, c.dir.clone()));
             }
         }
     }
-    Ok(best.map(|(_, id, p)| (id, p)))
+    Ok(best.map(|(_, id, dir)| {
+        let mut l = base.clone();
+        for part in dir.split('/').filter(|p| !p.is_empty()) {
+            l = l.join(part);
+        }
+        (id, l)
+    }))
 }

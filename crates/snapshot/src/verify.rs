@@ -59,6 +59,25 @@ pub fn verify_path(path: &Path) -> Result<(SnapshotReader, Verification), Snapsh
     Ok((reader, v))
 }
 
+/// [`verify_path`] for a snapshot at any [`Location`](statekit_core::location::Location): a
+/// local path, or a snapshot directory on an object store.
+pub fn verify_location(
+    location: &statekit_core::location::Location,
+) -> Result<(SnapshotReader, Verification), SnapshotError> {
+    if let Some(p) = location.as_local() {
+        return verify_path(p);
+    }
+    let (reader, sound) = match SnapshotReader::open_location(location, &Default::default()) {
+        Ok(r) => (r, true),
+        Err(strict) => match SnapshotReader::open_location_unchecked(location) {
+            Ok(r) => (r, false),
+            Err(_) => return Err(strict.into()),
+        },
+    };
+    let v = verify_reader(&reader, sound)?;
+    Ok((reader, v))
+}
+
 /// Verifies the snapshot `reader` opened; `sound` says whether its `_metadata` passed the
 /// structural checks ([`SnapshotReader::open`] checks them; [`SnapshotReader::open_unchecked`]
 /// does not): state is decoded beyond the format's checks only when it did.

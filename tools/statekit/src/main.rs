@@ -80,6 +80,8 @@ fn main() -> ExitCode {
         #[cfg(feature = "query")]
         Command::Query(args) => cmd::query::query(args),
     };
+    // `STATEKIT_OBJECT_STORE_STATS=FILE`: the requests this run made to object stores.
+    statekit_objstore::StatsSnapshot::write_if_requested();
     match result {
         Ok(code) => code,
         // The reader went away (`statekit dump … | head`): stop quietly, as `cat` does.

@@ -4,7 +4,6 @@ use crate::render::{self, KeyFormat};
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
-use statekit_checkpoint::SnapshotReader;
 use statekit_core::{KeyGroupRange, KeyedStateKind, OperatorStateData, StateError, UPPER_BOUND_MAX_PARALLELISM};
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -177,7 +176,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let (Some(uid), Some(state)) = (args.uid.as_deref(), args.state.as_deref()) else {
         bail!("--uid and --state are required (or --changes)");
     };
-    let mut reader = SnapshotReader::open(&args.path)?;
+    let mut reader = super::open_reader(&args.path, &Default::default())?;
     reader.load_state_schema()?;
     let op = reader.operator(uid)?.clone();
     let mut out = Out::new(args.json, args.limit);

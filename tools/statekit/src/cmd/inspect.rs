@@ -4,7 +4,7 @@ use super::changelog::{self, Summary};
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use statekit_checkpoint::{has_metadata, SnapshotReader};
+use statekit_checkpoint::has_metadata;
 use statekit_core::uid_looks_auto_generated;
 use statekit_format::{FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata};
 use statekit_snapshot::find_snapshots;
@@ -282,7 +282,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             args.path.display()
         );
     }
-    let reader = SnapshotReader::open_with(&args.path, &args.flink.options())?;
+    let reader = super::open_reader(&args.path, &args.flink.options())?;
     let m = reader.metadata();
     let flink = reader.flink();
     if args.json {
@@ -549,7 +549,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     // A structurally unsound `_metadata` (which every other command refuses) is still
     // verified: its problems are listed with those of its files, but the state is not decoded
     // further (native databases, changelog replay) from metadata that cannot be trusted.
-    let (reader, v) = statekit_snapshot::verify_path(&args.path)?;
+    let (reader, v) = statekit_snapshot::verify_location(&super::location(&args.path)?)?;
     let problems: Vec<String> = v.problems.iter().map(ToString::to_string).collect();
     let (files, bytes, entries) = (v.files, v.bytes, v.entries);
     let log = v.changelog.unwrap_or_default();

@@ -10,3 +10,40 @@ pub mod migrate;
 #[cfg(feature = "query")]
 pub mod query;
 pub mod table;
+
+use anyhow::Result;
+use statekit_checkpoint::SnapshotReader;
+use statekit_core::location::Location;
+use std::path::Path;
+
+/// The location a command argument names: a local path, a `file://` URL, or a snapshot on an
+/// object store (`s3://bucket/key`, `gs://…`, `az://…`). Any other scheme is refused: a URL
+/// never becomes a local directory.
+pub(crate) fn location(path: &Path) -> Result<Location> {
+    let Some(s) = path.to_str() else {
+        return Ok(Location::Local(path.to_path_buf()));
+    };
+    Ok(statekit_objstore::parse_location(s)?)
+}
+
+/// Opens the snapshot `path` names, wherever it is ([`location`]).
+pub(crate) fn open_reader(path: &Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
+    Ok(match location(path)? {
+        Location::Local(p) => SnapshotReader::open_with(&p, flink)?,
+        l => SnapshotReader::open_location(&l, flink)?,
+    })
+}
+
+/// A storage rooted at the directory `location` names (a local directory is created).
+pub(crate) fn storage_at(location: &Location) -> Result<std::sync::Arc<dyn statekit_core::storage::Storage>> {
+    use anyhow::Context;
+    Ok(match location {
+        Location::Local(p) => {
+            std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))?;
+            std::sync::Arc::new(statekit_core::storage::LocalStorage::new(p))
+        }
+        Location::Stored { storage, path, .. } => {
+            std::sync::Arc::new(statekit_core::storage::SubdirStorage::new(storage.clone(), path)?)
+        }
+    })
+}

@@ -36,9 +36,7 @@ use statekit_core::{
     OperatorStateHandle, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, StateDescriptor, StateFunctions,
     StateHandle, TypeSchema, Value,
 };
-use statekit_snapshot::{
-    latest_checkpoint, open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom, SnapshotError,
-};
+use statekit_snapshot::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom, SnapshotError};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -443,31 +441,37 @@ pub fn run(args: WordcountArgs) -> Result<ExitCode> {
     let settings = Settings::resolve(&args)?;
     let source = WordSource::open(args.input.as_deref())?;
 
+    let checkpoint_base = crate::cmd::location(&args.checkpoint_dir)?;
+    if args.guarantee == Guarantee::AtMostOnce && checkpoint_base.as_local().is_none() {
+        bail!(
+            "--guarantee at-most-once keeps its committed offset in a local file under --checkpoint-dir: use a local --checkpoint-dir (not {checkpoint_base})"
+        );
+    }
     let restore_path = match args.restore.as_deref() {
         None => None,
-        Some("latest") => match latest_checkpoint(&args.checkpoint_dir)? {
-            Some((id, path)) => {
-                eprintln!("restoring from checkpoint {id}: {}", path.display());
-                Some(path)
+        Some("latest") => match statekit_snapshot::latest_checkpoint_at(&checkpoint_base)? {
+            Some((id, location)) => {
+                eprintln!("restoring from checkpoint {id}: {location}");
+                Some(PathBuf::from(location.display()))
             }
             None => {
-                eprintln!(
-                    "no complete checkpoint under {}: starting from scratch",
-                    args.checkpoint_dir.display()
-                );
+                eprintln!("no complete checkpoint under {checkpoint_base}: starting from scratch");
                 None
             }
         },
         Some(path) => Some(PathBuf::from(path)),
     };
-    let restored_reader = restore_path.as_deref().map(SnapshotReader::open).transpose()?;
+    let restored_reader = restore_path
+        .as_deref()
+        .map(|p| crate::cmd::open_reader(p, &Default::default()))
+        .transpose()?;
 
     // The checkpoint store of this run, and the changelog's upload service in it.
     let run_id = new_job_id();
     let store = if args.guarantee == Guarantee::AtMostOnce {
         None
     } else {
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&args.checkpoint_dir));
+        let storage = crate::cmd::storage_at(&checkpoint_base)?;
         Some(CheckpointStore::open(storage, &run_id, args.retained_checkpoints)?)
     };
     let changelog = match (&settings.changelog, &store) {
@@ -916,15 +920,14 @@ impl Job {
     fn savepoint(&mut self, source_finished: bool) -> Result<PathBuf> {
         let id = self.next_checkpoint;
         self.next_checkpoint += 1;
-        std::fs::create_dir_all(&self.args.savepoint_dir)
-            .with_context(|| format!("cannot create {}", self.args.savepoint_dir.display()))?;
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&self.args.savepoint_dir));
+        let base = crate::cmd::location(&self.args.savepoint_dir)?;
+        let storage = crate::cmd::storage_at(&base)?;
         let writer = SnapshotWriter::new_savepoint(storage, "", &self.run_id, id)?;
         let dir = writer.dir().to_string();
         self.sync_part(&writer, source_finished)?.write(&writer)?;
         writer.finish()?;
         self.notify_complete(id, &[])?;
-        Ok(self.args.savepoint_dir.join(dir))
+        Ok(PathBuf::from(base.join(&dir).display()))
     }
 }
 

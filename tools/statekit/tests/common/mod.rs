@@ -1,6 +1,8 @@
 //! Helpers for tests that run the real `statekit` binary.
 #![allow(dead_code)]
 
+pub mod moto;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,0 +1,344 @@
+//! [`ObjectStorage`]: the [`Storage`] trait over an `object_store` bucket.
+
+use crate::blob::{BytesBlob, RangedBlob};
+use crate::error::{client_error, storage_error};
+use crate::runtime::block_on;
+use crate::writer::ObjectWriter;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
+use statekit_core::storage::{check_path, Blob, DirEntry, Storage, StorageError, StorageWriter};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How much of a file [`Storage::open_ranged`] reads with its first request (the end of the
+/// file: a data file's index and trailer; a smaller file whole).
+pub(crate) const FIRST_READ: u64 = 64 * 1024;
+
+/// Counters of the requests a storage made (every `ObjectStorage` of a process shares one
+/// per bucket).
+#[derive(Debug, Default)]
+pub struct RequestStats {
+    pub(crate) gets: AtomicU64,
+    pub(crate) get_bytes: AtomicU64,
+    pub(crate) puts: AtomicU64,
+    pub(crate) put_bytes: AtomicU64,
+    pub(crate) parts: AtomicU64,
+    pub(crate) heads: AtomicU64,
+    pub(crate) lists: AtomicU64,
+    pub(crate) deletes: AtomicU64,
+    pub(crate) aborts: AtomicU64,
+}
+
+/// A copy of [`RequestStats`] at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// `GET`s (whole objects and ranges).
+    pub gets: u64,
+    /// Bytes the store served to them.
+    pub get_bytes: u64,
+    /// Single-request `PUT`s and completed multipart uploads.
+    pub puts: u64,
+    /// Bytes uploaded.
+    pub put_bytes: u64,
+    /// Multipart parts uploaded.
+    pub parts: u64,
+    /// `HEAD`s.
+    pub heads: u64,
+    /// Listings.
+    pub lists: u64,
+    /// Objects deleted.
+    pub deletes: u64,
+    /// Multipart uploads aborted.
+    pub aborts: u64,
+}
+
+impl StatsSnapshot {
+    /// The counts as a JSON object (one line).
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"gets\":{},\"get_bytes\":{},\"puts\":{},\"put_bytes\":{},\"parts\":{},\"heads\":{},\"lists\":{},\"deletes\":{},\"aborts\":{}}}",
+            self.gets, self.get_bytes, self.puts, self.put_bytes, self.parts, self.heads, self.lists, self.deletes, self.aborts
+        )
+    }
+
+    /// The counts of every bucket this process opened, summed.
+    pub fn of_process() -> StatsSnapshot {
+        let mut t = StatsSnapshot::default();
+        for s in crate::location::opened() {
+            let x = s.stats();
+            t.gets += x.gets;
+            t.get_bytes += x.get_bytes;
+            t.puts += x.puts;
+            t.put_bytes += x.put_bytes;
+            t.parts += x.parts;
+            t.heads += x.heads;
+            t.lists += x.lists;
+            t.deletes += x.deletes;
+            t.aborts += x.aborts;
+        }
+        t
+    }
+
+    /// Appends [`StatsSnapshot::of_process`] as one JSON line to the file named by
+    /// `STATEKIT_OBJECT_STORE_STATS`, when it is set and this process opened a bucket. A
+    /// binary calls it before it exits.
+    pub fn write_if_requested() {
+        let Some(path) = std::env::var_os("STATEKIT_OBJECT_STORE_STATS") else {
+            return;
+        };
+        if crate::location::opened().is_empty() {
+            return;
+        }
+        let line = format!("{}\n", Self::of_process().to_json());
+        let r = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "cannot write the object store counters");
+        }
+    }
+}
+
+/// A bucket (or container) of an object store as a [`Storage`]: paths are object keys.
+#[derive(Debug)]
+pub struct ObjectStorage {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    /// `s3://bucket`: what paths are shown under.
+    pub(crate) base: String,
+    pub(crate) stats: Arc<RequestStats>,
+    /// Multipart part size (at least 5 MiB: S3's minimum for all but the last part).
+    pub(crate) part_size: usize,
+    /// Parts uploaded at once by one writer.
+    pub(crate) upload_concurrency: usize,
+}
+
+impl ObjectStorage {
+    /// `store`, whose objects are shown as `base/key` (`s3://bucket/key`).
+    pub fn new(store: Arc<dyn ObjectStore>, base: String) -> Self {
+        ObjectStorage {
+            store,
+            base: base.trim_end_matches('/').to_string(),
+            stats: Arc::default(),
+            part_size: 8 * 1024 * 1024,
+            upload_concurrency: 4,
+        }
+    }
+
+    /// The requests made so far.
+    pub fn stats(&self) -> StatsSnapshot {
+        let s = &self.stats;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            gets: l(&s.gets),
+            get_bytes: l(&s.get_bytes),
+            puts: l(&s.puts),
+            put_bytes: l(&s.put_bytes),
+            parts: l(&s.parts),
+            heads: l(&s.heads),
+            lists: l(&s.lists),
+            deletes: l(&s.deletes),
+            aborts: l(&s.aborts),
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        if path.is_empty() {
+            self.base.clone()
+        } else {
+            format!("{}/{path}", self.base)
+        }
+    }
+
+    pub(crate) fn key(&self, path: &str) -> Result<ObjectPath, StorageError> {
+        check_path(path)?;
+        ObjectPath::parse(path).map_err(|_| StorageError::InvalidPath(path.to_string()))
+    }
+
+    /// Runs a request future, mapping a runtime failure to an error naming `url`.
+    pub(crate) fn run<T, F>(&self, url: &str, f: F) -> Result<T, StorageError>
+    where
+        F: std::future::Future<Output = Result<T, object_store::Error>> + Send,
+        T: Send,
+    {
+        block_on(f)
+            .map_err(|m| client_error(url, m))?
+            .map_err(|e| storage_error(url, e))
+    }
+
+    /// One `GET` of `range` of `path` (suffix, bounded or whole): the bytes and the object's size.
+    pub(crate) fn get(
+        &self,
+        path: &ObjectPath,
+        url: &str,
+        range: Option<GetRange>,
+    ) -> Result<(bytes::Bytes, u64, std::ops::Range<u64>), StorageError> {
+        let store = self.store.clone();
+        let p = path.clone();
+        let r = self.run(url, async move {
+            let opts = GetOptions {
+                range,
+                ..Default::default()
+            };
+            let res = store.get_opts(&p, opts).await?;
+            let size = res.meta.size;
+            let range = res.range.clone();
+            let bytes = res.bytes().await?;
+            Ok((bytes, size, range))
+        });
+        self.stats.gets.fetch_add(1, Ordering::Relaxed);
+        let (bytes, size, range) = r?;
+        self.stats.get_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if bytes.len() as u64 != range.end.saturating_sub(range.start) {
+            return Err(StorageError::Remote {
+                path: url.to_string(),
+                status: None,
+                transient: true,
+                message: format!(
+                    "the store sent {} bytes for the range {}..{}",
+                    bytes.len(),
+                    range.start,
+                    range.end
+                ),
+            });
+        }
+        Ok((bytes, size, range))
+    }
+}
+
+impl Storage for ObjectStorage {
+    fn describe(&self, path: &str) -> String {
+        self.url(path)
+    }
+
+    fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
+        let key = self.key(path)?;
+        Ok(Box::new(ObjectWriter::new(self, key, self.url(path))))
+    }
+
+    /// One `GET` of the whole object.
+    fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        let key = self.key(path)?;
+        let url = self.url(path);
+        let (bytes, _, _) = self.get(&key, &url, None)?;
+        Ok(Arc::new(BytesBlob(bytes)))
+    }
+
+    /// One `GET` of the object's last [`FIRST_READ`] bytes (its size comes with them); the
+    /// rest is fetched as the reader asks for it.
+    fn open_ranged(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
+        let key = self.key(path)?;
+        let url = self.url(path);
+        let first = match self.get(&key, &url, Some(GetRange::Suffix(FIRST_READ))) {
+            Ok(r) => r,
+            // An empty object has no suffix to serve (416): read it whole.
+            Err(StorageError::Remote { status: Some(416), .. }) => self.get(&key, &url, None)?,
+            Err(e) => return Err(e),
+        };
+        let (bytes, size, range) = first;
+        if range.start == 0 && range.end == size {
+            return Ok(Arc::new(BytesBlob(bytes)));
+        }
+        Ok(Arc::new(RangedBlob::new(self, key, url, size, range.start, &bytes)?))
+    }
+
+    fn exists(&self, path: &str) -> Result<bool, StorageError> {
+        let url = self.url(path);
+        if !path.is_empty() {
+            let key = self.key(path)?;
+            let store = self.store.clone();
+            self.stats.heads.fetch_add(1, Ordering::Relaxed);
+            match self.run(&url, async move { store.head(&key).await }) {
+                Ok(_) => return Ok(true),
+                Err(StorageError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // A "directory": some object below it.
+        let prefix = if path.is_empty() { None } else { Some(self.key(path)?) };
+        let store = self.store.clone();
+        self.stats.lists.fetch_add(1, Ordering::Relaxed);
+        let first = self.run(&url, async move {
+            let mut s = store.list(prefix.as_ref());
+            s.next().await.transpose()
+        })?;
+        Ok(first.is_some())
+    }
+
+    /// One delimited listing of the prefix: objects are files, common prefixes directories.
+    fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        let url = self.url(dir);
+        let prefix = if dir.is_empty() { None } else { Some(self.key(dir)?) };
+        let store = self.store.clone();
+        self.stats.lists.fetch_add(1, Ordering::Relaxed);
+        let res = self.run(&url, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
+        let mut out: Vec<DirEntry> = Vec::new();
+        for p in res.common_prefixes {
+            if let Some(name) = p.filename() {
+                out.push(DirEntry {
+                    name: name.to_string(),
+                    is_dir: true,
+                    size: 0,
+                    modified_ms: 0,
+                });
+            }
+        }
+        for o in res.objects {
+            if let Some(name) = o.location.filename() {
+                out.push(DirEntry {
+                    name: name.to_string(),
+                    is_dir: false,
+                    size: o.size,
+                    modified_ms: o.last_modified.timestamp_millis(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn delete_file(&self, path: &str) -> Result<(), StorageError> {
+        let key = self.key(path)?;
+        let store = self.store.clone();
+        self.stats.deletes.fetch_add(1, Ordering::Relaxed);
+        match self.run(&self.url(path), async move { store.delete(&key).await }) {
+            Ok(()) | Err(StorageError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every object below `dir` (a listing, then batched deletes).
+    fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        let url = self.url(dir);
+        let prefix = if dir.is_empty() { None } else { Some(self.key(dir)?) };
+        let store = self.store.clone();
+        self.stats.lists.fetch_add(1, Ordering::Relaxed);
+        let n = self.run(&url, async move {
+            let locations = store.list(prefix.as_ref()).map_ok(|m| m.location).boxed();
+            let deleted: Vec<ObjectPath> = store.delete_stream(locations).try_collect().await?;
+            Ok(deleted.len() as u64)
+        })?;
+        self.stats.deletes.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Nothing to create: a prefix exists when an object does.
+    fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
+        check_path(dir)
+    }
+
+    /// One `PUT` (an object appears whole or not at all).
+    fn put_atomic(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
+        let key = self.key(path)?;
+        let url = self.url(path);
+        let store = self.store.clone();
+        let payload = PutPayload::from(bytes::Bytes::copy_from_slice(bytes));
+        self.run(&url, async move { store.put(&key, payload).await })?;
+        self.stats.puts.fetch_add(1, Ordering::Relaxed);
+        self.stats.put_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(bytes.len() as u64)
+    }
+}
