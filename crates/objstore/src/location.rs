@@ -246,6 +246,7 @@ pub(crate) fn opened() -> Vec<Arc<ObjectStorage>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn urls_and_paths() {
@@ -253,8 +254,8 @@ mod tests {
         assert!(is_url("file:///tmp"));
         assert!(!is_url("/tmp/s3"));
         assert!(!is_url("dir/with://inside"));
-        assert!(matches!(parse_location("/tmp/x"), Ok(Location::Local(p)) if p == PathBuf::from("/tmp/x")));
-        assert!(matches!(parse_location("file:///tmp/x"), Ok(Location::Local(p)) if p == PathBuf::from("/tmp/x")));
+        assert!(matches!(parse_location("/tmp/x"), Ok(Location::Local(p)) if p == Path::new("/tmp/x")));
+        assert!(matches!(parse_location("file:///tmp/x"), Ok(Location::Local(p)) if p == Path::new("/tmp/x")));
         let e = parse_location("hdfs:///flink/savepoints").expect_err("hdfs");
         assert!(e.to_string().contains("hdfs:// is not supported"), "{e}");
         assert!(matches!(

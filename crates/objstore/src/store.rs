@@ -227,7 +227,7 @@ impl Storage for ObjectStorage {
         Ok(Arc::new(BytesBlob(bytes)))
     }
 
-    /// One `GET` of the object's last [`FIRST_READ`] bytes (its size comes with them); the
+    /// One `GET` of the object's last 64 KiB (its size comes with them); the
     /// rest is fetched as the reader asks for it.
     fn open_ranged(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
         let key = self.key(path)?;

@@ -298,3 +298,117 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(&p, &dest).expect("copy");
     }
 }
+
+/// The seed's check with every snapshot on S3: count, stop with a savepoint on S3, restore
+/// from it (the count continues), restore the latest checkpoint on S3, and switch backends
+/// through the S3 savepoint. Nothing local is made for the URLs.
+#[test]
+fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("one.txt"), "a b\na\n").expect("write");
+    std::fs::write(d.join("two.txt"), "a\n").expect("write");
+    let ck = format!("s3://{BUCKET}/flink/checkpoints");
+    let sp = format!("s3://{BUCKET}/flink/savepoints");
+    let (o, stats) = run_s3(
+        &moto,
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "one.txt",
+            "--output",
+            "out1",
+            "--checkpoint-every",
+            "1",
+            "--checkpoint-dir",
+            &ck,
+            "--savepoint-dir",
+            &sp,
+            "--stop-with-savepoint",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stats[0]["puts"].as_u64().unwrap_or(0) > 0, "{stats:?}");
+    let savepoint = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .expect("a path")
+        .to_string();
+    assert!(savepoint.starts_with(&format!("{sp}/")), "{savepoint}");
+    assert!(!d.join("s3:").exists(), "a URL became a local directory");
+    assert_eq!(
+        common::committed_lines(&d.join("out1")),
+        vec!["(a,1)", "(b,1)", "(a,2)"]
+    );
+
+    let (o, _) = run_s3(&moto, d, &["verify", &savepoint]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // Restore from the S3 savepoint: the count continues.
+    let (o, _) = run_s3(
+        &moto,
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out2",
+            "--restore",
+            &savepoint,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(common::committed_lines(&d.join("out2")), vec!["(a,3)"]);
+
+    // The same savepoint into the RocksDB backend (backends switch through it).
+    let (o, _) = run_s3(
+        &moto,
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out3",
+            "--backend",
+            "rocksdb",
+            "--restore",
+            &savepoint,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(common::committed_lines(&d.join("out3")), vec!["(a,3)"]);
+
+    // The latest checkpoint on S3.
+    let (o, _) = run_s3(
+        &moto,
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out4",
+            "--checkpoint-dir",
+            &ck,
+            "--restore",
+            "latest",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("restoring from checkpoint"),
+        "{}",
+        text(&o)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&ck), "{}", text(&o));
+    assert_eq!(common::committed_lines(&d.join("out4")), vec!["(a,3)"]);
+}
