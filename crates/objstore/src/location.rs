@@ -155,6 +155,11 @@ pub fn parse_location(s: &str) -> Result<Location, LocationError> {
         url: s.to_string(),
         reason: reason.to_string(),
     };
+    // `.` and `..` are refused as typed (a URL parser would resolve them away).
+    let after_scheme = s.split_once("://").map_or(s, |(_, rest)| rest);
+    if after_scheme.split('/').skip(1).any(|c| c == "." || c == "..") {
+        return Err(invalid("the key has '.' or '..' components"));
+    }
     let u = url::Url::parse(s).map_err(|e| invalid(&format!("not a valid URL: {e}")))?;
     let scheme = u.scheme().to_ascii_lowercase();
     if scheme == "file" {

@@ -57,7 +57,9 @@ pub struct DiffArgs {
 }
 
 /// `statekit diff`.
-pub fn diff(args: DiffArgs) -> Result<ExitCode> {
+pub fn diff(mut args: DiffArgs) -> Result<ExitCode> {
+    args.a = super::local_only(&args.a, "diff")?;
+    args.b = super::local_only(&args.b, "diff")?;
     let ra = open_side(&args.a)?;
     let rb = open_side(&args.b)?;
     let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());

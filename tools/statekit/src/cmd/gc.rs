@@ -48,7 +48,8 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// `statekit gc`.
-pub fn gc(args: GcArgs) -> Result<ExitCode> {
+pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
+    args.dir = super::local_only(&args.dir, "gc")?;
     let plan = plan_gc(&args.dir, args.min_age)?;
     let bytes = plan.orphan_bytes();
     let mut deleted = None;

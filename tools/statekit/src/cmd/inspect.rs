@@ -173,7 +173,8 @@ pub(crate) fn is_snapshot_path(path: &Path) -> bool {
 }
 
 /// `statekit ls`.
-pub fn ls(args: LsArgs) -> Result<ExitCode> {
+pub fn ls(mut args: LsArgs) -> Result<ExitCode> {
+    args.dir = super::local_only(&args.dir, "ls")?;
     if !args.dir.is_dir() {
         anyhow::bail!("{}: not a directory", args.dir.display());
     }

@@ -268,7 +268,9 @@ impl RewriteArgs {
 }
 
 /// `statekit convert`.
-pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
+pub fn convert(mut args: ConvertArgs) -> Result<ExitCode> {
+    args.out.input = super::local_only(&args.out.input, "convert")?;
+    args.out.output = super::local_only(&args.out.output, "convert")?;
     let mut reader = SnapshotReader::open_with(&args.out.input, &args.out.flink.options())?;
     reader.load_state_schema()?;
     let edits: Vec<Edit> = match args.parallelism {
@@ -287,7 +289,9 @@ pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
 }
 
 /// `statekit rewrite`.
-pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
+pub fn rewrite(mut args: RewriteArgs) -> Result<ExitCode> {
+    args.out.input = super::local_only(&args.out.input, "rewrite")?;
+    args.out.output = super::local_only(&args.out.output, "rewrite")?;
     let mut edits = args.edits()?;
     if edits.is_empty() && args.keep_keys.is_empty() && args.drop_keys.is_empty() {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
@@ -547,7 +551,8 @@ fn open_with_schema(path: &std::path::Path) -> Result<SnapshotReader> {
 }
 
 /// `statekit schema`.
-pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
+pub fn schema(mut args: SchemaArgs) -> Result<ExitCode> {
+    args.path = super::local_only(&args.path, "schema")?;
     let reader = open_with_schema(&args.path)?;
     let schema = statekit_migrate::JobSchema::of_reader(&reader)?;
     if args.json {
@@ -611,7 +616,9 @@ pub struct CheckArgs {
 }
 
 /// `statekit check`: exit 0 compatible, 1 incompatible (each reason on a line), 2 error.
-pub fn check(args: CheckArgs) -> Result<ExitCode> {
+pub fn check(mut args: CheckArgs) -> Result<ExitCode> {
+    args.path = super::local_only(&args.path, "check")?;
+    args.against = super::local_only(&args.against, "check")?;
     let reader = open_with_schema(&args.path)?;
     let snapshot = statekit_migrate::JobSchema::of(reader.metadata());
     let is_snapshot_file = args

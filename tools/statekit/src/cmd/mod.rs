@@ -47,3 +47,13 @@ pub(crate) fn storage_at(location: &Location) -> Result<std::sync::Arc<dyn state
         }
     })
 }
+
+/// `path` as a local path for a command that works on local files only so far (a `file://`
+/// URL is turned into its path): an object-store URL is refused with a clear error rather than
+/// taken for a local directory named `s3:`.
+pub(crate) fn local_only(path: &Path, what: &str) -> Result<std::path::PathBuf> {
+    match location(path)? {
+        Location::Local(p) => Ok(p),
+        l => anyhow::bail!("{what} on object storage ({l}) is not supported yet: use a local path"),
+    }
+}

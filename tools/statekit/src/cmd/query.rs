@@ -37,7 +37,8 @@ pub struct QueryArgs {
 }
 
 /// `statekit query`.
-pub fn query(args: QueryArgs) -> Result<ExitCode> {
+pub fn query(mut args: QueryArgs) -> Result<ExitCode> {
+    args.snapshot = super::local_only(&args.snapshot, "query")?;
     let mut reader = SnapshotReader::open(&args.snapshot)?;
     reader.load_state_schema()?;
     let q = SnapshotQuery::new(Arc::new(reader))?;

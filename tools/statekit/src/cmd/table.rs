@@ -71,7 +71,9 @@ pub struct ExportArgs {
 }
 
 /// `statekit export`.
-pub fn export(args: ExportArgs) -> Result<ExitCode> {
+pub fn export(mut args: ExportArgs) -> Result<ExitCode> {
+    args.snapshot = super::local_only(&args.snapshot, "export")?;
+    args.out = super::local_only(&args.out, "export")?;
     let format = match args.format {
         ExportFormat::Parquet => TableFormat::Parquet,
         ExportFormat::Arrow => TableFormat::Arrow,
@@ -158,7 +160,10 @@ pub struct ImportArgs {
 }
 
 /// `statekit import`.
-pub fn import(args: ImportArgs) -> Result<ExitCode> {
+pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
+    args.tables = super::local_only(&args.tables, "import")?;
+    args.out = super::local_only(&args.out, "import")?;
+    args.schema = super::local_only(&args.schema, "import")?;
     use anyhow::Context;
     let text = std::fs::read(&args.schema).with_context(|| format!("{}", args.schema.display()))?;
     let schema: statekit_migrate::JobSchema = serde_json::from_slice(&text).with_context(|| {

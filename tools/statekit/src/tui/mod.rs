@@ -45,7 +45,11 @@ pub struct InspectArgs {
 }
 
 /// `statekit inspect`.
-pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
+pub fn inspect(mut args: InspectArgs) -> Result<ExitCode> {
+    args.path = crate::cmd::local_only(&args.path, "inspect")?;
+    if let Some(d) = &args.diff {
+        args.diff = Some(crate::cmd::local_only(d, "inspect --diff")?);
+    }
     if !args.path.exists() {
         bail!("{}: no such file or directory", args.path.display());
     }

@@ -420,7 +420,13 @@ struct InFlight {
 }
 
 /// Runs the job.
-pub fn run(args: WordcountArgs) -> Result<ExitCode> {
+pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
+    args.output = crate::cmd::local_only(&args.output, "--output")?;
+    if let Some(p) = &args.input {
+        if p.as_os_str() != "-" {
+            args.input = Some(crate::cmd::local_only(p, "--input")?);
+        }
+    }
     let (p, max_p) = (args.parallelism, args.max_parallelism);
     keygroup::check_parallelism(p, max_p)?;
     if args.print_schema {
