@@ -76,6 +76,82 @@ pub fn find_snapshots(dir: &Path, depth: usize) -> Vec<FoundSnapshot> {
         .collect()
 }
 
+/// [`find_snapshots`] under any [`Location`]: on a storage (an object store), by delimited
+/// listings (one per directory visited) and one read of each `_metadata`. A found snapshot's
+/// `path` is its location as the user would type it (`s3://bucket/ck/job/chk-3`).
+pub fn find_snapshots_at(base: &Location, depth: usize) -> Result<Vec<FoundSnapshot>, SnapshotError> {
+    let (storage, root) = match base {
+        Location::Local(p) => return Ok(find_snapshots(p, depth)),
+        Location::Stored { storage, path, .. } => (storage.clone(), path.clone()),
+    };
+    let mut out = Vec::new();
+    walk_stored(&storage, base, &root, depth, &mut out)?;
+    Ok(out)
+}
+
+fn walk_stored(
+    storage: &Arc<dyn Storage>,
+    location: &Location,
+    dir: &str,
+    depth: usize,
+    out: &mut Vec<FoundSnapshot>,
+) -> Result<(), SnapshotError> {
+    let entries = storage.list(dir).map_err(statekit_format::FormatError::from)?;
+    let md = entries.iter().find(|e| !e.is_dir && e.name == METADATA_FILE_NAME);
+    let name = dir.rsplit('/').next().unwrap_or(dir);
+    let is_chk = statekit_checkpoint::parse_checkpoint_dir_name(name).is_some();
+    if md.is_some() || is_chk {
+        let dir_bytes = stored_size(storage, dir)?;
+        let (complete, problem, meta) = if md.is_some() {
+            match SnapshotReader::open_location(location, &Default::default()) {
+                Ok(r) => (true, None, Some(r.metadata().clone())),
+                Err(e) => (false, Some(e.to_string()), None),
+            }
+        } else {
+            (false, Some(INCOMPLETE.to_string()), None)
+        };
+        let md_bytes = md.map_or(0, |e| e.size);
+        let (bytes, own_bytes) = match &meta {
+            Some(m) => {
+                let (t, o) = referenced_bytes(m);
+                (t.saturating_add(md_bytes), o.saturating_add(md_bytes))
+            }
+            None => (dir_bytes, dir_bytes),
+        };
+        out.push(FoundSnapshot {
+            path: PathBuf::from(location.display()),
+            complete,
+            problem,
+            meta,
+            bytes,
+            own_bytes,
+            dir_bytes,
+        });
+        return Ok(());
+    }
+    if depth == 0 {
+        return Ok(());
+    }
+    for e in entries.iter().filter(|e| e.is_dir) {
+        let child = statekit_core::storage::join(dir, &e.name);
+        walk_stored(storage, &location.join(&e.name), &child, depth - 1, out)?;
+    }
+    Ok(())
+}
+
+/// Bytes of every object below `dir` of `storage`.
+fn stored_size(storage: &Arc<dyn Storage>, dir: &str) -> Result<u64, SnapshotError> {
+    let mut total = 0u64;
+    for e in storage.list(dir).map_err(statekit_format::FormatError::from)? {
+        total = total.saturating_add(if e.is_dir {
+            stored_size(storage, &statekit_core::storage::join(dir, &e.name))?
+        } else {
+            e.size
+        });
+    }
+    Ok(total)
+}
+
 fn dir_size(p: &Path) -> u64 {
     std::fs::read_dir(p)
         .map(|rd| {

@@ -27,6 +27,9 @@ mod views;
 
 pub use backend::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom};
 pub use error::SnapshotError;
-pub use find::{find_snapshots, latest_checkpoint, latest_checkpoint_at, referenced_bytes, FoundSnapshot, INCOMPLETE};
+pub use find::{
+    find_snapshots, find_snapshots_at, latest_checkpoint, latest_checkpoint_at, referenced_bytes, FoundSnapshot,
+    INCOMPLETE,
+};
 pub use verify::{verify_location, verify_path, verify_reader, Verification};
 pub use views::{keyed_views, stored_as, StoredAs};

@@ -348,6 +348,26 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
     let (o, _) = run_s3(&moto, d, &["verify", &savepoint]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
+    // ls lists the checkpoints and the savepoint by URL, complete.
+    let (o, _) = run_s3(&moto, d, &["ls", &format!("s3://{BUCKET}/flink"), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
+    let items = items.as_array().expect("an array");
+    assert!(items.len() >= 2, "{items:?}");
+    assert!(items.iter().all(|i| i["complete"] == true), "{items:?}");
+    assert!(
+        items
+            .iter()
+            .any(|i| i["path"] == savepoint.as_str() && i["kind"] == "savepoint"),
+        "{items:?}"
+    );
+    assert!(
+        items
+            .iter()
+            .any(|i| i["kind"] == "checkpoint" && i["path"].as_str().is_some_and(|p| p.starts_with(&ck))),
+        "{items:?}"
+    );
+
     // Restore from the S3 savepoint: the count continues.
     let (o, _) = run_s3(
         &moto,

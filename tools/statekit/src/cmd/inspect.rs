@@ -173,12 +173,17 @@ pub(crate) fn is_snapshot_path(path: &Path) -> bool {
 }
 
 /// `statekit ls`.
-pub fn ls(mut args: LsArgs) -> Result<ExitCode> {
-    args.dir = super::local_only(&args.dir, "ls")?;
-    if !args.dir.is_dir() {
-        anyhow::bail!("{}: not a directory", args.dir.display());
-    }
-    let found = find_snapshots(&args.dir, 4);
+pub fn ls(args: LsArgs) -> Result<ExitCode> {
+    let base = super::location(&args.dir)?;
+    let found = match &base {
+        statekit_core::location::Location::Local(dir) => {
+            if !dir.is_dir() {
+                anyhow::bail!("{}: not a directory", dir.display());
+            }
+            find_snapshots(dir, 4)
+        }
+        stored => statekit_snapshot::find_snapshots_at(stored, 4)?,
+    };
     if args.json {
         let items: Vec<_> = found
             .iter()
@@ -234,7 +239,7 @@ pub fn ls(mut args: LsArgs) -> Result<ExitCode> {
             }
         }
         if found.is_empty() {
-            outln!("(no checkpoints or savepoints under {})", args.dir.display());
+            outln!("(no checkpoints or savepoints under {base})");
         }
     }
     Ok(ExitCode::SUCCESS)
