@@ -115,9 +115,11 @@ impl StorageWriter for ObjectWriter {
                     up.put(rest);
                 }
                 // `finish` aborts the upload itself when a part or the completion fails.
-                block_on(up.finish())
-                    .map_err(|m| client_error(&url, m))?
-                    .map_err(|e| storage_error(&url, e))?;
+                let r = block_on(up.finish()).map_err(|m| client_error(&url, m))?;
+                if let Err(e) = r {
+                    self.stats.aborts.fetch_add(1, Ordering::Relaxed);
+                    return Err(storage_error(&url, e));
+                }
             }
         }
         self.committed = true;

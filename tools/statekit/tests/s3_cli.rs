@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::moto::Moto;
+use common::moto::{FaultProxy, Moto};
 use common::{bin, run};
 use statekit_checkpoint::SnapshotWriter;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -19,11 +19,16 @@ const BUCKET: &str = "statekit-test";
 
 /// `statekit args…` in `dir` with the server's environment; the counters file it wrote.
 fn run_s3(moto: &Moto, dir: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>) {
+    run_env(moto.env(), dir, args)
+}
+
+/// [`run_s3`] with the environment `env` (a [`FaultProxy`]'s).
+fn run_env(env: Vec<(&'static str, String)>, dir: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>) {
     let stats = dir.join(format!("stats-{}.jsonl", rand::random::<u64>()));
     let out = Command::new(bin())
         .current_dir(dir)
         .args(args)
-        .envs(moto.env())
+        .envs(env)
         .env("STATEKIT_OBJECT_STORE_STATS", &stats)
         .env("STATEKIT_OBJECT_STORE_RETRIES", "1")
         .env("STATEKIT_OBJECT_STORE_RETRY_TIMEOUT_SECS", "5")
@@ -124,7 +129,7 @@ fn damage_missing_snapshots_stopped_servers_and_other_schemes_are_clear_errors()
     // A copy whose first keyed data file has one byte flipped in the middle.
     let damaged = dir.path().join("damaged");
     copy_dir(&sp, &damaged);
-    let keyed = find_file(&damaged, |p| p.extension().is_some_and(|e| e == "keyed"))
+    let keyed = find_file(&damaged, |p| p.extension().is_some_and(|e| e == "skd"))
         .or_else(|| find_file(&damaged, |p| p.file_name().is_some_and(|n| n != "_metadata")))
         .expect("a data file");
     let mut bytes = std::fs::read(&keyed).expect("read");
@@ -431,4 +436,212 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains(&ck), "{}", text(&o));
     assert_eq!(common::committed_lines(&d.join("out4")), vec!["(a,3)"]);
+}
+
+/// `(word,count)` lines of an uninterrupted word count of `text`.
+fn expected_counts(text: &str) -> Vec<String> {
+    let mut counts = std::collections::BTreeMap::<&str, u64>::new();
+    text.split_whitespace()
+        .map(|w| {
+            let c = counts.entry(w).or_default();
+            *c += 1;
+            format!("({w},{c})")
+        })
+        .collect()
+}
+
+/// Output lines as a sorted multiset (subtasks write their own part files).
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// The server answering 503 (or vanishing) at `_metadata` of a checkpoint, for every data
+/// file of a savepoint, or for a while only: the snapshot fails cleanly (exit 2, the object
+/// and the status named, no `_metadata`, nothing incomplete listed as complete), transient
+/// failures are retried through, and after the server is back the job restores the latest
+/// checkpoint and its output is exactly once.
+#[test]
+fn server_failures_fail_snapshots_cleanly_and_the_next_run_restores_exactly_once() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket(BUCKET);
+    let proxy = FaultProxy::start(moto.port);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let words = "a b c a b a d e a f g a b c h i a j";
+    std::fs::write(d.join("in.txt"), words.replace(' ', "\n")).expect("write");
+    let ck = format!("s3://{BUCKET}/faults/checkpoints");
+    let sp = format!("s3://{BUCKET}/faults/savepoints");
+    let wc = |output: &str, extra: &[&str]| {
+        let mut a = vec![
+            "demo",
+            "wordcount",
+            "--input",
+            "in.txt",
+            "--output",
+            output,
+            "--checkpoint-every",
+            "4",
+            "--checkpoint-dir",
+            &ck,
+            "--savepoint-dir",
+            &sp,
+        ];
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<String>>()
+    };
+
+    // chk-3's _metadata never gets through: the run fails at checkpoint 3.
+    proxy.fail("PUT", "/chk-3/_metadata", 503, usize::MAX);
+    let a = wc("out", &[]);
+    let (o, _) = run_env(proxy.env(&moto), d, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("503") && err.contains("chk-3/_metadata"), "{err}");
+    assert!(!proxy.injected.lock().expect("log").is_empty());
+    // Checkpoints 1 and 2 are complete; 3 is not listed as complete.
+    let (o, _) = run_s3(&moto, d, &["ls", &ck, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
+    let complete: Vec<u64> = items
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|i| i["complete"] == true)
+        .filter_map(|i| i["id"].as_u64())
+        .collect();
+    assert_eq!(complete, vec![1, 2], "{items}");
+
+    // The server is back: restore the latest checkpoint; the output is exactly once.
+    proxy.clear();
+    let a = wc("out", &["--restore", "latest"]);
+    let (o, _) = run_env(proxy.env(&moto), d, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("restoring from checkpoint 2"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        sorted(common::committed_lines(&d.join("out"))),
+        sorted(expected_counts(words)),
+        "exactly once across the failed run"
+    );
+
+    // A few 503s and one dropped connection on the way are retried through.
+    proxy.fail("PUT", "_metadata", 503, 2);
+    proxy.fail("PUT", ".skd", 0, 1);
+    let a = wc("out2", &["--stop-with-savepoint"]);
+    let env = proxy.env(&moto);
+    let mut cmd = Command::new(bin());
+    cmd.current_dir(d)
+        .args(&a)
+        .envs(env)
+        .env("STATEKIT_OBJECT_STORE_RETRIES", "5");
+    let o = cmd.output().expect("run");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let savepoint = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .expect("path")
+        .to_string();
+    let (o, _) = run_s3(&moto, d, &["verify", &savepoint]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // Every data file of a savepoint refused: no savepoint appears.
+    proxy.fail("PUT", ".skd", 500, usize::MAX);
+    let a = wc("out3", &["--stop-with-savepoint"]);
+    let (o, _) = run_env(proxy.env(&moto), d, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("500"), "{}", text(&o));
+    proxy.clear();
+    let (o, _) = run_s3(&moto, d, &["ls", &sp, "--json"]);
+    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
+    assert_eq!(
+        items.as_array().map(Vec::len),
+        Some(1),
+        "only the earlier savepoint: {items}"
+    );
+}
+
+/// A data file larger than one part goes up as a multipart upload; a part refused aborts the
+/// upload (no parts left behind, nothing appears) and the savepoint fails; without faults the
+/// same savepoint verifies.
+#[test]
+fn multipart_uploads_complete_or_abort() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket(BUCKET);
+    let proxy = FaultProxy::start(moto.port);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // About 9 MB of keyed state in one subtask: more than one 8 MiB part.
+    let mut input = String::new();
+    let mut x: u64 = 1;
+    for _ in 0..20_000 {
+        for _ in 0..50 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            input.push_str(&format!("w{:06} ", (x >> 33) % 100_000));
+        }
+        input.push('\n');
+    }
+    std::fs::write(d.join("big.txt"), input).expect("write");
+    let sp = format!("s3://{BUCKET}/mp/savepoints");
+    let args = [
+        "demo",
+        "wordcount",
+        "--input",
+        "big.txt",
+        "--parallelism",
+        "1",
+        "--checkpoint-every",
+        "10000000",
+        "--savepoint-dir",
+        &sp,
+        "--stop-with-savepoint",
+    ];
+    proxy.fail("PUT", "partNumber=2", 503, usize::MAX);
+    let (o, stats) = run_env(proxy.env(&moto), d, &args);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stats[0]["aborts"].as_u64().unwrap_or(0) >= 1, "{stats:?}");
+    // No multipart upload is left open, and no savepoint appeared.
+    let mut s = TcpStreamGet::new(moto.port);
+    let uploads = s.get(&format!("/{BUCKET}?uploads"));
+    assert!(!uploads.contains("<Upload>"), "an upload was left open: {uploads}");
+    let (o, _) = run_s3(&moto, d, &["ls", &sp, "--json"]);
+    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
+    assert_eq!(items.as_array().map(Vec::len), Some(0), "{items}");
+
+    proxy.clear();
+    let (o, stats) = run_env(proxy.env(&moto), d, &args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stats[0]["parts"].as_u64().unwrap_or(0) >= 2, "{stats:?}");
+    let savepoint = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .expect("path")
+        .to_string();
+    let (o, _) = run_s3(&moto, d, &["verify", &savepoint]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// A plain HTTP GET of the moto server (its listing of open multipart uploads).
+struct TcpStreamGet {
+    port: u16,
+}
+
+impl TcpStreamGet {
+    fn new(port: u16) -> Self {
+        TcpStreamGet { port }
+    }
+
+    fn get(&mut self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    }
 }

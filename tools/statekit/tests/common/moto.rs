@@ -145,3 +145,161 @@ impl Drop for Moto {
         self.stop();
     }
 }
+
+/// A fault to inject: requests whose method is `method` and whose request line contains
+/// `contains` get `status` (0: the connection is dropped without an answer, as when the server
+/// dies mid-request), `times` times (`usize::MAX`: always).
+#[derive(Clone, Debug)]
+pub struct Fault {
+    /// `PUT`, `POST`, `GET`, …
+    pub method: &'static str,
+    /// A substring of the request target (`/_metadata`, `partNumber=2`).
+    pub contains: String,
+    /// The HTTP status to answer, or 0 to drop the connection.
+    pub status: u16,
+    /// How many matching requests fail.
+    pub times: usize,
+}
+
+/// An HTTP proxy in front of a [`Moto`] server that fails chosen requests: how the tests make
+/// the server answer 500/503 or vanish mid-upload, mid-multipart and mid-`_metadata`.
+/// Loopback only; one upstream connection per request.
+pub struct FaultProxy {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    faults: std::sync::Arc<std::sync::Mutex<Vec<Fault>>>,
+    /// Request lines that were failed.
+    pub injected: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FaultProxy {
+    /// A proxy to the server on `upstream` (a port on 127.0.0.1).
+    pub fn start(upstream: u16) -> FaultProxy {
+        use std::sync::{atomic::AtomicBool, Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("addr").port();
+        let faults: Arc<Mutex<Vec<Fault>>> = Arc::default();
+        let injected: Arc<Mutex<Vec<String>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (f, i, s) = (faults.clone(), injected.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(conn) = conn else { continue };
+                let (f, i) = (f.clone(), i.clone());
+                std::thread::spawn(move || {
+                    let _ = proxy_one(conn, upstream, &f, &i);
+                });
+            }
+        });
+        FaultProxy {
+            port,
+            faults,
+            injected,
+            stop,
+        }
+    }
+
+    /// Adds a fault.
+    pub fn fail(&self, method: &'static str, contains: &str, status: u16, times: usize) {
+        self.faults.lock().expect("faults").push(Fault {
+            method,
+            contains: contains.to_string(),
+            status,
+            times,
+        });
+    }
+
+    /// Removes every fault (the server is "back").
+    pub fn clear(&self) {
+        self.faults.lock().expect("faults").clear();
+    }
+
+    /// The environment a `statekit` child needs to reach the server through this proxy.
+    pub fn env(&self, moto: &Moto) -> Vec<(&'static str, String)> {
+        let mut env = moto.env();
+        for (k, v) in env.iter_mut() {
+            if *k == "AWS_ENDPOINT_URL" {
+                *v = format!("http://127.0.0.1:{}", self.port);
+            }
+        }
+        env
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Reads one request from `client`, fails it or forwards it (with `Connection: close`) and
+/// copies the answer back; the connection is closed after one request.
+fn proxy_one(
+    mut client: TcpStream,
+    upstream: u16,
+    faults: &std::sync::Mutex<Vec<Fault>>,
+    injected: &std::sync::Mutex<Vec<String>>,
+) -> std::io::Result<()> {
+    client.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if client.read(&mut byte)? == 0 || head.len() > 64 * 1024 {
+            return Ok(());
+        }
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let request_line = text.lines().next().unwrap_or("").to_string();
+    let method = request_line.split(' ').next().unwrap_or("").to_string();
+    let mut length = 0usize;
+    let mut forwarded = String::new();
+    for (n, line) in text.split("\r\n").enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if n > 0 && lower.starts_with("connection:") {
+            continue;
+        }
+        forwarded.push_str(line);
+        forwarded.push_str("\r\n");
+    }
+    forwarded.push_str("Connection: close\r\n\r\n");
+    let mut body = vec![0u8; length];
+    client.read_exact(&mut body)?;
+    let fault = {
+        let mut fs = faults.lock().unwrap_or_else(|p| p.into_inner());
+        let hit = fs
+            .iter_mut()
+            .find(|f| f.times > 0 && f.method == method && request_line.contains(&f.contains));
+        hit.map(|f| {
+            f.times = f.times.saturating_sub(1);
+            f.status
+        })
+    };
+    if let Some(status) = fault {
+        injected.lock().unwrap_or_else(|p| p.into_inner()).push(request_line);
+        if status == 0 {
+            return client.shutdown(Shutdown::Both);
+        }
+        let answer = format!("HTTP/1.1 {status} Injected\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        client.write_all(answer.as_bytes())?;
+        return client.shutdown(Shutdown::Both);
+    }
+    let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
+    up.write_all(forwarded.as_bytes())?;
+    up.write_all(&body)?;
+    let mut answer = Vec::new();
+    up.read_to_end(&mut answer)?;
+    client.write_all(&answer)?;
+    client.shutdown(Shutdown::Both)
+}
