@@ -14,6 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WORDS: usize = 60_000;
+/// The bucket of the S3 runs.
+const S3_BUCKET: &str = "statekit-kills";
 
 fn make_input(path: &Path) -> BTreeMap<String, i64> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
@@ -57,7 +59,7 @@ fn run_with_kills(dir: &Path, guarantee: &str, kills: usize, seed: u64) -> usize
 /// [`run_with_kills`] on a chosen backend; each restart picks the backend at random when
 /// `backend` is `"mixed"` (restores switch backends through the canonical checkpoints).
 fn run_with_kills_on(dir: &Path, guarantee: &str, backend: &str, kills: usize, seed: u64) -> usize {
-    run_with_kills_opts(dir, guarantee, backend, "full", "off", kills, seed)
+    run_with_kills_opts(dir, guarantee, backend, "full", "off", kills, seed, None)
 }
 
 /// [`run_with_kills_on`] with a checkpoint type (`full` or `incremental`) and the changelog
@@ -72,8 +74,15 @@ fn run_with_kills_opts(
     changelog: &str,
     kills: usize,
     seed: u64,
+    s3: Option<&common::moto::Moto>,
 ) -> usize {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    // Checkpoints on a local directory, or on the S3 server.
+    let ck = match s3 {
+        Some(_) => format!("s3://{S3_BUCKET}/ck"),
+        None => "ck".to_string(),
+    };
+    let env = s3.map(common::moto::Moto::env).unwrap_or_default();
     let mut hit = 0;
     for round in 0..=kills {
         let p = rng.gen_range(1..=4).to_string();
@@ -111,7 +120,7 @@ fn run_with_kills_opts(
                 "--output",
                 "out",
                 "--checkpoint-dir",
-                "ck",
+                &ck,
                 "--checkpoint-every",
                 "1500",
                 "--restore",
@@ -128,6 +137,7 @@ fn run_with_kills_opts(
                 mode,
             ])
             .args(changelog_args)
+            .envs(env.iter().cloned())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -294,7 +304,7 @@ fn exactly_once_survives_sigkill_with_incremental_checkpoints_in_every_restore_m
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
     let expected = make_input(&d.join("input.txt"));
-    let hit = run_with_kills_opts(d, "exactly-once", "rocksdb", "incremental", "off", 5, 21);
+    let hit = run_with_kills_opts(d, "exactly-once", "rocksdb", "incremental", "off", 5, 21, None);
     assert!(hit >= 2, "only {hit} kills hit a running job");
     assert_exactly_once(&expected, &d.join("out"));
     // Every complete checkpoint left (native, incremental) verifies in full, entries decoded.
@@ -405,7 +415,7 @@ fn exactly_once_survives_sigkill_with_the_changelog() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let d = tmp.path();
         let expected = make_input(&d.join("input.txt"));
-        let hit = run_with_kills_opts(d, "exactly-once", backend, "full", "on", 5, seed);
+        let hit = run_with_kills_opts(d, "exactly-once", backend, "full", "on", 5, seed, None);
         assert!(hit >= 2, "{backend}: only {hit} kills hit a running job");
         assert_exactly_once(&expected, &d.join("out"));
         verify_every_checkpoint(d);
@@ -421,7 +431,7 @@ fn exactly_once_survives_sigkill_switching_the_changelog_and_the_backend() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
     let expected = make_input(&d.join("input.txt"));
-    let hit = run_with_kills_opts(d, "exactly-once", "mixed", "full", "mixed", 6, 33);
+    let hit = run_with_kills_opts(d, "exactly-once", "mixed", "full", "mixed", 6, 33, None);
     assert!(hit >= 2, "only {hit} kills hit a running job");
     assert_exactly_once(&expected, &d.join("out"));
     verify_every_checkpoint(d);
@@ -456,4 +466,51 @@ fn verify_every_checkpoint(d: &Path) {
         n += 1;
     }
     assert!(n > 0, "no complete checkpoint left");
+}
+
+/// Exactly-once across SIGKILLs with every checkpoint on a real S3 server (moto): full
+/// checkpoints on the heap backend and incremental native ones on RocksDB (SST files uploaded
+/// and downloaded), backends switching between restarts. A kill mid-upload leaves no
+/// `_metadata`, so it never looks complete; every complete checkpoint left verifies.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn exactly_once_survives_sigkill_with_checkpoints_on_s3() {
+    let Some(moto) = common::moto::Moto::start() else {
+        return;
+    };
+    moto.create_bucket(S3_BUCKET);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let expected = make_input(&d.join("input.txt"));
+    let hit = run_with_kills_opts(d, "exactly-once", "mixed", "full", "off", 4, 57, Some(&moto));
+    assert!(hit >= 1, "only {hit} kills hit a running job");
+    assert_exactly_once(&expected, &d.join("out"));
+    let hit = run_with_kills_opts(d, "exactly-once", "rocksdb", "incremental", "off", 3, 58, Some(&moto));
+    eprintln!("incremental on S3: {hit} SIGKILLs");
+    assert!(!d.join("s3:").exists(), "a URL became a local directory");
+    let out = Command::new(bin())
+        .current_dir(d)
+        .args(["ls", &format!("s3://{S3_BUCKET}/ck"), "--json"])
+        .envs(moto.env())
+        .output()
+        .expect("ls");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ls json");
+    let complete: Vec<&str> = listed
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|i| i["complete"] == true)
+        .filter_map(|i| i["path"].as_str())
+        .collect();
+    assert!(!complete.is_empty(), "{listed}");
+    for path in complete {
+        let v = Command::new(bin())
+            .current_dir(d)
+            .args(["verify", path])
+            .envs(moto.env())
+            .output()
+            .expect("verify");
+        assert!(v.status.success(), "{path}: {}", String::from_utf8_lossy(&v.stdout));
+    }
 }
