@@ -466,3 +466,150 @@ pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
     }
     Ok((n, bytes))
 }
+
+/// [`plan_gc`] for a checkpoint base directory at any [`Location`](statekit_core::location::Location):
+/// on an object store, by listings. Objects have no inodes or symlinks there, so references
+/// and candidates are compared by URL (every reference of a snapshot resolves to the object
+/// it names), and an object's age is its last modification as the store lists it. An
+/// [`Orphan`]'s `path` is its URL and its `id` is zero.
+pub fn plan_gc_at(base: &statekit_core::location::Location, min_age: Duration) -> Result<GcPlan, CheckpointError> {
+    use statekit_core::location::Location;
+    use statekit_core::storage::{join, Storage, SubdirStorage};
+    let (storage, root, url) = match base {
+        Location::Local(p) => return plan_gc(p, min_age),
+        Location::Stored { storage, path, url } => (storage.clone(), path.clone(), url.clone()),
+    };
+    let root_storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(SubdirStorage::new(storage, &root)?);
+    let mut plan = GcPlan {
+        base: PathBuf::from(&url),
+        ..GcPlan::default()
+    };
+    // Snapshots: directories holding `_metadata`, at most 4 levels down.
+    let mut snapshots: Vec<String> = Vec::new();
+    let mut stack: Vec<(String, usize)> = vec![(String::new(), 4)];
+    while let Some((dir, depth)) = stack.pop() {
+        let list = root_storage.list(&dir)?;
+        if list.iter().any(|e| !e.is_dir && e.name == METADATA_FILE_NAME) {
+            snapshots.push(dir);
+            continue;
+        }
+        if depth > 0 {
+            stack.extend(
+                list.iter()
+                    .filter(|e| e.is_dir)
+                    .map(|e| (join(&dir, &e.name), depth - 1)),
+            );
+        }
+    }
+    snapshots.sort();
+    let at = |dir: &str| {
+        let mut l = base.clone();
+        for part in dir.split('/').filter(|p| !p.is_empty()) {
+            l = l.join(part);
+        }
+        l
+    };
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    let mut complete: BTreeSet<String> = BTreeSet::new();
+    for dir in &snapshots {
+        let loc = at(dir);
+        match SnapshotReader::open_location_unchecked(&loc).and_then(|r| r.referenced_files()) {
+            Ok(files) => {
+                plan.snapshots += 1;
+                complete.insert(dir.clone());
+                referenced.insert(root_storage.describe(&join(dir, METADATA_FILE_NAME)));
+                for f in files {
+                    referenced.insert(f.storage.describe(&f.path));
+                }
+            }
+            Err(e) => plan.unreadable.push((PathBuf::from(loc.display()), e.to_string())),
+        }
+    }
+    plan.referenced = referenced.len();
+    let unreadable: BTreeSet<String> = plan.unreadable.iter().map(|(p, _)| p.display().to_string()).collect();
+    let now_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    for job in root_storage.list("")?.into_iter().filter(|e| e.is_dir) {
+        for d in root_storage.list(&job.name)?.into_iter().filter(|e| e.is_dir) {
+            if !is_gc_dir_name(&d.name) {
+                continue;
+            }
+            let dir = join(&job.name, &d.name);
+            let reason = if parse_checkpoint_dir_name(&d.name).is_none() {
+                OrphanReason::UnreferencedShared
+            } else if unreadable.contains(&at(&dir).display()) {
+                continue;
+            } else if complete.contains(&dir) {
+                OrphanReason::UnreferencedInCheckpoint
+            } else {
+                OrphanReason::IncompleteCheckpoint
+            };
+            let mut files: Vec<(String, statekit_core::storage::DirEntry)> = Vec::new();
+            let mut dirs = vec![dir];
+            while let Some(x) = dirs.pop() {
+                for e in root_storage.list(&x)? {
+                    let p = join(&x, &e.name);
+                    if e.is_dir {
+                        dirs.push(p);
+                    } else {
+                        files.push((p, e));
+                    }
+                }
+            }
+            for (p, e) in files {
+                let object = root_storage.describe(&p);
+                if referenced.contains(&object) {
+                    continue;
+                }
+                let orphan = Orphan {
+                    path: PathBuf::from(object),
+                    id: FileId { dev: 0, ino: 0 },
+                    bytes: e.size,
+                    reason,
+                };
+                let age_ms = now_ms.saturating_sub(e.modified_ms);
+                if e.modified_ms == 0 || u128::try_from(age_ms).unwrap_or(0) < min_age.as_millis() {
+                    // No modification time is treated as new: never delete what might be in use.
+                    plan.too_young.push(orphan);
+                } else if reason == OrphanReason::UnreferencedShared && !plan.unreadable.is_empty() {
+                    plan.held_back.push(orphan);
+                } else {
+                    plan.orphans.push(orphan);
+                }
+            }
+        }
+    }
+    plan.orphans.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.too_young.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.held_back.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(plan)
+}
+
+/// [`apply_gc`] of a plan from [`plan_gc_at`]: deletes its orphans (objects below `base`) and
+/// returns (objects, bytes) deleted. An orphan not below `base` refuses the whole plan.
+pub fn apply_gc_at(base: &statekit_core::location::Location, plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
+    use statekit_core::location::Location;
+    let (storage, root, url) = match base {
+        Location::Local(_) => return apply_gc(plan),
+        Location::Stored { storage, path, url } => (storage, path, url),
+    };
+    let prefix = format!("{}/", url.trim_end_matches('/'));
+    let mut keys = Vec::new();
+    for o in &plan.orphans {
+        let object = o.path.display().to_string();
+        let rel = object.strip_prefix(&prefix).filter(|r| !r.is_empty()).ok_or_else(|| {
+            CheckpointError::GcRefused(format!(
+                "refusing the whole gc plan, nothing deleted: {object} is not below {url}"
+            ))
+        })?;
+        keys.push((statekit_core::storage::join(root, rel), o.bytes));
+    }
+    let (mut n, mut bytes) = (0usize, 0u64);
+    for (key, b) in keys {
+        storage.delete_file(&key)?;
+        n += 1;
+        bytes = bytes.saturating_add(b);
+    }
+    Ok((n, bytes))
+}

@@ -645,3 +645,93 @@ impl TcpStreamGet {
         out
     }
 }
+
+/// `gc` on S3: deletes exactly the objects no complete checkpoint references (an orphan in
+/// `shared/`, an incomplete checkpoint, a stray object in a complete one), never one younger
+/// than `--min-age`; afterwards every checkpoint still verifies and none is incomplete.
+#[test]
+fn gc_deletes_only_unreferenced_objects() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket(BUCKET);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("in.txt"), "a b a c a b\n").expect("write");
+    let ck = format!("s3://{BUCKET}/gc/ck");
+    let (o, _) = run_s3(
+        &moto,
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "in.txt",
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-dir",
+            &ck,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let listed = |d: &Path| -> Vec<serde_json::Value> {
+        let (o, _) = run_s3(&moto, d, &["ls", &ck, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .expect("ls --json")
+            .as_array()
+            .cloned()
+            .expect("array")
+    };
+    let before = listed(d);
+    let first = before[0]["path"].as_str().expect("path").to_string();
+    let job_url = first.rsplit_once('/').expect("job/chk").0.to_string();
+    let job_key = job_url
+        .strip_prefix(&format!("s3://{BUCKET}/"))
+        .expect("key")
+        .to_string();
+    let chk = first.rsplit_once('/').expect("chk").1.to_string();
+    moto.put(BUCKET, &format!("{job_key}/shared/orphan.sst"), b"x");
+    moto.put(BUCKET, &format!("{job_key}/chk-99/0-keyed.skd"), b"partial");
+    moto.put(BUCKET, &format!("{job_key}/{chk}/stray.tmp"), b"stray");
+    let mut garbage: Vec<String> = vec![
+        format!("{job_url}/chk-99/0-keyed.skd"),
+        format!("{job_url}/{chk}/stray.tmp"),
+        format!("{job_url}/shared/orphan.sst"),
+    ];
+    garbage.sort();
+
+    // Young objects are left alone.
+    let (o, _) = run_s3(&moto, d, &["gc", &ck, "--yes", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
+    assert_eq!(doc["orphans"].as_array().map(Vec::len), Some(0), "{doc}");
+    assert_eq!(doc["too_young"].as_array().map(Vec::len), Some(3), "{doc}");
+
+    let (o, _) = run_s3(&moto, d, &["gc", &ck, "--dry-run", "--min-age", "0s", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
+    let mut orphans: Vec<String> = doc["orphans"]
+        .as_array()
+        .expect("orphans")
+        .iter()
+        .filter_map(|o| o["path"].as_str().map(str::to_string))
+        .collect();
+    orphans.sort();
+    assert_eq!(orphans, garbage, "{doc}");
+    assert_eq!(doc["deleted_files"], serde_json::Value::Null);
+
+    let (o, stats) = run_s3(&moto, d, &["gc", &ck, "--yes", "--min-age", "0s", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
+    assert_eq!(doc["deleted_files"], 3, "{doc}");
+    assert_eq!(stats[0]["deletes"], 3, "{stats:?}");
+    let after = listed(d);
+    assert_eq!(after.len(), before.len(), "{after:?}");
+    assert!(after.iter().all(|i| i["complete"] == true), "{after:?}");
+    for i in &after {
+        let (v, _) = run_s3(&moto, d, &["verify", i["path"].as_str().expect("path")]);
+        assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+    }
+    let (o, _) = run_s3(&moto, d, &["gc", &ck, "--dry-run", "--min-age", "0s", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
+    assert_eq!(doc["orphans"].as_array().map(Vec::len), Some(0), "nothing left: {doc}");
+}

@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
-use statekit_checkpoint::{apply_gc, plan_gc};
+use statekit_checkpoint::{apply_gc_at, plan_gc_at};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,8 +49,11 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 
 /// `statekit gc`.
 pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
-    args.dir = super::local_only(&args.dir, "gc")?;
-    let plan = plan_gc(&args.dir, args.min_age)?;
+    let base = super::location(&args.dir)?;
+    if let Some(p) = base.as_local() {
+        args.dir = p.to_path_buf();
+    }
+    let plan = plan_gc_at(&base, args.min_age)?;
     let bytes = plan.orphan_bytes();
     let mut deleted = None;
     let delete = !args.dry_run && !plan.orphans.is_empty() && {
@@ -71,7 +74,7 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
         }
     };
     if delete {
-        deleted = Some(apply_gc(&plan)?);
+        deleted = Some(apply_gc_at(&base, &plan)?);
     }
     if args.json {
         let doc = json!({
