@@ -188,9 +188,12 @@ const OPTIONS: &[Opt] = &[
                 return Err("an empty path".into());
             }
             if let Some((scheme, _)) = p.split_once("://") {
-                return Err(format!(
-                    "the `{scheme}://` scheme is not supported here: give a local path (or file://)"
-                ));
+                // Object stores are resolved by whoever opens the storage (statekit-objstore).
+                if !matches!(scheme, "s3" | "s3a" | "gs" | "az") {
+                    return Err(format!(
+                        "the `{scheme}://` scheme is not supported here: give a local path (or file://), or s3://, gs://, az://"
+                    ));
+                }
             }
             b.cfg.base_path = Some(PathBuf::from(p));
             Ok(())
@@ -581,8 +584,10 @@ mod tests {
         assert!(e.to_string().contains("negative"), "{e}");
         let e = cfg(&[("state.changelog.storage", "s3")]).expect_err("storage");
         assert!(e.to_string().contains("use `filesystem` or `memory`"), "{e}");
-        let e = cfg(&[("dstl.dfs.base-path", "s3://bucket/x")]).expect_err("scheme");
-        assert!(e.to_string().contains("`s3://` scheme"), "{e}");
+        let e = cfg(&[("dstl.dfs.base-path", "hdfs:///flink/dstl")]).expect_err("scheme");
+        assert!(e.to_string().contains("`hdfs://` scheme"), "{e}");
+        let c = cfg(&[("dstl.dfs.base-path", "s3://bucket/x")]).expect("s3");
+        assert_eq!(c.base_path, Some(PathBuf::from("s3://bucket/x")));
         let e = cfg(&[("dstl.dfs.upload.max-attempts", "0")]).expect_err("attempts");
         assert!(e.to_string().contains("at least 1"), "{e}");
     }

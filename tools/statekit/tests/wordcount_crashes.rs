@@ -66,6 +66,7 @@ fn run_with_kills_on(dir: &Path, guarantee: &str, backend: &str, kills: usize, s
 /// (`off`, `on`, or `mixed`: on or off at random in each round); incremental and changelog
 /// runs restore in a random restore mode each time (claim, no-claim, legacy). Changelog
 /// runs materialize every 100 ms and let two checkpoints run at once.
+#[allow(clippy::too_many_arguments)] // one knob per dimension the tests vary
 fn run_with_kills_opts(
     dir: &Path,
     guarantee: &str,
