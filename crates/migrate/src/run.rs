@@ -89,7 +89,11 @@ pub fn migrate(
             what: "native output in a build without the `rocksdb` feature".into(),
         });
     }
-    let target = OutputTarget::check(input, output, options.force)?;
+    let target = if reader.storage().absolute_path("").is_some() {
+        OutputTarget::check(input, output, options.force)?
+    } else {
+        OutputTarget::check_output(output, options.force)?
+    };
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&target.parent));
     let meta = &plan.input;
     let writer = SnapshotWriter::new(
@@ -568,6 +572,16 @@ impl OutputTarget {
     /// existing output is refused without it; with it, only a snapshot or an empty directory
     /// is replaced); creates the output's parent.
     pub fn check(input: &Path, output: &Path, force: bool) -> Result<OutputTarget, MigrateError> {
+        Self::check_impl(Some(input), output, force)
+    }
+
+    /// [`OutputTarget::check`] for an input that is not on the local file system (an object
+    /// store's snapshot: the output cannot lie inside it).
+    pub fn check_output(output: &Path, force: bool) -> Result<OutputTarget, MigrateError> {
+        Self::check_impl(None, output, force)
+    }
+
+    fn check_impl(input: Option<&Path>, output: &Path, force: bool) -> Result<OutputTarget, MigrateError> {
         let name = output
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -580,17 +594,19 @@ impl OutputTarget {
         std::fs::create_dir_all(&parent).map_err(|e| MigrateError::io(&parent, e))?;
         let parent = parent.canonicalize().map_err(|e| MigrateError::io(&parent, e))?;
         let output_abs = parent.join(&name);
-        let input_dir = if input.is_file() {
-            input.parent().unwrap_or(Path::new(".")).to_path_buf()
-        } else {
-            input.to_path_buf()
-        };
-        let input_abs = input_dir.canonicalize().map_err(|e| MigrateError::io(&input_dir, e))?;
-        if output_abs.starts_with(&input_abs) || input_abs.starts_with(&output_abs) {
-            return Err(MigrateError::OutputIsInput {
-                output: output.to_path_buf(),
-                input: input.to_path_buf(),
-            });
+        if let Some(input) = input {
+            let input_dir = if input.is_file() {
+                input.parent().unwrap_or(Path::new(".")).to_path_buf()
+            } else {
+                input.to_path_buf()
+            };
+            let input_abs = input_dir.canonicalize().map_err(|e| MigrateError::io(&input_dir, e))?;
+            if output_abs.starts_with(&input_abs) || input_abs.starts_with(&output_abs) {
+                return Err(MigrateError::OutputIsInput {
+                    output: output.to_path_buf(),
+                    input: input.to_path_buf(),
+                });
+            }
         }
         let replace = match std::fs::symlink_metadata(&output_abs) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,

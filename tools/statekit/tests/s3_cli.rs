@@ -105,6 +105,34 @@ fn read_commands_answer_as_on_local_disk() {
     let (o, _) = run_s3(&moto, dir.path(), &["verify", &url]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
+    // schema, diff against the local copy, convert and export read from S3; output is local.
+    let (r, _) = run_s3(&moto, dir.path(), &["schema", &url, "--json"]);
+    let l = run(dir.path(), &["schema", &local, "--json"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(r.stdout, l.stdout);
+    let (o, _) = run_s3(&moto, dir.path(), &["diff", &local, &url]);
+    assert_eq!(o.status.code(), Some(0), "no differences: {}", text(&o));
+    let (o, _) = run_s3(
+        &moto,
+        dir.path(),
+        &["convert", &url, "converted", "--compression", "zstd"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(dir.path(), &["verify", "converted"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = run_s3(&moto, dir.path(), &["export", &url, "tables"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.path().join("tables").is_dir());
+    // An output on S3 is refused (not yet), never a local "s3:" folder.
+    let (o, _) = run_s3(&moto, dir.path(), &["convert", &url, &format!("s3://{BUCKET}/out")]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not supported yet"),
+        "{}",
+        text(&o)
+    );
+    assert!(!dir.path().join("s3:").exists());
+
     // dump: the same entries, whole state and one key.
     for args in [
         vec!["dump", "--uid", "counter", "--state", "count", "--json"],

@@ -57,9 +57,7 @@ pub struct DiffArgs {
 }
 
 /// `statekit diff`.
-pub fn diff(mut args: DiffArgs) -> Result<ExitCode> {
-    args.a = super::local_only(&args.a, "diff")?;
-    args.b = super::local_only(&args.b, "diff")?;
+pub fn diff(args: DiffArgs) -> Result<ExitCode> {
     let ra = open_side(&args.a)?;
     let rb = open_side(&args.b)?;
     let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
@@ -637,8 +635,8 @@ pub fn difference_json(d: &Difference) -> Json {
 
 /// Opens one side; an error names its path.
 pub fn open_side(path: &std::path::Path) -> Result<SnapshotReader> {
-    SnapshotReader::open(path)
-        .and_then(|mut r| r.load_state_schema().map(|()| r))
+    super::open_reader(path, &Default::default())
+        .and_then(|mut r| r.load_state_schema().map(|()| r).map_err(anyhow::Error::from))
         .map_err(|e| {
             let (shown, msg) = (path.display().to_string(), e.to_string());
             if msg.starts_with(&shown) {

@@ -269,9 +269,8 @@ impl RewriteArgs {
 
 /// `statekit convert`.
 pub fn convert(mut args: ConvertArgs) -> Result<ExitCode> {
-    args.out.input = super::local_only(&args.out.input, "convert")?;
     args.out.output = super::local_only(&args.out.output, "convert")?;
-    let mut reader = SnapshotReader::open_with(&args.out.input, &args.out.flink.options())?;
+    let mut reader = super::open_reader(&args.out.input, &args.out.flink.options())?;
     reader.load_state_schema()?;
     let edits: Vec<Edit> = match args.parallelism {
         Some(p) => reader
@@ -290,13 +289,12 @@ pub fn convert(mut args: ConvertArgs) -> Result<ExitCode> {
 
 /// `statekit rewrite`.
 pub fn rewrite(mut args: RewriteArgs) -> Result<ExitCode> {
-    args.out.input = super::local_only(&args.out.input, "rewrite")?;
     args.out.output = super::local_only(&args.out.output, "rewrite")?;
     let mut edits = args.edits()?;
     if edits.is_empty() && args.keep_keys.is_empty() && args.drop_keys.is_empty() {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
     }
-    let mut reader = SnapshotReader::open_with(&args.out.input, &args.out.flink.options())?;
+    let mut reader = super::open_reader(&args.out.input, &args.out.flink.options())?;
     reader.load_state_schema()?;
     let memory = (args.memory, args.spill_dir.clone());
     // Key files are read by the key type of the operators they apply to (after the other
@@ -545,14 +543,13 @@ pub struct SchemaArgs {
 /// Opens a snapshot with its state schema (an Apache Flink snapshot's states are in the heads
 /// of its state streams, not in `_metadata`).
 fn open_with_schema(path: &std::path::Path) -> Result<SnapshotReader> {
-    let mut reader = SnapshotReader::open(path)?;
+    let mut reader = super::open_reader(path, &Default::default())?;
     reader.load_state_schema()?;
     Ok(reader)
 }
 
 /// `statekit schema`.
-pub fn schema(mut args: SchemaArgs) -> Result<ExitCode> {
-    args.path = super::local_only(&args.path, "schema")?;
+pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
     let reader = open_with_schema(&args.path)?;
     let schema = statekit_migrate::JobSchema::of_reader(&reader)?;
     if args.json {
@@ -617,7 +614,6 @@ pub struct CheckArgs {
 
 /// `statekit check`: exit 0 compatible, 1 incompatible (each reason on a line), 2 error.
 pub fn check(mut args: CheckArgs) -> Result<ExitCode> {
-    args.path = super::local_only(&args.path, "check")?;
     args.against = super::local_only(&args.against, "check")?;
     let reader = open_with_schema(&args.path)?;
     let snapshot = statekit_migrate::JobSchema::of(reader.metadata());

@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use statekit_checkpoint::SnapshotReader;
 use statekit_query::arrow::util::pretty::pretty_format_batches;
 use statekit_query::{QueryError, SnapshotQuery};
 use std::io::{BufRead, IsTerminal, Write};
@@ -37,9 +36,8 @@ pub struct QueryArgs {
 }
 
 /// `statekit query`.
-pub fn query(mut args: QueryArgs) -> Result<ExitCode> {
-    args.snapshot = super::local_only(&args.snapshot, "query")?;
-    let mut reader = SnapshotReader::open(&args.snapshot)?;
+pub fn query(args: QueryArgs) -> Result<ExitCode> {
+    let mut reader = super::open_reader(&args.snapshot, &Default::default())?;
     reader.load_state_schema()?;
     let q = SnapshotQuery::new(Arc::new(reader))?;
     match args.sql {

@@ -3,7 +3,6 @@
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use statekit_checkpoint::SnapshotReader;
 use statekit_core::KeyGroupRange;
 use statekit_table::{export_snapshot, ExportOptions, TableCompression, TableFileOptions, TableFormat};
 use std::io::IsTerminal;
@@ -72,7 +71,6 @@ pub struct ExportArgs {
 
 /// `statekit export`.
 pub fn export(mut args: ExportArgs) -> Result<ExitCode> {
-    args.snapshot = super::local_only(&args.snapshot, "export")?;
     args.out = super::local_only(&args.out, "export")?;
     let format = match args.format {
         ExportFormat::Parquet => TableFormat::Parquet,
@@ -85,7 +83,7 @@ pub fn export(mut args: ExportArgs) -> Result<ExitCode> {
         Some(ExportCompression::Snappy) => TableCompression::Snappy,
         Some(ExportCompression::None) => TableCompression::None,
     };
-    let mut reader = SnapshotReader::open(&args.snapshot)?;
+    let mut reader = super::open_reader(&args.snapshot, &Default::default())?;
     reader.load_state_schema()?;
     let options = ExportOptions {
         uid: args.uid.clone(),
