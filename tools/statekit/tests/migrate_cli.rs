@@ -5,12 +5,10 @@
 mod common;
 
 use common::{bin, fixture, run};
-use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
-use statekit_core::storage::{LocalStorage, Storage};
-use statekit_core::{key_group_for_key, KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
+use statekit_checkpoint::SnapshotReader;
+use statekit_core::TypeSchema;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn names(dir: &Path) -> Vec<String> {
@@ -174,40 +172,11 @@ fn native_round_trip_through_the_command_line() {
     assert!(!dir.path().join("n2").exists());
 }
 
-/// A savepoint of one operator with `n` entries of about 200 bytes at parallelism 4.
+/// A savepoint `dir/in` of one operator with `n` entries of about 200 bytes at parallelism 4.
 fn big_savepoint(dir: &Path, n: u32) {
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir));
-    let writer =
-        SnapshotWriter::new(storage, "in", statekit_format::SnapshotKind::Savepoint, 1, "job").expect("writer");
-    let max_p = 128;
-    let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
-    let entries: Vec<OwnedEntry> = (0..n)
-        .map(|i| {
-            let key = format!("key-{i:09}").into_bytes();
-            OwnedEntry {
-                key_group: key_group_for_key(&key, max_p),
-                state: 0,
-                key,
-                namespace: vec![],
-                user_key: None,
-                // Half random-looking, so compression has work to do.
-                value: (0..200u32)
-                    .map(|j| {
-                        (i.wrapping_mul(2_654_435_761) ^ j.wrapping_mul(40_503)) as u8
-                            & if j % 2 == 0 { 0xff } else { 0x0f }
-                    })
-                    .collect(),
-                timestamp: None,
-            }
-        })
-        .collect();
-    let view = MemoryView::new(max_p, KeyGroupRange::all(max_p), states, entries);
-    writer.register_operator("op", 4, max_p).expect("register");
-    for i in 0..4 {
-        let part = MemoryView::collect(&view, KeyGroupRange::for_subtask(max_p, 4, i)).expect("part");
-        writer.write_subtask("op", i, Some(&part), None, false).expect("write");
-    }
-    writer.finish().expect("finish");
+    common::big_savepoint(dir, "in", n, 128, TypeSchema::Bytes, |i| {
+        format!("key-{i:09}").into_bytes()
+    });
 }
 
 #[test]

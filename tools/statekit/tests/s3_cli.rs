@@ -8,12 +8,9 @@ mod common;
 
 use common::moto::{FaultProxy, Moto};
 use common::{bin, run};
-use statekit_checkpoint::SnapshotWriter;
-use statekit_core::storage::{LocalStorage, Storage};
-use statekit_core::{key_group_for_key, KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
+use statekit_core::TypeSchema;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
 
 const BUCKET: &str = "statekit-test";
 
@@ -211,47 +208,16 @@ fn damage_missing_snapshots_stopped_servers_and_other_schemes_are_clear_errors()
     );
 }
 
-/// A savepoint of one operator with `n` entries of about 200 bytes, parallelism 4, max
-/// parallelism 1024.
-fn big_savepoint(dir: &Path, n: u32) -> PathBuf {
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir));
-    let writer =
-        SnapshotWriter::new(storage, "big", statekit_format::SnapshotKind::Savepoint, 1, "job").expect("writer");
-    let max_p = 1024;
-    let states = vec![StateDescriptor::value("v", TypeSchema::Utf8, TypeSchema::Bytes)];
-    let entries: Vec<OwnedEntry> = (0..n)
-        .map(|i| {
-            let key = statekit_core::encode_value(&TypeSchema::Utf8, &statekit_core::Value::Str(format!("key-{i:09}")))
-                .expect("encode");
-            OwnedEntry {
-                key_group: key_group_for_key(&key, max_p),
-                state: 0,
-                key,
-                namespace: vec![],
-                user_key: None,
-                value: (0..200u32)
-                    .map(|j| (i.wrapping_mul(2_654_435_761) ^ j.wrapping_mul(40_503)) as u8)
-                    .collect(),
-                timestamp: None,
-            }
-        })
-        .collect();
-    let view = MemoryView::new(max_p, KeyGroupRange::all(max_p), states, entries);
-    writer.register_operator("op", 4, max_p).expect("register");
-    for i in 0..4 {
-        let part = MemoryView::collect(&view, KeyGroupRange::for_subtask(max_p, 4, i)).expect("part");
-        writer.write_subtask("op", i, Some(&part), None, false).expect("write");
-    }
-    writer.finish().expect("finish");
-    dir.join("big")
-}
-
 #[test]
 fn dump_of_one_key_reads_only_its_key_group() {
     let Some(moto) = Moto::start() else { return };
     moto.create_bucket(BUCKET);
     let dir = tempfile::tempdir().expect("tempdir");
-    let sp = big_savepoint(dir.path(), 200_000);
+    // Max parallelism 1024: one key group is about 0.1% of the state.
+    let sp = common::big_savepoint(dir.path(), "big", 200_000, 1024, TypeSchema::Utf8, |i| {
+        statekit_core::encode_value(&TypeSchema::Utf8, &statekit_core::Value::Str(format!("key-{i:09}")))
+            .expect("encode")
+    });
     let total: u64 = files(&sp)
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
@@ -304,20 +270,7 @@ fn dump_of_one_key_reads_only_its_key_group() {
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    common::files_under(dir).into_keys().collect()
 }
 
 fn find_file(dir: &Path, pred: impl Fn(&Path) -> bool) -> Option<PathBuf> {
@@ -401,69 +354,29 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
         "{items:?}"
     );
 
-    // Restore from the S3 savepoint: the count continues.
-    let (o, _) = run_s3(
-        &moto,
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out2",
-            "--restore",
-            &savepoint,
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(common::committed_lines(&d.join("out2")), vec!["(a,3)"]);
-
-    // The same savepoint into the RocksDB backend (backends switch through it).
-    let (o, _) = run_s3(
-        &moto,
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out3",
-            "--backend",
-            "rocksdb",
-            "--restore",
-            &savepoint,
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(common::committed_lines(&d.join("out3")), vec!["(a,3)"]);
-
-    // The latest checkpoint on S3.
-    let (o, _) = run_s3(
-        &moto,
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out4",
-            "--checkpoint-dir",
-            &ck,
-            "--restore",
-            "latest",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("restoring from checkpoint"),
-        "{}",
-        text(&o)
-    );
-    assert!(String::from_utf8_lossy(&o.stderr).contains(&ck), "{}", text(&o));
-    assert_eq!(common::committed_lines(&d.join("out4")), vec!["(a,3)"]);
+    // Restores of two.txt ("a"): from the S3 savepoint (the count continues), the same
+    // savepoint into the RocksDB backend (backends switch through it), and the latest
+    // checkpoint on S3.
+    let restores: [(&str, Vec<&str>); 3] = [
+        ("out2", vec!["--restore", &savepoint]),
+        ("out3", vec!["--backend", "rocksdb", "--restore", &savepoint]),
+        ("out4", vec!["--checkpoint-dir", &ck, "--restore", "latest"]),
+    ];
+    for (out, extra) in restores {
+        let mut args = vec!["demo", "wordcount", "--input", "two.txt", "--output", out];
+        args.extend(extra.iter().copied());
+        let (o, _) = run_s3(&moto, d, &args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(common::committed_lines(&d.join(out)), vec!["(a,3)"], "{args:?}");
+        if out == "out4" {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("restoring from checkpoint") && err.contains(&ck),
+                "{}",
+                text(&o)
+            );
+        }
+    }
 }
 
 /// `(word,count)` lines of an uninterrupted word count of `text`.

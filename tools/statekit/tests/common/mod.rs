@@ -101,3 +101,50 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A savepoint `dir/name` of one operator `op` with one value state `v` of `n` entries of
+/// about 200 bytes (half random-looking, so compression has work to do), at parallelism 4 and
+/// max parallelism `max_p`; `key(i)` is entry `i`'s serialized key, of type `key_type`.
+pub fn big_savepoint(
+    dir: &Path,
+    name: &str,
+    n: u32,
+    max_p: u32,
+    key_type: statekit_core::TypeSchema,
+    key: impl Fn(u32) -> Vec<u8>,
+) -> std::path::PathBuf {
+    use statekit_core::storage::{LocalStorage, Storage};
+    use statekit_core::{key_group_for_key, KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
+    let storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(LocalStorage::new(dir));
+    let writer =
+        statekit_checkpoint::SnapshotWriter::new(storage, name, statekit_format::SnapshotKind::Savepoint, 1, "job")
+            .expect("writer");
+    let states = vec![StateDescriptor::value("v", key_type, TypeSchema::Bytes)];
+    let entries: Vec<OwnedEntry> = (0..n)
+        .map(|i| {
+            let key = key(i);
+            OwnedEntry {
+                key_group: key_group_for_key(&key, max_p),
+                state: 0,
+                key,
+                namespace: vec![],
+                user_key: None,
+                value: (0..200u32)
+                    .map(|j| {
+                        (i.wrapping_mul(2_654_435_761) ^ j.wrapping_mul(40_503)) as u8
+                            & if j % 2 == 0 { 0xff } else { 0x0f }
+                    })
+                    .collect(),
+                timestamp: None,
+            }
+        })
+        .collect();
+    let view = MemoryView::new(max_p, KeyGroupRange::all(max_p), states, entries);
+    writer.register_operator("op", 4, max_p).expect("register");
+    for i in 0..4 {
+        let part = MemoryView::collect(&view, KeyGroupRange::for_subtask(max_p, 4, i)).expect("part");
+        writer.write_subtask("op", i, Some(&part), None, false).expect("write");
+    }
+    writer.finish().expect("finish");
+    dir.join(name)
+}

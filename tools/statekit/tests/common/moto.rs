@@ -97,25 +97,17 @@ impl Moto {
 
     /// Uploads every file below the local directory `dir` under `prefix` of `bucket`.
     pub fn upload_dir(&self, dir: &Path, bucket: &str, prefix: &str) {
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).expect("read dir").flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let rel = p
-                        .strip_prefix(dir)
-                        .expect("below dir")
-                        .to_string_lossy()
-                        .replace('\\', "/");
-                    self.put(
-                        bucket,
-                        &format!("{prefix}/{rel}"),
-                        &std::fs::read(&p).expect("read file"),
-                    );
-                }
-            }
+        for p in super::files_under(dir).into_keys() {
+            let rel = p
+                .strip_prefix(dir)
+                .expect("below dir")
+                .to_string_lossy()
+                .replace('\\', "/");
+            self.put(
+                bucket,
+                &format!("{prefix}/{rel}"),
+                &std::fs::read(&p).expect("read file"),
+            );
         }
     }
 
