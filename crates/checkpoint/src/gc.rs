@@ -285,20 +285,32 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
                 .ok()
                 .and_then(|m| now.duration_since(m).ok())
                 .unwrap_or_default();
-            if age < min_age {
-                plan.too_young.push(orphan);
-            } else if reason == OrphanReason::UnreferencedShared && !plan.unreadable.is_empty() {
-                plan.held_back.push(orphan);
-            } else {
-                plan.orphans.push(orphan);
-            }
+            plan.classify(orphan, age < min_age);
         }
     }
-    plan.orphans.sort_by(|a, b| a.path.cmp(&b.path));
-    plan.too_young.sort_by(|a, b| a.path.cmp(&b.path));
-    plan.held_back.sort_by(|a, b| a.path.cmp(&b.path));
-    plan.skipped.sort();
+    plan.sort();
     Ok(plan)
+}
+
+impl GcPlan {
+    /// Files an orphan: left alone when `young` (a running job may be writing it) or, for a
+    /// shared file, while some snapshot is unreadable (it might reference it); else deleted.
+    fn classify(&mut self, orphan: Orphan, young: bool) {
+        if young {
+            self.too_young.push(orphan);
+        } else if orphan.reason == OrphanReason::UnreferencedShared && !self.unreadable.is_empty() {
+            self.held_back.push(orphan);
+        } else {
+            self.orphans.push(orphan);
+        }
+    }
+
+    fn sort(&mut self) {
+        self.orphans.sort_by(|a, b| a.path.cmp(&b.path));
+        self.too_young.sort_by(|a, b| a.path.cmp(&b.path));
+        self.held_back.sort_by(|a, b| a.path.cmp(&b.path));
+        self.skipped.sort();
+    }
 }
 
 /// True when the directory a symlink points to looks like a job directory (so the symlink is
@@ -569,20 +581,13 @@ pub fn plan_gc_at(base: &statekit_core::location::Location, min_age: Duration) -
                     reason,
                 };
                 let age_ms = now_ms.saturating_sub(e.modified_ms);
-                if e.modified_ms == 0 || u128::try_from(age_ms).unwrap_or(0) < min_age.as_millis() {
-                    // No modification time is treated as new: never delete what might be in use.
-                    plan.too_young.push(orphan);
-                } else if reason == OrphanReason::UnreferencedShared && !plan.unreadable.is_empty() {
-                    plan.held_back.push(orphan);
-                } else {
-                    plan.orphans.push(orphan);
-                }
+                // No modification time is treated as new: never delete what might be in use.
+                let young = e.modified_ms == 0 || u128::try_from(age_ms).unwrap_or(0) < min_age.as_millis();
+                plan.classify(orphan, young);
             }
         }
     }
-    plan.orphans.sort_by(|a, b| a.path.cmp(&b.path));
-    plan.too_young.sort_by(|a, b| a.path.cmp(&b.path));
-    plan.held_back.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.sort();
     Ok(plan)
 }
 

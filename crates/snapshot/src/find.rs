@@ -32,6 +32,34 @@ pub struct FoundSnapshot {
 }
 
 impl FoundSnapshot {
+    /// With its byte totals: what `meta` references plus `_metadata`, or (when it does not
+    /// read) everything in the directory.
+    fn new(
+        path: PathBuf,
+        complete: bool,
+        problem: Option<String>,
+        meta: Option<SnapshotMetadata>,
+        md_bytes: u64,
+        dir_bytes: u64,
+    ) -> Self {
+        let (bytes, own_bytes) = match &meta {
+            Some(m) => {
+                let (t, o) = referenced_bytes(m);
+                (t.saturating_add(md_bytes), o.saturating_add(md_bytes))
+            }
+            None => (dir_bytes, dir_bytes),
+        };
+        FoundSnapshot {
+            path,
+            complete,
+            problem,
+            meta,
+            bytes,
+            own_bytes,
+            dir_bytes,
+        }
+    }
+
     /// True when the directory has a `_metadata` that does not read (damaged, a newer
     /// version, not a regular file): a broken snapshot rather than an incomplete one.
     pub fn is_broken(&self) -> bool {
@@ -56,22 +84,7 @@ pub fn find_snapshots(dir: &Path, depth: usize) -> Vec<FoundSnapshot> {
             };
             let dir_bytes = dir_size(&d.path);
             let md_bytes = std::fs::metadata(d.path.join(METADATA_FILE_NAME)).map_or(0, |m| m.len());
-            let (bytes, own_bytes) = match &meta {
-                Some(m) => {
-                    let (t, o) = referenced_bytes(m);
-                    (t.saturating_add(md_bytes), o.saturating_add(md_bytes))
-                }
-                None => (dir_bytes, dir_bytes),
-            };
-            FoundSnapshot {
-                path: d.path,
-                complete,
-                problem,
-                meta,
-                bytes,
-                own_bytes,
-                dir_bytes,
-            }
+            FoundSnapshot::new(d.path, complete, problem, meta, md_bytes, dir_bytes)
         })
         .collect()
 }
@@ -111,22 +124,8 @@ fn walk_stored(
             (false, Some(INCOMPLETE.to_string()), None)
         };
         let md_bytes = md.map_or(0, |e| e.size);
-        let (bytes, own_bytes) = match &meta {
-            Some(m) => {
-                let (t, o) = referenced_bytes(m);
-                (t.saturating_add(md_bytes), o.saturating_add(md_bytes))
-            }
-            None => (dir_bytes, dir_bytes),
-        };
-        out.push(FoundSnapshot {
-            path: PathBuf::from(location.display()),
-            complete,
-            problem,
-            meta,
-            bytes,
-            own_bytes,
-            dir_bytes,
-        });
+        let path = PathBuf::from(location.display());
+        out.push(FoundSnapshot::new(path, complete, problem, meta, md_bytes, dir_bytes));
         return Ok(());
     }
     if depth == 0 {

@@ -81,7 +81,7 @@ fn read_commands_answer_as_on_local_disk() {
     moto.create_bucket(BUCKET);
     let (dir, sp) = wordcount_savepoint();
     let name = sp.file_name().expect("name").to_string_lossy().to_string();
-    moto.upload_dir(&sp, BUCKET, &format!("savepoints/{name}"));
+    moto.upload_files(&sp, files(&sp), BUCKET, &format!("savepoints/{name}"));
     let url = format!("s3://{BUCKET}/savepoints/{name}");
     let local = sp.to_string_lossy().to_string();
 
@@ -161,7 +161,7 @@ fn damage_missing_snapshots_stopped_servers_and_other_schemes_are_clear_errors()
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&keyed, bytes).expect("write");
-    moto.upload_dir(&damaged, BUCKET, "damaged");
+    moto.upload_files(&damaged, files(&damaged), BUCKET, "damaged");
     let (o, _) = run_s3(&moto, dir.path(), &["verify", &format!("s3://{BUCKET}/damaged")]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
@@ -222,7 +222,7 @@ fn dump_of_one_key_reads_only_its_key_group() {
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .sum();
-    moto.upload_dir(&sp, BUCKET, "big");
+    moto.upload_files(&sp, files(&sp), BUCKET, "big");
     let url = format!("s3://{BUCKET}/big");
     let (o, stats) = run_s3(
         &moto,

@@ -95,9 +95,16 @@ impl Moto {
         assert_eq!(status, 200, "putting {bucket}/{key}");
     }
 
-    /// Uploads every file below the local directory `dir` under `prefix` of `bucket`.
-    pub fn upload_dir(&self, dir: &Path, bucket: &str, prefix: &str) {
-        for p in super::files_under(dir).into_keys() {
+    /// Uploads `files` (below the local directory `dir`) under `prefix` of `bucket`, each at
+    /// its path relative to `dir`.
+    pub fn upload_files(
+        &self,
+        dir: &Path,
+        files: impl IntoIterator<Item = std::path::PathBuf>,
+        bucket: &str,
+        prefix: &str,
+    ) {
+        for p in files {
             let rel = p
                 .strip_prefix(dir)
                 .expect("below dir")
