@@ -250,6 +250,19 @@ pub trait Storage: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Copies `path` into the local file `dst` (created or truncated; not synced: a working
+    /// copy, e.g. a native snapshot's files restored into a database directory); returns its
+    /// size. Default: [`Storage::open`] and one write. An object store streams the object
+    /// into the file without holding it in memory.
+    fn download(&self, path: &str, dst: &Path) -> Result<u64, StorageError> {
+        let blob = self.open(path)?;
+        fs::write(dst, blob.bytes()).map_err(|e| StorageError::Io {
+            path: dst.display().to_string(),
+            source: e,
+        })?;
+        Ok(blob.bytes().len() as u64)
+    }
+
     /// Writes a whole file atomically.
     fn put_atomic(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
         let mut w = self.create(path)?;
@@ -774,6 +787,9 @@ impl Storage for SubdirStorage {
     }
     fn open_ranged(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
         self.inner.open_ranged(&self.full(path)?)
+    }
+    fn download(&self, path: &str, dst: &Path) -> Result<u64, StorageError> {
+        self.inner.download(&self.full(path)?, dst)
     }
     fn exists(&self, path: &str) -> Result<bool, StorageError> {
         self.inner.exists(&self.full(path)?)

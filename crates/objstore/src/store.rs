@@ -245,6 +245,36 @@ impl Storage for ObjectStorage {
         Ok(Arc::new(RangedBlob::new(self, key, url, size, range.start, &bytes)?))
     }
 
+    /// One `GET`, its body streamed into `dst` as it arrives.
+    fn download(&self, path: &str, dst: &std::path::Path) -> Result<u64, StorageError> {
+        let key = self.key(path)?;
+        let url = self.url(path);
+        let mut file = std::fs::File::create(dst).map_err(|e| StorageError::Io {
+            path: dst.display().to_string(),
+            source: e,
+        })?;
+        let store = self.store.clone();
+        let io_path = dst.display().to_string();
+        self.stats.gets.fetch_add(1, Ordering::Relaxed);
+        let r = self.run(&url, async move {
+            let mut body = store.get(&key).await?.into_stream();
+            let mut n = 0u64;
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk?;
+                file.write_all(&chunk).map_err(|e| object_store::Error::Generic {
+                    store: "local file",
+                    source: Box::new(std::io::Error::new(e.kind(), format!("{io_path}: {e}"))),
+                })?;
+                n += chunk.len() as u64;
+            }
+            Ok(n)
+        });
+        if let Ok(n) = &r {
+            self.stats.get_bytes.fetch_add(*n, Ordering::Relaxed);
+        }
+        r
+    }
+
     fn exists(&self, path: &str) -> Result<bool, StorageError> {
         let url = self.url(path);
         if !path.is_empty() {

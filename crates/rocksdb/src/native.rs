@@ -284,47 +284,70 @@ impl NativeCut {
         let mut linked_dirs: Vec<PathBuf> = Vec::new();
         let mut uploaded_bytes = 0;
         let mut shared_now: BTreeMap<String, Reusable> = BTreeMap::new();
+        // Where each file goes: reused from a completed checkpoint, or uploaded to (storage,
+        // path, scope).
+        enum Dest<'a> {
+            Reused(FileRef, u32),
+            Upload(&'a dyn Storage, String, FileScope, bool),
+        }
+        let mut dests: Vec<Dest<'_>> = Vec::with_capacity(self.files.len());
         for f in &self.files {
-            let src = self.dir.join(&f.name);
-            let known = self.known_crcs.get(&f.name).copied();
-            let (file, crc32) = match (&target.job, f.is_shareable()) {
-                (Some(job), true) => {
-                    if let Some(r) = self.reusable.get(&f.name).filter(|r| r.file.size == f.size) {
-                        (r.file.clone(), r.crc32)
-                    } else {
+            dests.push(match (&target.job, f.is_shareable()) {
+                (Some(job), true) => match self.reusable.get(&f.name).filter(|r| r.file.size == f.size) {
+                    Some(r) => Dest::Reused(r.file.clone(), r.crc32),
+                    None => {
                         let path = statekit_core::storage::join(&target.shared_dir, &shared_name(&f.name));
                         written.push(path.clone());
-                        let (size, crc) = upload_file(&src, job.as_ref(), &path, true, known, &mut linked_dirs)?;
-                        uploaded_bytes += size;
-                        (
-                            FileRef {
-                                scope: FileScope::Shared,
-                                path,
-                                size,
-                            },
-                            crc,
-                        )
+                        Dest::Upload(job.as_ref(), path, FileScope::Shared, true)
+                    }
+                },
+                _ => Dest::Upload(
+                    target.snapshot.as_ref(),
+                    statekit_core::storage::join(&target.exclusive_dir, &f.name),
+                    FileScope::Exclusive,
+                    f.is_shareable(),
+                ),
+            });
+        }
+        // Local storage: one after another (table files are hard-linked, cheap). A remote
+        // store: TRANSFER_THREADS uploads at a time.
+        let remote = target.snapshot.absolute_path("").is_none();
+        let upload =
+            |(f, d): &(&CutFile, &Dest<'_>), dirs: &mut Vec<PathBuf>| -> Result<Option<(u64, u32)>, StateError> {
+                match d {
+                    Dest::Reused(..) => Ok(None),
+                    Dest::Upload(storage, path, _, linkable) => {
+                        let src = self.dir.join(&f.name);
+                        let known = self.known_crcs.get(&f.name).copied();
+                        upload_file(&src, *storage, path, *linkable, known, dirs).map(Some)
                     }
                 }
-                _ => {
-                    let path = statekit_core::storage::join(&target.exclusive_dir, &f.name);
-                    let (size, crc) = upload_file(
-                        &src,
-                        target.snapshot.as_ref(),
-                        &path,
-                        f.is_shareable(),
-                        known,
-                        &mut linked_dirs,
-                    )?;
+            };
+        let pairs: Vec<(&CutFile, &Dest<'_>)> = self.files.iter().zip(dests.iter()).collect();
+        let done: Vec<Option<(u64, u32)>> = if remote {
+            in_parallel(&pairs, |p| upload(p, &mut Vec::new()))?
+        } else {
+            pairs
+                .iter()
+                .map(|p| upload(p, &mut linked_dirs))
+                .collect::<Result<_, _>>()?
+        };
+        for ((f, d), up) in pairs.into_iter().zip(done) {
+            let (file, crc32) = match (d, up) {
+                (Dest::Reused(file, crc), _) => (file.clone(), *crc),
+                (Dest::Upload(_, path, scope, _), Some((size, crc))) => {
                     uploaded_bytes += size;
                     (
                         FileRef {
-                            scope: FileScope::Exclusive,
-                            path,
+                            scope: *scope,
+                            path: path.clone(),
                             size,
                         },
                         crc,
                     )
+                }
+                (Dest::Upload(_, path, ..), None) => {
+                    return Err(StateError::Snapshot(format!("{path}: not uploaded")));
                 }
             };
             if file.scope != FileScope::Exclusive {
@@ -461,12 +484,14 @@ pub(crate) fn check_handle(handle: &ResolvedNativeHandle, max_parallelism: u32) 
 fn copy_checked(f: &ResolvedNativeFile, dst: &Path) -> Result<(), StateError> {
     let shown = f.storage.describe(&f.path);
     let to = dst.display().to_string();
-    let mut out = File::create(dst).map_err(|e| StateError::io(format!("create {to}"), e))?;
     let (size, crc) = if let Some(abs) = f.absolute_path() {
+        let mut out = File::create(dst).map_err(|e| StateError::io(format!("create {to}"), e))?;
         stream_crc(&mut open_file(&abs, &shown)?, &shown, Some(&mut out), &to)?
     } else {
-        let blob = f.storage.open(&f.path).map_err(storage_err)?;
-        stream_crc(&mut blob.bytes(), &shown, Some(&mut out), &to)?
+        // A remote file is streamed into place, then checked from the local copy (still in
+        // the page cache): never held in memory whole.
+        f.storage.download(&f.path, dst).map_err(storage_err)?;
+        stream_crc(&mut open_file(dst, &to)?, &shown, None, &to)?
     };
     check_size(f, &shown, size)?;
     check_crc_value(f, &shown, crc)
@@ -513,9 +538,14 @@ fn check_size(f: &ResolvedNativeFile, shown: &str, size: u64) -> Result<(), Stat
 pub(crate) fn assemble(handle: &ResolvedNativeHandle, dir: &Path) -> Result<u64, StateError> {
     std::fs::create_dir_all(dir).map_err(|e| StateError::io(format!("create {}", dir.display()), e))?;
     let mut copied = 0;
+    let mut remote: Vec<&ResolvedNativeFile> = Vec::new();
     for f in &handle.files {
         let dst = dir.join(&f.file.name);
         let shown = f.storage.describe(&f.path);
+        if f.absolute_path().is_none() {
+            remote.push(f);
+            continue;
+        }
         if f.file.name.ends_with(".sst") {
             if let Some(abs) = f.absolute_path() {
                 let md = std::fs::metadata(&abs).map_err(|e| StateError::io(format!("stat {shown}"), e))?;
@@ -531,7 +561,58 @@ pub(crate) fn assemble(handle: &ResolvedNativeHandle, dir: &Path) -> Result<u64,
         copy_checked(f, &dst)?;
         copied += f.file.file.size;
     }
+    // Files on a remote store: downloaded TRANSFER_THREADS at a time.
+    in_parallel(&remote, |f| copy_checked(f, &dir.join(&f.file.name)))?;
+    copied += remote.iter().map(|f| f.file.file.size).sum::<u64>();
     Ok(copied)
+}
+
+/// Files a native snapshot moves to or from a remote store at once.
+const TRANSFER_THREADS: usize = 4;
+
+/// Runs `f` on every item, [`TRANSFER_THREADS`] at a time; the results in order, or the
+/// first error (the others stop taking new items).
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, StateError> + Sync,
+) -> Result<Vec<R>, StateError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    if items.len() <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Vec<std::sync::Mutex<Option<Result<R, StateError>>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..TRANSFER_THREADS.min(items.len()) {
+            s.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let (Some(item), Some(slot)) = (items.get(i), results.get(i)) else {
+                        return;
+                    };
+                    let r = f(item);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                }
+            });
+        }
+    });
+    let results: Vec<Option<Result<R, StateError>>> = results
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect();
+    // The first failure is the one reported; items never started only follow one.
+    if let Some(pos) = results.iter().position(|r| matches!(r, Some(Err(_)))) {
+        if let Some(Some(Err(e))) = results.into_iter().nth(pos) {
+            return Err(e);
+        }
+        return Err(StateError::Restore("a transfer failed".into()));
+    }
+    Ok(results.into_iter().flatten().flatten().collect())
 }
 
 /// The column families of the database in `path`, with `cf_options` for each.
