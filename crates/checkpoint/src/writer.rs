@@ -556,12 +556,14 @@ impl SnapshotWriter {
         })
     }
 
-    /// Commits `_metadata` atomically (temp file, fsync, rename, directory fsync). From this
-    /// moment the snapshot is complete.
+    /// Commits `_metadata` atomically and only if none is there ([`Storage::put_new`]: a
+    /// fsynced temporary file hard-linked into place on local disk, a conditional `PUT` on an
+    /// object store), so of two writers racing for one directory exactly one completes it.
+    /// From this moment the snapshot is complete.
     pub fn finish(self) -> Result<SnapshotMetadata, CheckpointError> {
         let meta = self.metadata()?;
         let bytes = encode_metadata(&meta);
-        self.storage.put_atomic(&join(&self.dir, METADATA_FILE_NAME), &bytes)?;
+        self.storage.put_new(&join(&self.dir, METADATA_FILE_NAME), &bytes)?;
         tracing::debug!(dir = %self.storage.describe(&self.dir), "snapshot committed");
         Ok(meta)
     }

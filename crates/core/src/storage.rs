@@ -46,6 +46,10 @@ pub enum StorageError {
         /// Its size when it was opened.
         had: u64,
     },
+    /// A file that must be new exists already ([`Storage::put_new`]): another writer got there
+    /// first.
+    #[error("{0}: already exists (another writer created it first)")]
+    AlreadyExists(String),
     /// A request to a remote object store failed (after its retries, when `transient`).
     #[error("{path}: {message}")]
     Remote {
@@ -75,7 +79,9 @@ impl StorageError {
         use crate::ErrorKind;
         match self {
             StorageError::NotFound(_) => ErrorKind::NotFound,
-            StorageError::InvalidPath(_) | StorageError::NotAFile { .. } => ErrorKind::Caller,
+            StorageError::InvalidPath(_) | StorageError::NotAFile { .. } | StorageError::AlreadyExists(_) => {
+                ErrorKind::Caller
+            }
             StorageError::Truncated { .. } => ErrorKind::Transient,
             StorageError::Remote { transient: true, .. } => ErrorKind::Transient,
             StorageError::Remote {
@@ -261,6 +267,18 @@ pub trait Storage: Send + Sync + fmt::Debug {
             source: e,
         })?;
         Ok(blob.bytes().len() as u64)
+    }
+
+    /// Writes a whole file atomically if none is at `path`, else fails with
+    /// [`StorageError::AlreadyExists`] (a snapshot's `_metadata`: two writers racing for one
+    /// checkpoint directory cannot both complete it). Stores that can create conditionally do
+    /// so in one step (an object store's `If-None-Match: *`, a local hard link); the default
+    /// checks, then writes.
+    fn put_new(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
+        if self.exists(path)? {
+            return Err(StorageError::AlreadyExists(self.describe(path)));
+        }
+        self.put_atomic(path, bytes)
     }
 
     /// Writes a whole file atomically.
@@ -546,6 +564,46 @@ impl Storage for LocalStorage {
         }))
     }
 
+    /// A temporary file (written, fsynced) hard-linked to its name: `link` fails when the
+    /// name exists, so of two writers exactly one succeeds; then the directory is fsynced. On
+    /// a file system without hard links: a check, then rename.
+    fn put_new(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
+        let dest = self.path(path)?;
+        let parent = dest.parent().unwrap_or(&self.root).to_path_buf();
+        fs::create_dir_all(&parent).map_err(|e| self.io(path, e))?;
+        let tmp = parent.join(format!(
+            ".new.{}.{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| -> io::Result<()> {
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(bytes)?;
+            f.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(self.io(path, e));
+        }
+        let linked = fs::hard_link(&tmp, &dest);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(StorageError::AlreadyExists(self.describe(path)));
+            }
+            Err(_) => {
+                // No hard links here (some network or FAT file systems).
+                if dest.exists() {
+                    return Err(StorageError::AlreadyExists(self.describe(path)));
+                }
+                return self.put_atomic(path, bytes);
+            }
+        }
+        sync_dir(&parent).map_err(|e| self.io(path, e))?;
+        Ok(bytes.len() as u64)
+    }
+
     fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
         let p = self.path(path)?;
         let (file, md) = open_regular_file(&p).map_err(|e| match e {
@@ -791,6 +849,12 @@ impl Storage for SubdirStorage {
     fn download(&self, path: &str, dst: &Path) -> Result<u64, StorageError> {
         self.inner.download(&self.full(path)?, dst)
     }
+    fn put_new(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
+        self.inner.put_new(&self.full(path)?, bytes)
+    }
+    fn put_atomic(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
+        self.inner.put_atomic(&self.full(path)?, bytes)
+    }
     fn exists(&self, path: &str) -> Result<bool, StorageError> {
         self.inner.exists(&self.full(path)?)
     }
@@ -978,6 +1042,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = LocalStorage::new(dir.path());
         s.put_atomic("empty", b"").expect("put");
+        s.put_new("new/once", b"first").expect("put_new");
+        assert!(matches!(
+            s.put_new("new/once", b"second"),
+            Err(StorageError::AlreadyExists(_))
+        ));
+        assert_eq!(s.open("new/once").expect("open").bytes(), b"first");
+        assert_eq!(s.list("new").expect("list").len(), 1, "no temporary file left");
         assert!(s.open("empty").expect("open").bytes().is_empty());
     }
 }

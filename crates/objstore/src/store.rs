@@ -360,6 +360,35 @@ impl Storage for ObjectStorage {
         check_path(dir)
     }
 
+    /// One conditional `PUT` (`If-None-Match: *`); a store without conditional writes gets a
+    /// check, then a `PUT`.
+    fn put_new(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
+        let key = self.key(path)?;
+        let url = self.url(path);
+        let store = self.store.clone();
+        let payload = PutPayload::from(bytes::Bytes::copy_from_slice(bytes));
+        let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+        let r = crate::runtime::block_on(async move { store.put_opts(&key, payload, opts).await })
+            .map_err(|m| client_error(&url, m))?;
+        self.stats.puts.fetch_add(1, Ordering::Relaxed);
+        match r {
+            Ok(_) => {
+                self.stats.put_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                Ok(bytes.len() as u64)
+            }
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                Err(StorageError::AlreadyExists(url))
+            }
+            Err(object_store::Error::NotImplemented { .. } | object_store::Error::NotSupported { .. }) => {
+                if self.exists(path)? {
+                    return Err(StorageError::AlreadyExists(url));
+                }
+                self.put_atomic(path, bytes)
+            }
+            Err(e) => Err(storage_error(&url, e)),
+        }
+    }
+
     /// One `PUT` (an object appears whole or not at all).
     fn put_atomic(&self, path: &str, bytes: &[u8]) -> Result<u64, StorageError> {
         let key = self.key(path)?;

@@ -735,3 +735,30 @@ fn changelog_on_s3() {
         text(&o)
     );
 }
+
+/// `_metadata` is created conditionally on S3 (`If-None-Match: *`): of two writers of one
+/// object exactly one succeeds, the other gets `AlreadyExists` and the first's bytes stay.
+#[test]
+fn conditional_create_on_s3() {
+    use statekit_core::storage::{Storage, StorageError};
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket(BUCKET);
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(moto.endpoint())
+        .with_allow_http(true)
+        .with_bucket_name(BUCKET)
+        .with_region("us-east-1")
+        .with_access_key_id("testing")
+        .with_secret_access_key("testing")
+        .build()
+        .expect("client");
+    let s = statekit_objstore::ObjectStorage::new(std::sync::Arc::new(store), format!("s3://{BUCKET}"));
+    s.put_new("cc/_metadata", b"first").expect("first writer");
+    let second = s.put_new("cc/_metadata", b"second");
+    assert!(
+        matches!(second, Err(StorageError::AlreadyExists(ref u)) if u == &format!("s3://{BUCKET}/cc/_metadata")),
+        "{second:?}"
+    );
+    assert_eq!(s.open("cc/_metadata").expect("open").bytes(), b"first");
+    assert_eq!(s.stats().puts, 2);
+}
