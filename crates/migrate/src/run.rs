@@ -11,7 +11,8 @@ use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{KeyGroupRange, OperatorStateData, OperatorStateMode, OperatorStateSnapshot};
 use statekit_format::{
-    read_operator_file, FileRef, FileScope, KeyedFileReader, KeyedStats, SnapshotKind, WriteOptions, METADATA_FILE_NAME,
+    encode_metadata, read_operator_file, FileRef, FileScope, KeyedFileReader, KeyedStats, SnapshotKind, WriteOptions,
+    METADATA_FILE_NAME,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -130,8 +131,119 @@ pub fn migrate(
     };
     target.publish()?;
     let meta_bytes = std::fs::metadata(output.join(METADATA_FILE_NAME)).map_or(0, |m| m.len());
-    let files = committed
-        .operators
+    Ok(Summary {
+        output: output.to_path_buf(),
+        operators: committed.operators.len(),
+        subtasks: written.subtasks,
+        files: file_count(&committed) + 1,
+        bytes: written.bytes.saturating_add(meta_bytes),
+        entries: written.entries,
+        spilled_runs: written.spilled,
+    })
+}
+
+/// [`migrate`] to an output at any [`Location`](statekit_core::location::Location): a local
+/// path as [`migrate`]; on an object store the savepoint is written straight under its
+/// prefix — data files first, `_metadata` last and only if none is there (an object store
+/// has no rename: the output is complete exactly when `_metadata` exists; a failed run
+/// deletes what it wrote). An existing output (any object under the prefix) is refused unless
+/// [`MigrateOptions::force`], which replaces only a snapshot (its objects are deleted first).
+/// Sorting and native scratch space go to a local temporary directory; `--link` is local
+/// only.
+pub fn migrate_to(
+    reader: &SnapshotReader,
+    input: &Path,
+    plan: &Plan,
+    output: &statekit_core::location::Location,
+    options: &MigrateOptions,
+    progress: &(dyn Fn(&Progress) + Sync),
+) -> Result<Summary, MigrateError> {
+    use statekit_core::location::Location;
+    let (storage, prefix, url) = match output {
+        Location::Local(p) => return migrate(reader, input, plan, p, options, progress),
+        Location::Stored { storage, path, url } => (storage.clone(), path.clone(), url.clone()),
+    };
+    let shown = PathBuf::from(&url);
+    if prefix.is_empty() {
+        return Err(MigrateError::io(
+            &shown,
+            std::io::Error::other("the output needs a key prefix below the bucket"),
+        ));
+    }
+    #[cfg(not(feature = "rocksdb"))]
+    if plan.options.format == crate::OutputFormat::Native {
+        return Err(MigrateError::NotSupported {
+            what: "native output in a build without the `rocksdb` feature".into(),
+        });
+    }
+    if plan.operators.iter().any(|o| o.linked) {
+        return Err(MigrateError::NotSupported {
+            what: format!("--link to object storage ({url}): files are copied without it"),
+        });
+    }
+    let existing = storage.list(&prefix).map_err(CheckpointError::from)?;
+    if !existing.is_empty() {
+        if !options.force {
+            return Err(MigrateError::OutputExists { path: shown });
+        }
+        if !existing.iter().any(|e| !e.is_dir && e.name == METADATA_FILE_NAME) {
+            return Err(MigrateError::OutputNotReplaceable { path: shown });
+        }
+        storage.delete_dir_all(&prefix).map_err(CheckpointError::from)?;
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix(".statekit-migrate-")
+        .tempdir()
+        .map_err(|e| MigrateError::io(std::env::temp_dir(), e))?;
+    let mut plan = plan.clone();
+    if plan.options.spill_dir.is_none() {
+        plan.options.spill_dir = Some(scratch.path().join("spill"));
+    }
+    let meta = &plan.input;
+    let mut writer = SnapshotWriter::new(
+        storage.clone(),
+        &prefix,
+        SnapshotKind::Savepoint,
+        meta.checkpoint_id,
+        &meta.job_id,
+    )?
+    .with_options(WriteOptions {
+        compression: plan.options.compression,
+        block_size: plan.options.block_size,
+    });
+    for (k, v) in meta.properties.iter().filter(|(k, _)| k.as_str() != "writer") {
+        writer.set_property(k, v);
+    }
+    writer.set_property("migrated-from", &input.display().to_string());
+    let written = match write_all(reader, &plan, &writer, &scratch.path().join("out"), options, progress) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = writer.abort();
+            return Err(e);
+        }
+    };
+    let committed = match writer.finish() {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = storage.delete_dir_all(&prefix);
+            return Err(e.into());
+        }
+    };
+    let meta_bytes = encode_metadata(&committed).len() as u64;
+    Ok(Summary {
+        output: shown,
+        operators: committed.operators.len(),
+        subtasks: written.subtasks,
+        files: file_count(&committed) + 1,
+        bytes: written.bytes.saturating_add(meta_bytes),
+        entries: written.entries,
+        spilled_runs: written.spilled,
+    })
+}
+
+/// Data files `meta` references.
+fn file_count(meta: &statekit_format::SnapshotMetadata) -> u64 {
+    meta.operators
         .iter()
         .flat_map(|o| &o.subtasks)
         .map(|s| {
@@ -139,16 +251,7 @@ pub fn migrate(
                 + u64::from(s.operator.is_some())
                 + s.native.as_ref().map_or(0, |h| h.files.len() as u64)
         })
-        .sum::<u64>();
-    Ok(Summary {
-        output: output.to_path_buf(),
-        operators: committed.operators.len(),
-        subtasks: written.subtasks,
-        files: files + 1,
-        bytes: written.bytes.saturating_add(meta_bytes),
-        entries: written.entries,
-        spilled_runs: written.spilled,
-    })
+        .sum::<u64>()
 }
 
 /// What [`write_all`] wrote.

@@ -120,8 +120,49 @@ fn read_commands_answer_as_on_local_disk() {
     let (o, _) = run_s3(&moto, dir.path(), &["export", &url, "tables"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(dir.path().join("tables").is_dir());
-    // An output on S3 is refused (not yet), never a local "s3:" folder.
-    let (o, _) = run_s3(&moto, dir.path(), &["convert", &url, &format!("s3://{BUCKET}/out")]);
+    // convert and rewrite to S3: _metadata last, the output verifies, an existing output is
+    // refused without --force and replaced with it; --link is local only. An output of export
+    // on S3 is refused (not yet), never a local "s3:" folder.
+    let out = format!("s3://{BUCKET}/converted");
+    let (o, stats) = run_s3(&moto, dir.path(), &["convert", &url, &out, "--format", "native"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stats[0]["puts"].as_u64().unwrap_or(0) >= 3, "{stats:?}");
+    let (o, _) = run_s3(&moto, dir.path(), &["verify", &out]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = run_s3(&moto, dir.path(), &["convert", &url, &out]);
+    assert_eq!(o.status.code(), Some(2), "exists: {}", text(&o));
+    let (o, _) = run_s3(
+        &moto,
+        dir.path(),
+        &["rewrite", &url, &out, "--force", "--rename-uid", "counter=counter-2"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = run_s3(&moto, dir.path(), &["show", &out, "--json"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("counter-2"), "{}", text(&o));
+    let (o, _) = run_s3(
+        &moto,
+        dir.path(),
+        &["dump", &out, "--uid", "counter-2", "--state", "count", "--json"],
+    );
+    let l = run(
+        dir.path(),
+        &["dump", &local, "--uid", "counter", "--state", "count", "--json"],
+    );
+    assert_eq!(o.stdout, l.stdout, "the rewritten savepoint holds the same counts");
+    let (o, _) = run_s3(
+        &moto,
+        dir.path(),
+        &[
+            "rewrite",
+            &url,
+            &format!("{out}-linked"),
+            "--link",
+            "--rename-uid",
+            "counter=c",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let (o, _) = run_s3(&moto, dir.path(), &["export", &url, &format!("s3://{BUCKET}/tables")]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("not supported yet"),

@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use statekit_checkpoint::SnapshotReader;
 use statekit_format::Compression;
-use statekit_migrate::{migrate, Edit, MigrateOptions, OutputFormat, Plan, PlanOptions, Progress};
+use statekit_migrate::{migrate_to, Edit, MigrateOptions, OutputFormat, Plan, PlanOptions, Progress};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,9 +65,10 @@ impl FormatArg {
 #[derive(Args, Debug)]
 pub struct OutputArgs {
     /// The snapshot to read: a savepoint or checkpoint directory of any kind (or its
-    /// `_metadata` file). It is never modified.
+    /// `_metadata` file), local or on object storage (`s3://bucket/key`). It is never modified.
     pub input: PathBuf,
-    /// The savepoint directory to write (it must not exist, unless --force).
+    /// The savepoint directory to write, local or `s3://bucket/key` (it must not exist,
+    /// unless --force; on object storage --force deletes the old savepoint before writing).
     pub output: PathBuf,
     /// Format of the output.
     #[arg(long, value_enum, default_value = "canonical")]
@@ -268,8 +269,7 @@ impl RewriteArgs {
 }
 
 /// `statekit convert`.
-pub fn convert(mut args: ConvertArgs) -> Result<ExitCode> {
-    args.out.output = super::local_only(&args.out.output, "convert")?;
+pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
     let mut reader = super::open_reader(&args.out.input, &args.out.flink.options())?;
     reader.load_state_schema()?;
     let edits: Vec<Edit> = match args.parallelism {
@@ -288,8 +288,7 @@ pub fn convert(mut args: ConvertArgs) -> Result<ExitCode> {
 }
 
 /// `statekit rewrite`.
-pub fn rewrite(mut args: RewriteArgs) -> Result<ExitCode> {
-    args.out.output = super::local_only(&args.out.output, "rewrite")?;
+pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
     let mut edits = args.edits()?;
     if edits.is_empty() && args.keep_keys.is_empty() && args.drop_keys.is_empty() {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
@@ -428,7 +427,8 @@ fn run_with(
         force: args.force,
         threads: args.threads,
     };
-    let summary = migrate(&reader, &args.input, &plan, &args.output, &options, &tick);
+    let output = super::location(&args.output)?;
+    let summary = migrate_to(&reader, &args.input, &plan, &output, &options, &tick);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
