@@ -494,6 +494,17 @@ impl SnapshotWriter {
     /// Builds the metadata (every registered subtask must have been written) without
     /// committing it.
     pub fn metadata(&self) -> Result<SnapshotMetadata, CheckpointError> {
+        self.build_metadata(false)
+    }
+
+    /// The metadata of the subtasks written so far (the others left out): what one shard of
+    /// a snapshot written by several independent tasks records, to be merged into the
+    /// snapshot's `_metadata` by a final step.
+    pub fn partial_metadata(&self) -> Result<SnapshotMetadata, CheckpointError> {
+        self.build_metadata(true)
+    }
+
+    fn build_metadata(&self, partial: bool) -> Result<SnapshotMetadata, CheckpointError> {
         let ops = self.lock();
         let mut operators = Vec::with_capacity(ops.len());
         for op in ops.iter() {
@@ -501,9 +512,16 @@ impl SnapshotWriter {
             let mut operator_states: Vec<OperatorStateDescriptor> = Vec::new();
             let mut subtasks = Vec::with_capacity(op.subtasks.len());
             for (i, s) in op.subtasks.iter().enumerate() {
-                let s = s.as_ref().ok_or_else(|| {
-                    CheckpointError::Invalid(format!("operator {:?}: subtask {i} did not report its state", op.uid))
-                })?;
+                let s = match s.as_ref() {
+                    Some(s) => s,
+                    None if partial => continue,
+                    None => {
+                        return Err(CheckpointError::Invalid(format!(
+                            "operator {:?}: subtask {i} did not report its state",
+                            op.uid
+                        )))
+                    }
+                };
                 for d in &s.keyed_states {
                     match keyed_states.iter().find(|x| x.name == d.name) {
                         Some(x) => x.check_compatible(d).map_err(|e| {

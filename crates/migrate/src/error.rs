@@ -87,6 +87,37 @@ pub enum MigrateError {
         /// Why.
         reason: String,
     },
+    /// A shard number outside `0..shards`, or no shards.
+    #[error("shard {shard} of {shards}: shards are numbered 0..N-1 of N >= 1")]
+    InvalidShard {
+        /// The shard asked for.
+        shard: u32,
+        /// Of how many.
+        shards: u32,
+    },
+    /// A shard has not written its manifest yet.
+    #[error("{}: shard {shard} of {shards} has not finished (no manifest): run it, then finish again", output.display())]
+    ShardMissing {
+        /// The output.
+        output: PathBuf,
+        /// The missing shard.
+        shard: u32,
+        /// Of how many.
+        shards: u32,
+    },
+    /// The shards' manifests do not hold every subtask exactly once (different `--shard`
+    /// counts, or a plan that changed between shards).
+    #[error("{}: operator {uid:?}: the shards hold subtasks {found:?}, not each of 0..{parallelism} once", output.display())]
+    ShardsIncomplete {
+        /// The output.
+        output: PathBuf,
+        /// The operator.
+        uid: String,
+        /// The subtask indices found.
+        found: Vec<u32>,
+        /// Its parallelism.
+        parallelism: u32,
+    },
     /// The output exists (pass `force` to replace it).
     #[error("{}: the output exists (use --force to replace it)", path.display())]
     OutputExists {
@@ -138,6 +169,9 @@ impl MigrateError {
             | MigrateError::BadParallelism { .. }
             | MigrateError::BadMaxParallelism { .. }
             | MigrateError::OutputExists { .. }
+            | MigrateError::InvalidShard { .. }
+            | MigrateError::ShardMissing { .. }
+            | MigrateError::ShardsIncomplete { .. }
             | MigrateError::OutputNotReplaceable { .. }
             | MigrateError::OutputIsInput { .. }
             | MigrateError::BadSchema { .. } => ErrorKind::Caller,

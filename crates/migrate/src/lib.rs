@@ -35,5 +35,5 @@ mod view;
 pub use error::MigrateError;
 pub use plan::{Edit, KeyFilter, KeyedStatePlan, OperatorPlan, OperatorStatePlan, OutputFormat, Plan, PlanOptions};
 pub use rebucket::{EntrySorter, SortedEntries, SortedView};
-pub use run::{migrate, migrate_to, MigrateOptions, OutputTarget, Progress, Summary};
+pub use run::{finish_shards, migrate, migrate_to, MigrateOptions, OutputTarget, Progress, Summary, SHARDS_DIR};
 pub use schema::{check, CheckReport, Finding, JobSchema};

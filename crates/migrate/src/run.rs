@@ -26,12 +26,17 @@ pub struct MigrateOptions {
     /// Subtasks written at once, and threads of a max-parallelism change's sort (0: two
     /// subtasks per core, a sort thread per core).
     pub threads: usize,
+    /// `(I, N)`: write only shard `I` of `N` — every `N`th output subtask from the `I`th —
+    /// and a shard manifest instead of `_metadata`; [`finish_shards`] then writes
+    /// `_metadata` once every shard is done. `None`: the whole snapshot.
+    pub shard: Option<(u32, u32)>,
 }
 
 impl Default for MigrateOptions {
     /// No `force`, one thread per core.
     fn default() -> Self {
         MigrateOptions {
+            shard: None,
             force: false,
             threads: 0,
         }
@@ -160,7 +165,12 @@ pub fn migrate_to(
 ) -> Result<Summary, MigrateError> {
     use statekit_core::location::Location;
     let (storage, prefix, url) = match output {
-        Location::Local(p) => return migrate(reader, input, plan, p, options, progress),
+        Location::Local(p) if options.shard.is_none() => return migrate(reader, input, plan, p, options, progress),
+        Location::Local(p) => {
+            // Shards write straight into the directory (no temporary name: the tasks share it).
+            let (storage, name) = output.storage_and_path().map_err(CheckpointError::from)?;
+            (storage, name, p.display().to_string())
+        }
         Location::Stored { storage, path, url } => (storage.clone(), path.clone(), url.clone()),
     };
     let shown = PathBuf::from(&url);
@@ -182,7 +192,24 @@ pub fn migrate_to(
         });
     }
     let existing = storage.list(&prefix).map_err(CheckpointError::from)?;
-    if !existing.is_empty() {
+    if let Some((i, n)) = options.shard {
+        if n == 0 || i >= n {
+            return Err(MigrateError::InvalidShard { shard: i, shards: n });
+        }
+        if plan
+            .operators
+            .iter()
+            .any(|o| o.max_parallelism != o.source_max_parallelism || plan.rekey)
+        {
+            return Err(MigrateError::NotSupported {
+                what: "--shard with a max-parallelism change or a key filter (every shard would sort the whole input)"
+                    .into(),
+            });
+        }
+        if existing.iter().any(|e| !e.is_dir && e.name == METADATA_FILE_NAME) {
+            return Err(MigrateError::OutputExists { path: shown });
+        }
+    } else if !existing.is_empty() {
         if !options.force {
             return Err(MigrateError::OutputExists { path: shown });
         }
@@ -217,11 +244,31 @@ pub fn migrate_to(
     writer.set_property("migrated-from", &input.display().to_string());
     let written = match write_all(reader, &plan, &writer, &scratch.path().join("out"), options, progress) {
         Ok(w) => w,
+        // A shard leaves its partial files (another run of the shard replaces them; the
+        // output is not complete without every manifest); a whole run deletes what it wrote.
+        Err(e) if options.shard.is_some() => return Err(e),
         Err(e) => {
             let _ = writer.abort();
             return Err(e);
         }
     };
+    if let Some((i, n)) = options.shard {
+        // This shard's part of `_metadata`, for `finish_shards`; the data files stay (other
+        // shards write beside them).
+        let part = writer.partial_metadata()?;
+        storage
+            .put_atomic(&shard_manifest(&prefix, i, n), &encode_metadata(&part))
+            .map_err(CheckpointError::from)?;
+        return Ok(Summary {
+            output: shown,
+            operators: part.operators.len(),
+            subtasks: written.subtasks,
+            files: file_count(&part),
+            bytes: written.bytes,
+            entries: written.entries,
+            spilled_runs: written.spilled,
+        });
+    }
     let committed = match writer.finish() {
         Ok(m) => m,
         Err(e) => {
@@ -239,6 +286,90 @@ pub fn migrate_to(
         entries: written.entries,
         spilled_runs: written.spilled,
     })
+}
+
+/// Where shard `i` of `n` records its part of `_metadata`.
+fn shard_manifest(prefix: &str, i: u32, n: u32) -> String {
+    statekit_core::storage::join(prefix, &format!("{SHARDS_DIR}/{i}-of-{n}"))
+}
+
+/// The directory (in the output) of the shard manifests.
+pub const SHARDS_DIR: &str = "_shards";
+
+/// The final step of a snapshot written by `n` shards ([`MigrateOptions::shard`]): reads every
+/// shard's manifest, checks that together they hold every subtask of every operator exactly
+/// once, writes `_metadata` (only if none is there) and deletes the manifests. A shard that
+/// has not finished is named. Cheap: reads `n` small objects and writes one.
+pub fn finish_shards(
+    output: &statekit_core::location::Location,
+    n: u32,
+) -> Result<statekit_format::SnapshotMetadata, MigrateError> {
+    let (storage, prefix) = output.storage_and_path().map_err(CheckpointError::from)?;
+    let shown = PathBuf::from(output.display());
+    if n == 0 {
+        return Err(MigrateError::InvalidShard { shard: 0, shards: 0 });
+    }
+    let mut merged: Option<statekit_format::SnapshotMetadata> = None;
+    for i in 0..n {
+        let path = shard_manifest(&prefix, i, n);
+        let blob = match storage.open(&path) {
+            Ok(b) => b,
+            Err(statekit_core::storage::StorageError::NotFound(_)) => {
+                return Err(MigrateError::ShardMissing {
+                    output: shown,
+                    shard: i,
+                    shards: n,
+                })
+            }
+            Err(e) => return Err(CheckpointError::from(e).into()),
+        };
+        let part =
+            statekit_format::decode_metadata(blob.bytes(), &storage.describe(&path)).map_err(CheckpointError::from)?;
+        match merged.as_mut() {
+            None => merged = Some(part),
+            Some(m) => {
+                for op in part.operators {
+                    let Some(into) = m.operators.iter_mut().find(|o| o.uid == op.uid) else {
+                        m.operators.push(op);
+                        continue;
+                    };
+                    for d in op.keyed_states {
+                        if !into.keyed_states.iter().any(|x| x.name == d.name) {
+                            into.keyed_states.push(d);
+                        }
+                    }
+                    for d in op.operator_states {
+                        if !into.operator_states.iter().any(|x| x.name == d.name) {
+                            into.operator_states.push(d);
+                        }
+                    }
+                    into.subtasks.extend(op.subtasks);
+                }
+            }
+        }
+    }
+    let mut meta = merged.ok_or(MigrateError::InvalidShard { shard: 0, shards: n })?;
+    for op in &mut meta.operators {
+        op.subtasks.sort_by_key(|s| s.index);
+        let indices: Vec<u32> = op.subtasks.iter().map(|s| s.index).collect();
+        if indices != (0..op.parallelism).collect::<Vec<u32>>() {
+            return Err(MigrateError::ShardsIncomplete {
+                output: shown,
+                uid: op.uid.clone(),
+                found: indices,
+                parallelism: op.parallelism,
+            });
+        }
+        op.finished = op.subtasks.iter().all(|s| s.finished);
+    }
+    let bytes = encode_metadata(&meta);
+    // The same structural checks every reader applies, before anything is committed.
+    statekit_format::check_metadata(&bytes, &output.display()).map_err(CheckpointError::from)?;
+    storage
+        .put_new(&statekit_core::storage::join(&prefix, METADATA_FILE_NAME), &bytes)
+        .map_err(CheckpointError::from)?;
+    let _ = storage.delete_dir_all(&statekit_core::storage::join(&prefix, SHARDS_DIR));
+    Ok(meta)
 }
 
 /// Data files `meta` references.
@@ -312,6 +443,16 @@ fn write_all(
             operator_states(reader, op)?
         });
         work.extend((0..op.parallelism).map(|i| (oi, i)));
+    }
+    if let Some((shard, shards)) = options.shard {
+        // Every `shards`th subtask of the whole list from the `shard`th: shards get about the
+        // same number of subtasks of every operator.
+        let mut k = 0u32;
+        work.retain(|_| {
+            let mine = k % shards == shard;
+            k += 1;
+            mine
+        });
     }
     let total = work.len() as u64;
     let threads = write_threads.clamp(1, work.len().max(1));

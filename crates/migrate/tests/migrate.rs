@@ -225,6 +225,7 @@ fn bad_edits_and_outputs_are_refused_before_anything_is_written() {
     let force = MigrateOptions {
         force: true,
         threads: 2,
+        shard: None,
     };
     migrate(&reader, &input, &plan, &out, &force, &|_| {}).expect("replaced");
     let other = dir.path().join("other");
@@ -818,7 +819,7 @@ proptest! {
         let plan = Plan::new(&reader, &accepted, PlanOptions { memory, format, ..PlanOptions::default() }).expect("plan");
         let out = dir.path().join("out");
         let threads = 1 + (p as usize % 3);
-        migrate(&reader, &input, &plan, &out, &MigrateOptions { force: false, threads }, &|_| {}).expect("migrate");
+        migrate(&reader, &input, &plan, &out, &MigrateOptions { force: false, threads, shard: None }, &|_| {}).expect("migrate");
         let (_, v) = statekit_snapshot::verify_path(&out).expect("verify");
         prop_assert!(v.is_ok(), "{:?}", v.problems);
         // Native output restores into RocksDB only.

@@ -48,6 +48,9 @@ enum Command {
     /// Will this snapshot restore into a job that declares this schema (or has this other
     /// snapshot's)? Exit 0 compatible, 1 incompatible (each reason on a line).
     Check(cmd::migrate::CheckArgs),
+    /// The final step of a snapshot written by `convert`/`rewrite --shard I/N` tasks: checks
+    /// that the shards hold every subtask once and writes `_metadata`.
+    FinishShards(cmd::migrate::FinishShardsArgs),
     /// Write a snapshot's state as typed tables (Parquet, Arrow IPC or JSON lines): one
     /// directory per (uid, state), one file per subtask's key groups, and `_tables.json`.
     Export(cmd::table::ExportArgs),
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Rewrite(args) => cmd::migrate::rewrite(args),
         Command::Schema(args) => cmd::migrate::schema(args),
         Command::Check(args) => cmd::migrate::check(args),
+        Command::FinishShards(args) => cmd::migrate::finish_shards(args),
         Command::Export(args) => cmd::table::export(args),
         Command::Import(args) => cmd::table::import(args),
         #[cfg(feature = "query")]

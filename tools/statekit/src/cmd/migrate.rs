@@ -101,9 +101,62 @@ pub struct OutputArgs {
     /// per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
+    /// Write only shard I of N (every Nth output subtask from the Ith) and its manifest, not
+    /// `_metadata`: N independent tasks (any batch scheduler) each run with their own I on
+    /// the same OUTPUT, then `statekit finish-shards OUTPUT --shards N` writes `_metadata`.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<(u32, u32)>,
     /// Print the summary as one JSON document.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_shard(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u32, u32) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+/// Arguments of `statekit finish-shards`.
+#[derive(Args, Debug)]
+pub struct FinishShardsArgs {
+    /// The output every shard wrote into (local or `s3://bucket/key`).
+    pub output: PathBuf,
+    /// How many shards wrote it (the N of their `--shard I/N`).
+    #[arg(long, value_name = "N")]
+    pub shards: u32,
+    /// Print the result as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `statekit finish-shards`.
+pub fn finish_shards(args: FinishShardsArgs) -> Result<ExitCode> {
+    let output = super::location(&args.output)?;
+    let meta = statekit_migrate::finish_shards(&output, args.shards)?;
+    let subtasks: usize = meta.operators.iter().map(|o| o.subtasks.len()).sum();
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "output": output.display(),
+                "shards": args.shards,
+                "operators": meta.operators.len(),
+                "subtasks": subtasks,
+            }))?
+        );
+    } else {
+        outln!(
+            "{output}: _metadata written from {} shards ({} operators, {subtasks} subtasks)",
+            args.shards,
+            meta.operators.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Arguments of `statekit convert`.
@@ -426,6 +479,7 @@ fn run_with(
     let options = MigrateOptions {
         force: args.force,
         threads: args.threads,
+        shard: args.shard,
     };
     let output = super::location(&args.output)?;
     let summary = migrate_to(&reader, &args.input, &plan, &output, &options, &tick);
