@@ -13,6 +13,10 @@
 //!   --max-parallelism` (time beside the plain convert, peak RSS) and `rewrite --rename-uid
 //!   --link`, beside `cp -r` of the same directory followed by `sync` (`--migrate-only` runs
 //!   just this section; rates are of the canonical input's bytes);
+//! * with `--s3-only` (needs `STATEKIT_MOTO`, the venv's `moto_server`): the large savepoint
+//!   uploaded to a real S3 API server on loopback, then `statekit show` (requests: one GET)
+//!   and `statekit dump --key` of one key (bytes the store served beside the savepoint's
+//!   bytes: target < 1%), each beside the same command on the local copy;
 //!
 //! The inspector is measured in a child process of this report (`--inspect`, [`inspect_child`]),
 //! which drives it through the `statekit` library on an in-memory terminal.
@@ -22,6 +26,10 @@
 //! cargo run --release -p statekit-benches --bin cli_report -- [--small-mb 10] [--large-mb 1024] [--dir DIR]
 //! cargo run --release -p statekit-benches --bin cli_report -- --diff-only --diff-mb 50
 //! ```
+
+#[path = "../tools/statekit/tests/common/moto.rs"]
+#[allow(dead_code)]
+mod moto;
 
 use rand::{Rng, SeedableRng};
 use statekit::tui::app::Action;
@@ -287,6 +295,11 @@ fn main() -> std::process::ExitCode {
     if args.iter().any(|a| a == "--migrate-only") {
         let large = generate(tmp.path(), large_mb);
         migrate_section(&statekit, tmp.path(), &large);
+        return std::process::ExitCode::SUCCESS;
+    }
+    if args.iter().any(|a| a == "--s3-only") {
+        let large = generate(tmp.path(), large_mb);
+        s3_section(&statekit, tmp.path(), &large);
         return std::process::ExitCode::SUCCESS;
     }
     if args.iter().any(|a| a == "--tables-only") {
@@ -854,5 +867,94 @@ fn tables_section(statekit: &Path, tmp: &Path, input: &Path) {
         tpoint_in.as_secs_f64() * 1e3,
         read_point as f64 / 1e6,
         if share < 1.0 && tpoint.as_millis() < 50 { "ok" } else { "ABOVE TARGET" }
+    );
+}
+
+/// `show` and `dump --key` of the large savepoint on S3 (moto on loopback), with the bytes and
+/// requests the store served, beside the same commands on the local copy.
+fn s3_section(statekit: &Path, tmp: &Path, input: &Path) {
+    let Some(server) = moto::Moto::start() else {
+        println!("\n== S3: skipped (STATEKIT_MOTO is not set) ==");
+        return;
+    };
+    let (bytes, files) = dir_bytes(input);
+    println!(
+        "\n== statekit on S3 (moto on 127.0.0.1): {:.0} MB savepoint ==",
+        bytes as f64 / 1e6
+    );
+    server.create_bucket("bench");
+    let t = Instant::now();
+    server.upload_files(input, files, "bench", "sp");
+    println!("  (uploaded in {:.1} s)", t.elapsed().as_secs_f64());
+    let url = "s3://bench/sp";
+    let local = input.to_string_lossy().to_string();
+    let first = Command::new(statekit)
+        .args([
+            "dump", &local, "--uid", "counter", "--state", "count", "--limit", "1", "--json",
+        ])
+        .output()
+        .expect("dump");
+    let text = String::from_utf8_lossy(&first.stdout);
+    let key = text
+        .split("\"key\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("a key")
+        .to_string();
+    let run = |args: &[&str], stats: &Path| -> (Duration, String) {
+        let _ = std::fs::remove_file(stats);
+        let t = Instant::now();
+        let o = Command::new(statekit)
+            .args(args)
+            .envs(server.env())
+            .env("STATEKIT_OBJECT_STORE_STATS", stats)
+            .output()
+            .expect("statekit");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (t.elapsed(), std::fs::read_to_string(stats).unwrap_or_default())
+    };
+    let field = |json: &str, name: &str| -> u64 {
+        json.split(&format!("\"{name}\":"))
+            .nth(1)
+            .and_then(|r| r.split([',', '}']).next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let stats = tmp.join("s3-stats.jsonl");
+    let (t_local, _) = run(&["show", &local], &stats);
+    let (t_s3, st) = run(&["show", url], &stats);
+    println!(
+        "  show           S3 {:.3} s, {} GET, {} bytes   local {:.3} s",
+        t_s3.as_secs_f64(),
+        field(&st, "gets"),
+        field(&st, "get_bytes"),
+        t_local.as_secs_f64()
+    );
+    let dump = |at: &str| {
+        vec![
+            "dump".to_string(),
+            at.to_string(),
+            "--uid".into(),
+            "counter".into(),
+            "--state".into(),
+            "count".into(),
+            "--key".into(),
+            key.clone(),
+        ]
+    };
+    let args_local = dump(&local);
+    let args_s3 = dump(url);
+    let args_local: Vec<&str> = args_local.iter().map(String::as_str).collect();
+    let args_s3: Vec<&str> = args_s3.iter().map(String::as_str).collect();
+    let (t_local, _) = run(&args_local, &stats);
+    let (t_s3, st) = run(&args_s3, &stats);
+    let read = field(&st, "get_bytes");
+    let share = 100.0 * read as f64 / bytes as f64;
+    println!(
+        "  dump --key     S3 {:.3} s, {} GETs, {read} of {bytes} bytes = {share:.2}% (target < 1%) {}   local {:.3} s",
+        t_s3.as_secs_f64(),
+        field(&st, "gets"),
+        if share < 1.0 { "ok" } else { "ABOVE TARGET" },
+        t_local.as_secs_f64()
     );
 }
