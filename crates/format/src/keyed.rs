@@ -280,9 +280,8 @@ pub fn transcode_keyed_file(
         let mut buf = Vec::new();
         while pos < end {
             let (h, raw) = read_section_block(dec, bytes, pos, s, &reader.file)?;
-            buf.clear();
-            buf.extend_from_slice(raw);
-            sink.block(kg, &mut buf, h.entries)?;
+            // Compressed again straight from the decoder's buffer (no copy of the records).
+            sink.block_ref(kg, raw, h.entries, &mut buf)?;
             pos += h.total_len();
         }
         // Read once: keep the resident set at about one key group per thread.

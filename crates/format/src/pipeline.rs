@@ -18,6 +18,15 @@ pub(crate) trait BlockSink {
     /// Takes the records in `raw` (`entries` whole records) as the next block of key group
     /// `kg`; on return `raw` is an empty buffer to fill next.
     fn block(&mut self, kg: u32, raw: &mut Vec<u8>, entries: u32) -> Result<()>;
+
+    /// [`BlockSink::block`] of records the caller keeps (a decoder's buffer): a sink that
+    /// compresses reads them in place and copies them only when they are stored
+    /// uncompressed. Default: a copy, then `block`.
+    fn block_ref(&mut self, kg: u32, raw: &[u8], entries: u32, scratch: &mut Vec<u8>) -> Result<()> {
+        scratch.clear();
+        scratch.extend_from_slice(raw);
+        self.block(kg, scratch, entries)
+    }
 }
 
 /// The serial sink: encode and write on the calling thread. The caller closes the section
@@ -93,6 +102,30 @@ impl ThreadSink<'_> {
 }
 
 impl BlockSink for ThreadSink<'_> {
+    fn block_ref(&mut self, kg: u32, raw: &[u8], entries: u32, _scratch: &mut Vec<u8>) -> Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(stopped());
+        }
+        let mut spare = self.buffer()?;
+        let (header, compressed) = self.enc.encode_detached(raw, kg, entries, &mut spare)?;
+        let (stored_len, raw_len) = if compressed {
+            (u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize, raw.len())
+        } else {
+            spare.clear();
+            spare.extend_from_slice(raw);
+            (raw.len(), raw.len())
+        };
+        self.tx
+            .send(Msg::Block(Block {
+                header,
+                stored: spare,
+                stored_len,
+                raw_len,
+                entries,
+            }))
+            .map_err(|_| stopped())
+    }
+
     fn block(&mut self, kg: u32, raw: &mut Vec<u8>, entries: u32) -> Result<()> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(stopped());
