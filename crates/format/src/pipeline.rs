@@ -109,7 +109,10 @@ impl BlockSink for ThreadSink<'_> {
         let mut spare = self.buffer()?;
         let (header, compressed) = self.enc.encode_detached(raw, kg, entries, &mut spare)?;
         let (stored_len, raw_len) = if compressed {
-            (u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize, raw.len())
+            (
+                u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize,
+                raw.len(),
+            )
         } else {
             spare.clear();
             spare.extend_from_slice(raw);

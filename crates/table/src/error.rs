@@ -34,6 +34,9 @@ pub enum TableError {
     /// The snapshot could not be read.
     #[error(transparent)]
     Snapshot(#[from] statekit_snapshot::SnapshotError),
+    /// Writing to (or listing) the output's storage failed (an object store).
+    #[error(transparent)]
+    Storage(#[from] statekit_core::storage::StorageError),
     /// The view has no state of that name.
     #[error("no state {state:?}")]
     UnknownState {
@@ -120,6 +123,7 @@ impl TableError {
             | TableError::Unsupported { .. }
             | TableError::BadTable { .. } => ErrorKind::Caller,
             TableError::Migrate(e) => e.kind(),
+            TableError::Storage(e) => e.kind(),
             TableError::Checkpoint(e) => e.kind(),
             TableError::Write {
                 source: arrow_schema::ArrowError::IoError(_, e),

@@ -33,7 +33,7 @@ mod table_file;
 pub use arrow_types::{arrow_type, state_schema, Columns};
 pub use batches::StateBatches;
 pub use error::TableError;
-pub use export::{export_snapshot, ExportOptions, ExportSummary, ExportedTable, TableScope};
+pub use export::{export_snapshot, export_to, ExportOptions, ExportSummary, ExportedTable, TableScope};
 pub use import::{import_tables, ImportOptions, ImportSummary, ImportedState};
 pub use operator_table::{operator_state_batch, operator_state_schema};
 pub use table_file::{

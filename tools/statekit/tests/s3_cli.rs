@@ -121,8 +121,7 @@ fn read_commands_answer_as_on_local_disk() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(dir.path().join("tables").is_dir());
     // convert and rewrite to S3: _metadata last, the output verifies, an existing output is
-    // refused without --force and replaced with it; --link is local only. An output of export
-    // on S3 is refused (not yet), never a local "s3:" folder.
+    // refused without --force and replaced with it; --link is local only.
     let out = format!("s3://{BUCKET}/converted");
     let (o, stats) = run_s3(&moto, dir.path(), &["convert", &url, &out, "--format", "native"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -162,13 +161,19 @@ fn read_commands_answer_as_on_local_disk() {
         ],
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // export to S3: the same files as the local export, _tables.json last; a second export
+    // to the same prefix is refused.
+    let (o, stats) = run_s3(&moto, dir.path(), &["export", &url, &format!("s3://{BUCKET}/tables")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(stats[0]["puts"].as_u64().unwrap_or(0) >= 2, "{stats:?}");
+    let tables = dir.path().join("tables");
+    for p in files(&tables) {
+        let rel = p.strip_prefix(&tables).expect("below").to_string_lossy().to_string();
+        let status = moto.request("GET", &format!("/{BUCKET}/tables/{rel}"), b"");
+        assert_eq!(status, Some(200), "{rel} uploaded");
+    }
     let (o, _) = run_s3(&moto, dir.path(), &["export", &url, &format!("s3://{BUCKET}/tables")]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("not supported yet"),
-        "{}",
-        text(&o)
-    );
     assert!(!dir.path().join("s3:").exists());
 
     // dump: the same entries, whole state and one key.
@@ -590,6 +595,7 @@ fn multipart_uploads_complete_or_abort() {
     // No multipart upload is left open, and no savepoint appeared.
     let mut s = TcpStreamGet::new(moto.port);
     let uploads = s.get(&format!("/{BUCKET}?uploads"));
+    assert!(uploads.contains("ListMultipartUploadsResult"), "{uploads}");
     assert!(!uploads.contains("<Upload>"), "an upload was left open: {uploads}");
     let (o, _) = run_s3(&moto, d, &["ls", &sp, "--json"]);
     let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");

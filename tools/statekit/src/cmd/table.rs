@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use statekit_core::KeyGroupRange;
-use statekit_table::{export_snapshot, ExportOptions, TableCompression, TableFileOptions, TableFormat};
+use statekit_table::{export_to, ExportOptions, TableCompression, TableFileOptions, TableFormat};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,8 +70,8 @@ pub struct ExportArgs {
 }
 
 /// `statekit export`.
-pub fn export(mut args: ExportArgs) -> Result<ExitCode> {
-    args.out = super::local_only(&args.out, "export")?;
+pub fn export(args: ExportArgs) -> Result<ExitCode> {
+    let out = super::location(&args.out)?;
     let format = match args.format {
         ExportFormat::Parquet => TableFormat::Parquet,
         ExportFormat::Arrow => TableFormat::Arrow,
@@ -97,9 +97,7 @@ pub fn export(mut args: ExportArgs) -> Result<ExitCode> {
         },
         threads: args.threads,
     };
-    let summary = with_rows_spinner("exporting", |progress| {
-        export_snapshot(&reader, &args.out, &options, progress)
-    })?;
+    let summary = with_rows_spinner("exporting", |progress| export_to(&reader, &out, &options, progress))?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(ExitCode::SUCCESS);

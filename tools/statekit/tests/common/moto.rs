@@ -62,8 +62,10 @@ impl Moto {
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> Option<u16> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        // moto serves anonymous reads of objects with 403; it does not check signatures, so
+        // any well-formed Authorization header will do.
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nAuthorization: AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0\r\nConnection: close\r\n\r\n",
             self.port,
             body.len()
         );
