@@ -101,23 +101,7 @@ pub fn migrate(
         OutputTarget::check_output(output, options.force)?
     };
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&target.parent));
-    let meta = &plan.input;
-    let writer = SnapshotWriter::new(
-        storage.clone(),
-        &target.temp_name,
-        SnapshotKind::Savepoint,
-        meta.checkpoint_id,
-        &meta.job_id,
-    )?
-    .with_options(WriteOptions {
-        compression: plan.options.compression,
-        block_size: plan.options.block_size,
-    });
-    let mut writer = writer;
-    for (k, v) in meta.properties.iter().filter(|(k, _)| k.as_str() != "writer") {
-        writer.set_property(k, v);
-    }
-    writer.set_property("migrated-from", &input.display().to_string());
+    let writer = output_writer(storage.clone(), &target.temp_name, plan, input)?;
     let dir = target.parent.join(&target.temp_name);
     let result = write_all(reader, plan, &writer, &dir, options, progress);
     let written = match result {
@@ -226,22 +210,7 @@ pub fn migrate_to(
     if plan.options.spill_dir.is_none() {
         plan.options.spill_dir = Some(scratch.path().join("spill"));
     }
-    let meta = &plan.input;
-    let mut writer = SnapshotWriter::new(
-        storage.clone(),
-        &prefix,
-        SnapshotKind::Savepoint,
-        meta.checkpoint_id,
-        &meta.job_id,
-    )?
-    .with_options(WriteOptions {
-        compression: plan.options.compression,
-        block_size: plan.options.block_size,
-    });
-    for (k, v) in meta.properties.iter().filter(|(k, _)| k.as_str() != "writer") {
-        writer.set_property(k, v);
-    }
-    writer.set_property("migrated-from", &input.display().to_string());
+    let writer = output_writer(storage.clone(), &prefix, &plan, input)?;
     let written = match write_all(reader, &plan, &writer, &scratch.path().join("out"), options, progress) {
         Ok(w) => w,
         // A shard leaves its partial files (another run of the shard replaces them; the
@@ -383,6 +352,27 @@ fn file_count(meta: &statekit_format::SnapshotMetadata) -> u64 {
                 + s.native.as_ref().map_or(0, |h| h.files.len() as u64)
         })
         .sum::<u64>()
+}
+
+/// The writer of the output savepoint in directory `dir` of `storage`: the input's ids and
+/// properties, the plan's compression and block size, and where it was migrated from.
+fn output_writer(
+    storage: Arc<dyn Storage>,
+    dir: &str,
+    plan: &Plan,
+    input: &Path,
+) -> Result<SnapshotWriter, MigrateError> {
+    let meta = &plan.input;
+    let mut writer = SnapshotWriter::new(storage, dir, SnapshotKind::Savepoint, meta.checkpoint_id, &meta.job_id)?
+        .with_options(WriteOptions {
+            compression: plan.options.compression,
+            block_size: plan.options.block_size,
+        });
+    for (k, v) in meta.properties.iter().filter(|(k, _)| k.as_str() != "writer") {
+        writer.set_property(k, v);
+    }
+    writer.set_property("migrated-from", &input.display().to_string());
+    Ok(writer)
 }
 
 /// What [`write_all`] wrote.
