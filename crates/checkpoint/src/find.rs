@@ -1,6 +1,8 @@
-//! Finding snapshot directories under a directory on the local filesystem.
+//! Finding snapshot directories under a directory: on the local filesystem, or in any
+//! [`Storage`] (an object store) by listings.
 
 use crate::layout::parse_checkpoint_dir_name;
+use statekit_core::storage::{join, Storage, StorageError};
 use statekit_format::METADATA_FILE_NAME;
 use std::path::{Path, PathBuf};
 
@@ -55,4 +57,50 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<SnapshotDir>) {
     for d in dirs {
         walk(&d, depth - 1, out);
     }
+}
+
+/// A directory [`find_snapshot_dirs_in`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredSnapshotDir {
+    /// The directory, relative to the storage searched.
+    pub path: String,
+    /// The size of its `_metadata`, or `None` for a `chk-N` directory without one (an
+    /// incomplete checkpoint).
+    pub metadata_bytes: Option<u64>,
+}
+
+/// [`find_snapshot_dirs`] in a [`Storage`] (an object store): every directory below `dir` (itself
+/// included), at most `depth` levels down, in path order, that holds `_metadata` or is a
+/// `chk-N` directory; one listing per directory visited, and a snapshot directory is not
+/// searched further.
+pub fn find_snapshot_dirs_in(
+    storage: &dyn Storage,
+    dir: &str,
+    depth: usize,
+) -> Result<Vec<StoredSnapshotDir>, StorageError> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(String, usize)> = vec![(dir.to_string(), depth)];
+    while let Some((d, depth)) = stack.pop() {
+        let entries = storage.list(&d)?;
+        let metadata_bytes = entries
+            .iter()
+            .find(|e| !e.is_dir && e.name == METADATA_FILE_NAME)
+            .map(|e| e.size);
+        let name = d.rsplit('/').next().unwrap_or(&d);
+        if metadata_bytes.is_some() || parse_checkpoint_dir_name(name).is_some() {
+            out.push(StoredSnapshotDir {
+                path: d,
+                metadata_bytes,
+            });
+        } else if depth > 0 {
+            stack.extend(
+                entries
+                    .iter()
+                    .filter(|e| e.is_dir)
+                    .map(|e| (join(&d, &e.name), depth - 1)),
+            );
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }

@@ -486,45 +486,21 @@ pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
 /// [`Orphan`]'s `path` is its URL and its `id` is zero.
 pub fn plan_gc_at(base: &statekit_core::location::Location, min_age: Duration) -> Result<GcPlan, CheckpointError> {
     use statekit_core::location::Location;
-    use statekit_core::storage::{join, Storage, SubdirStorage};
-    let (storage, root, url) = match base {
+    use statekit_core::storage::join;
+    let url = match base {
         Location::Local(p) => return plan_gc(p, min_age),
-        Location::Stored { storage, path, url } => (storage.clone(), path.clone(), url.clone()),
+        Location::Stored { url, .. } => url.clone(),
     };
-    let root_storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(SubdirStorage::new(storage, &root)?);
+    let root_storage = base.storage()?;
     let mut plan = GcPlan {
         base: PathBuf::from(&url),
         ..GcPlan::default()
     };
-    // Snapshots: directories holding `_metadata`, at most 4 levels down.
-    let mut snapshots: Vec<String> = Vec::new();
-    let mut stack: Vec<(String, usize)> = vec![(String::new(), 4)];
-    while let Some((dir, depth)) = stack.pop() {
-        let list = root_storage.list(&dir)?;
-        if list.iter().any(|e| !e.is_dir && e.name == METADATA_FILE_NAME) {
-            snapshots.push(dir);
-            continue;
-        }
-        if depth > 0 {
-            stack.extend(
-                list.iter()
-                    .filter(|e| e.is_dir)
-                    .map(|e| (join(&dir, &e.name), depth - 1)),
-            );
-        }
-    }
-    snapshots.sort();
-    let at = |dir: &str| {
-        let mut l = base.clone();
-        for part in dir.split('/').filter(|p| !p.is_empty()) {
-            l = l.join(part);
-        }
-        l
-    };
     let mut referenced: BTreeSet<String> = BTreeSet::new();
     let mut complete: BTreeSet<String> = BTreeSet::new();
-    for dir in &snapshots {
-        let loc = at(dir);
+    let snapshots = crate::find::find_snapshot_dirs_in(root_storage.as_ref(), "", 4)?;
+    for dir in snapshots.iter().filter(|d| d.metadata_bytes.is_some()).map(|d| &d.path) {
+        let loc = base.join(dir);
         match SnapshotReader::open_location_unchecked(&loc).and_then(|r| r.referenced_files()) {
             Ok(files) => {
                 plan.snapshots += 1;
@@ -550,26 +526,14 @@ pub fn plan_gc_at(base: &statekit_core::location::Location, min_age: Duration) -
             let dir = join(&job.name, &d.name);
             let reason = if parse_checkpoint_dir_name(&d.name).is_none() {
                 OrphanReason::UnreferencedShared
-            } else if unreadable.contains(&at(&dir).display()) {
+            } else if unreadable.contains(&base.join(&dir).display()) {
                 continue;
             } else if complete.contains(&dir) {
                 OrphanReason::UnreferencedInCheckpoint
             } else {
                 OrphanReason::IncompleteCheckpoint
             };
-            let mut files: Vec<(String, statekit_core::storage::DirEntry)> = Vec::new();
-            let mut dirs = vec![dir];
-            while let Some(x) = dirs.pop() {
-                for e in root_storage.list(&x)? {
-                    let p = join(&x, &e.name);
-                    if e.is_dir {
-                        dirs.push(p);
-                    } else {
-                        files.push((p, e));
-                    }
-                }
-            }
-            for (p, e) in files {
+            for (p, e) in statekit_core::storage::files_below(root_storage.as_ref(), &dir)? {
                 let object = root_storage.describe(&p);
                 if referenced.contains(&object) {
                     continue;

@@ -269,29 +269,57 @@ impl SnapshotReader {
             None if path == METADATA_FILE_NAME => String::new(),
             _ => path,
         };
-        let snap: Arc<dyn Storage> = Arc::new(SubdirStorage::new(storage.clone(), &dir)?);
-        let mut resolver = FileResolver::new(snap.clone());
-        if let Some((job, _)) = dir.rsplit_once('/') {
-            resolver = resolver.with_job(Arc::new(SubdirStorage::new(storage, job)?));
-        } else if !dir.is_empty() {
-            resolver = resolver.with_job(storage);
-        }
-        let blob = snap.open(METADATA_FILE_NAME).map_err(|e| match e {
-            statekit_core::storage::StorageError::NotFound(_) => CheckpointError::Invalid(format!(
+        // Shared files resolve against the enclosing directory (a checkpoint's job directory).
+        let job = dir.rsplit_once('/').map_or("", |(j, _)| j);
+        let job_dir = (!dir.is_empty()).then_some(job);
+        Self::open_stored(storage, &dir, job_dir, checked, false).map_err(|e| match e {
+            CheckpointError::Format(statekit_format::FormatError::Storage(
+                statekit_core::storage::StorageError::NotFound(_),
+            )) => CheckpointError::Invalid(format!(
                 "{}: no {METADATA_FILE_NAME} here: not a snapshot, or an incomplete one",
                 location.display()
             )),
-            e => CheckpointError::from(e),
-        })?;
+            e => e,
+        })
+    }
+
+    /// The snapshot in directory `dir` of `storage` (one read of its `_metadata`, checked or
+    /// only decoded); shared files resolve against `job_dir`, absolute ones on the local file
+    /// system when `local_absolute`. An Apache Flink `_metadata` is refused: Flink snapshots
+    /// are read from local paths only.
+    fn open_stored(
+        storage: Arc<dyn Storage>,
+        dir: &str,
+        job_dir: Option<&str>,
+        checked: bool,
+        local_absolute: bool,
+    ) -> Result<Self, CheckpointError> {
+        let snap: Arc<dyn Storage> = Arc::new(SubdirStorage::new(storage.clone(), dir)?);
+        let mut resolver = FileResolver::new(snap.clone());
+        if local_absolute {
+            resolver = resolver.with_local_absolute();
+        }
+        if let Some(j) = job_dir {
+            resolver = resolver.with_job(Arc::new(SubdirStorage::new(storage, j)?));
+        }
+        let blob = snap
+            .open(METADATA_FILE_NAME)
+            .map_err(statekit_format::FormatError::from)?;
         let file = snap.describe(METADATA_FILE_NAME);
         if statekit_flink::is_flink_metadata(blob.bytes()) {
             return Err(CheckpointError::Unsupported {
                 snapshot: file,
-                what: "an Apache Flink snapshot on object storage: read it from a local copy for now".into(),
+                what: "an Apache Flink snapshot outside the local file system: read it from a local copy for now"
+                    .into(),
             });
         }
         let metadata = if checked {
-            statekit_format::check_metadata(blob.bytes(), &file)?
+            let r = statekit_format::check_metadata(blob.bytes(), &file);
+            if r.is_err() {
+                statekit_core::storage::check_intact(blob.as_ref(), &file)
+                    .map_err(statekit_format::FormatError::from)?;
+            }
+            r?
         } else {
             statekit_format::decode_metadata(blob.bytes(), &file)?
         };
@@ -306,18 +334,7 @@ impl SnapshotReader {
     /// Opens the snapshot in directory `dir` of `storage`; shared files resolve against
     /// `job_dir` when given.
     pub fn open_in(storage: Arc<dyn Storage>, dir: &str, job_dir: Option<&str>) -> Result<Self, CheckpointError> {
-        let snap: Arc<dyn Storage> = Arc::new(SubdirStorage::new(storage.clone(), dir)?);
-        let mut resolver = FileResolver::new(snap.clone()).with_local_absolute();
-        if let Some(j) = job_dir {
-            resolver = resolver.with_job(Arc::new(SubdirStorage::new(storage, j)?));
-        }
-        let metadata = read_metadata(snap.as_ref(), METADATA_FILE_NAME)?;
-        Ok(SnapshotReader {
-            storage: snap,
-            resolver,
-            metadata,
-            flink: None,
-        })
+        Self::open_stored(storage, dir, job_dir, true, true)
     }
 
     /// The snapshot's metadata.

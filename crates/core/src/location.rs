@@ -2,7 +2,7 @@
 //! [`Storage`] (an object store's bucket, say). Commands and libraries that take "a snapshot
 //! path" take a [`Location`]; `statekit-objstore` makes one from a URL (`s3://bucket/key`).
 
-use crate::storage::{join, LocalStorage, Storage, StorageError};
+use crate::storage::{join, LocalStorage, Storage, StorageError, SubdirStorage};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -39,8 +39,13 @@ impl Location {
         }
     }
 
-    /// `name` below this location.
+    /// `name` below this location: one component or a relative `a/b` path (`""`: this
+    /// location itself).
     pub fn join(&self, name: &str) -> Location {
+        let name = name.trim_matches('/');
+        if name.is_empty() {
+            return self.clone();
+        }
         match self {
             Location::Local(p) => Location::Local(p.join(name)),
             Location::Stored { storage, path, url } => Location::Stored {
@@ -80,6 +85,14 @@ impl Location {
                 })
             }
         }
+    }
+
+    /// A storage rooted at this location (a directory; nothing is created).
+    pub fn storage(&self) -> Result<Arc<dyn Storage>, StorageError> {
+        Ok(match self {
+            Location::Local(p) => Arc::new(LocalStorage::new(p)),
+            Location::Stored { storage, path, .. } => Arc::new(SubdirStorage::new(storage.clone(), path)?),
+        })
     }
 
     /// A storage and a path inside it for this location: for a local path, the local file
@@ -131,5 +144,7 @@ mod tests {
         let root = p.parent().and_then(|p| p.parent()).expect("root");
         assert_eq!(root.display(), "s3://b");
         assert!(root.parent().is_none());
+        assert_eq!(root.join("ck/job/chk-3").display(), "s3://b/ck/job/chk-3");
+        assert_eq!(c.join("").display(), "s3://b/ck/job/chk-3");
     }
 }

@@ -305,6 +305,23 @@ pub fn check_path(path: &str) -> Result<(), StorageError> {
     }
 }
 
+/// Every file below `dir` of `storage` (its subdirectories too), as (path, entry), by listings.
+pub fn files_below(storage: &dyn Storage, dir: &str) -> Result<Vec<(String, DirEntry)>, StorageError> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_string()];
+    while let Some(d) = dirs.pop() {
+        for e in storage.list(&d)? {
+            let p = join(&d, &e.name);
+            if e.is_dir {
+                dirs.push(p);
+            } else {
+                files.push((p, e));
+            }
+        }
+    }
+    Ok(files)
+}
+
 /// Joins two relative paths with `/`.
 pub fn join(a: &str, b: &str) -> String {
     match (a.is_empty(), b.is_empty()) {

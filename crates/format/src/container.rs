@@ -149,8 +149,6 @@ pub(crate) fn check_size(len: u64, expected: Option<u64>, file: &str) -> Result<
     }
 }
 
-/// Parses and checks everything but the blocks: magic, version, size, header CRC, trailer,
-/// index CRC, and that the sections tile the data area in ascending id order.
 /// Fetches what [`parse`] reads of a file opened by ranges ([`Storage::open_ranged`]): its
 /// header and, through the trailer, its index; the sections are fetched by whoever reads
 /// them. Values that do not add up are left for `parse` to report (it sees zeros where
@@ -175,6 +173,8 @@ pub(crate) fn fetch_layout(blob: &dyn statekit_core::storage::Blob) -> std::resu
     Ok(())
 }
 
+/// Parses and checks everything but the blocks: magic, version, size, header CRC, trailer,
+/// index CRC, and that the sections tile the data area in ascending id order.
 pub(crate) fn parse(bytes: &[u8], file: &str, kind: &FileKind, expected_size: Option<u64>) -> Result<Layout> {
     check_magic_and_version(bytes, file, &kind.magic, kind.what)?;
     let size = bytes.len() as u64;

@@ -89,12 +89,7 @@ pub fn migrate(
     options: &MigrateOptions,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<Summary, MigrateError> {
-    #[cfg(not(feature = "rocksdb"))]
-    if plan.options.format == crate::OutputFormat::Native {
-        return Err(MigrateError::NotSupported {
-            what: "native output in a build without the `rocksdb` feature".into(),
-        });
-    }
+    check_format_built(plan)?;
     let target = if reader.storage().absolute_path("").is_some() {
         OutputTarget::check(input, output, options.force)?
     } else {
@@ -120,15 +115,12 @@ pub fn migrate(
     };
     target.publish()?;
     let meta_bytes = std::fs::metadata(output.join(METADATA_FILE_NAME)).map_or(0, |m| m.len());
-    Ok(Summary {
-        output: output.to_path_buf(),
-        operators: committed.operators.len(),
-        subtasks: written.subtasks,
-        files: file_count(&committed) + 1,
-        bytes: written.bytes.saturating_add(meta_bytes),
-        entries: written.entries,
-        spilled_runs: written.spilled,
-    })
+    Ok(Summary::of(
+        output.to_path_buf(),
+        &committed,
+        &written,
+        Some(meta_bytes),
+    ))
 }
 
 /// [`migrate`] to an output at any [`Location`](statekit_core::location::Location): a local
@@ -164,12 +156,7 @@ pub fn migrate_to(
             std::io::Error::other("the output needs a key prefix below the bucket"),
         ));
     }
-    #[cfg(not(feature = "rocksdb"))]
-    if plan.options.format == crate::OutputFormat::Native {
-        return Err(MigrateError::NotSupported {
-            what: "native output in a build without the `rocksdb` feature".into(),
-        });
-    }
+    check_format_built(plan)?;
     if plan.operators.iter().any(|o| o.linked) {
         return Err(MigrateError::NotSupported {
             what: format!("--link to object storage ({url}): files are copied without it"),
@@ -180,10 +167,11 @@ pub fn migrate_to(
         if n == 0 || i >= n {
             return Err(MigrateError::InvalidShard { shard: i, shards: n });
         }
-        if plan
-            .operators
-            .iter()
-            .any(|o| o.max_parallelism != o.source_max_parallelism || plan.rekey)
+        if plan.rekey
+            || plan
+                .operators
+                .iter()
+                .any(|o| o.max_parallelism != o.source_max_parallelism)
         {
             return Err(MigrateError::NotSupported {
                 what: "--shard with a max-parallelism change or a key filter (every shard would sort the whole input)"
@@ -228,15 +216,7 @@ pub fn migrate_to(
         storage
             .put_atomic(&shard_manifest(&prefix, i, n), &encode_metadata(&part))
             .map_err(CheckpointError::from)?;
-        return Ok(Summary {
-            output: shown,
-            operators: part.operators.len(),
-            subtasks: written.subtasks,
-            files: file_count(&part),
-            bytes: written.bytes,
-            entries: written.entries,
-            spilled_runs: written.spilled,
-        });
+        return Ok(Summary::of(shown, &part, &written, None));
     }
     let committed = match writer.finish() {
         Ok(m) => m,
@@ -246,15 +226,7 @@ pub fn migrate_to(
         }
     };
     let meta_bytes = encode_metadata(&committed).len() as u64;
-    Ok(Summary {
-        output: shown,
-        operators: committed.operators.len(),
-        subtasks: written.subtasks,
-        files: file_count(&committed) + 1,
-        bytes: written.bytes.saturating_add(meta_bytes),
-        entries: written.entries,
-        spilled_runs: written.spilled,
-    })
+    Ok(Summary::of(shown, &committed, &written, Some(meta_bytes)))
 }
 
 /// Where shard `i` of `n` records its part of `_metadata`.
@@ -341,17 +313,48 @@ pub fn finish_shards(
     Ok(meta)
 }
 
-/// Data files `meta` references.
-fn file_count(meta: &statekit_format::SnapshotMetadata) -> u64 {
-    meta.operators
-        .iter()
-        .flat_map(|o| &o.subtasks)
-        .map(|s| {
-            u64::from(s.keyed.is_some())
-                + u64::from(s.operator.is_some())
-                + s.native.as_ref().map_or(0, |h| h.files.len() as u64)
-        })
-        .sum::<u64>()
+/// Refuses native output in a build without RocksDB.
+fn check_format_built(plan: &Plan) -> Result<(), MigrateError> {
+    #[cfg(not(feature = "rocksdb"))]
+    if plan.options.format == crate::OutputFormat::Native {
+        return Err(MigrateError::NotSupported {
+            what: "native output in a build without the `rocksdb` feature".into(),
+        });
+    }
+    let _ = plan;
+    Ok(())
+}
+
+impl Summary {
+    /// What `written` put into the snapshot `meta` describes, at `output`; `metadata_bytes`:
+    /// the size of its `_metadata`, counted as one more file (`None`: a shard, which writes
+    /// none).
+    fn of(
+        output: PathBuf,
+        meta: &statekit_format::SnapshotMetadata,
+        written: &Written,
+        metadata_bytes: Option<u64>,
+    ) -> Self {
+        let files = meta
+            .operators
+            .iter()
+            .flat_map(|o| &o.subtasks)
+            .map(|s| {
+                u64::from(s.keyed.is_some())
+                    + u64::from(s.operator.is_some())
+                    + s.native.as_ref().map_or(0, |h| h.files.len() as u64)
+            })
+            .sum::<u64>();
+        Summary {
+            output,
+            operators: meta.operators.len(),
+            subtasks: written.subtasks,
+            files: files + u64::from(metadata_bytes.is_some()),
+            bytes: written.bytes.saturating_add(metadata_bytes.unwrap_or(0)),
+            entries: written.entries,
+            spilled_runs: written.spilled,
+        }
+    }
 }
 
 /// The writer of the output savepoint in directory `dir` of `storage`: the input's ids and
@@ -437,12 +440,12 @@ fn write_all(
     if let Some((shard, shards)) = options.shard {
         // Every `shards`th subtask of the whole list from the `shard`th: shards get about the
         // same number of subtasks of every operator.
-        let mut k = 0u32;
-        work.retain(|_| {
-            let mine = k % shards == shard;
-            k += 1;
-            mine
-        });
+        work = work
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| *k as u64 % u64::from(shards) == u64::from(shard))
+            .map(|(_, w)| w)
+            .collect();
     }
     let total = work.len() as u64;
     let threads = write_threads.clamp(1, work.len().max(1));

@@ -150,19 +150,7 @@ impl RangedBlob {
         for r in got {
             let (range, bytes) = r.map_err(|e| crate::error::storage_error(&self.url, e))?;
             self.stats.get_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(StorageError::Remote {
-                    path: self.url.clone(),
-                    status: None,
-                    transient: true,
-                    message: format!(
-                        "the store sent {} bytes for the range {}..{} (did the object change?)",
-                        bytes.len(),
-                        range.start,
-                        range.end
-                    ),
-                });
-            }
+            crate::error::check_len(&self.url, bytes.len(), &range)?;
             self.file
                 .write_all_at(&bytes, range.start)
                 .map_err(|e| StorageError::Io {

@@ -56,6 +56,23 @@ pub(crate) fn storage_error(url: &str, e: object_store::Error) -> StorageError {
     }
 }
 
+/// The store sent `got` bytes for `range` of `url`: a short (or long) read, retryable (the
+/// object may have changed under the reader).
+pub(crate) fn check_len(url: &str, got: usize, range: &std::ops::Range<u64>) -> Result<(), StorageError> {
+    if got as u64 == range.end.saturating_sub(range.start) {
+        return Ok(());
+    }
+    Err(StorageError::Remote {
+        path: url.to_string(),
+        status: None,
+        transient: true,
+        message: format!(
+            "the store sent {got} bytes for the range {}..{} (did the object change?)",
+            range.start, range.end
+        ),
+    })
+}
+
 /// A failure of the client itself (its runtime, a spawned task), for `url`.
 pub(crate) fn client_error(url: &str, message: String) -> StorageError {
     StorageError::Remote {

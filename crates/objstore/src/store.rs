@@ -192,19 +192,7 @@ impl ObjectStorage {
         self.stats.gets.fetch_add(1, Ordering::Relaxed);
         let (bytes, size, range) = r?;
         self.stats.get_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        if bytes.len() as u64 != range.end.saturating_sub(range.start) {
-            return Err(StorageError::Remote {
-                path: url.to_string(),
-                status: None,
-                transient: true,
-                message: format!(
-                    "the store sent {} bytes for the range {}..{}",
-                    bytes.len(),
-                    range.start,
-                    range.end
-                ),
-            });
-        }
+        crate::error::check_len(url, bytes.len(), &range)?;
         Ok((bytes, size, range))
     }
 }

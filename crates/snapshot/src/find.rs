@@ -3,10 +3,8 @@
 use crate::error::SnapshotError;
 use statekit_checkpoint::{find_snapshot_dirs, CheckpointStore, SnapshotReader};
 use statekit_core::location::Location;
-use statekit_core::storage::{LocalStorage, Storage, SubdirStorage};
 use statekit_format::{FileScope, SnapshotMetadata, METADATA_FILE_NAME};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// The reason [`FoundSnapshot::problem`] gives for a `chk-N` directory without `_metadata`.
 pub const INCOMPLETE: &str = "no _metadata: incomplete";
@@ -93,62 +91,31 @@ pub fn find_snapshots(dir: &Path, depth: usize) -> Vec<FoundSnapshot> {
 /// listings (one per directory visited) and one read of each `_metadata`. A found snapshot's
 /// `path` is its location as the user would type it (`s3://bucket/ck/job/chk-3`).
 pub fn find_snapshots_at(base: &Location, depth: usize) -> Result<Vec<FoundSnapshot>, SnapshotError> {
-    let (storage, root) = match base {
-        Location::Local(p) => return Ok(find_snapshots(p, depth)),
-        Location::Stored { storage, path, .. } => (storage.clone(), path.clone()),
-    };
+    if let Location::Local(p) = base {
+        return Ok(find_snapshots(p, depth));
+    }
+    let storage = base.storage().map_err(statekit_format::FormatError::from)?;
     let mut out = Vec::new();
-    walk_stored(&storage, base, &root, depth, &mut out)?;
-    Ok(out)
-}
-
-fn walk_stored(
-    storage: &Arc<dyn Storage>,
-    location: &Location,
-    dir: &str,
-    depth: usize,
-    out: &mut Vec<FoundSnapshot>,
-) -> Result<(), SnapshotError> {
-    let entries = storage.list(dir).map_err(statekit_format::FormatError::from)?;
-    let md = entries.iter().find(|e| !e.is_dir && e.name == METADATA_FILE_NAME);
-    let name = dir.rsplit('/').next().unwrap_or(dir);
-    let is_chk = statekit_checkpoint::parse_checkpoint_dir_name(name).is_some();
-    if md.is_some() || is_chk {
-        let dir_bytes = stored_size(storage, dir)?;
-        let (complete, problem, meta) = if md.is_some() {
-            match SnapshotReader::open_location(location, &Default::default()) {
+    for d in statekit_checkpoint::find_snapshot_dirs_in(storage.as_ref(), "", depth)
+        .map_err(statekit_format::FormatError::from)?
+    {
+        let location = base.join(&d.path);
+        let dir_bytes = statekit_core::storage::files_below(storage.as_ref(), &d.path)
+            .map_err(statekit_format::FormatError::from)?
+            .iter()
+            .fold(0u64, |t, (_, e)| t.saturating_add(e.size));
+        let (complete, problem, meta) = match d.metadata_bytes {
+            Some(_) => match SnapshotReader::open_location(&location, &Default::default()) {
                 Ok(r) => (true, None, Some(r.metadata().clone())),
                 Err(e) => (false, Some(e.to_string()), None),
-            }
-        } else {
-            (false, Some(INCOMPLETE.to_string()), None)
+            },
+            None => (false, Some(INCOMPLETE.to_string()), None),
         };
-        let md_bytes = md.map_or(0, |e| e.size);
         let path = PathBuf::from(location.display());
+        let md_bytes = d.metadata_bytes.unwrap_or(0);
         out.push(FoundSnapshot::new(path, complete, problem, meta, md_bytes, dir_bytes));
-        return Ok(());
     }
-    if depth == 0 {
-        return Ok(());
-    }
-    for e in entries.iter().filter(|e| e.is_dir) {
-        let child = statekit_core::storage::join(dir, &e.name);
-        walk_stored(storage, &location.join(&e.name), &child, depth - 1, out)?;
-    }
-    Ok(())
-}
-
-/// Bytes of every object below `dir` of `storage`.
-fn stored_size(storage: &Arc<dyn Storage>, dir: &str) -> Result<u64, SnapshotError> {
-    let mut total = 0u64;
-    for e in storage.list(dir).map_err(statekit_format::FormatError::from)? {
-        total = total.saturating_add(if e.is_dir {
-            stored_size(storage, &statekit_core::storage::join(dir, &e.name))?
-        } else {
-            e.size
-        });
-    }
-    Ok(total)
+    Ok(out)
 }
 
 fn dir_size(p: &Path) -> u64 {
@@ -215,12 +182,7 @@ pub fn latest_checkpoint(base: &Path) -> Result<Option<(u64, PathBuf)>, Snapshot
 /// store's prefix too: the jobs are listed, each job's `chk-N` read through its storage).
 pub fn latest_checkpoint_at(base: &Location) -> Result<Option<(u64, Location)>, SnapshotError> {
     let mut best: Option<(i64, u64, String)> = None;
-    let storage: Arc<dyn Storage> = match base {
-        Location::Local(p) => Arc::new(LocalStorage::new(p)),
-        Location::Stored { storage, path, .. } => {
-            Arc::new(SubdirStorage::new(storage.clone(), path).map_err(statekit_format::FormatError::from)?)
-        }
-    };
+    let storage = base.storage().map_err(statekit_format::FormatError::from)?;
     for job in storage
         .list("")
         .map_err(statekit_format::FormatError::from)?
@@ -239,11 +201,5 @@ pub fn latest_checkpoint_at(base: &Location) -> Result<Option<(u64, Location)>, 
             }
         }
     }
-    Ok(best.map(|(_, id, dir)| {
-        let mut l = base.clone();
-        for part in dir.split('/').filter(|p| !p.is_empty()) {
-            l = l.join(part);
-        }
-        (id, l)
-    }))
+    Ok(best.map(|(_, id, dir)| (id, base.join(&dir))))
 }

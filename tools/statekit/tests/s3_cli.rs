@@ -48,6 +48,17 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// `statekit ls URL --json` on the server: its items (exit 0 asserted).
+fn ls_json(moto: &Moto, dir: &Path, url: &str) -> Vec<serde_json::Value> {
+    let (o, _) = run_s3(moto, dir, &["ls", url, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        .expect("ls --json")
+        .as_array()
+        .cloned()
+        .expect("an array")
+}
+
 /// The word count's savepoint of a small text, made locally: (work dir, savepoint dir).
 fn wordcount_savepoint() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -381,10 +392,7 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
     // ls lists the checkpoints and the savepoint by URL, complete.
-    let (o, _) = run_s3(&moto, d, &["ls", &format!("s3://{BUCKET}/flink"), "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
-    let items = items.as_array().expect("an array");
+    let items = ls_json(&moto, d, &format!("s3://{BUCKET}/flink"));
     assert!(items.len() >= 2, "{items:?}");
     assert!(items.iter().all(|i| i["complete"] == true), "{items:?}");
     assert!(
@@ -487,17 +495,13 @@ fn server_failures_fail_snapshots_cleanly_and_the_next_run_restores_exactly_once
     assert!(err.contains("503") && err.contains("chk-3/_metadata"), "{err}");
     assert!(!proxy.injected.lock().expect("log").is_empty());
     // Checkpoints 1 and 2 are complete; 3 is not listed as complete.
-    let (o, _) = run_s3(&moto, d, &["ls", &ck, "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
+    let items = ls_json(&moto, d, &ck);
     let complete: Vec<u64> = items
-        .as_array()
-        .expect("array")
         .iter()
         .filter(|i| i["complete"] == true)
         .filter_map(|i| i["id"].as_u64())
         .collect();
-    assert_eq!(complete, vec![1, 2], "{items}");
+    assert_eq!(complete, vec![1, 2], "{items:?}");
 
     // The server is back: restore the latest checkpoint; the output is exactly once.
     proxy.clear();
@@ -542,13 +546,8 @@ fn server_failures_fail_snapshots_cleanly_and_the_next_run_restores_exactly_once
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("500"), "{}", text(&o));
     proxy.clear();
-    let (o, _) = run_s3(&moto, d, &["ls", &sp, "--json"]);
-    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
-    assert_eq!(
-        items.as_array().map(Vec::len),
-        Some(1),
-        "only the earlier savepoint: {items}"
-    );
+    let items = ls_json(&moto, d, &sp);
+    assert_eq!(items.len(), 1, "only the earlier savepoint: {items:?}");
 }
 
 /// A data file larger than one part goes up as a multipart upload; a part refused aborts the
@@ -597,9 +596,8 @@ fn multipart_uploads_complete_or_abort() {
     let uploads = s.get(&format!("/{BUCKET}?uploads"));
     assert!(uploads.contains("ListMultipartUploadsResult"), "{uploads}");
     assert!(!uploads.contains("<Upload>"), "an upload was left open: {uploads}");
-    let (o, _) = run_s3(&moto, d, &["ls", &sp, "--json"]);
-    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
-    assert_eq!(items.as_array().map(Vec::len), Some(0), "{items}");
+    let items = ls_json(&moto, d, &sp);
+    assert!(items.is_empty(), "{items:?}");
 
     proxy.clear();
     let (o, stats) = run_env(proxy.env(&moto), d, &args);
@@ -660,15 +658,7 @@ fn gc_deletes_only_unreferenced_objects() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let listed = |d: &Path| -> Vec<serde_json::Value> {
-        let (o, _) = run_s3(&moto, d, &["ls", &ck, "--json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        serde_json::from_slice::<serde_json::Value>(&o.stdout)
-            .expect("ls --json")
-            .as_array()
-            .cloned()
-            .expect("array")
-    };
+    let listed = |d: &Path| ls_json(&moto, d, &ck);
     let before = listed(d);
     let first = before[0]["path"].as_str().expect("path").to_string();
     let job_url = first.rsplit_once('/').expect("job/chk").0.to_string();
@@ -751,16 +741,13 @@ fn changelog_on_s3() {
     let (o, _) = run_s3(&moto, d, &a);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!d.join("s3:").exists(), "a URL became a local directory");
-    let (o, _) = run_s3(&moto, d, &["ls", &ck, "--json"]);
-    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
+    let items = ls_json(&moto, d, &ck);
     let complete: Vec<&str> = items
-        .as_array()
-        .expect("array")
         .iter()
         .filter(|i| i["complete"] == true)
         .filter_map(|i| i["path"].as_str())
         .collect();
-    assert!(!complete.is_empty(), "{items}");
+    assert!(!complete.is_empty(), "{items:?}");
     for c in &complete {
         let (o, _) = run_s3(&moto, d, &["verify", c]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));

@@ -37,15 +37,10 @@ pub(crate) fn open_reader(path: &Path, flink: &statekit_flink::FlinkOpenOptions)
 /// A storage rooted at the directory `location` names (a local directory is created).
 pub(crate) fn storage_at(location: &Location) -> Result<std::sync::Arc<dyn statekit_core::storage::Storage>> {
     use anyhow::Context;
-    Ok(match location {
-        Location::Local(p) => {
-            std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))?;
-            std::sync::Arc::new(statekit_core::storage::LocalStorage::new(p))
-        }
-        Location::Stored { storage, path, .. } => {
-            std::sync::Arc::new(statekit_core::storage::SubdirStorage::new(storage.clone(), path)?)
-        }
-    })
+    if let Location::Local(p) = location {
+        std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))?;
+    }
+    Ok(location.storage()?)
 }
 
 /// `path` as a local path for a command that works on local files only so far (a `file://`
