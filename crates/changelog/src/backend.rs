@@ -14,7 +14,7 @@ use statekit_core::{
     StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{
-    ChangelogKeyedHandle, FileRef, FileScope, KeyedFileReader, LogSegmentRef, MaterializedPart,
+    ChangelogKeyedHandle, FileRef, KeyedFileReader, LogSegmentRef, MaterializedPart,
     ResolvedChangelogHandle, ResolvedFile,
 };
 use std::collections::{BTreeMap, HashMap};
@@ -668,19 +668,12 @@ pub fn restore_into(
     Ok(stats)
 }
 
-/// How a checkpoint of this backend refers to a restored file: by absolute path when it has
-/// one (the snapshot may belong to another job, whose `shared` paths would not resolve from
+/// How a checkpoint of this backend refers to a restored file: by absolute path or URL when it
+/// has one (the snapshot may belong to another job, whose `shared` paths would not resolve from
 /// this job's directory; the file's identity — its absolute path — stays the same, so the
 /// checkpoint store's reference counts and protections apply unchanged), else as restored.
 fn portable(original: &FileRef, resolved: &ResolvedFile) -> FileRef {
-    match resolved.storage.absolute_path(&resolved.path) {
-        Some(p) => FileRef {
-            scope: FileScope::Absolute,
-            path: p.display().to_string(),
-            size: original.size,
-        },
-        None => original.clone(),
-    }
+    FileRef::external(resolved.storage.as_ref(), &resolved.path, original.size).unwrap_or_else(|| original.clone())
 }
 
 /// A view restricted to some of its key groups.

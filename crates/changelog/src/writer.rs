@@ -224,8 +224,8 @@ impl ChangelogStorage {
     }
 
     /// A service writing log files into `dir` of `storage` (created when missing), elsewhere
-    /// than a job directory (`dstl.dfs.base-path`): checkpoints reference them by absolute path,
-    /// so the storage must be the local filesystem.
+    /// than a job directory (`dstl.dfs.base-path`): checkpoints reference them by absolute path
+    /// on the local filesystem, by URL on an object store ([`FileRef::external`]).
     pub fn new(storage: Arc<dyn Storage>, dir: &str, config: UploadConfig) -> Result<Self, ChangelogError> {
         Self::build(storage, dir, None, config)
     }
@@ -293,16 +293,11 @@ impl ChangelogStorage {
             }),
             None => {
                 let full = join(&self.inner.dir, &segment.path);
-                let abs = self.inner.storage.absolute_path(&full).ok_or_else(|| {
+                FileRef::external(self.inner.storage.as_ref(), &full, segment.file_size).ok_or_else(|| {
                     ChangelogError::Config(format!(
-                        "{}: log files outside the job directory must be on the local filesystem",
+                        "{}: log files outside the job directory must be on the local filesystem or an object store",
                         self.inner.storage.describe(&full)
                     ))
-                })?;
-                Ok(FileRef {
-                    scope: FileScope::Absolute,
-                    path: abs.display().to_string(),
-                    size: segment.file_size,
                 })
             }
         }
@@ -323,6 +318,13 @@ impl ChangelogStorage {
                     .strip_prefix(base)
                     .ok()
                     .map(|p| p.display().to_string())
+            }
+            (None, FileScope::Url) => {
+                let base = self.inner.storage.url(&self.inner.dir)?;
+                file.path
+                    .strip_prefix(base.as_str())
+                    .and_then(|p| p.strip_prefix('/'))
+                    .map(str::to_string)
             }
             _ => None,
         }

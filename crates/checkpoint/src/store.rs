@@ -280,7 +280,7 @@ impl CheckpointStore {
         let mut foreign = Vec::new();
         for f in files {
             ids.push(f.identity.clone());
-            if f.file.scope == FileScope::Absolute {
+            if f.file.scope.is_external() {
                 foreign.push(f.identity.clone());
             }
             sh.locations.insert(f.identity, (f.storage, f.path));

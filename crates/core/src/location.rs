@@ -117,6 +117,39 @@ impl Location {
     }
 }
 
+/// Turns an object-store URL (`s3://bucket/key`) into a [`Location`]: what lets a snapshot
+/// reference a file by URL ([`Storage::url`]) and a reader find it again, without this crate
+/// (or any crate below the one implementing it) linking an object-store client. Flink's
+/// `FileSystem` plugins play the same part. `statekit-objstore` implements it
+/// (`statekit_objstore::install`).
+pub trait UrlResolver: Send + Sync {
+    /// The location `url` names, or why it cannot be reached.
+    fn resolve(&self, url: &str) -> Result<Location, StorageError>;
+}
+
+static URL_RESOLVER: std::sync::RwLock<Option<Arc<dyn UrlResolver>>> = std::sync::RwLock::new(None);
+
+/// Installs the process's [`UrlResolver`] (a later call replaces it).
+pub fn set_url_resolver(resolver: Arc<dyn UrlResolver>) {
+    let mut slot = URL_RESOLVER.write().unwrap_or_else(|p| p.into_inner());
+    *slot = Some(resolver);
+}
+
+/// The location of a file referenced by URL, through the installed [`UrlResolver`]; without
+/// one, an error saying what to install.
+pub fn resolve_url(url: &str) -> Result<Location, StorageError> {
+    let resolver = URL_RESOLVER.read().unwrap_or_else(|p| p.into_inner()).clone();
+    match resolver {
+        Some(r) => r.resolve(url),
+        None => Err(StorageError::Remote {
+            path: url.to_string(),
+            status: None,
+            transient: false,
+            message: "no object-store client is installed to resolve this URL (an engine calls statekit_objstore::install())".into(),
+        }),
+    }
+}
+
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.display())

@@ -256,6 +256,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The URL of `path` (`s3://bucket/key`) when this storage is an object store whose
+    /// objects can be referenced from a snapshot elsewhere (resolved again through
+    /// [`crate::location::resolve_url`]); `None` otherwise.
+    fn url(&self, _path: &str) -> Option<String> {
+        None
+    }
+
     /// Copies `path` into the local file `dst` (created or truncated; not synced: a working
     /// copy, e.g. a native snapshot's files restored into a database directory); returns its
     /// size. Default: [`Storage::open`] and one write. An object store streams the object
@@ -320,6 +327,95 @@ pub fn files_below(storage: &dyn Storage, dir: &str) -> Result<Vec<(String, DirE
         }
     }
     Ok(files)
+}
+
+/// Uploads every file below the local directory `local` to `prefix` of `storage` (the same
+/// relative paths), `threads` files at a time, then the file `last` (relative to `local`)
+/// alone and only if no object has its name ([`Storage::put_new`]): on a store without rename
+/// that last object is what makes the upload complete (a snapshot's `_metadata`, an export's
+/// `_tables.json`). On any failure the objects written under `prefix` are deleted (best
+/// effort) and the first error is returned. Returns the bytes uploaded.
+pub fn upload_tree(
+    local: &Path,
+    storage: &dyn Storage,
+    prefix: &str,
+    last: &str,
+    threads: usize,
+) -> Result<u64, StorageError> {
+    let io = |p: &Path, e: io::Error| StorageError::Io {
+        path: p.display().to_string(),
+        source: e,
+    };
+    let mut files = Vec::new();
+    let mut dirs = vec![local.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).map_err(|e| io(&d, e))? {
+            let e = e.map_err(|e| io(&d, e))?;
+            let p = e.path();
+            if e.file_type().map_err(|err| io(&p, err))?.is_dir() {
+                dirs.push(p);
+            } else if p != local.join(last) {
+                files.push(p);
+            }
+        }
+    }
+    let key_of = |p: &Path| -> Result<String, StorageError> {
+        let rel = p
+            .strip_prefix(local)
+            .map_err(|_| io(p, io::Error::other("outside the tree being uploaded")))?;
+        Ok(join(prefix, &rel.to_string_lossy().replace('\\', "/")))
+    };
+    let upload = |p: &Path| -> Result<u64, StorageError> {
+        let key = key_of(p)?;
+        let mut w = storage.create(&key)?;
+        let mut f = File::open(p).map_err(|e| io(p, e))?;
+        io::copy(&mut f, &mut w).map_err(|e| io(p, e))?;
+        w.commit()
+    };
+    let next = AtomicU64::new(0);
+    let total = AtomicU64::new(0);
+    let first_error: std::sync::Mutex<Option<StorageError>> = std::sync::Mutex::new(None);
+    let failed = || first_error.lock().map(|e| e.is_some()).unwrap_or(true);
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, 16).min(files.len()) {
+            s.spawn(|| {
+                while !failed() {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(p) = files.get(i) else {
+                        return;
+                    };
+                    match upload(p) {
+                        Ok(n) => {
+                            total.fetch_add(n, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            if let Ok(mut slot) = first_error.lock() {
+                                slot.get_or_insert(e);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let result = match first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => {
+            let lp = local.join(last);
+            fs::read(&lp)
+                .map_err(|e| io(&lp, e))
+                .and_then(|bytes| storage.put_new(&join(prefix, last), &bytes))
+        }
+    };
+    match result {
+        Ok(n) => Ok(total.into_inner() + n),
+        // Another writer completed the prefix first: what is there is theirs.
+        Err(e @ StorageError::AlreadyExists(_)) => Err(e),
+        Err(e) => {
+            let _ = storage.delete_dir_all(prefix);
+            Err(e)
+        }
+    }
 }
 
 /// Joins two relative paths with `/`.
@@ -890,6 +986,9 @@ impl Storage for SubdirStorage {
     fn absolute_path(&self, path: &str) -> Option<PathBuf> {
         self.inner.absolute_path(&self.full(path).ok()?)
     }
+    fn url(&self, path: &str) -> Option<String> {
+        self.inner.url(&self.full(path).ok()?)
+    }
 }
 
 /// What a [`HookedStorage`] does for the calls it intercepts; each method's default forwards
@@ -970,6 +1069,9 @@ impl<H: StorageHooks> Storage for HookedStorage<H> {
     }
     fn absolute_path(&self, path: &str) -> Option<PathBuf> {
         self.inner.absolute_path(path)
+    }
+    fn url(&self, path: &str) -> Option<String> {
+        self.inner.url(path)
     }
 }
 

@@ -55,16 +55,28 @@ pub enum FileScope {
     /// files of a snapshot the job was restored from (CLAIM or LEGACY restore mode) that it
     /// keeps referencing; savepoints never hold absolute references.
     Absolute,
+    /// An object on an object store, by URL (`s3://bucket/key`): a changelog's log files under
+    /// a `dstl.dfs.base-path` on an object store, or files of a restored snapshot on one that
+    /// a checkpoint keeps referencing. Resolved through the process's
+    /// [`UrlResolver`](statekit_core::location::UrlResolver); like absolute references, written
+    /// only in checkpoints.
+    Url,
 }
 
 impl FileScope {
-    /// `exclusive`, `shared` or `absolute`.
+    /// `exclusive`, `shared`, `absolute` or `url`.
     pub fn as_str(self) -> &'static str {
         match self {
             FileScope::Exclusive => "exclusive",
             FileScope::Shared => "shared",
             FileScope::Absolute => "absolute",
+            FileScope::Url => "url",
         }
+    }
+
+    /// True for references outside the snapshot's own job directory (absolute and URL).
+    pub fn is_external(self) -> bool {
+        matches!(self, FileScope::Absolute | FileScope::Url)
     }
 }
 
@@ -73,10 +85,31 @@ impl FileScope {
 pub struct FileRef {
     /// Which directory `path` is relative to.
     pub scope: FileScope,
-    /// Relative, `/`-separated path.
+    /// Relative, `/`-separated path (an absolute path for [`FileScope::Absolute`], a URL for
+    /// [`FileScope::Url`]).
     pub path: String,
     /// Size in bytes, checked when the file is opened (detects truncation and swaps).
     pub size: u64,
+}
+
+impl FileRef {
+    /// A reference to `path` of `storage` that resolves from anywhere: by absolute path on
+    /// the local filesystem, by URL on an object store; `None` for a storage that has
+    /// neither (memory).
+    pub fn external(storage: &dyn statekit_core::storage::Storage, path: &str, size: u64) -> Option<FileRef> {
+        if let Some(p) = storage.absolute_path(path) {
+            return Some(FileRef {
+                scope: FileScope::Absolute,
+                path: p.display().to_string(),
+                size,
+            });
+        }
+        storage.url(path).map(|url| FileRef {
+            scope: FileScope::Url,
+            path: url,
+            size,
+        })
+    }
 }
 
 /// The size of one key group in a keyed data file.

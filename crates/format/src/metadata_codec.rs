@@ -444,9 +444,26 @@ fn put_file_ref(out: &mut Vec<u8>, f: &FileRef) {
         FileScope::Exclusive => 0,
         FileScope::Shared => 1,
         FileScope::Absolute => 2,
+        FileScope::Url => 3,
     });
     put_str(out, &f.path);
     put_u64(out, f.size);
+}
+
+/// True for `scheme://bucket/key`: a lowercase scheme of letters, digits, `+`, `-`, `.`, a
+/// bucket without `/`, and a key that is a clean relative path.
+pub(crate) fn is_clean_url(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_lowercase())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.'));
+    let Some((bucket, key)) = rest.split_once('/') else {
+        return false;
+    };
+    scheme_ok && !bucket.is_empty() && !key.is_empty() && check_path(key).is_ok()
 }
 
 /// True for an absolute `/`-separated path without `.`, `..` or empty components.
@@ -461,11 +478,20 @@ fn get_file_ref(c: &mut Cursor<'_>, field: &str) -> Result<FileRef> {
         0 => FileScope::Exclusive,
         1 => FileScope::Shared,
         2 => FileScope::Absolute,
+        3 => FileScope::Url,
         s => return Err(c.err_at(at, &format!("{field}.scope"), format!("unknown file scope {s}"))),
     };
     let at = c.offset();
     let path = c.string(&format!("{field}.path"))?;
-    if scope == FileScope::Absolute {
+    if scope == FileScope::Url {
+        if !is_clean_url(&path) {
+            return Err(c.err_at(
+                at,
+                &format!("{field}.path"),
+                format!("{path:?} is not an object-store URL (scheme://bucket/key, no '.', '..' or empty key components)"),
+            ));
+        }
+    } else if scope == FileScope::Absolute {
         if !is_clean_absolute_path(&path) {
             return Err(c.err_at(
                 at,
@@ -683,4 +709,52 @@ fn get_changelog_handle(c: &mut Cursor<'_>, field: &str) -> Result<ChangelogKeye
         materialized,
         tail,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_references_must_be_clean_object_urls() {
+        for good in ["s3://b/k", "s3a://bucket-1/dstl/a.skcl", "gs://b/x/y", "az://c/p/q"] {
+            assert!(is_clean_url(good), "{good}");
+        }
+        for bad in [
+            "",
+            "s3://",
+            "s3://b",
+            "s3://b/",
+            "s3:///k",
+            "s3://b/a/../k",
+            "s3://b/a//k",
+            "S3://b/k",
+            "3s://b/k",
+            "/local/path",
+            "s3:b/k",
+        ] {
+            assert!(!is_clean_url(bad), "{bad}");
+        }
+        // A decoded reference: scope 3 with a clean URL reads back; with a bad one it is an
+        // error naming the field.
+        let mut out = Vec::new();
+        let f = FileRef {
+            scope: FileScope::Url,
+            path: "s3://b/dstl/x".into(),
+            size: 7,
+        };
+        put_file_ref(&mut out, &f);
+        let mut c = Cursor::new(&out, 0, "m");
+        assert_eq!(get_file_ref(&mut c, "f").expect("url ref"), f);
+        let mut bad = Vec::new();
+        put_file_ref(
+            &mut bad,
+            &FileRef {
+                path: "s3://b/../x".into(),
+                ..f
+            },
+        );
+        let e = get_file_ref(&mut Cursor::new(&bad, 0, "m"), "f").expect_err("bad url");
+        assert!(e.to_string().contains("f.path"), "{e}");
+    }
 }

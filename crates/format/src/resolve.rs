@@ -80,6 +80,11 @@ impl FileResolver {
                     .map(|s| (s, rel.to_string()))
                     .ok_or_else(|| unresolved("absolute references resolve only on the local filesystem"))
             }
+            FileScope::Url => match statekit_core::location::resolve_url(&file.path) {
+                Ok(statekit_core::location::Location::Stored { storage, path, .. }) => Ok((storage, path)),
+                Ok(statekit_core::location::Location::Local(_)) => Err(unresolved("not an object-store URL")),
+                Err(e) => Err(unresolved(&e.to_string())),
+            },
         }
     }
 

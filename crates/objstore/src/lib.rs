@@ -40,5 +40,5 @@ mod runtime;
 mod store;
 mod writer;
 
-pub use location::{is_url, parse_location, LocationError};
+pub use location::{install, is_url, parse_location, LocationError};
 pub use store::{ObjectStorage, RequestStats, StatsSnapshot};

@@ -3,7 +3,7 @@
 use crate::store::ObjectStorage;
 use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 use statekit_core::location::Location;
-use statekit_core::storage::Storage;
+use statekit_core::storage::{Storage, StorageError};
 use statekit_core::ErrorKind;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -148,6 +148,7 @@ fn build(url: &str, scheme: &str, bucket_url: &str) -> Result<Arc<dyn ObjectStor
 /// environment, see the crate docs); any other scheme is refused, never taken for a local
 /// directory.
 pub fn parse_location(s: &str) -> Result<Location, LocationError> {
+    install();
     if !is_url(s) {
         return Ok(Location::Local(PathBuf::from(s)));
     }
@@ -210,6 +211,36 @@ pub fn parse_location(s: &str) -> Result<Location, LocationError> {
         path: key,
         url,
     })
+}
+
+/// The [`UrlResolver`](statekit_core::location::UrlResolver) of this crate: an object-store
+/// URL becomes a location as [`parse_location`] makes it; a local path or `file://` URL is
+/// refused (a file referenced by URL is an object).
+struct Resolver;
+
+impl statekit_core::location::UrlResolver for Resolver {
+    fn resolve(&self, url: &str) -> Result<Location, StorageError> {
+        let refused = |message: String| StorageError::Remote {
+            path: url.to_string(),
+            status: None,
+            transient: false,
+            message,
+        };
+        match parse_location(url) {
+            Ok(l @ Location::Stored { .. }) => Ok(l),
+            Ok(Location::Local(_)) => Err(refused("not an object-store URL".into())),
+            Err(e) => Err(refused(e.to_string())),
+        }
+    }
+}
+
+/// Installs this crate's URL resolver ([`statekit_core::location::set_url_resolver`]), so
+/// readers anywhere in the process resolve files a snapshot references by URL (`s3://…`).
+/// [`parse_location`] calls it; an engine that opens snapshots only through the lower crates
+/// calls it once at start. Idempotent.
+pub fn install() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| statekit_core::location::set_url_resolver(Arc::new(Resolver)));
 }
 
 /// `%XX` escapes decoded (a key as the store names it).

@@ -202,6 +202,10 @@ impl Storage for ObjectStorage {
         self.url(path)
     }
 
+    fn url(&self, path: &str) -> Option<String> {
+        Some(ObjectStorage::url(self, path))
+    }
+
     fn create(&self, path: &str) -> Result<Box<dyn StorageWriter>, StorageError> {
         let key = self.key(path)?;
         Ok(Box::new(ObjectWriter::new(self, key, self.url(path))))

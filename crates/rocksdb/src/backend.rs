@@ -17,7 +17,7 @@ use statekit_core::{
     key_group_for_key, BackendConfig, Clock, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
     StateError, StateFunctions, StateHandle,
 };
-use statekit_format::{FileRef, FileScope, NativeStateStats, NativeStats, ResolvedNativeHandle};
+use statekit_format::{FileRef, NativeStateStats, NativeStats, ResolvedNativeHandle};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::ControlFlow;
@@ -791,15 +791,11 @@ impl RocksDbBackend {
                 .iter()
                 .filter(|f| f.file.name.ends_with(".sst"))
                 .filter_map(|f| {
-                    f.absolute_path().map(|p| {
+                    FileRef::external(f.storage.as_ref(), &f.path, f.file.file.size).map(|file| {
                         (
                             f.file.name.clone(),
                             Reusable {
-                                file: FileRef {
-                                    scope: FileScope::Absolute,
-                                    path: p.display().to_string(),
-                                    size: f.file.file.size,
-                                },
+                                file,
                                 crc32: f.file.crc32,
                             },
                         )

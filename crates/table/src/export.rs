@@ -215,7 +215,6 @@ pub fn export_to(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ExportSummary, TableError> {
     use statekit_core::location::Location;
-    use statekit_core::storage::join;
     let (storage, prefix, url) = match out {
         Location::Local(p) => return export_snapshot(reader, p, options, progress),
         Location::Stored { storage, path, url } => (storage.clone(), path.clone(), url.clone()),
@@ -235,58 +234,7 @@ pub fn export_to(
         .map_err(|e| io(&std::env::temp_dir(), e))?;
     let local = scratch.path().join("tables");
     let summary = export_snapshot(reader, &local, options, progress)?;
-    let mut files = Vec::new();
-    let mut dirs = vec![local.clone()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
-            let p = e.map_err(|e| io(&d, e))?.path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.file_name().is_some_and(|n| n != "_tables.json") {
-                files.push(p);
-            }
-        }
-    }
-    let upload = |p: &Path| -> Result<(), TableError> {
-        let rel = p
-            .strip_prefix(&local)
-            .map_err(|_| io(p, std::io::Error::other("outside the export")))?;
-        let key = join(&prefix, &rel.to_string_lossy().replace('\\', "/"));
-        let mut w = storage.create(&key)?;
-        let mut f = std::fs::File::open(p).map_err(|e| io(p, e))?;
-        std::io::copy(&mut f, &mut w).map_err(|e| io(p, e))?;
-        w.commit()?;
-        Ok(())
-    };
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let first_error: std::sync::Mutex<Option<TableError>> = std::sync::Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..4.min(files.len()) {
-            s.spawn(|| loop {
-                if first_error.lock().map(|e| e.is_some()).unwrap_or(true) {
-                    return;
-                }
-                let Some(p) = files.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) else {
-                    return;
-                };
-                if let Err(e) = upload(p) {
-                    if let Ok(mut slot) = first_error.lock() {
-                        slot.get_or_insert(e);
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        let _ = storage.delete_dir_all(&prefix);
-        return Err(e);
-    }
-    let list = local.join("_tables.json");
-    let bytes = std::fs::read(&list).map_err(|e| io(&list, e))?;
-    if let Err(e) = storage.put_new(&join(&prefix, "_tables.json"), &bytes) {
-        let _ = storage.delete_dir_all(&prefix);
-        return Err(e.into());
-    }
+    statekit_core::storage::upload_tree(&local, storage.as_ref(), &prefix, "_tables.json", 4)?;
     Ok(ExportSummary {
         output: PathBuf::from(url),
         ..summary

@@ -114,6 +114,123 @@ pub fn import_tables(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ImportSummary, TableError> {
     // Every descriptor first: a bad schema writes nothing.
+    let operators = prepare(schema, options)?;
+    let (job_id, checkpoint_id) = job_ids(tables, options);
+    let target = OutputTarget::check(tables, out, options.force)?;
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(target.parent()));
+    let spill = target.parent().join(format!("{}.spill", target.temp_name()));
+    let job = Job {
+        operators: &operators,
+        job_id: &job_id,
+        checkpoint_id,
+    };
+    let result = import_into(tables, &job, storage.clone(), target.temp_name(), &spill, options, progress);
+    let _ = std::fs::remove_dir_all(&spill);
+    let (states, entries, spilled_runs) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = storage.delete_dir_all(target.temp_name());
+            return Err(e);
+        }
+    };
+    target.publish()?;
+    Ok(ImportSummary {
+        output: out.to_path_buf(),
+        states,
+        entries,
+        spilled_runs,
+    })
+}
+
+/// [`import_tables`] to an output at any [`Location`](statekit_core::location::Location): a
+/// local path as [`import_tables`]; on an object store the savepoint is written straight under
+/// the output prefix, data files first and `_metadata` last, only if none is there — complete
+/// exactly when `_metadata` exists; a failed run deletes what it wrote. An existing output (any
+/// object under the prefix) is refused unless [`ImportOptions::force`], which replaces only a
+/// snapshot (its objects are deleted first). Rows are sorted in a local temporary directory.
+pub fn import_to(
+    tables: &Path,
+    schema: &JobSchema,
+    out: &statekit_core::location::Location,
+    options: &ImportOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<ImportSummary, TableError> {
+    use statekit_core::location::Location;
+    let (storage, prefix, url) = match out {
+        Location::Local(p) => return import_tables(tables, schema, p, options, progress),
+        Location::Stored { storage, path, url } => (storage.clone(), path.clone(), url.clone()),
+    };
+    let shown = PathBuf::from(&url);
+    let operators = prepare(schema, options)?;
+    let (job_id, checkpoint_id) = job_ids(tables, options);
+    if prefix.is_empty() {
+        return Err(TableError::Unsupported {
+            what: format!("{url}: the output needs a key prefix below the bucket"),
+        });
+    }
+    let existing = storage.list(&prefix)?;
+    if !existing.is_empty() {
+        if !options.force {
+            return Err(TableError::OutputExists { path: shown });
+        }
+        if !existing.iter().any(|e| !e.is_dir && e.name == statekit_format::METADATA_FILE_NAME) {
+            return Err(TableError::Unsupported {
+                what: format!("{url}: --force replaces only a snapshot, and this prefix holds other objects"),
+            });
+        }
+        storage.delete_dir_all(&prefix)?;
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix(".statekit-import-")
+        .tempdir()
+        .map_err(|e| TableError::Io {
+            path: std::env::temp_dir(),
+            source: e,
+        })?;
+    let job = Job {
+        operators: &operators,
+        job_id: &job_id,
+        checkpoint_id,
+    };
+    let (states, entries, spilled_runs) =
+        match import_into(tables, &job, storage.clone(), &prefix, &scratch.path().join("spill"), options, progress) {
+            Ok(r) => r,
+            Err(e @ TableError::Checkpoint(statekit_checkpoint::CheckpointError::Storage(
+                statekit_core::storage::StorageError::AlreadyExists(_),
+            ))) => return Err(e),
+            Err(e) => {
+                let _ = storage.delete_dir_all(&prefix);
+                return Err(e);
+            }
+        };
+    Ok(ImportSummary {
+        output: shown,
+        states,
+        entries,
+        spilled_runs,
+    })
+}
+
+/// One operator of the schema, checked: its schema, keyed and operator state descriptors,
+/// parallelism and max parallelism.
+type Prepared<'s> = (
+    &'s statekit_migrate::schema::OperatorSchema,
+    Vec<StateDescriptor>,
+    Vec<OperatorStateDescriptor>,
+    u32,
+    u32,
+);
+
+/// The savepoint being imported.
+struct Job<'a, 's> {
+    operators: &'a [Prepared<'s>],
+    job_id: &'a str,
+    checkpoint_id: u64,
+}
+
+/// Every descriptor of `schema`, checked before anything is written (a bad schema writes
+/// nothing).
+fn prepare<'s>(schema: &'s JobSchema, options: &ImportOptions) -> Result<Vec<Prepared<'s>>, TableError> {
     let mut operators = Vec::new();
     for op in &schema.operators {
         let keyed = op
@@ -133,30 +250,40 @@ pub fn import_tables(
         })?;
         operators.push((op, keyed, operator, p, max_p));
     }
+    Ok(operators)
+}
+
+/// The savepoint's job id and checkpoint id: the options', else the tables' `_tables.json`'s,
+/// else zeros and 1.
+fn job_ids(tables: &Path, options: &ImportOptions) -> (String, u64) {
     let listed = read_listing(tables);
     let job_id = options
         .job_id
         .clone()
         .or_else(|| listed.as_ref().and_then(|l| l.0.clone()))
         .unwrap_or_else(|| "0".repeat(32));
-    let checkpoint_id = listed.as_ref().and_then(|l| l.1).unwrap_or(1);
+    (job_id, listed.as_ref().and_then(|l| l.1).unwrap_or(1))
+}
 
-    let target = OutputTarget::check(tables, out, options.force)?;
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(target.parent()));
-    let writer = SnapshotWriter::new(
-        storage.clone(),
-        target.temp_name(),
-        SnapshotKind::Savepoint,
-        checkpoint_id,
-        &job_id,
-    )?
-    .with_options(options.write);
-    let mut writer = writer;
+/// Writes the savepoint of `job` from `tables` into `dir` of `storage`, sorting through
+/// `spill` (created, and removed by the caller), and commits its `_metadata`. On an error
+/// the writer's files are deleted where it can; the caller removes the rest.
+fn import_into(
+    tables: &Path,
+    job: &Job<'_, '_>,
+    storage: Arc<dyn Storage>,
+    dir: &str,
+    spill: &Path,
+    options: &ImportOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(Vec<ImportedState>, u64, usize), TableError> {
+    let operators = job.operators;
+    let mut writer = SnapshotWriter::new(storage, dir, SnapshotKind::Savepoint, job.checkpoint_id, job.job_id)?
+        .with_options(options.write);
     writer.set_property("imported-from", &tables.display().to_string());
-    let spill = target.parent().join(format!("{}.spill", target.temp_name()));
     let result = (|| {
         std::fs::create_dir_all(&spill).map_err(|e| TableError::Io {
-            path: spill.clone(),
+            path: spill.to_path_buf(),
             source: e,
         })?;
         let mut states = Vec::new();
@@ -238,25 +365,15 @@ pub fn import_tables(
         }
         Ok((states, entries, spilled_runs))
     })();
-    let _ = std::fs::remove_dir_all(&spill);
-    let (states, entries, spilled_runs) = match result {
+    let r = match result {
         Ok(r) => r,
         Err(e) => {
             let _ = writer.abort();
             return Err(e);
         }
     };
-    if let Err(e) = writer.finish() {
-        let _ = storage.delete_dir_all(target.temp_name());
-        return Err(e.into());
-    }
-    target.publish()?;
-    Ok(ImportSummary {
-        output: out.to_path_buf(),
-        states,
-        entries,
-        spilled_runs,
-    })
+    writer.finish()?;
+    Ok(r)
 }
 
 /// The job id and checkpoint id of an export's `_tables.json`, if there is one.

@@ -34,7 +34,7 @@ pub use arrow_types::{arrow_type, state_schema, Columns};
 pub use batches::StateBatches;
 pub use error::TableError;
 pub use export::{export_snapshot, export_to, ExportOptions, ExportSummary, ExportedTable, TableScope};
-pub use import::{import_tables, ImportOptions, ImportSummary, ImportedState};
+pub use import::{import_tables, import_to, ImportOptions, ImportSummary, ImportedState};
 pub use operator_table::{operator_state_batch, operator_state_schema};
 pub use table_file::{
     visit_state_batches, write_state_table, write_table_file, TableCompression, TableFileOptions, TableFormat,

@@ -716,8 +716,9 @@ fn gc_deletes_only_unreferenced_objects() {
 
 /// The changelog on S3: its log files in the job directory on S3 (`dstl/`, the default when
 /// `dstl.dfs.base-path` is unset), checkpoints on S3; `verify` replays the tail from S3, and a
-/// restore of the latest checkpoint continues the counts. A base path on S3 is refused up
-/// front (log files outside the job directory are referenced by local path).
+/// restore of the latest checkpoint continues the counts. With `dstl.dfs.base-path` on S3 the
+/// log files live outside the job directory and checkpoints (on S3 or on local disk)
+/// reference them by URL.
 #[test]
 fn changelog_on_s3() {
     let Some(moto) = Moto::start() else { return };
@@ -758,16 +759,61 @@ fn changelog_on_s3() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(common::committed_lines(&d.join("out2")), vec!["(a,5)"]);
 
+
+    // Log files under a `dstl.dfs.base-path` on S3, outside the job directory: checkpoints
+    // reference them by URL (file scope `url`), on S3 and on local disk alike; `verify` reads
+    // them, a restore replays them, `dump --changes` lists them.
     let dstl = format!("state.changelog.dstl.dfs.base-path=s3://{BUCKET}/cl/dstl");
-    let mut a: Vec<&str> = base.to_vec();
-    a.extend(["--input", "two.txt", "--output", "out3", "-D", &dstl]);
-    let (o, _) = run_s3(&moto, d, &a);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("not supported yet"),
-        "{}",
-        text(&o)
-    );
+    for (n, ck) in [format!("s3://{BUCKET}/cl/ck-base"), "local-ck".to_string()].iter().enumerate() {
+        let out = |i: u32| format!("out-base-{n}-{i}");
+        let (o1, o2) = (out(1), out(2));
+        let run = |input: &str, out: &str, restore: bool| {
+            let mut a: Vec<&str> = vec![
+                "demo",
+                "wordcount",
+                "--checkpoint-every",
+                "2",
+                "--checkpoint-dir",
+                ck,
+                "--changelog",
+                "-D",
+                &dstl,
+                "--input",
+                input,
+                "--output",
+                out,
+            ];
+            if restore {
+                a.extend(["--restore", "latest"]);
+            }
+            let (o, _) = run_s3(&moto, d, &a);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        };
+        run("one.txt", &o1, false);
+        assert!(!d.join("s3:").exists(), "a URL became a local directory");
+        let items = ls_json(&moto, d, ck);
+        let latest = items
+            .iter()
+            .filter(|i| i["complete"] == true)
+            .filter_map(|i| i["path"].as_str())
+            .next_back()
+            .expect("a complete checkpoint")
+            .to_string();
+        let (o, _) = run_s3(&moto, d, &["verify", &latest]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let (o, _) = run_s3(&moto, d, &["dump", &latest, "--changes", "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let listed = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            listed.contains(&format!("s3://{BUCKET}/cl/dstl/")),
+            "log files referenced by URL: {listed}"
+        );
+        run("two.txt", &o2, true);
+        assert_eq!(common::committed_lines(&d.join(&o2)), vec!["(a,5)"]);
+    }
+    // The log objects are under the base path, none in a job directory.
+    let (o, _) = run_s3(&moto, d, &["ls", &format!("s3://{BUCKET}/cl/ck-base"), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 /// `_metadata` is created conditionally on S3 (`If-None-Match: *`): of two writers of one
@@ -878,4 +924,144 @@ fn sharded_conversion_on_s3_and_local_disk() {
     }
     let (o, _) = run_s3(&moto, d, &["convert", &input, "x", "--shard", "3/3"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// Tells [`inspector_child`] what to open: `PATH`, a tab, `COLSxROWS`, and optionally a tab
+/// and `UID/STATE`.
+const INSPECT_CHILD: &str = "STATEKIT_S3_INSPECT_CHILD";
+
+/// The inspector as `statekit inspect PATH` opens it (`PATH` may be a URL), in a child process
+/// (this test binary running only [`inspector_child`]) with the server's environment: its first
+/// frame, then the first page of `UID/STATE`. Returns (exit code, stdout, stderr).
+fn inspect_frames(moto: &Moto, path: &str, page: Option<&str>) -> (Option<i32>, String, String) {
+    let mut spec = format!("{path}\t100x30");
+    if let Some(p) = page {
+        spec.push('\t');
+        spec.push_str(p);
+    }
+    let o = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "inspector_child", "--nocapture", "--test-threads", "1"])
+        .envs(moto.env())
+        .env(INSPECT_CHILD, spec)
+        .output()
+        .expect("run the inspector child");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// The child of [`inspect_frames`] (without its variable: nothing to do).
+#[test]
+fn inspector_child() {
+    let Ok(spec) = std::env::var(INSPECT_CHILD) else {
+        return;
+    };
+    let run = || -> anyhow::Result<()> {
+        let mut parts = spec.split('\t');
+        let path = PathBuf::from(parts.next().unwrap_or_default());
+        let (w, h) = parts
+            .next()
+            .and_then(|s| s.split_once('x'))
+            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+            .ok_or_else(|| anyhow::anyhow!("{INSPECT_CHILD}: no COLSxROWS"))?;
+        let mut inspector = statekit::tui::headless::Headless::open(&path, None, (w, h))?;
+        println!("{}", inspector.draw()?);
+        if let Some((uid, state)) = parts.next().and_then(|p| p.split_once('/')) {
+            inspector.open_state(uid, state)?;
+            println!("{}", inspector.draw()?);
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+/// `statekit inspect` on S3: a savepoint by URL opens to its operators and pages through a
+/// state as the local copy does; a prefix holding snapshots lists them; a prefix holding
+/// nothing is a clear error.
+#[test]
+fn inspector_on_s3() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket(BUCKET);
+    let (dir, sp) = wordcount_savepoint();
+    let name = sp.file_name().expect("name").to_string_lossy().to_string();
+    moto.upload_files(&sp, files(&sp), BUCKET, &format!("insp/savepoints/{name}"));
+    let url = format!("s3://{BUCKET}/insp/savepoints/{name}");
+    let (code, remote, err) = inspect_frames(&moto, &url, Some("counter/count"));
+    assert_eq!(code, Some(0), "{remote}\n{err}");
+    let (code, local, err) = inspect_frames(&moto, &sp.display().to_string(), Some("counter/count"));
+    assert_eq!(code, Some(0), "{local}\n{err}");
+    // The same screens but for the line naming where the snapshot is.
+    let without_location = |s: &str, loc: &str| -> Vec<String> {
+        // Frame lines only (the harness's own lines carry timings).
+        s.lines()
+            .filter(|l| l.starts_with('"'))
+            .filter(|l| !l.contains(loc) && !l.contains(&name))
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(remote.contains("counter"), "{remote}");
+    assert!(remote.contains("(a") || remote.contains("\"a\"") || remote.contains(" a "), "{remote}");
+    assert_eq!(
+        without_location(&remote, "s3://"),
+        without_location(&local, &dir.path().display().to_string())
+    );
+    let (code, listed, err) = inspect_frames(&moto, &format!("s3://{BUCKET}/insp"), None);
+    assert_eq!(code, Some(0), "{listed}\n{err}");
+    assert!(listed.contains(&name), "the snapshot is listed: {listed}");
+    let (code, _, err) = inspect_frames(&moto, &format!("s3://{BUCKET}/nothing-here"), None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nothing there"), "{err}");
+}
+
+/// `import` writes its savepoint to S3 (data files, then `_metadata` only if none is there):
+/// the result dumps as the savepoint the tables came from; an existing output is refused
+/// without `--force` and replaced with it. `check --against` takes a snapshot or a schema
+/// file on S3.
+#[test]
+fn import_to_and_check_against_s3() {
+    let Some(moto) = Moto::start() else { return };
+    moto.create_bucket(BUCKET);
+    let (dir, sp) = wordcount_savepoint();
+    let d = dir.path();
+    let sp_s = sp.display().to_string();
+    let (o, _) = run_s3(&moto, d, &["export", &sp_s, "tables"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = run_s3(&moto, d, &["schema", &sp_s, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::write(d.join("schema.json"), &o.stdout).expect("schema");
+    moto.put(BUCKET, "schemas/job.json", &o.stdout);
+    let out = format!("s3://{BUCKET}/imported/sp-1");
+    let import = ["import", "tables", &out, "--schema", "schema.json"];
+    let (o, _) = run_s3(&moto, d, &import);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!d.join("s3:").exists(), "a URL became a local directory");
+    let dump = |p: &str| {
+        let (o, _) = run_s3(&moto, d, &["dump", p, "--uid", "counter", "--state", "count", "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("dump --json");
+        assert!(v.as_array().is_some_and(|a| !a.is_empty()), "{v}");
+        v
+    };
+    assert_eq!(dump(&out), dump(&sp_s));
+    let (o, _) = run_s3(&moto, d, &["verify", &out]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = run_s3(&moto, d, &import);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let mut forced = import.to_vec();
+    forced.push("--force");
+    let (o, _) = run_s3(&moto, d, &forced);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(dump(&out), dump(&sp_s));
+
+    for against in [out.clone(), format!("s3://{BUCKET}/schemas/job.json")] {
+        let (o, _) = run_s3(&moto, d, &["check", &sp_s, "--against", &against, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{against}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("check --json");
+        assert_eq!(v["compatible"], true, "{v}");
+    }
 }

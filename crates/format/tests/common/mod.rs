@@ -192,7 +192,7 @@ pub fn arb_operator_snapshot() -> impl Strategy<Value = OperatorStateSnapshot> {
 }
 
 fn arb_file_ref() -> impl Strategy<Value = FileRef> {
-    (0u8..3, "[a-z0-9_-]{1,6}(/[a-zA-Z0-9_.-]{0,4}[a-z]){0,2}", any::<u64>()).prop_map(
+    (0u8..4, "[a-z0-9_-]{1,6}(/[a-zA-Z0-9_.-]{0,4}[a-z]){0,2}", any::<u64>()).prop_map(
         |(scope, path, size)| match scope {
             0 => FileRef {
                 scope: FileScope::Exclusive,
@@ -204,9 +204,14 @@ fn arb_file_ref() -> impl Strategy<Value = FileRef> {
                 path,
                 size,
             },
-            _ => FileRef {
+            2 => FileRef {
                 scope: FileScope::Absolute,
                 path: format!("/{path}"),
+                size,
+            },
+            _ => FileRef {
+                scope: FileScope::Url,
+                path: format!("s3://bucket-1/{path}"),
                 size,
             },
         },

@@ -9,7 +9,6 @@ use serde_json::{json, Value as Json};
 use statekit_changelog::tail::{walk_tail, LogFiles, TailStats};
 use statekit_changelog::verify::LogCheck;
 use statekit_changelog::{LogFileReader, LogId, Op, ReadKind, Record, RecordsError};
-use statekit_checkpoint::SnapshotReader;
 use statekit_core::{key_group_for_key, KeyGroupRange, StateDescriptor, TypeSchema};
 use statekit_format::{
     ChangelogKeyedHandle, FileScope, FormatError, KeyedStats, LogSegmentRef, OperatorMetadata, Problem, SubtaskMetadata,
@@ -22,6 +21,10 @@ use std::sync::Arc;
 /// True when `path` is a lone changelog log file (named `*.skcl`, or starting with its magic)
 /// rather than a snapshot.
 pub fn is_log_file(path: &Path) -> bool {
+    if let Ok(l @ statekit_core::location::Location::Stored { .. }) = super::location(path) {
+        // An object is not fetched to look at its magic: its name says.
+        return l.file_name().is_some_and(|n| n.ends_with(".skcl"));
+    }
     if !path.is_file() {
         return false;
     }
@@ -45,6 +48,10 @@ pub fn problem_text(e: &FormatError) -> String {
 /// so a huge file that is not a log file costs nothing before its magic is checked.
 fn map_lone(path: &Path) -> Result<Arc<dyn statekit_core::storage::Blob>> {
     use statekit_core::storage::Storage as _;
+    if let l @ statekit_core::location::Location::Stored { .. } = super::location(path)? {
+        let (storage, key) = l.storage_and_path()?;
+        return Ok(storage.open(&key)?);
+    }
     let (dir, name) = match (path.parent(), path.file_name()) {
         (Some(d), Some(n)) => (if d.as_os_str().is_empty() { Path::new(".") } else { d }, n),
         _ => anyhow::bail!("{}: not a file", path.display()),
@@ -224,6 +231,7 @@ fn scope_code(s: FileScope) -> u8 {
         FileScope::Exclusive => 0,
         FileScope::Shared => 1,
         FileScope::Absolute => 2,
+        FileScope::Url => 3,
     }
 }
 
@@ -505,7 +513,7 @@ pub fn dump_changes(
         }
         return Ok(());
     }
-    let reader = SnapshotReader::open(path)?;
+    let reader = super::open_reader(path, &Default::default())?;
     let m = reader.metadata();
     let ops: Vec<&OperatorMetadata> = m
         .operators
@@ -666,7 +674,7 @@ pub fn key_schema_for(path: &Path, uid: Option<&str>, state: &str) -> Result<Typ
         }
         bail!("{}: no metadata record declares a state {state:?}", path.display());
     }
-    let reader = SnapshotReader::open(path)?;
+    let reader = super::open_reader(path, &Default::default())?;
     let m = reader.metadata();
     let found = m
         .operators

@@ -667,27 +667,41 @@ pub struct CheckArgs {
 }
 
 /// `statekit check`: exit 0 compatible, 1 incompatible (each reason on a line), 2 error.
-pub fn check(mut args: CheckArgs) -> Result<ExitCode> {
-    args.against = super::local_only(&args.against, "check")?;
+pub fn check(args: CheckArgs) -> Result<ExitCode> {
     let reader = open_with_schema(&args.path)?;
     let snapshot = statekit_migrate::JobSchema::of(reader.metadata());
-    let is_snapshot_file = args
-        .against
-        .file_name()
-        .is_some_and(|n| n == statekit_format::METADATA_FILE_NAME);
-    let job = if args.against.is_file() && !is_snapshot_file {
-        let text = std::fs::read_to_string(&args.against)
-            .with_context(|| format!("{}: reading the schema", args.against.display()))?;
-        serde_json::from_str::<statekit_migrate::JobSchema>(&text).map_err(|e| {
+    let parse_schema = |text: &str| {
+        serde_json::from_str::<statekit_migrate::JobSchema>(text).map_err(|e| {
             anyhow::anyhow!(
                 "{}: line {}, column {}: not a schema (as `statekit schema --json` writes): {e}",
                 args.against.display(),
                 e.line(),
                 e.column()
             )
-        })?
-    } else {
-        statekit_migrate::JobSchema::of(open_with_schema(&args.against)?.metadata())
+        })
+    };
+    let job = match super::location(&args.against)? {
+        statekit_core::location::Location::Local(against) => {
+            let is_snapshot_file = against
+                .file_name()
+                .is_some_and(|n| n == statekit_format::METADATA_FILE_NAME);
+            if against.is_file() && !is_snapshot_file {
+                let text = std::fs::read_to_string(&against)
+                    .with_context(|| format!("{}: reading the schema", against.display()))?;
+                parse_schema(&text)?
+            } else {
+                statekit_migrate::JobSchema::of(open_with_schema(&args.against)?.metadata())
+            }
+        }
+        // On an object store a `.json` object is a schema file, anything else a snapshot.
+        stored if stored.file_name().is_some_and(|n| n.ends_with(".json")) => {
+            let (storage, key) = stored.storage_and_path()?;
+            let blob = storage.open(&key)?;
+            let text = std::str::from_utf8(blob.bytes())
+                .with_context(|| format!("{}: the schema is not UTF-8", args.against.display()))?;
+            parse_schema(text)?
+        }
+        _ => statekit_migrate::JobSchema::of(open_with_schema(&args.against)?.metadata()),
     };
     let report = statekit_migrate::check(&snapshot, &job);
     let ok = report.is_compatible();

@@ -157,9 +157,9 @@ pub struct ImportArgs {
 
 /// `statekit import`.
 pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
-    args.tables = super::local_only(&args.tables, "import")?;
-    args.out = super::local_only(&args.out, "import")?;
-    args.schema = super::local_only(&args.schema, "import")?;
+    args.tables = super::local_only(&args.tables, "import (reading tables)")?;
+    args.schema = super::local_only(&args.schema, "import --schema")?;
+    let out = super::location(&args.out)?;
     use anyhow::Context;
     let text = std::fs::read(&args.schema).with_context(|| format!("{}", args.schema.display()))?;
     let schema: statekit_migrate::JobSchema = serde_json::from_slice(&text).with_context(|| {
@@ -180,7 +180,7 @@ pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
         options.now_ms = now;
     }
     let summary = with_rows_spinner("importing", |progress| {
-        statekit_table::import_tables(&args.tables, &schema, &args.out, &options, progress)
+        statekit_table::import_to(&args.tables, &schema, &out, &options, progress)
     })?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);

@@ -171,7 +171,13 @@ impl App {
     /// open a snapshot (only its `_metadata`).
     pub fn new(path: &Path, title: &str) -> (App, Request) {
         let is_snapshot = crate::cmd::inspect::is_snapshot_path(path);
-        let dir_mode = path.is_dir() && !is_snapshot;
+        Self::new_at(path, title, path.is_dir() && !is_snapshot)
+    }
+
+    /// [`App::new`] where the caller has found out whether `path` is a directory of snapshots
+    /// (`dir_mode`) or one snapshot: `path` may be an object-store URL, which the file system
+    /// cannot answer for.
+    pub fn new_at(path: &Path, title: &str, dir_mode: bool) -> (App, Request) {
         let mut app = App {
             title: title.to_string(),
             root: path.to_path_buf(),
@@ -648,8 +654,11 @@ impl App {
                     v.arrived(result, page);
                 }
             }
-            Msg::Scanned { snapshots, .. } => {
+            Msg::Scanned { snapshots, error, .. } => {
                 self.loading = None;
+                if let Some(e) = error {
+                    self.status = Some(format!("cannot list {}: {e}", self.root.display()));
+                }
                 let names = snapshots.iter().map(|s| s.label.clone()).collect();
                 let n = snapshots.len();
                 self.snapshots = snapshots;

@@ -24,12 +24,13 @@ impl Headless {
     /// `statekit inspect PATH` (with `diff`: `--diff B`) on a terminal of `size` (columns,
     /// rows): starts the worker and waits until the first screen is complete (the snapshots
     /// found, `_metadata` read, or the comparison done).
+    /// `path` may be an object-store URL, as for `statekit inspect`.
     pub fn open(path: &Path, diff: Option<&Path>, size: (u16, u16)) -> Result<Headless> {
         let loader = Loader::spawn().context("starting the reader thread")?;
         let title = path.display().to_string();
         let (mut app, first) = match diff {
             Some(b) => App::new_diff(path, &title, b, &b.display().to_string()),
-            None => App::new(path, &title),
+            None => App::new_at(path, &title, !super::probe(path)?.snapshot),
         };
         let _ = update(&mut app, Action::Resize(size.0, size.1));
         loader.send(first);

@@ -45,21 +45,11 @@ pub struct InspectArgs {
 }
 
 /// `statekit inspect`.
-pub fn inspect(mut args: InspectArgs) -> Result<ExitCode> {
-    args.path = crate::cmd::local_only(&args.path, "inspect")?;
-    if let Some(d) = &args.diff {
-        args.diff = Some(crate::cmd::local_only(d, "inspect --diff")?);
-    }
-    if !args.path.exists() {
-        bail!("{}: no such file or directory", args.path.display());
-    }
-    let title = args.path.display().to_string();
+pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
+    let a = probe(&args.path)?;
+    let title = a.title.clone();
     if let Some(b) = &args.diff {
-        if !b.exists() {
-            bail!("{}: no such file or directory", b.display());
-        }
-        let is_snapshot = crate::cmd::inspect::is_snapshot_path;
-        if !is_snapshot(&args.path) || !is_snapshot(b) {
+        if !a.snapshot || !probe(b)?.snapshot {
             bail!("--diff compares two snapshots (directories with a _metadata file, or the files)");
         }
     }
@@ -67,7 +57,7 @@ pub fn inspect(mut args: InspectArgs) -> Result<ExitCode> {
         bail!("statekit inspect needs a terminal; in scripts use `statekit show` and `statekit dump`");
     }
     let loader = Loader::spawn().context("starting the reader thread")?;
-    let (mut app, first) = new_app(&args, &title);
+    let (mut app, first) = new_app(&args, &title, !a.snapshot);
     let mut terminal = init_terminal().context("setting up the terminal")?;
     let result = event_loop(&mut terminal, &mut app, &loader, first);
     ratatui::restore();
@@ -137,10 +127,52 @@ fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: worker
     }
 }
 
-/// The app and its first request: a snapshot or directory, or (`--diff`) a comparison.
-fn new_app(args: &InspectArgs, title: &str) -> (App, worker::Request) {
+/// The app and its first request: a snapshot or (`dir_mode`) a directory of them, or
+/// (`--diff`) a comparison.
+fn new_app(args: &InspectArgs, title: &str, dir_mode: bool) -> (App, worker::Request) {
     match &args.diff {
         Some(b) => App::new_diff(&args.path, title, b, &b.display().to_string()),
-        None => App::new(&args.path, title),
+        None => App::new_at(&args.path, title, dir_mode),
+    }
+}
+
+/// What an `inspect` argument names.
+pub(crate) struct Probed {
+    /// As the user wrote it (a URL stays a URL; the worker opens it by location).
+    pub(crate) title: String,
+    /// One snapshot (a directory holding `_metadata`, or a file), else a directory to search.
+    pub(crate) snapshot: bool,
+}
+
+/// Finds out whether `path` (a local path or an object-store URL) is a snapshot or a directory
+/// of snapshots; a path that is neither is an error. On an object store this is one `HEAD` of
+/// `_metadata`, then one listing.
+pub(crate) fn probe(path: &std::path::Path) -> Result<Probed> {
+    use statekit_core::location::Location;
+    let title = path.display().to_string();
+    match crate::cmd::location(path)? {
+        Location::Local(p) => {
+            if !p.exists() {
+                bail!("{}: no such file or directory", p.display());
+            }
+            Ok(Probed {
+                title,
+                snapshot: crate::cmd::inspect::is_snapshot_path(&p),
+            })
+        }
+        l => {
+            let metadata = statekit_format::METADATA_FILE_NAME;
+            if l.file_name().as_deref() == Some(metadata) {
+                return Ok(Probed { title, snapshot: true });
+            }
+            let storage = l.storage()?;
+            if storage.exists(metadata)? {
+                return Ok(Probed { title, snapshot: true });
+            }
+            if storage.list("")?.is_empty() {
+                bail!("{l}: nothing there (no _metadata, no objects below it)");
+            }
+            Ok(Probed { title, snapshot: false })
+        }
     }
 }

@@ -486,14 +486,9 @@ pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
             let storage = match &cfg.base_path {
                 None => ChangelogStorage::for_job(job.clone(), cfg.upload.clone())?,
                 Some(base) => {
+                    // Log files outside the job directory: referenced by absolute path on
+                    // local disk, by URL on an object store (`s3://…`).
                     let location = crate::cmd::location(base).context("state.changelog.dstl.dfs.base-path")?;
-                    if location.as_local().is_none() {
-                        // Log files outside the job directory are referenced by absolute local
-                        // paths; an object store's would need a URL reference in `_metadata`.
-                        bail!(
-                            "state.changelog.dstl.dfs.base-path on object storage ({location}) is not supported yet: leave it unset to keep the log files in the job directory, which may be on object storage (--checkpoint-dir s3://…)"
-                        );
-                    }
                     let storage = crate::cmd::storage_at(&location)?;
                     ChangelogStorage::new(storage, &run_id, cfg.upload.clone())?
                 }

@@ -249,6 +249,8 @@ pub enum Msg {
         gen: u64,
         /// Found snapshots, in path order.
         snapshots: Vec<SnapshotRow>,
+        /// Why the directory could not be listed (an object store that failed), if so.
+        error: Option<String>,
     },
     /// A snapshot was opened, or could not be.
     Opened {
@@ -466,21 +468,27 @@ impl Worker {
                     total: 0,
                     unit: "",
                 });
-                let snapshots = scan_dir(&root);
-                out(Msg::Scanned { gen, snapshots });
+                let (snapshots, error) = match scan_dir(&root) {
+                    Ok(s) => (s, None),
+                    Err(e) => (Vec::new(), Some(e)),
+                };
+                out(Msg::Scanned { gen, snapshots, error });
             }
             Request::Open { gen, path } => {
                 self.views = None;
                 self.stream = None;
                 self.reader = None;
                 // An Apache Flink snapshot's states are in the heads of its state streams.
-                let result = match SnapshotReader::open(&path).and_then(|mut r| r.load_state_schema().map(|()| r)) {
+                // `path` may be an object-store URL: opened by location, as every command does.
+                let opened = crate::cmd::open_reader(&path, &Default::default())
+                    .and_then(|mut r| r.load_state_schema().map(|()| r).map_err(anyhow::Error::from));
+                let result = match opened {
                     Ok(r) => {
                         let m = Arc::new(r.metadata().clone());
                         self.reader = Some(r);
                         Ok(m)
                     }
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(format!("{e:#}")),
                 };
                 out(Msg::Opened { gen, result });
             }
@@ -873,9 +881,13 @@ fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<boo
     outcome
 }
 
-/// The snapshots under `root`, as the snapshot list shows them (paths relative to `root`).
-fn scan_dir(root: &Path) -> Vec<SnapshotRow> {
-    statekit_snapshot::find_snapshots(root, 4)
+/// The snapshots under `root` (a local directory or an object-store URL), as the snapshot
+/// list shows them (paths relative to `root`).
+fn scan_dir(root: &Path) -> Result<Vec<SnapshotRow>, String> {
+    let found = crate::cmd::location(root)
+        .and_then(|l| Ok(statekit_snapshot::find_snapshots_at(&l, 4)?))
+        .map_err(|e| format!("{e:#}"))?;
+    Ok(found
         .into_iter()
         .map(|f| {
             let rel = f.path.strip_prefix(root).unwrap_or(&f.path);
@@ -897,7 +909,7 @@ fn scan_dir(root: &Path) -> Vec<SnapshotRow> {
                 path: f.path,
             }
         })
-        .collect()
+        .collect())
 }
 
 /// A [`Worker`] on its own thread.
