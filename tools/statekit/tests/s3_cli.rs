@@ -1012,7 +1012,10 @@ fn inspector_on_s3() {
     );
     let (code, listed, err) = inspect_frames(&moto, &format!("s3://{BUCKET}/insp"), None);
     assert_eq!(code, Some(0), "{listed}\n{err}");
-    assert!(listed.contains(&name), "the snapshot is listed: {listed}");
+    assert!(
+        listed.contains("savepoints/") && listed.contains("kind: savepoint 1"),
+        "the snapshot is listed: {listed}"
+    );
     let (code, _, err) = inspect_frames(&moto, &format!("s3://{BUCKET}/nothing-here"), None);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nothing there"), "{err}");
