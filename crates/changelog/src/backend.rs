@@ -14,8 +14,8 @@ use statekit_core::{
     StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{
-    ChangelogKeyedHandle, FileRef, KeyedFileReader, LogSegmentRef, MaterializedPart,
-    ResolvedChangelogHandle, ResolvedFile,
+    ChangelogKeyedHandle, FileRef, KeyedFileReader, LogSegmentRef, MaterializedPart, ResolvedChangelogHandle,
+    ResolvedFile,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;

@@ -272,7 +272,7 @@ impl SnapshotReader {
         // Shared files resolve against the enclosing directory (a checkpoint's job directory).
         let job = dir.rsplit_once('/').map_or("", |(j, _)| j);
         let job_dir = (!dir.is_empty()).then_some(job);
-        Self::open_stored(storage, &dir, job_dir, checked, false).map_err(|e| match e {
+        Self::open_stored(storage, &dir, job_dir, checked, false, flink).map_err(|e| match e {
             CheckpointError::Format(statekit_format::FormatError::Storage(
                 statekit_core::storage::StorageError::NotFound(_),
             )) => CheckpointError::Invalid(format!(
@@ -285,15 +285,18 @@ impl SnapshotReader {
 
     /// The snapshot in directory `dir` of `storage` (one read of its `_metadata`, checked or
     /// only decoded); shared files resolve against `job_dir`, absolute ones on the local file
-    /// system when `local_absolute`. An Apache Flink `_metadata` is refused: Flink snapshots
-    /// are read from local paths only.
+    /// system when `local_absolute`. An Apache Flink `_metadata` opens the Flink snapshot with
+    /// `flink`, its files fetched from the storage when first read
+    /// ([`statekit_flink::FlinkSnapshot::open_stored`]).
     fn open_stored(
         storage: Arc<dyn Storage>,
         dir: &str,
         job_dir: Option<&str>,
         checked: bool,
         local_absolute: bool,
+        flink: &statekit_flink::FlinkOpenOptions,
     ) -> Result<Self, CheckpointError> {
+        let storage_root = storage.clone();
         let snap: Arc<dyn Storage> = Arc::new(SubdirStorage::new(storage.clone(), dir)?);
         let mut resolver = FileResolver::new(snap.clone());
         if local_absolute {
@@ -307,11 +310,22 @@ impl SnapshotReader {
             .map_err(statekit_format::FormatError::from)?;
         let file = snap.describe(METADATA_FILE_NAME);
         if statekit_flink::is_flink_metadata(blob.bytes()) {
-            return Err(CheckpointError::Unsupported {
-                snapshot: file,
-                what: "an Apache Flink snapshot outside the local file system: read it from a local copy for now"
-                    .into(),
-            });
+            // When it was written (Flink writes `_metadata` last): one listing of the directory.
+            let written_ms = snap
+                .list("")
+                .ok()
+                .and_then(|l| l.into_iter().find(|e| e.name == METADATA_FILE_NAME))
+                .map_or(0, |e| e.modified_ms);
+            let root = storage_root.clone();
+            let flink = statekit_flink::FlinkSnapshot::open_stored(
+                root,
+                dir,
+                &snap.describe(""),
+                blob.bytes(),
+                written_ms,
+                flink,
+            )?;
+            return Ok(Self::from_flink(snap, resolver, flink));
         }
         let metadata = if checked {
             let r = statekit_format::check_metadata(blob.bytes(), &file);
@@ -334,7 +348,14 @@ impl SnapshotReader {
     /// Opens the snapshot in directory `dir` of `storage`; shared files resolve against
     /// `job_dir` when given.
     pub fn open_in(storage: Arc<dyn Storage>, dir: &str, job_dir: Option<&str>) -> Result<Self, CheckpointError> {
-        Self::open_stored(storage, dir, job_dir, true, true)
+        Self::open_stored(
+            storage,
+            dir,
+            job_dir,
+            true,
+            true,
+            &statekit_flink::FlinkOpenOptions::default(),
+        )
     }
 
     /// The snapshot's metadata.

@@ -145,7 +145,9 @@ pub fn resolve_url(url: &str) -> Result<Location, StorageError> {
             path: url.to_string(),
             status: None,
             transient: false,
-            message: "no object-store client is installed to resolve this URL (an engine calls statekit_objstore::install())".into(),
+            message:
+                "no object-store client is installed to resolve this URL (an engine calls statekit_objstore::install())"
+                    .into(),
         }),
     }
 }

@@ -333,8 +333,9 @@ pub fn files_below(storage: &dyn Storage, dir: &str) -> Result<Vec<(String, DirE
 /// relative paths), `threads` files at a time, then the file `last` (relative to `local`)
 /// alone and only if no object has its name ([`Storage::put_new`]): on a store without rename
 /// that last object is what makes the upload complete (a snapshot's `_metadata`, an export's
-/// `_tables.json`). On any failure the objects written under `prefix` are deleted (best
-/// effort) and the first error is returned. Returns the bytes uploaded.
+/// `_tables.json`). On any failure the objects this call wrote are deleted again (best effort;
+/// others under `prefix`, another writer's, are left alone) and the first error is returned.
+/// Returns the bytes uploaded.
 pub fn upload_tree(
     local: &Path,
     storage: &dyn Storage,
@@ -365,12 +366,15 @@ pub fn upload_tree(
             .map_err(|_| io(p, io::Error::other("outside the tree being uploaded")))?;
         Ok(join(prefix, &rel.to_string_lossy().replace('\\', "/")))
     };
+    let uploaded: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let upload = |p: &Path| -> Result<u64, StorageError> {
         let key = key_of(p)?;
         let mut w = storage.create(&key)?;
         let mut f = File::open(p).map_err(|e| io(p, e))?;
         io::copy(&mut f, &mut w).map_err(|e| io(p, e))?;
-        w.commit()
+        let n = w.commit()?;
+        uploaded.lock().unwrap_or_else(|p| p.into_inner()).push(key);
+        Ok(n)
     };
     let next = AtomicU64::new(0);
     let total = AtomicU64::new(0);
@@ -409,10 +413,10 @@ pub fn upload_tree(
     };
     match result {
         Ok(n) => Ok(total.into_inner() + n),
-        // Another writer completed the prefix first: what is there is theirs.
-        Err(e @ StorageError::AlreadyExists(_)) => Err(e),
         Err(e) => {
-            let _ = storage.delete_dir_all(prefix);
+            for key in uploaded.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                let _ = storage.delete_file(&key);
+            }
             Err(e)
         }
     }

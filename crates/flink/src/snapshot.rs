@@ -4,6 +4,7 @@
 
 use crate::error::FlinkError;
 use crate::metadata::{decode_metadata, FlinkMetadata, FlinkOperator, KeyedHandle, StreamHandle};
+use statekit_core::storage::Storage;
 use statekit_core::{
     KeyGroupRange, OperatorId, OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot, StateDescriptor,
     TypeSchema,
@@ -11,8 +12,9 @@ use statekit_core::{
 use statekit_format::{
     FileRef, FileScope, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The property of [`FlinkSnapshot::to_statekit`]'s metadata that marks a Flink snapshot
 /// (its value: the `_metadata` version).
@@ -35,7 +37,8 @@ pub enum Location {
     Inline,
     /// A local file (found where the handle says, or re-rooted).
     Local(PathBuf),
-    /// A URI of another file system (`s3://…`, `hdfs://…`): not readable here yet.
+    /// A URI of a file system statekit cannot reach (`hdfs://…`, or an object-store URL in a
+    /// process without an object-store client installed).
     Remote(String),
     /// A local path that does not exist (after trying every root).
     Missing(String),
@@ -51,6 +54,44 @@ pub struct FlinkSnapshot {
     roots: Vec<(String, String)>,
     /// `_metadata`'s modification time (Flink writes it last), ms since the epoch.
     written_ms: i64,
+    /// When the snapshot is on an object store ([`FlinkSnapshot::open_stored`]): the store and
+    /// the snapshot's directory in it. Relative handles are fetched from that directory;
+    /// absolute paths of a snapshot that was copied there are looked for around it.
+    stored: Option<(Arc<dyn Storage>, String)>,
+    /// Local copies of files fetched from object stores, shared by clones and removed with
+    /// the last of them; made on first use.
+    cache: Arc<OnceLock<Arc<FetchCache>>>,
+}
+
+/// Local copies of a snapshot's files on object stores, each fetched once, whole.
+#[derive(Debug)]
+struct FetchCache {
+    dir: tempfile::TempDir,
+    /// Every file asked for (by a key naming it), fetched once, or failed once with the reason.
+    fetched: Mutex<HashMap<String, Arc<Fetched>>>,
+}
+
+/// A file's local copy once fetched, or why it could not be.
+type Fetched = OnceLock<Result<PathBuf, String>>;
+
+impl FetchCache {
+    /// The local copy of `path` of `storage`, fetched on first use and known by `key`; a
+    /// failure is [`Location::Missing`] with the reason.
+    fn fetch(&self, key: &str, storage: &dyn Storage, path: &str) -> Location {
+        let (cell, n) = {
+            let mut map = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
+            let n = map.len();
+            (map.entry(key.to_string()).or_default().clone(), n)
+        };
+        let got = cell.get_or_init(|| {
+            let local = self.dir.path().join(format!("{n:06}"));
+            storage.download(path, &local).map(|_| local).map_err(|e| e.to_string())
+        });
+        match got {
+            Ok(p) => Location::Local(p.clone()),
+            Err(e) => Location::Missing(e.clone()),
+        }
+    }
 }
 
 impl FlinkSnapshot {
@@ -77,12 +118,57 @@ impl FlinkSnapshot {
                 reason: "its _metadata does not start with Flink's magic number 0x4960672d".into(),
             });
         }
-        let metadata = decode_metadata(&bytes, &shown)?;
         let written_ms = std::fs::metadata(&metadata_file)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Self::decoded(dir, metadata_file, &bytes, written_ms, options, None)
+    }
+
+    /// Opens a Flink snapshot on an object store (or any [`Storage`]): the directory `dir` of
+    /// `storage`, named `url` in messages; `metadata` is its `_metadata` (already read: one
+    /// request) and `written_ms` when it was written. Files are fetched whole into a local
+    /// temporary directory when first read — relative ones from `dir`, absolute `s3://`
+    /// (`s3a://`, `s3p://`, `gs://`, …) ones through the process's URL resolver
+    /// ([`statekit_core::location::resolve_url`]), absolute local paths of a snapshot copied to
+    /// the store by their place under its job directory — so `show` reads `_metadata` only and
+    /// `dump` of one state reads the files that hold it.
+    pub fn open_stored(
+        storage: Arc<dyn Storage>,
+        dir: &str,
+        url: &str,
+        metadata: &[u8],
+        written_ms: i64,
+        options: &FlinkOpenOptions,
+    ) -> Result<Self, FlinkError> {
+        let shown = format!("{}/_metadata", url.trim_end_matches('/'));
+        if !crate::metadata::is_flink_metadata(metadata) {
+            return Err(FlinkError::NotFlink {
+                path: shown,
+                reason: "its _metadata does not start with Flink's magic number 0x4960672d".into(),
+            });
+        }
+        Self::decoded(
+            PathBuf::from(url),
+            PathBuf::from(shown),
+            metadata,
+            written_ms,
+            options,
+            Some((storage, dir.to_string())),
+        )
+    }
+
+    /// The snapshot of the decoded `_metadata` `bytes`, its operators named.
+    fn decoded(
+        dir: PathBuf,
+        metadata_file: PathBuf,
+        bytes: &[u8],
+        written_ms: i64,
+        options: &FlinkOpenOptions,
+        stored: Option<(Arc<dyn Storage>, String)>,
+    ) -> Result<Self, FlinkError> {
+        let metadata = decode_metadata(bytes, &metadata_file.display().to_string())?;
         let mut uids = BTreeMap::new();
         for op in &metadata.operators {
             if let Some(u) = &op.uid {
@@ -102,6 +188,8 @@ impl FlinkSnapshot {
             uids,
             roots: options.roots.clone(),
             written_ms,
+            stored,
+            cache: Arc::new(OnceLock::new()),
         })
     }
 
@@ -143,6 +231,9 @@ impl FlinkSnapshot {
         match h {
             StreamHandle::Bytes { .. } | StreamHandle::EmptySegment => Location::Inline,
             StreamHandle::Relative { path, .. } => {
+                if let Some((storage, dir)) = &self.stored {
+                    return self.fetch(storage.as_ref(), &statekit_core::storage::join(dir, path));
+                }
                 let p = self.dir.join(path);
                 if p.is_file() {
                     Location::Local(p)
@@ -693,10 +784,13 @@ impl FlinkSnapshot {
         let local = match uri.strip_prefix("file://").or_else(|| uri.strip_prefix("file:")) {
             Some(p) => p.to_string(),
             None if uri.starts_with('/') => uri.to_string(),
-            None => return Location::Remote(uri.to_string()),
+            None => return self.locate_url(uri),
         };
         // `file:///x` and `file:/x` both name /x.
         let local = format!("/{}", local.trim_start_matches('/'));
+        if let Some((storage, dir)) = &self.stored {
+            return self.locate_moved_to_store(storage.as_ref(), dir, &local);
+        }
         if Path::new(&local).is_file() {
             return Location::Local(PathBuf::from(local));
         }
@@ -742,6 +836,99 @@ impl FlinkSnapshot {
             }
         }
         Location::Missing(local)
+    }
+
+    /// A file Flink references by a URI of another file system: an object store's, fetched
+    /// through the process's URL resolver (Flink's `s3a://`, `s3p://` and `s3n://` are S3);
+    /// any other scheme, or no resolver, is [`Location::Remote`].
+    fn locate_url(&self, uri: &str) -> Location {
+        let Some((scheme, rest)) = uri.split_once("://") else {
+            return Location::Remote(uri.to_string());
+        };
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "s3" | "s3a" | "s3p" | "s3n" => "s3".to_string(),
+            "gs" | "az" | "abfs" | "abfss" => scheme.to_ascii_lowercase(),
+            _ => return Location::Remote(uri.to_string()),
+        };
+        let url = format!("{scheme}://{rest}");
+        match statekit_core::location::resolve_url(&url) {
+            Ok(statekit_core::location::Location::Stored { storage, path, .. }) => self.fetch(storage.as_ref(), &path),
+            _ => Location::Remote(uri.to_string()),
+        }
+    }
+
+    /// A local absolute path in the `_metadata` of a snapshot that was copied to an object
+    /// store: looked for as on local disk ([`Self::locate_absolute`]) but in the store — its
+    /// tail from `shared/`, `taskowned/` or `chk-N/` under the job directory (the parent of
+    /// `dir`), then its last 4, 3 or 2 components under the 4 directories above `dir`, then
+    /// its name in `dir`. Each try is one `HEAD`; bounded.
+    fn locate_moved_to_store(&self, storage: &dyn Storage, dir: &str, local: &str) -> Location {
+        use statekit_core::storage::join;
+        let parts: Vec<&str> = local.split('/').filter(|p| !p.is_empty()).collect();
+        let ancestors: Vec<&str> = {
+            let mut a = Vec::new();
+            let mut d = dir;
+            while let Some((p, _)) = d.rsplit_once('/') {
+                a.push(p);
+                d = p;
+            }
+            if !dir.is_empty() {
+                a.push("");
+            }
+            a
+        };
+        let mut tries: Vec<String> = Vec::new();
+        if let Some(job) = ancestors.first() {
+            for (i, part) in parts.iter().enumerate() {
+                if *part == "shared" || *part == "taskowned" || part.starts_with("chk-") {
+                    if let Some(tail) = parts.get(i..) {
+                        tries.push(join(job, &tail.join("/")));
+                    }
+                }
+            }
+        }
+        for n in (2..=4).rev() {
+            let Some(tail) = parts.len().checked_sub(n).and_then(|s| parts.get(s..)) else {
+                continue;
+            };
+            for a in ancestors.iter().take(4) {
+                tries.push(join(a, &tail.join("/")));
+            }
+        }
+        if let Some(name) = parts.last() {
+            tries.push(join(dir, name));
+        }
+        for t in tries {
+            if statekit_core::storage::check_path(&t).is_ok() && storage.exists(&t).unwrap_or(false) {
+                return self.fetch(storage, &t);
+            }
+        }
+        Location::Missing(local.to_string())
+    }
+
+    /// The local copy of `path` of `storage` (fetched on first use).
+    fn fetch(&self, storage: &dyn Storage, path: &str) -> Location {
+        match self.fetch_cache() {
+            Ok(c) => c.fetch(&storage.describe(path), storage, path),
+            Err(e) => Location::Missing(e),
+        }
+    }
+
+    /// The cache of fetched files, made on first use.
+    fn fetch_cache(&self) -> Result<Arc<FetchCache>, String> {
+        if let Some(c) = self.cache.get() {
+            return Ok(c.clone());
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(".statekit-flink-")
+            .tempdir()
+            .map_err(|e| format!("{}: {e}", std::env::temp_dir().display()))?;
+        // Another thread may have made one first: the first one stays.
+        let _ = self.cache.set(Arc::new(FetchCache {
+            dir,
+            fetched: Mutex::new(HashMap::new()),
+        }));
+        self.cache.get().cloned().ok_or_else(|| "no cache".to_string())
     }
 
     /// The snapshot in statekit's metadata model: operators by uid (or hex id), subtasks with

@@ -488,7 +488,9 @@ fn get_file_ref(c: &mut Cursor<'_>, field: &str) -> Result<FileRef> {
             return Err(c.err_at(
                 at,
                 &format!("{field}.path"),
-                format!("{path:?} is not an object-store URL (scheme://bucket/key, no '.', '..' or empty key components)"),
+                format!(
+                    "{path:?} is not an object-store URL (scheme://bucket/key, no '.', '..' or empty key components)"
+                ),
             ));
         }
     } else if scope == FileScope::Absolute {

@@ -99,6 +99,15 @@ pub enum TableError {
         #[source]
         source: std::io::Error,
     },
+    /// `finish-shards` of an export: a shard's manifest is missing, or the manifests do not
+    /// fit together (another N, another snapshot, a subtask twice or not at all).
+    #[error("{}: {reason}", output.display())]
+    Shards {
+        /// The export's output.
+        output: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// Arrow refused the arrays built (a bug of this crate, reported rather than a panic).
     #[error("state {state:?}: building an Arrow batch: {source}")]
     Arrow {
@@ -121,6 +130,7 @@ impl TableError {
             | TableError::Unknown { .. }
             | TableError::OutputExists { .. }
             | TableError::Unsupported { .. }
+            | TableError::Shards { .. }
             | TableError::BadTable { .. } => ErrorKind::Caller,
             TableError::Migrate(e) => e.kind(),
             TableError::Storage(e) => e.kind(),

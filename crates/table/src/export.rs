@@ -26,6 +26,9 @@ pub struct ExportOptions {
     pub file: TableFileOptions,
     /// Subtasks exported at once (0: one per core).
     pub threads: usize,
+    /// Export only shard `I` of `N` ([`export_shard_to`]): every `N`th subtask's key groups
+    /// from the `I`th, and (shard 0) the operator state; `None`: everything.
+    pub shard: Option<(u32, u32)>,
 }
 
 impl Default for ExportOptions {
@@ -37,6 +40,7 @@ impl Default for ExportOptions {
             key_groups: None,
             file: TableFileOptions::default(),
             threads: 0,
+            shard: None,
         }
     }
 }
@@ -86,6 +90,22 @@ pub struct ExportSummary {
     pub output: PathBuf,
     /// The tables, keyed states before operator states per operator.
     pub tables: Vec<ExportedTable>,
+    /// For a shard ([`export_shard_to`]): which part of the work it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ExportShard>,
+}
+
+/// The part of an export one shard wrote ([`ExportOptions::shard`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ExportShard {
+    /// This shard (`I` of `--shard I/N`).
+    pub shard: u32,
+    /// How many shards share the export (`N`).
+    pub shards: u32,
+    /// Files of keyed state the whole export writes (one per subtask and operator).
+    pub work_total: usize,
+    /// The indexes of those this shard wrote.
+    pub work: Vec<usize>,
 }
 
 /// One file to write: a subtask's key groups of an operator's keyed states.
@@ -116,37 +136,13 @@ pub fn export_snapshot(
     options: &ExportOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ExportSummary, TableError> {
-    let meta = reader.metadata();
-    if !options.file.format.supports(options.file.compression) {
+    if options.shard.is_some() {
         return Err(TableError::Unsupported {
-            what: format!(
-                "{:?} compression of {} files",
-                options.file.compression, options.file.format
-            ),
+            what: "a shard of an export writes a manifest, not _tables.json: use export_shard_to".into(),
         });
     }
-    let operators: Vec<_> = meta
-        .operators
-        .iter()
-        .filter(|o| options.uid.as_ref().is_none_or(|u| &o.uid == u))
-        .collect();
-    if let Some(uid) = &options.uid {
-        if operators.is_empty() {
-            return Err(TableError::Unknown {
-                what: format!("operator {uid:?}"),
-            });
-        }
-    }
+    let operators = selection(reader, options)?;
     let wanted = |name: &str| options.state.as_deref().is_none_or(|s| s == name);
-    if let Some(state) = &options.state {
-        if !operators.iter().any(|o| {
-            o.keyed_states.iter().any(|d| &d.name == state) || o.operator_states.iter().any(|d| &d.name == state)
-        }) {
-            return Err(TableError::Unknown {
-                what: format!("state {state:?}"),
-            });
-        }
-    }
     let io = |p: &Path, e: std::io::Error| TableError::Io {
         path: p.to_path_buf(),
         source: e,
@@ -203,6 +199,42 @@ pub fn export_snapshot(
     result
 }
 
+/// The operators an export writes, after checking the options: a compression the format
+/// has, a uid and a state that exist.
+fn selection<'r>(reader: &'r SnapshotReader, options: &ExportOptions) -> Result<Vec<&'r OperatorMetadata>, TableError> {
+    let meta = reader.metadata();
+    if !options.file.format.supports(options.file.compression) {
+        return Err(TableError::Unsupported {
+            what: format!(
+                "{:?} compression of {} files",
+                options.file.compression, options.file.format
+            ),
+        });
+    }
+    let operators: Vec<_> = meta
+        .operators
+        .iter()
+        .filter(|o| options.uid.as_ref().is_none_or(|u| &o.uid == u))
+        .collect();
+    if let Some(uid) = &options.uid {
+        if operators.is_empty() {
+            return Err(TableError::Unknown {
+                what: format!("operator {uid:?}"),
+            });
+        }
+    }
+    if let Some(state) = &options.state {
+        if !operators.iter().any(|o| {
+            o.keyed_states.iter().any(|d| &d.name == state) || o.operator_states.iter().any(|d| &d.name == state)
+        }) {
+            return Err(TableError::Unknown {
+                what: format!("state {state:?}"),
+            });
+        }
+    }
+    Ok(operators)
+}
+
 /// [`export_snapshot`] to an output at any [`Location`](statekit_core::location::Location):
 /// a local path as [`export_snapshot`]; on an object store the tables are exported into a
 /// local temporary directory first, then uploaded under the output prefix four files at a
@@ -234,11 +266,186 @@ pub fn export_to(
         .map_err(|e| io(&std::env::temp_dir(), e))?;
     let local = scratch.path().join("tables");
     let summary = export_snapshot(reader, &local, options, progress)?;
+    // On a failure the upload deletes what it wrote.
     statekit_core::storage::upload_tree(&local, storage.as_ref(), &prefix, "_tables.json", 4)?;
     Ok(ExportSummary {
         output: PathBuf::from(url),
         ..summary
     })
+}
+
+/// Where shard `i` of `n` of an export records what it wrote, relative to the output.
+fn export_manifest(i: u32, n: u32) -> String {
+    format!("{}/{i}-of-{n}{EXPORT_MANIFEST_SUFFIX}", statekit_migrate::SHARDS_DIR)
+}
+
+/// The name ending of an export shard's manifest in `_shards/` (a snapshot shard's has none).
+pub const EXPORT_MANIFEST_SUFFIX: &str = ".tables.json";
+
+/// Shard `I` of `N` of an export ([`ExportOptions::shard`]), to an output at any location:
+/// every `N`th file of keyed state (one per subtask and operator) from the `I`th, and in shard
+/// 0 the operator state. The shard exports into a local temporary directory, then writes its
+/// files into the output beside the other shards' (on local disk each file crash-safely, on an
+/// object store as objects) and last its manifest `_shards/I-of-N.tables.json`; it never
+/// writes `_tables.json`: [`finish_export_shards`] does, once every shard is there. A shard
+/// that failed is run again. Shards read only the key groups of their subtasks (range reads
+/// on an object store), so they can run on different machines.
+pub fn export_shard_to(
+    reader: &SnapshotReader,
+    out: &statekit_core::location::Location,
+    options: &ExportOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<ExportSummary, TableError> {
+    let Some((i, n)) = options.shard else {
+        return export_to(reader, out, options, progress);
+    };
+    let shown = PathBuf::from(out.display());
+    if n == 0 || i >= n {
+        return Err(TableError::Unsupported {
+            what: format!("--shard {i}/{n}: shards are 0/N to N-1/N, N at least 1"),
+        });
+    }
+    let operators = selection(reader, options)?;
+    let wanted = |name: &str| options.state.as_deref().is_none_or(|s| s == name);
+    let (storage, prefix) = out.storage_and_path()?;
+    if storage.exists(&statekit_core::storage::join(&prefix, "_tables.json"))? {
+        return Err(TableError::OutputExists { path: shown });
+    }
+    let io = |p: &Path, e: std::io::Error| TableError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    let scratch = tempfile::Builder::new()
+        .prefix(".statekit-export-shard-")
+        .tempdir()
+        .map_err(|e| io(&std::env::temp_dir(), e))?;
+    let local = scratch.path().join("tables");
+    std::fs::create_dir_all(&local).map_err(|e| io(&local, e))?;
+    let summary = export_into(reader, &local, &operators, options, &wanted, progress)?;
+    let manifest = export_manifest(i, n);
+    let manifest_path = local.join(&manifest);
+    let json = serde_json::to_vec_pretty(&summary).map_err(|e| io(&manifest_path, std::io::Error::other(e)))?;
+    if let Some(dir) = manifest_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    }
+    std::fs::write(&manifest_path, json).map_err(|e| io(&manifest_path, e))?;
+    // A shard run again replaces its manifest: only its own objects are at stake.
+    let _ = storage.delete_file(&statekit_core::storage::join(&prefix, &manifest));
+    statekit_core::storage::upload_tree(&local, storage.as_ref(), &prefix, &manifest, 4)?;
+    Ok(ExportSummary {
+        output: shown,
+        ..summary
+    })
+}
+
+/// The final step of an export written by `n` shards ([`export_shard_to`]): reads every
+/// shard's manifest, checks that together they wrote every file exactly once, for the same
+/// tables, then writes `_tables.json` (only if none is there) and deletes the manifests. A
+/// shard that has not finished is named. Cheap: reads `n` small objects and writes one.
+pub fn finish_export_shards(out: &statekit_core::location::Location, n: u32) -> Result<serde_json::Value, TableError> {
+    use serde_json::Value;
+    let shown = PathBuf::from(out.display());
+    let bad = |reason: String| TableError::Shards {
+        output: shown.clone(),
+        reason,
+    };
+    if n == 0 {
+        return Err(bad("--shards must be at least 1".into()));
+    }
+    let (storage, prefix) = out.storage_and_path()?;
+    let mut merged: Option<Value> = None;
+    let mut done: Vec<usize> = Vec::new();
+    let mut total = None;
+    for i in 0..n {
+        let path = statekit_core::storage::join(&prefix, &export_manifest(i, n));
+        let blob = match storage.open(&path) {
+            Ok(b) => b,
+            Err(statekit_core::storage::StorageError::NotFound(_)) => {
+                return Err(bad(format!(
+                    "shard {i} of {n} has not finished (no {}): run it, then finish again",
+                    export_manifest(i, n)
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let part: Value = serde_json::from_slice(blob.bytes()).map_err(|e| {
+            bad(format!(
+                "{}: not an export shard's manifest: {e}",
+                storage.describe(&path)
+            ))
+        })?;
+        let sh = &part["shard"];
+        if sh["shard"].as_u64() != Some(u64::from(i)) || sh["shards"].as_u64() != Some(u64::from(n)) {
+            return Err(bad(format!(
+                "{}: written by another shard or --shards",
+                storage.describe(&path)
+            )));
+        }
+        let t = sh["work_total"].as_u64();
+        if total.is_some() && total != t {
+            return Err(bad(format!("{}: shards of different exports", storage.describe(&path))));
+        }
+        total = t;
+        done.extend(
+            sh["work"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_u64)
+                .map(|w| w as usize),
+        );
+        let tables = part["tables"].as_array().cloned().unwrap_or_default();
+        match merged.as_mut() {
+            None => merged = Some(Value::Array(tables)),
+            Some(Value::Array(into)) => {
+                let paths = |v: &[Value]| v.iter().map(|t| t["path"].clone()).collect::<Vec<_>>();
+                if paths(into) != paths(&tables) {
+                    return Err(bad(format!(
+                        "{}: the shards list different tables",
+                        storage.describe(&path)
+                    )));
+                }
+                for (a, b) in into.iter_mut().zip(tables) {
+                    let files: Vec<Value> = b["files"].as_array().cloned().unwrap_or_default();
+                    if let Some(f) = a["files"].as_array_mut() {
+                        f.extend(files);
+                    }
+                    let rows = a["rows"].as_u64().unwrap_or(0) + b["rows"].as_u64().unwrap_or(0);
+                    a["rows"] = Value::from(rows);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    done.sort_unstable();
+    let want: Vec<usize> = (0..total.unwrap_or(0) as usize).collect();
+    if done != want {
+        return Err(bad(format!(
+            "the shards wrote files {done:?} of 0..{}: each exactly once is needed",
+            want.len()
+        )));
+    }
+    let mut tables = merged.unwrap_or(Value::Array(Vec::new()));
+    // Files in key-group order: `part-<first>-<last>.<ext>` by first key group.
+    let first = |f: &Value| -> (u64, String) {
+        let name = f.as_str().unwrap_or_default().to_string();
+        let kg = name
+            .strip_prefix("part-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|k| k.parse().ok())
+            .unwrap_or(0);
+        (kg, name)
+    };
+    for t in tables.as_array_mut().into_iter().flatten() {
+        if let Some(f) = t["files"].as_array_mut() {
+            f.sort_by_key(first);
+        }
+    }
+    let doc = serde_json::json!({ "output": out.display(), "tables": tables });
+    let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| bad(e.to_string()))?;
+    storage.put_new(&statekit_core::storage::join(&prefix, "_tables.json"), &bytes)?;
+    let _ = storage.delete_dir_all(&statekit_core::storage::join(&prefix, statekit_migrate::SHARDS_DIR));
+    Ok(doc)
 }
 
 /// fsyncs every directory under `dir` (files were synced when written).
@@ -381,6 +588,30 @@ fn export_into(
         let dir = out.join(&t.path);
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
     }
+    // A shard: every `n`th file of keyed state from the `i`th; the operator state (small, one
+    // file per state) in shard 0.
+    let shard = options.shard.map(|(i, n)| {
+        let total = work.len();
+        let mine: Vec<usize> = (0..total)
+            .filter(|k| *k as u64 % u64::from(n) == u64::from(i))
+            .collect();
+        ExportShard {
+            shard: i,
+            shards: n,
+            work_total: total,
+            work: mine,
+        }
+    });
+    if let Some(sh) = &shard {
+        let mut k = 0;
+        work.retain(|_| {
+            k += 1;
+            sh.work.contains(&(k - 1))
+        });
+        if sh.shard != 0 {
+            operator_tables.clear();
+        }
+    }
 
     // Keyed state: subtasks in parallel, each opening its views once for all its states.
     let threads = match options.threads {
@@ -458,6 +689,7 @@ fn export_into(
     Ok(ExportSummary {
         output: out.to_path_buf(),
         tables,
+        shard,
     })
 }
 

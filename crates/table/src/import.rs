@@ -124,7 +124,15 @@ pub fn import_tables(
         job_id: &job_id,
         checkpoint_id,
     };
-    let result = import_into(tables, &job, storage.clone(), target.temp_name(), &spill, options, progress);
+    let result = import_into(
+        tables,
+        &job,
+        storage.clone(),
+        target.temp_name(),
+        &spill,
+        options,
+        progress,
+    );
     let _ = std::fs::remove_dir_all(&spill);
     let (states, entries, spilled_runs) = match result {
         Ok(r) => r,
@@ -173,7 +181,10 @@ pub fn import_to(
         if !options.force {
             return Err(TableError::OutputExists { path: shown });
         }
-        if !existing.iter().any(|e| !e.is_dir && e.name == statekit_format::METADATA_FILE_NAME) {
+        if !existing
+            .iter()
+            .any(|e| !e.is_dir && e.name == statekit_format::METADATA_FILE_NAME)
+        {
             return Err(TableError::Unsupported {
                 what: format!("{url}: --force replaces only a snapshot, and this prefix holds other objects"),
             });
@@ -192,17 +203,26 @@ pub fn import_to(
         job_id: &job_id,
         checkpoint_id,
     };
-    let (states, entries, spilled_runs) =
-        match import_into(tables, &job, storage.clone(), &prefix, &scratch.path().join("spill"), options, progress) {
-            Ok(r) => r,
-            Err(e @ TableError::Checkpoint(statekit_checkpoint::CheckpointError::Storage(
+    let (states, entries, spilled_runs) = match import_into(
+        tables,
+        &job,
+        storage.clone(),
+        &prefix,
+        &scratch.path().join("spill"),
+        options,
+        progress,
+    ) {
+        Ok(r) => r,
+        Err(
+            e @ TableError::Checkpoint(statekit_checkpoint::CheckpointError::Storage(
                 statekit_core::storage::StorageError::AlreadyExists(_),
-            ))) => return Err(e),
-            Err(e) => {
-                let _ = storage.delete_dir_all(&prefix);
-                return Err(e);
-            }
-        };
+            )),
+        ) => return Err(e),
+        Err(e) => {
+            let _ = storage.delete_dir_all(&prefix);
+            return Err(e);
+        }
+    };
     Ok(ImportSummary {
         output: shown,
         states,
@@ -282,7 +302,7 @@ fn import_into(
         .with_options(options.write);
     writer.set_property("imported-from", &tables.display().to_string());
     let result = (|| {
-        std::fs::create_dir_all(&spill).map_err(|e| TableError::Io {
+        std::fs::create_dir_all(spill).map_err(|e| TableError::Io {
             path: spill.to_path_buf(),
             source: e,
         })?;
@@ -292,7 +312,7 @@ fn import_into(
         for (n, (op, keyed, operator, p, max_p)) in operators.iter().enumerate() {
             writer.register_operator(&op.uid, *p, *max_p)?;
             let op_dir = tables.join(path_part(&op.uid));
-            let mut sorter = EntrySorter::new(keyed, *max_p, options.memory, &spill, &n.to_string());
+            let mut sorter = EntrySorter::new(keyed, *max_p, options.memory, spill, &n.to_string());
             for (si, desc) in keyed.iter().enumerate() {
                 let files = table_files(&op_dir.join(path_part(&desc.name)))?;
                 let mut rows = 0;

@@ -33,7 +33,10 @@ mod table_file;
 pub use arrow_types::{arrow_type, state_schema, Columns};
 pub use batches::StateBatches;
 pub use error::TableError;
-pub use export::{export_snapshot, export_to, ExportOptions, ExportSummary, ExportedTable, TableScope};
+pub use export::{
+    export_shard_to, export_snapshot, export_to, finish_export_shards, ExportOptions, ExportShard, ExportSummary,
+    ExportedTable, TableScope, EXPORT_MANIFEST_SUFFIX,
+};
 pub use import::{import_tables, import_to, ImportOptions, ImportSummary, ImportedState};
 pub use operator_table::{operator_state_batch, operator_state_schema};
 pub use table_file::{

@@ -111,7 +111,7 @@ pub struct OutputArgs {
     pub json: bool,
 }
 
-fn parse_shard(s: &str) -> Result<(u32, u32), String> {
+pub(crate) fn parse_shard(s: &str) -> Result<(u32, u32), String> {
     let bad = || format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4");
     let (i, n) = s.split_once('/').ok_or_else(bad)?;
     let (i, n): (u32, u32) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
@@ -124,7 +124,9 @@ fn parse_shard(s: &str) -> Result<(u32, u32), String> {
 /// Arguments of `statekit finish-shards`.
 #[derive(Args, Debug)]
 pub struct FinishShardsArgs {
-    /// The output every shard wrote into (local or `s3://bucket/key`).
+    /// The output every shard wrote into (local or `s3://bucket/key`): a snapshot (of
+    /// `convert`/`rewrite --shard`) gets its `_metadata`, tables (of `export --shard`) their
+    /// `_tables.json`.
     pub output: PathBuf,
     /// How many shards wrote it (the N of their `--shard I/N`).
     #[arg(long, value_name = "N")]
@@ -137,6 +139,33 @@ pub struct FinishShardsArgs {
 /// `statekit finish-shards`.
 pub fn finish_shards(args: FinishShardsArgs) -> Result<ExitCode> {
     let output = super::location(&args.output)?;
+    // Export shards leave `_shards/I-of-N.tables.json`, snapshot shards `_shards/I-of-N`.
+    let (storage, prefix) = output.storage_and_path()?;
+    let shards_dir = statekit_core::storage::join(&prefix, statekit_migrate::SHARDS_DIR);
+    let is_export = storage
+        .list(&shards_dir)?
+        .iter()
+        .any(|e| e.name.ends_with(statekit_table::EXPORT_MANIFEST_SUFFIX));
+    if is_export {
+        let doc = statekit_table::finish_export_shards(&output, args.shards)?;
+        let tables = doc["tables"].as_array().map_or(0, Vec::len);
+        if args.json {
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "output": output.display(),
+                    "shards": args.shards,
+                    "tables": tables,
+                }))?
+            );
+        } else {
+            outln!(
+                "{output}: _tables.json written from {} shards ({tables} tables)",
+                args.shards
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let meta = statekit_migrate::finish_shards(&output, args.shards)?;
     let subtasks: usize = meta.operators.iter().map(|o| o.subtasks.len()).sum();
     if args.json {

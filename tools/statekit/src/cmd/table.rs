@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use statekit_core::KeyGroupRange;
-use statekit_table::{export_to, ExportOptions, TableCompression, TableFileOptions, TableFormat};
+use statekit_table::{ExportOptions, TableCompression, TableFileOptions, TableFormat};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +64,12 @@ pub struct ExportArgs {
     /// Subtasks exported at once [default: one per core].
     #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
     pub threads: usize,
+    /// Write only shard I of N (every Nth subtask's key groups from the Ith; shard 0 also the
+    /// operator state) and its manifest, not `_tables.json`: N independent tasks (any batch
+    /// scheduler) each run with their own I on the same OUT, then `statekit finish-shards OUT
+    /// --shards N` writes `_tables.json`.
+    #[arg(long, value_name = "I/N", value_parser = crate::cmd::migrate::parse_shard)]
+    pub shard: Option<(u32, u32)>,
     /// Print the list of tables written as one JSON document (as `_tables.json`).
     #[arg(long)]
     pub json: bool,
@@ -96,11 +102,26 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
             metadata: Vec::new(),
         },
         threads: args.threads,
+        shard: args.shard,
     };
-    let summary = with_rows_spinner("exporting", |progress| export_to(&reader, &out, &options, progress))?;
+    let summary = with_rows_spinner("exporting", |progress| {
+        statekit_table::export_shard_to(&reader, &out, &options, progress)
+    })?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(sh) = &summary.shard {
+        outln!(
+            "shard {}/{}: {} of {} files of keyed state{}; when every shard is done: statekit finish-shards {} --shards {}",
+            sh.shard,
+            sh.shards,
+            sh.work.len(),
+            sh.work_total,
+            if sh.shard == 0 { " and the operator state" } else { "" },
+            args.out.display(),
+            sh.shards
+        );
     }
     for t in &summary.tables {
         outln!(

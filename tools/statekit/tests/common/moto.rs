@@ -60,6 +60,19 @@ impl Moto {
 
     /// One HTTP/1.1 request; the status, or `None` when the server is not reachable.
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> Option<u16> {
+        self.exchange(method, path, body).map(|(status, _)| status)
+    }
+
+    /// The body of the object `/bucket/key` (`None` unless the server answers 200).
+    pub fn get(&self, path: &str) -> Option<Vec<u8>> {
+        match self.exchange("GET", path, b"")? {
+            (200, body) => Some(body),
+            _ => None,
+        }
+    }
+
+    /// One request (a plain HTTP/1.1 exchange, at most 16 MiB of answer): its status and body.
+    fn exchange(&self, method: &str, path: &str, body: &[u8]) -> Option<(u16, Vec<u8>)> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         // moto serves anonymous reads of objects with 403; it does not check signatures, so
@@ -73,9 +86,25 @@ impl Moto {
         s.write_all(body).ok()?;
         let _ = s.shutdown(Shutdown::Write);
         let mut resp = Vec::new();
-        s.take(1 << 20).read_to_end(&mut resp).ok()?;
-        let text = String::from_utf8_lossy(&resp);
-        text.split_whitespace().nth(1)?.parse().ok()
+        s.take(16 << 20).read_to_end(&mut resp).ok()?;
+        let split = resp.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&resp[..split]).to_ascii_lowercase();
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        let mut rest = &resp[split + 4..];
+        if !head.contains("transfer-encoding: chunked") {
+            return Some((status, rest.to_vec()));
+        }
+        let mut out = Vec::new();
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
+            let size = usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).ok()?.trim(), 16).ok()?;
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                return Some((status, out));
+            }
+            out.extend_from_slice(rest.get(..size)?);
+            rest = rest.get(size + 2..)?;
+        }
     }
 
     /// The server's URL.
