@@ -263,4 +263,122 @@ fn main() {
         local.as_secs_f64(),
         s3.as_secs_f64() / local.as_secs_f64().max(1e-9)
     );
+    checkpoint_section(storage, tmp.path(), mb, rounds);
+}
+
+/// The word count's checkpoints — `CheckpointStore::begin`, the backend's cut, the upload,
+/// `complete` (`_metadata` last) — on S3 beside the same on local disk, same state, same
+/// churn: a full checkpoint of the heap backend, and incremental native checkpoints of the
+/// RocksDB backend after 1% of the keys changed.
+fn checkpoint_section(s3: Arc<dyn Storage>, tmp: &std::path::Path, mb: usize, rounds: usize) {
+    use statekit_benches as w;
+    use statekit_checkpoint::CheckpointStore;
+    use statekit_core::KeyedStateBackend;
+    let value_len = 1000;
+    let n = (mb * 1_000_000 / (value_len + 16)).max(100);
+    println!(
+        "\n== checkpoints as the word count takes them: {n} keys x {value_len} B = {:.0} MB of state, 1% churn between checkpoints, S3 beside local disk ==",
+        (n * (value_len + 16)) as f64 / 1e6
+    );
+    let keys = w::keys(n, 11);
+    // Half random, half repetitive (as `statekit_benches::fill`): state compresses somewhat.
+    let value = |i: usize, round: usize| -> Vec<u8> {
+        use rand::{Rng, SeedableRng};
+        let mut v = vec![b'a'; value_len];
+        let mut rng = rand::rngs::StdRng::seed_from_u64((i as u64) << 16 | round as u64);
+        rng.fill(&mut v[..value_len / 2]);
+        v
+    };
+    let churn = |b: &mut dyn KeyedStateBackend, h, round: usize| {
+        for i in (0..n).filter(|i| (i + round) % 100 == 0) {
+            b.put(h, &keys[i], &[], &value(i, round)).expect("put");
+        }
+    };
+    let uid = "counter";
+    // One checkpoint: begin, the backend's cut and its files (`write`), complete; the time
+    // until `_metadata` is committed (deleting what it subsumed runs after, untimed).
+    let timed = |store: &CheckpointStore, id: u64, write: &mut dyn FnMut(&statekit_checkpoint::SnapshotWriter)| {
+        let t = Instant::now();
+        let writer = store.begin(id).expect("begin");
+        writer.register_operator(uid, 1, 128).expect("register");
+        write(&writer);
+        let (_, cleanup) = store.complete_deferred(writer).expect("complete");
+        let took = t.elapsed();
+        cleanup.run().expect("cleanup");
+        took
+    };
+    let mut run_id = 0u64;
+    let mut store_at = |storage: &Arc<dyn Storage>| {
+        run_id += 1;
+        let job = format!("{:032x}", 0xbe7c_0000 + run_id);
+        CheckpointStore::open(storage.clone(), &job, 2).expect("store")
+    };
+    let local: Arc<dyn Storage> = Arc::new(LocalStorage::new(tmp.join("checkpoints")));
+    let mut rows: Vec<(&str, Duration, Duration)> = Vec::new();
+
+    // Heap backend, full checkpoints.
+    let mut heap = w::backend();
+    let h = w::value_state_on(&mut heap);
+    for (i, k) in keys.iter().enumerate() {
+        heap.put(h, k, &[], &value(i, 0)).expect("put");
+    }
+    let mut heap_times = [Duration::MAX; 2];
+    for (slot, storage) in [&local, &s3].into_iter().enumerate() {
+        let store = store_at(storage);
+        for id in 1..=rounds as u64 {
+            churn(&mut heap, h, id as usize);
+            let t = timed(&store, id, &mut |writer| {
+                let view = heap.snapshot(id).expect("snapshot");
+                writer
+                    .write_subtask(uid, 0, Some(view.as_ref()), None, false)
+                    .expect("write");
+            });
+            heap.notify_checkpoint_complete(id).expect("notify");
+            heap_times[slot] = heap_times[slot].min(t);
+        }
+    }
+    rows.push(("heap backend, full checkpoint", heap_times[0], heap_times[1]));
+    drop(heap);
+
+    // RocksDB backend, incremental native checkpoints (the first, which uploads every file,
+    // is not counted); a backend of its own for each storage, loaded alike.
+    let mut first = [Duration::ZERO; 2];
+    let mut incr = [Duration::MAX; 2];
+    for (slot, storage) in [&local, &s3].into_iter().enumerate() {
+        let opts = w::rocksdb_options(&tmp.join(format!("rocksdb-{slot}")));
+        let mut rocks = w::rocksdb_backend(&opts);
+        let h = w::value_state_on(&mut rocks);
+        for (i, k) in keys.iter().enumerate() {
+            rocks.put(h, k, &[], &value(i, 0)).expect("put");
+        }
+        let store = store_at(storage);
+        for id in 1..=(rounds as u64 + 1) {
+            churn(&mut rocks, h, 1000 + id as usize);
+            let t = timed(&store, id, &mut |writer| {
+                let cut = rocks.native_snapshot(id).expect("cut");
+                let handle = cut
+                    .upload(&writer.native_target(uid, 0).expect("target"))
+                    .expect("upload");
+                writer
+                    .add_native_subtask(uid, 0, handle, rocks.descriptors(), None, false)
+                    .expect("add");
+            });
+            rocks.notify_checkpoint_complete(id).expect("notify");
+            if id == 1 {
+                first[slot] = t;
+            } else {
+                incr[slot] = incr[slot].min(t);
+            }
+        }
+    }
+    rows.push(("RocksDB, first native checkpoint (all files)", first[0], first[1]));
+    rows.push(("RocksDB, incremental checkpoint (1% churn)", incr[0], incr[1]));
+    for (what, local, s3) in rows {
+        println!(
+            "  {what:<46} S3 {:>8.1} ms   local disk {:>8.1} ms   S3 takes {:.2}x as long",
+            s3.as_secs_f64() * 1e3,
+            local.as_secs_f64() * 1e3,
+            s3.as_secs_f64() / local.as_secs_f64().max(1e-9)
+        );
+    }
 }

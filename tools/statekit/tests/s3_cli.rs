@@ -409,12 +409,17 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
     );
 
     // Restores of two.txt ("a"): from the S3 savepoint (the count continues), the same
-    // savepoint into the RocksDB backend (backends switch through it), and the latest
-    // checkpoint on S3.
-    let restores: [(&str, Vec<&str>); 3] = [
+    // savepoint into the RocksDB backend (backends switch through it), the latest checkpoint
+    // on S3, and rescaled (parallelism 3 on the heap backend, 1 on RocksDB).
+    let restores: [(&str, Vec<&str>); 5] = [
         ("out2", vec!["--restore", &savepoint]),
         ("out3", vec!["--backend", "rocksdb", "--restore", &savepoint]),
         ("out4", vec!["--checkpoint-dir", &ck, "--restore", "latest"]),
+        ("out5", vec!["--parallelism", "3", "--restore", &savepoint]),
+        (
+            "out6",
+            vec!["--backend", "rocksdb", "--parallelism", "1", "--restore", &savepoint],
+        ),
     ];
     for (out, extra) in restores {
         let mut args = vec!["demo", "wordcount", "--input", "two.txt", "--output", out];
