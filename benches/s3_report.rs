@@ -290,7 +290,7 @@ fn checkpoint_section(s3: Arc<dyn Storage>, tmp: &std::path::Path, mb: usize, ro
         v
     };
     let churn = |b: &mut dyn KeyedStateBackend, h, round: usize| {
-        for i in (0..n).filter(|i| (i + round) % 100 == 0) {
+        for i in (0..n).filter(|i| (i + round).is_multiple_of(100)) {
             b.put(h, &keys[i], &[], &value(i, round)).expect("put");
         }
     };

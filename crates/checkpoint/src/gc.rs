@@ -104,6 +104,10 @@ pub struct GcPlan {
     /// Entries where gc looks for garbage that it left alone because they are not regular
     /// files or real directories (symlinks, FIFOs, sockets, devices), with what they are.
     pub skipped: Vec<(PathBuf, String)>,
+    /// `chk-N/` directories without `_metadata` that hold no file at all (a checkpoint that
+    /// failed before writing anything), older than the minimum age: removed with the
+    /// directories inside them, so `ls` stops listing them as incomplete.
+    pub empty_dirs: Vec<PathBuf>,
 }
 
 impl GcPlan {
@@ -168,6 +172,17 @@ fn files_below(
         }
     }
     Ok(())
+}
+
+/// The real directories below `dir` (symlinks are not followed), at any depth.
+fn dirs_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = entries(dir) else { return };
+    for (path, md) in entries {
+        if md.is_dir() {
+            dirs_below(&path, out);
+            out.push(path);
+        }
+    }
 }
 
 /// True for the names gc looks into inside a job directory.
@@ -266,7 +281,20 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
                 OrphanReason::IncompleteCheckpoint
             };
             let mut files = Vec::new();
+            let skipped_before = plan.skipped.len();
             files_below(&dir, &mut files, &mut plan.skipped)?;
+            if reason == OrphanReason::IncompleteCheckpoint && files.is_empty() && plan.skipped.len() == skipped_before
+            {
+                let age = md
+                    .modified()
+                    .ok()
+                    .and_then(|m| now.duration_since(m).ok())
+                    .unwrap_or_default();
+                if age >= min_age {
+                    plan.empty_dirs.push(dir);
+                }
+                continue;
+            }
             candidates.extend(files.into_iter().map(|(p, m)| (p, m, reason)));
         }
         for (path, md, reason) in candidates {
@@ -306,6 +334,7 @@ impl GcPlan {
     }
 
     fn sort(&mut self) {
+        self.empty_dirs.sort();
         self.orphans.sort_by(|a, b| a.path.cmp(&b.path));
         self.too_young.sort_by(|a, b| a.path.cmp(&b.path));
         self.held_back.sort_by(|a, b| a.path.cmp(&b.path));
@@ -453,6 +482,13 @@ pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
                 d = p.parent();
             }
         }
+    }
+    // Empty incomplete checkpoints: their directories (and empty ones inside) go too.
+    for d in &plan.empty_dirs {
+        let mut below = Vec::new();
+        dirs_below(d, &mut below);
+        dirs.insert(d.clone());
+        dirs.extend(below);
     }
     // Deepest first; only empty real directories go (removing a non-empty one fails).
     let mut dirs: Vec<PathBuf> = dirs.into_iter().collect();

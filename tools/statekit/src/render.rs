@@ -8,6 +8,56 @@ use statekit_core::{decode_value, encode_value, StateDescriptor, TypeSchema, Val
 use statekit_snapshot::diff::Item;
 use std::fmt::Write as _;
 
+/// `n` and the noun, in English: `1 entry`, `2 entries`, `1 key group`, `0 files`.
+pub fn count(n: impl Into<u64>, singular: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", noun(n, singular))
+}
+
+/// The noun for `n` of them: `entry` for 1, `entries` otherwise (regular English plurals:
+/// consonant + y → ies; s, x, ch, sh → es; else s).
+pub fn noun(n: u64, singular: &str) -> String {
+    if n == 1 {
+        return singular.to_string();
+    }
+    let consonant_y = singular.ends_with('y')
+        && singular
+            .chars()
+            .rev()
+            .nth(1)
+            .is_some_and(|c| !matches!(c, 'a' | 'e' | 'i' | 'o' | 'u'));
+    if consonant_y {
+        format!("{}ies", &singular[..singular.len() - 1])
+    } else if ["s", "x", "ch", "sh"].iter().any(|e| singular.ends_with(e)) {
+        format!("{singular}es")
+    } else {
+        format!("{singular}s")
+    }
+}
+
+/// A key-group range in JSON: `[first, last]` (numbers, both included), `[]` when empty.
+pub fn key_groups_json(r: statekit_core::KeyGroupRange) -> Json {
+    if r.is_empty() {
+        json!([])
+    } else {
+        json!([r.start(), r.end_exclusive() - 1])
+    }
+}
+
+/// A problem in JSON: `{file, offset, field, reason, kind, context, text}` — what a script
+/// acts on, and the line `verify` prints.
+pub fn problem_json(p: &statekit_format::Problem) -> Json {
+    json!({
+        "file": p.file,
+        "offset": p.offset,
+        "field": p.field,
+        "reason": p.reason,
+        "kind": format!("{:?}", p.kind).to_lowercase(),
+        "context": p.context,
+        "text": p.to_string(),
+    })
+}
+
 /// Lower-case hex.
 pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
@@ -208,5 +258,22 @@ mod tests {
         assert!(parse_key("zz", &TypeSchema::Bytes, KeyFormat::Auto).is_err());
         assert!(parse_key("x", &TypeSchema::I64, KeyFormat::Auto).is_err());
         assert!(text(&TypeSchema::I64, &[1, 2]).starts_with("0x0102 (undecodable as i64"));
+    }
+}
+
+#[cfg(test)]
+mod english {
+    use super::{count, noun};
+
+    #[test]
+    fn plurals() {
+        assert_eq!(count(1u64, "entry"), "1 entry");
+        assert_eq!(count(2u64, "entry"), "2 entries");
+        assert_eq!(count(0u64, "file"), "0 files");
+        assert_eq!(count(1u64, "key group"), "1 key group");
+        assert_eq!(count(3u64, "key group"), "3 key groups");
+        assert_eq!(noun(2, "day"), "days");
+        assert_eq!(noun(2, "match"), "matches");
+        assert_eq!(noun(2, "word"), "words");
     }
 }

@@ -206,11 +206,51 @@ fn json_lines(stdout: &str) -> Vec<Json> {
 }
 
 /// The JSON lines without the summary, and the summary.
+/// The differences and the summary of `diff --json` (one document), checked against
+/// `--jsonl` of the same output where the caller has it (see [`jsonl_records`]).
 fn records(stdout: &str) -> (Vec<Json>, Json) {
+    let doc: Json = serde_json::from_str(stdout).expect("--json prints one JSON document");
+    let diffs = doc["differences"].as_array().cloned().expect("differences");
+    let summary = doc["summary"].clone();
+    assert_eq!(summary["type"], "summary", "the summary: {summary}");
+    (diffs, summary)
+}
+
+/// The records of `diff --jsonl`: one object per line, the summary last.
+fn jsonl_records(stdout: &str) -> (Vec<Json>, Json) {
     let mut lines = json_lines(stdout);
     let summary = lines.pop().expect("a summary line");
     assert_eq!(summary["type"], "summary", "last line is the summary: {summary}");
     (lines, summary)
+}
+
+/// `--json` is one document holding exactly what `--jsonl` streams, line for line.
+#[test]
+fn json_is_one_document_and_jsonl_streams_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = base_model();
+    let a = write(dir.path(), &m, 2);
+    let mut changed = base_model();
+    changed.count.insert("zulu".to_string(), 7);
+    changed.count.remove("alpha");
+    changed.count.insert("bravo".to_string(), 99);
+    let b = write(dir.path(), &changed, 3);
+    let (code, doc, _) = diff(dir.path(), &a, &b, &["--json"]);
+    assert_eq!(code, 1);
+    let (code, lines, _) = diff(dir.path(), &a, &b, &["--jsonl"]);
+    assert_eq!(code, 1);
+    let (d1, s1) = records(&doc);
+    let (d2, s2) = jsonl_records(&lines);
+    assert!(!d1.is_empty());
+    assert_eq!(d1, d2);
+    assert_eq!(s1, s2);
+    // Empty: still one document.
+    let (code, doc, _) = diff(dir.path(), &a, &a, &["--json"]);
+    assert_eq!(code, 0);
+    let (d, _) = records(&doc);
+    assert!(d.is_empty());
+    let (code, _, err) = diff(dir.path(), &a, &b, &["--json", "--jsonl"]);
+    assert_eq!(code, 2, "{err}");
 }
 
 #[test]

@@ -473,7 +473,7 @@ fn diff_of_flink_snapshots_reports_exactly_what_changed() {
         }
         let out = run(
             Path::new("."),
-            &["diff", "--json", c1.to_str().expect("p"), c2.to_str().expect("p")],
+            &["diff", "--jsonl", c1.to_str().expect("p"), c2.to_str().expect("p")],
         );
         assert_eq!(
             out.status.code(),

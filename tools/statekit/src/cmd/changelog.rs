@@ -291,7 +291,7 @@ pub fn subtask_json(st: &SubtaskMetadata, h: &ChangelogKeyedHandle) -> Json {
         .map(|p| {
             json!({
                 "path": p.file.path, "scope": p.file.scope.as_str(), "bytes": p.file.size,
-                "key_groups": p.key_groups.to_string(),
+                "key_groups": crate::render::key_groups_json(p.key_groups),
                 "entries": p.stats.as_ref().map(|s| entries_in(s, p.key_groups.intersection(&st.key_groups))),
             })
         })

@@ -28,9 +28,10 @@ parallelism is shown but is layout, not a difference. Operator state is compared
 parallelism-1 restore sees it (list and union as multisets of elements, broadcast as a map).
 
 Output lines start with `+` (only in B), `-` (only in A) or `~` (in both, different); a count
-goes to standard error. With --json, JSON lines: one object per difference (\"type\": operator,
-state, operator_state or key; \"change\": added, removed or modified), then one summary object
-(\"type\": \"summary\").
+goes to standard error. With --json, one JSON document: {\"differences\": [...], \"summary\": {...}},
+each difference an object (\"type\": operator, state, operator_state or key; \"change\": added,
+removed or modified), written as found (memory stays bounded). With --jsonl, JSON lines: one
+object per difference, then the summary object (\"type\": \"summary\").
 
 Memory is bounded by one key group of each snapshot (one subtask of a changelog snapshot).
 Exit status: 0 no differences, 1 differences, 2 error.")]
@@ -51,9 +52,12 @@ pub struct DiffArgs {
     /// Stop after this many differences (exit 1; the summary says so).
     #[arg(long)]
     pub limit: Option<u64>,
-    /// JSON lines: one object per difference, then a summary object.
-    #[arg(long)]
+    /// One JSON document: {"differences": [...], "summary": {...}}.
+    #[arg(long, conflicts_with = "jsonl")]
     pub json: bool,
+    /// JSON lines: one object per difference, then a summary object (for streaming).
+    #[arg(long)]
+    pub jsonl: bool,
 }
 
 /// `statekit diff`.
@@ -67,6 +71,9 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
         keys_only: args.keys_only,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if args.json {
+        write!(out, "{{\"differences\": [")?;
+    }
     let limit = args.limit.unwrap_or(u64::MAX);
     let mut printed = 0u64;
     let mut write_error: Option<std::io::Error> = None;
@@ -84,8 +91,11 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
             if printed >= limit {
                 return ControlFlow::Break(());
             }
-            let written = if args.json {
+            let written = if args.jsonl {
                 writeln!(out, "{}", difference_json(&d))
+            } else if args.json {
+                let sep = if printed == 0 { "\n  " } else { ",\n  " };
+                write!(out, "{sep}{}", difference_json(&d))
             } else {
                 difference_text(&d).iter().try_for_each(|line| writeln!(out, "{line}"))
             };
@@ -100,12 +110,15 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
     if let Some(e) = write_error {
         return Err(e.into());
     }
-    if args.json {
+    if args.jsonl {
         writeln!(out, "{}", summary_json(&summary))?;
+    } else if args.json {
+        let close = if printed == 0 { "" } else { "\n" };
+        writeln!(out, "{close}], \"summary\": {}}}", summary_json(&summary))?;
     }
     out.flush()?;
     drop(out);
-    if !args.json {
+    if !args.json && !args.jsonl {
         eprintln!("{}", summary_text(&summary, args.limit));
     }
     Ok(if summary.identical() && !summary.truncated {

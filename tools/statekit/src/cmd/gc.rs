@@ -56,13 +56,20 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
     let plan = plan_gc_at(&base, args.min_age)?;
     let bytes = plan.orphan_bytes();
     let mut deleted = None;
-    let delete = !args.dry_run && !plan.orphans.is_empty() && {
+    let nothing = plan.orphans.is_empty() && plan.empty_dirs.is_empty();
+    let delete = !args.dry_run && !nothing && {
         if args.yes {
             true
         } else if std::io::stdin().is_terminal() {
             eprint!(
-                "delete {} unreferenced files ({bytes} bytes) under {}? [y/N] ",
+                "delete {} unreferenced {} ({bytes} bytes){} under {}? [y/N] ",
                 plan.orphans.len(),
+                crate::render::noun(plan.orphans.len() as u64, "file"),
+                if plan.empty_dirs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {} empty incomplete checkpoint directories", plan.empty_dirs.len())
+                },
                 args.dir.display()
             );
             std::io::stderr().flush()?;
@@ -94,6 +101,7 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
                 "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
             })).collect::<Vec<_>>(),
             "skipped": plan.skipped.iter().map(|(p, why)| json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
+            "empty_dirs": plan.empty_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "deleted_files": deleted.map(|d| d.0),
             "deleted_bytes": deleted.map(|d| d.1),
         });
@@ -102,6 +110,9 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
     }
     for o in &plan.orphans {
         outln!("{:>12} B  {}  ({})", o.bytes, o.path.display(), o.reason.as_str());
+    }
+    for d in &plan.empty_dirs {
+        outln!("{:>12} B  {}/  (empty incomplete checkpoint directory)", 0, d.display());
     }
     for o in &plan.too_young {
         outln!(
@@ -127,17 +138,29 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
         );
     }
     outln!(
-        "{} complete snapshots reference {} files; {} unreferenced files ({bytes} bytes){}{}",
-        plan.snapshots,
-        plan.referenced,
-        plan.orphans.len(),
+        "{} {} {}; {} ({bytes} bytes){}{}",
+        crate::render::count(plan.snapshots as u64, "complete snapshot"),
+        if plan.snapshots == 1 { "references" } else { "reference" },
+        crate::render::count(plan.referenced as u64, "file"),
+        crate::render::count(plan.orphans.len() as u64, "unreferenced file"),
         if plan.too_young.is_empty() {
             String::new()
         } else {
             format!(", {} more younger than --min-age", plan.too_young.len())
         },
         match deleted {
-            Some((n, b)) => format!("; deleted {n} files ({b} bytes)"),
+            Some((n, b)) => format!(
+                "; deleted {} ({b} bytes){}",
+                crate::render::count(n as u64, "file"),
+                if plan.empty_dirs.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " and {}",
+                        crate::render::count(plan.empty_dirs.len() as u64, "empty checkpoint directory")
+                    )
+                }
+            ),
             None if args.dry_run => "; dry run, nothing deleted".to_string(),
             None if plan.orphans.is_empty() => String::new(),
             None => "; nothing deleted".to_string(),

@@ -17,9 +17,71 @@ use std::process::ExitCode;
 pub struct LsArgs {
     /// Directory to search (a checkpoint base directory, a savepoint directory, …).
     pub dir: PathBuf,
+    /// Order: `kind` (checkpoints per job by id — chk-8 before chk-10 — then savepoints by
+    /// time), `id`, `time` (oldest first) or `path`.
+    #[arg(long, value_enum, default_value = "kind")]
+    pub sort: LsSort,
+    /// Only the snapshots of this job (its 32-hex-digit id, as in `<dir>/<job id>/chk-N`).
+    #[arg(long, value_name = "JOB_ID")]
+    pub job: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How `statekit ls` orders what it found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LsSort {
+    /// Checkpoints per job directory by id, then savepoints by time.
+    Kind,
+    /// By checkpoint id (a `chk-N` directory without `_metadata` by its N).
+    Id,
+    /// By the time the snapshot was taken, oldest first (unknown times last).
+    Time,
+    /// By path.
+    Path,
+}
+
+/// The checkpoint id of a found snapshot: its metadata's, else the N of its `chk-N` name.
+fn found_id(f: &statekit_snapshot::FoundSnapshot) -> Option<u64> {
+    f.meta.as_ref().map(|m| m.checkpoint_id).or_else(|| {
+        f.path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("chk-"))
+            .and_then(|n| n.parse().ok())
+    })
+}
+
+/// Orders (and with `job`, filters) what `ls` found.
+fn arrange(
+    mut found: Vec<statekit_snapshot::FoundSnapshot>,
+    sort: LsSort,
+    job: Option<&str>,
+) -> Vec<statekit_snapshot::FoundSnapshot> {
+    if let Some(job) = job {
+        found.retain(|f| {
+            f.meta.as_ref().is_some_and(|m| m.job_id == job)
+                || f.path.components().any(|c| c.as_os_str() == std::ffi::OsStr::new(job))
+        });
+    }
+    let is_savepoint =
+        |f: &statekit_snapshot::FoundSnapshot| f.meta.as_ref().is_some_and(|m| m.kind == SnapshotKind::Savepoint);
+    let time = |f: &statekit_snapshot::FoundSnapshot| f.meta.as_ref().map_or(i64::MAX, |m| m.timestamp_ms);
+    match sort {
+        LsSort::Path => found.sort_by(|a, b| a.path.cmp(&b.path)),
+        LsSort::Id => found.sort_by_key(|f| (found_id(f).unwrap_or(u64::MAX), f.path.clone())),
+        LsSort::Time => found.sort_by_key(|f| (time(f), f.path.clone())),
+        LsSort::Kind => found.sort_by_key(|f| {
+            if is_savepoint(f) {
+                (1, std::path::PathBuf::new(), time(f), 0, f.path.clone())
+            } else {
+                let job = f.path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+                (0, job, 0, found_id(f).unwrap_or(u64::MAX), f.path.clone())
+            }
+        }),
+    }
+    found
 }
 
 /// Arguments of `statekit show`.
@@ -184,6 +246,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         }
         stored => statekit_snapshot::find_snapshots_at(stored, 4)?,
     };
+    let found = arrange(found, args.sort, args.job.as_deref());
     if args.json {
         let items: Vec<_> = found
             .iter()
@@ -316,7 +379,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                         "name": s.name, "mode": s.mode.to_string(), "value": s.value_schema.to_string(),
                     })).collect::<Vec<_>>(),
                     "subtasks": o.subtasks.iter().map(|s| json!({
-                        "index": s.index, "key_groups": s.key_groups.to_string(), "finished": s.finished,
+                        "index": s.index, "key_groups": crate::render::key_groups_json(s.key_groups), "finished": s.finished,
                         "keyed_file": s.keyed.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
                         "operator_file": s.operator.as_ref().map(|f| json!({"path": f.path, "bytes": f.size})),
                         "entries": s.keyed_stats.as_ref().map(|k| k.entries),
@@ -557,6 +620,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     // further (native databases, changelog replay) from metadata that cannot be trusted.
     let (reader, v) = statekit_snapshot::verify_location(&super::location(&args.path)?)?;
     let problems: Vec<String> = v.problems.iter().map(ToString::to_string).collect();
+    let problems_json: Vec<serde_json::Value> = v.problems.iter().map(crate::render::problem_json).collect();
     let (files, bytes, entries) = (v.files, v.bytes, v.entries);
     let log = v.changelog.unwrap_or_default();
     let is_changelog = v.changelog.is_some();
@@ -569,7 +633,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
             "files": files,
             "bytes": bytes,
             "entries": entries,
-            "problems": problems,
+            "problems": problems_json,
         });
         if is_changelog {
             doc["changelog"] = log_json(&log);
@@ -588,9 +652,10 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
             String::new()
         };
         outln!(
-            "{}: {} files, {bytes} bytes, {entries} entries checked{log_text}; {}",
+            "{}: {}, {bytes} bytes, {} checked{log_text}; {}",
             args.path.display(),
-            files,
+            crate::render::count(files, "file"),
+            crate::render::count(entries, "entry"),
             verdict(&problems)
         );
     }
@@ -601,7 +666,7 @@ fn verdict(problems: &[String]) -> String {
     if problems.is_empty() {
         "OK".to_string()
     } else {
-        format!("{} problems", problems.len())
+        crate::render::count(problems.len() as u64, "problem")
     }
 }
 
@@ -617,8 +682,9 @@ fn log_json(log: &statekit_changelog::verify::LogCheck) -> serde_json::Value {
 
 /// `statekit verify <file.skcl>`: one log file, without a checkpoint.
 fn verify_log_file(args: &VerifyArgs) -> Result<ExitCode> {
-    let (log, problems) = changelog::verify_log_file(&args.path)?;
-    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let (log, found) = changelog::verify_log_file(&args.path)?;
+    let problems: Vec<String> = found.iter().map(ToString::to_string).collect();
+    let problems_json: Vec<serde_json::Value> = found.iter().map(crate::render::problem_json).collect();
     let ok = problems.is_empty();
     if args.json {
         let doc = json!({
@@ -628,7 +694,7 @@ fn verify_log_file(args: &VerifyArgs) -> Result<ExitCode> {
             "files": 1,
             "bytes": log.bytes,
             "changelog": log_json(&log),
-            "problems": problems,
+            "problems": problems_json,
         });
         outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {

@@ -718,12 +718,13 @@ impl Job {
         self.drain()?;
         let finished = !stop.load(Ordering::SeqCst);
         let mut savepoint = None;
-        if at_most_once {
+        if self.args.stop_with_savepoint {
+            // A savepoint needs no checkpointing (as in Flink): at-most-once takes one too.
+            savepoint = Some(self.savepoint(finished)?);
+        } else if at_most_once {
             for s in self.sinks.iter_mut() {
                 s.flush()?;
             }
-        } else if self.args.stop_with_savepoint {
-            savepoint = Some(self.savepoint(finished)?);
         } else if finished {
             // Final checkpoint: commits the last output; the source is recorded as finished.
             self.checkpoint(true)?;
@@ -732,9 +733,10 @@ impl Job {
             self.checkpoint(false)?;
         }
         eprintln!(
-            "processed {records} words from {}; {} checkpoints under {}; output in {}",
+            "processed {} from {}; {} under {}; output in {}",
+            crate::render::count(records, "word"),
             self.source.name,
-            self.checkpoints,
+            crate::render::count(self.checkpoints, "checkpoint"),
             self.args.checkpoint_dir.join(&self.run_id).display(),
             self.args.output.display()
         );
@@ -746,8 +748,15 @@ impl Job {
             );
         }
         if let Some(path) = savepoint {
-            eprintln!("savepoint:");
-            outln!("{}", path.display());
+            // One line for a person; for `sp=$(statekit demo wordcount …)` standard output
+            // holds the path alone (and standard error still says what it is).
+            use std::io::IsTerminal;
+            if std::io::stdout().is_terminal() {
+                outln!("savepoint: {}", path.display());
+            } else {
+                eprintln!("savepoint: {}", path.display());
+                outln!("{}", path.display());
+            }
         }
         Ok(ExitCode::SUCCESS)
     }
