@@ -432,7 +432,8 @@ fn suggest(key: &str) -> Option<&'static str> {
     (d <= key.len() / 3).then_some(best)
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
+/// The Levenshtein distance of two strings (for did-you-mean suggestions of misspelt keys).
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.iter().enumerate() {

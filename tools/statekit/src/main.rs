@@ -63,10 +63,33 @@ enum Command {
     Query(cmd::query::QueryArgs),
 }
 
+/// The arguments of `matches` given on the command line (not defaulted): they win over
+/// configuration keys that mean the same.
+fn explicit(matches: &clap::ArgMatches) -> Vec<String> {
+    matches
+        .ids()
+        .filter(|id| matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.as_str().to_string())
+        .collect()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
-        Command::Demo(cmd) => demo::run(cmd),
+        Command::Demo(demo::DemoCommand::Wordcount(mut args)) => {
+            if let Some(m) = matches
+                .subcommand_matches("demo")
+                .and_then(|m| m.subcommand_matches("wordcount"))
+            {
+                args.explicit = explicit(m);
+            }
+            demo::run(demo::DemoCommand::Wordcount(args))
+        }
         Command::Ls(args) => cmd::inspect::ls(args),
         Command::Show(args) => cmd::inspect::show(args),
         Command::Inspect(args) => tui::inspect(args),

@@ -189,3 +189,268 @@ fn gc_removes_empty_incomplete_checkpoints() {
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(!t.contains("INCOMPLETE"), "{t}");
 }
+
+/// A misspelt key in Flink's namespaces is an error with the key it probably meant; Flink's
+/// main keys set what their flags set (a flag given wins); `-p`, `-s` and `-n` mean what
+/// they mean to `flink run`.
+#[test]
+fn flink_keys_and_flags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("one.txt"), "a b a c\n").expect("input");
+    std::fs::write(d.join("two.txt"), "a\n").expect("input");
+    let wc = |extra: &[&str]| {
+        let mut a = vec!["demo", "wordcount"];
+        a.extend_from_slice(extra);
+        run(d, &a)
+    };
+    // Misspelt: exit 2, the key named with the one meant.
+    let o = wc(&["-D", "execution.checkpointing.max-concurent-checkpoints=2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("did you mean `execution.checkpointing.max-concurrent-checkpoints`"),
+        "{err}"
+    );
+    let o = wc(&["-D", "paralelism.default=3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("did you mean `parallelism.default`"));
+    // A bad value names the key.
+    let o = wc(&["-D", "state.backend.type=leveldb"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("state.backend.type"));
+
+    // Keys set what their flags set: parallelism, directories, backend, incremental.
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "one.txt",
+            "--output",
+            "out1",
+            "--checkpoint-every",
+            "1",
+            "-D",
+            "parallelism.default=3",
+            "-D",
+            "pipeline.max-parallelism=64",
+            "-D",
+            "state.checkpoints.dir=ck",
+            "-D",
+            "state.savepoints.dir=sp",
+            "-D",
+            "state.backend.type=rocksdb",
+            "-D",
+            "state.backend.incremental=true",
+            "--stop-with-savepoint",
+        ],
+    );
+    let sp = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(sp.starts_with("sp/"), "{sp}");
+    let show = ok(d, &["show", &sp, "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
+    let counter = doc["operators"]
+        .as_array()
+        .and_then(|ops| ops.iter().find(|o| o["uid"] == "counter"))
+        .expect("counter");
+    assert_eq!(counter["parallelism"], 3, "{counter}");
+    assert_eq!(counter["max_parallelism"], 64, "{counter}");
+    let ls = ok(d, &["ls", "ck", "--json"]);
+    let items: serde_json::Value = serde_json::from_slice(&ls.stdout).expect("ls");
+    assert!(
+        items.as_array().is_some_and(|a| !a.is_empty()
+            && a.iter()
+                .all(|i| i["format"].as_str().is_some_and(|f| f.contains("native")))),
+        "incremental RocksDB checkpoints under ck: {items}"
+    );
+    // A flag given wins over the key.
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "one.txt",
+            "--output",
+            "out2",
+            "-p",
+            "2",
+            "-D",
+            "parallelism.default=3",
+            "--savepoint-dir",
+            "sp2",
+            "--stop-with-savepoint",
+        ],
+    );
+    let sp2 = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let doc: serde_json::Value = serde_json::from_slice(&ok(d, &["show", &sp2, "--json"]).stdout).expect("json");
+    let counter = doc["operators"]
+        .as_array()
+        .and_then(|ops| ops.iter().find(|o| o["uid"] == "counter"))
+        .expect("counter");
+    assert_eq!(counter["parallelism"], 2, "{counter}");
+
+    // -s restores, as does execution.savepoint.path; the count continues.
+    ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out3",
+            "-s",
+            &sp2,
+        ],
+    );
+    assert_eq!(common::committed_lines(&d.join("out3")), vec!["(a,3)"]);
+    let key = format!("execution.savepoint.path={sp2}");
+    ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out4",
+            "-D",
+            &key,
+        ],
+    );
+    assert_eq!(common::committed_lines(&d.join("out4")), vec!["(a,3)"]);
+
+    // State of an operator the job lacks: refused without -n, restored (and said) with it.
+    ok(d, &["rewrite", &sp2, "renamed", "--rename-uid", "sink=old-sink"]);
+    let o = wc(&["--input", "two.txt", "--output", "out5", "-s", "renamed"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("\"old-sink\"") && err.contains("-n"), "{err}");
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out5",
+            "-s",
+            "renamed",
+            "-n",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not restored"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(common::committed_lines(&d.join("out5")), vec!["(a,3)"]);
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out6",
+            "-s",
+            "renamed",
+            "-D",
+            "execution.savepoint.ignore-unclaimed-state=true",
+        ],
+    );
+    assert_eq!(common::committed_lines(&d.join("out6")), vec!["(a,3)"], "{}", text(&o));
+}
+
+/// `execution.checkpointing.interval` (and `--checkpoint-interval`) checkpoint by time too,
+/// beside the record count.
+#[test]
+fn checkpoints_by_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let words: String = (0..3000).map(|i| format!("w{} ", i % 50)).collect();
+    std::fs::write(d.join("in.txt"), words).expect("input");
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "in.txt",
+            "--checkpoint-every",
+            "1000000",
+            "-D",
+            "execution.checkpointing.interval=1ms",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    // "processed 3000 words from in.txt; N checkpoints under …"
+    let n: u64 = err
+        .split("; ")
+        .find_map(|p| p.split_once(" checkpoints under"))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(n > 2, "time-based checkpoints: {err}");
+}
+
+/// The README's restore into another output directory warns of nothing: the transactions the
+/// savepoint recorded were committed where they were written. A warning comes only when that
+/// output was really removed.
+#[test]
+fn restoring_into_another_output_warns_only_of_real_loss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("one.txt"), "a b a\n").expect("input");
+    std::fs::write(d.join("two.txt"), "a\n").expect("input");
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "one.txt",
+            "--output",
+            "out1",
+            "--stop-with-savepoint",
+        ],
+    );
+    let sp = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out2",
+            "--restore",
+            &sp,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(common::committed_lines(&d.join("out2")), vec!["(a,3)"]);
+    // Remove out1's committed output: now something was lost, and it is said.
+    std::fs::remove_dir_all(d.join("out1")).expect("rm");
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "out3",
+            "--restore",
+            &sp,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("warning") && err.contains("no longer exists"), "{err}");
+}

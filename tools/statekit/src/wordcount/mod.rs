@@ -19,6 +19,7 @@
 //! parallelism), operator state redistributed, then the sink commits what the snapshot
 //! recorded as pre-committed and aborts every other pending transaction.
 
+mod flink_keys;
 mod sink;
 mod source;
 
@@ -67,19 +68,30 @@ pub struct WordcountArgs {
     /// Take a checkpoint every N records.
     #[arg(long, default_value_t = 20)]
     pub checkpoint_every: u64,
+    /// Also take a checkpoint when this much time passed since the last one (Flink's
+    /// `execution.checkpointing.interval`: `10 s`, `1 min`, `500ms`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub checkpoint_interval: Option<std::time::Duration>,
     /// Completed checkpoints to keep.
     #[arg(long, default_value_t = 3)]
     pub retained_checkpoints: usize,
-    /// Parallelism of the counter and sink.
-    #[arg(long, default_value_t = 2)]
+    /// Parallelism of the counter and sink (`-p` as in `flink run -p`; `parallelism.default`).
+    #[arg(long, short = 'p', default_value_t = 2)]
     pub parallelism: u32,
     /// Max parallelism (number of key groups).
     #[arg(long, default_value_t = 128)]
     pub max_parallelism: u32,
     /// Restore from a checkpoint or savepoint (directory or `_metadata`), or `latest`: the
     /// newest complete checkpoint under --checkpoint-dir (none yet: start from scratch).
-    #[arg(long)]
+    /// `-s` as in `flink run -s` (`execution.state-recovery.path`).
+    #[arg(long, short = 's', visible_alias = "from-savepoint")]
     pub restore: Option<String>,
+    /// Allow a restore that leaves state of the snapshot unrestored: an operator the job
+    /// does not have (Flink's `-n`, `--allowNonRestoredState`,
+    /// `execution.state-recovery.ignore-unclaimed-state`). Without it such a restore is
+    /// refused, as in Flink.
+    #[arg(long, short = 'n', visible_alias = "allowNonRestoredState")]
+    pub allow_non_restored_state: bool,
     /// Where savepoints go.
     #[arg(long, default_value = "statekit-data/savepoints")]
     pub savepoint_dir: PathBuf,
@@ -131,6 +143,14 @@ pub struct WordcountArgs {
     /// in Flink's `config.yaml`); keys statekit does not use are listed and ignored.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The flags given on the command line (argument ids), which win over the configuration;
+    /// filled in by `main` from clap's matches.
+    #[arg(skip)]
+    pub explicit: Vec<String>,
+}
+
+fn parse_interval(s: &str) -> std::result::Result<std::time::Duration, String> {
+    statekit_changelog::config::parse_duration(s)
 }
 
 /// The job's settings from `--config`, `-D` and the flags.
@@ -142,10 +162,10 @@ struct Settings {
     max_concurrent: usize,
 }
 
-const MAX_CONCURRENT_KEY: &str = "execution.checkpointing.max-concurrent-checkpoints";
-
 impl Settings {
-    fn resolve(args: &WordcountArgs) -> Result<Self> {
+    /// The settings from `--config`, `-D` and the flags; Flink's keys that mean a flag set it
+    /// unless the flag was given ([`flink_keys::apply`]).
+    fn resolve(args: &mut WordcountArgs) -> Result<Self> {
         let mut entries = crate::config::load(args.config.as_deref(), &args.define)?;
         if args.changelog {
             entries.push(crate::config::Entry {
@@ -162,27 +182,18 @@ impl Settings {
         for n in notes {
             eprintln!("note: {}: {}", n.key, n.note);
         }
-        let mut max_concurrent = 1usize;
-        let mut ignored = Vec::new();
-        for e in &entries {
-            if e.key == MAX_CONCURRENT_KEY {
-                max_concurrent = match e.value.trim().parse::<usize>() {
-                    Ok(n) if n >= 1 => n,
-                    _ => bail!(
-                        "{}: {MAX_CONCURRENT_KEY}: `{}`: expected a whole number ≥ 1",
-                        e.origin,
-                        e.value
-                    ),
-                };
-            } else if !ChangelogConfig::owns_key(&e.key) && !ignored.contains(&e.key) {
-                ignored.push(e.key.clone());
-            }
-        }
-        if !ignored.is_empty() {
+        let applied = flink_keys::apply(args, &entries)?;
+        let max_concurrent = applied.max_concurrent;
+        if !applied.ignored.is_empty() {
             eprintln!(
-                "note: ignored {} configuration key(s) the word count does not use: {}",
-                ignored.len(),
-                ignored.join(", ")
+                "note: ignored {} the word count does not use: {}",
+                crate::render::count(applied.ignored.len() as u64, "configuration key"),
+                applied
+                    .ignored
+                    .iter()
+                    .map(|(k, why)| format!("{k} ({why})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         let changelog = changelog.enabled.then_some(changelog);
@@ -411,6 +422,8 @@ struct Job {
     max_concurrent: usize,
     /// Keeps the changelog's upload service alive (and reports its figures at the end).
     changelog: Option<ChangelogContext>,
+    /// When the last checkpoint was triggered (for `--checkpoint-interval`).
+    last_checkpoint: std::time::Instant,
 }
 
 /// A checkpoint between its synchronous part and its completion.
@@ -427,6 +440,8 @@ pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
             args.input = Some(crate::cmd::local_only(p, "--input")?);
         }
     }
+    // Flink's keys from --config and -D set what their flags did not.
+    let settings = Settings::resolve(&mut args)?;
     let (p, max_p) = (args.parallelism, args.max_parallelism);
     keygroup::check_parallelism(p, max_p)?;
     if args.print_schema {
@@ -444,7 +459,6 @@ pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
             bail!("--savepoint-format native needs --backend rocksdb");
         }
     }
-    let settings = Settings::resolve(&args)?;
     let source = WordSource::open(args.input.as_deref())?;
 
     let checkpoint_base = crate::cmd::location(&args.checkpoint_dir)?;
@@ -471,6 +485,36 @@ pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
         .as_deref()
         .map(|p| crate::cmd::open_reader(p, &Default::default()))
         .transpose()?;
+    if let (Some(r), Some(path)) = (&restored_reader, &restore_path) {
+        // As in Flink: state of an operator the job does not have would be lost — refused
+        // unless the user says so (-n).
+        let unclaimed: Vec<&str> = r
+            .metadata()
+            .operators
+            .iter()
+            .map(|o| o.uid.as_str())
+            .filter(|u| ![SOURCE_UID, COUNTER_UID, SINK_UID].contains(u))
+            .collect();
+        if !unclaimed.is_empty() {
+            let names = unclaimed
+                .iter()
+                .map(|u| format!("{u:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if args.allow_non_restored_state {
+                eprintln!(
+                    "note: not restored: the state of {} {names} (the word count has no such operator; -n)",
+                    crate::render::noun(unclaimed.len() as u64, "operator")
+                );
+            } else {
+                bail!(
+                    "cannot map the state of {} {names} in {} to the word count, which has no such operator (its uids: {SOURCE_UID}, {COUNTER_UID}, {SINK_UID}): that state would be lost. Restore anyway with -n (--allow-non-restored-state, Flink's --allowNonRestoredState), or rename the uid first (statekit rewrite --rename-uid OLD=NEW)",
+                    crate::render::noun(unclaimed.len() as u64, "operator"),
+                    path.display()
+                );
+            }
+        }
+    }
 
     // The checkpoint store of this run, and the changelog's upload service in it.
     let run_id = new_job_id();
@@ -598,6 +642,7 @@ pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
         buf: Vec::new(),
         in_flight: VecDeque::new(),
         max_concurrent: settings.max_concurrent,
+        last_checkpoint: std::time::Instant::now(),
         changelog,
     };
     let code = job.run_loop()?;
@@ -707,7 +752,11 @@ impl Job {
             let name = self.source.name.clone();
             self.source_state
                 .list_update(self.offsets, vec![encode_offset(&name, offset)?])?;
-            if !at_most_once && records.is_multiple_of(every) {
+            let interval_due = self
+                .args
+                .checkpoint_interval
+                .is_some_and(|d| self.last_checkpoint.elapsed() >= d);
+            if !at_most_once && (records.is_multiple_of(every) || interval_due) {
                 self.checkpoint(false)?;
             }
             if records.is_multiple_of(64) {
@@ -867,6 +916,7 @@ impl Job {
         }
         let id = self.next_checkpoint;
         self.next_checkpoint += 1;
+        self.last_checkpoint = std::time::Instant::now();
         let store = self.store.clone().context("checkpoints are off")?;
         let writer = store.begin(id)?;
         let part = match self.sync_part(&writer, source_finished) {

@@ -123,7 +123,10 @@ impl FileSink {
     }
 
     /// Checkpoint `checkpoint_id` is being taken: make the open transaction durable and
-    /// return the names of all pre-committed, uncommitted transactions (the sink's state).
+    /// return every pre-committed, uncommitted transaction (the sink's state) as the absolute
+    /// path of its pending file — as Flink's file sink records its committables — so a
+    /// restore commits each where it was written, even when the restored job writes to
+    /// another directory.
     pub fn pre_commit(&mut self, checkpoint_id: u64) -> Result<Vec<String>> {
         if let Some(mut txn) = self.current.take() {
             txn.out.flush()?;
@@ -133,7 +136,13 @@ impl FileSink {
             }
         }
         self.next_checkpoint = checkpoint_id + 1;
-        Ok(self.pending.iter().map(|(_, n)| n.clone()).collect())
+        let pending = std::path::absolute(self.dir.join(PENDING_DIR))
+            .with_context(|| format!("cannot resolve {}", self.dir.display()))?;
+        Ok(self
+            .pending
+            .iter()
+            .map(|(_, n)| pending.join(n).display().to_string())
+            .collect())
     }
 
     /// Checkpoint `checkpoint_id` completed: commit every transaction up to it.
@@ -168,23 +177,41 @@ pub fn commit(dir: &Path, name: &str) -> Result<()> {
     if from.exists() {
         fs::rename(&from, &to).with_context(|| format!("cannot commit {}", from.display()))?;
     } else if !to.exists() {
-        // Committed earlier and since moved away by someone else (a transaction is only
-        // ever removed from `.pending/` by its rename). Nothing to redo.
+        // Neither pending nor committed where it was written: committed earlier and since
+        // removed by someone else (a transaction leaves `.pending/` only by its rename).
+        // Nothing to redo, but that output is gone.
         eprintln!(
-            "warning: transaction {name} was committed before but {} no longer exists",
+            "warning: transaction {name} was committed before but {} no longer exists: that output was removed",
             to.display()
         );
     }
     Ok(())
 }
 
-/// Recovery at job start: commits the transactions a restored snapshot recorded, then
-/// aborts (deletes) every other pending transaction. Returns (committed, aborted).
+/// Recovery at job start: commits the transactions a restored snapshot recorded — each in
+/// the directory it was written to (the absolute pending path the state holds; a bare name,
+/// as older snapshots hold, in `dir`) — then aborts (deletes) every other pending transaction
+/// of `dir`. Returns (committed, aborted).
 pub fn recover(dir: &Path, restored_pending: &[String]) -> Result<(usize, usize)> {
     fs::create_dir_all(dir.join(PENDING_DIR))
         .with_context(|| format!("cannot create output directory {}", dir.display()))?;
-    for name in restored_pending {
-        commit(dir, name)?;
+    for entry in restored_pending {
+        if !entry.contains('/') {
+            commit(dir, entry)?;
+            continue;
+        }
+        // `<output>/.pending/<name>`, absolute: nothing else is accepted from a snapshot.
+        let p = Path::new(entry);
+        let (Some(name), Some(pending)) = (p.file_name(), p.parent()) else {
+            bail!("invalid transaction {entry:?} in the sink state");
+        };
+        let output = pending
+            .parent()
+            .filter(|_| p.is_absolute() && pending.file_name() == Some(PENDING_DIR.as_ref()));
+        let Some(output) = output else {
+            bail!("invalid transaction {entry:?} in the sink state: not <output>/{PENDING_DIR}/<name>");
+        };
+        commit(output, &name.to_string_lossy())?;
     }
     let mut aborted = 0;
     let pending_dir = dir.join(PENDING_DIR);
@@ -264,5 +291,30 @@ mod tests {
             "moved-away output is not an error"
         );
         assert!(recover(tmp.path(), &["../escape".into()]).is_err());
+        assert!(
+            recover(tmp.path(), &["/etc/passwd".into()]).is_err(),
+            "not a pending file"
+        );
+        assert!(recover(tmp.path(), &["relative/.pending/x".into()]).is_err());
+    }
+
+    /// A restore into another output directory commits the restored transactions where they
+    /// were written (the state records their paths), and aborts only its own directory's.
+    #[test]
+    fn recovery_into_another_directory_commits_where_written() {
+        let old = tempfile::tempdir().expect("tempdir");
+        let new = tempfile::tempdir().expect("tempdir");
+        let mut s = FileSink::new(old.path(), 0, "r1", Guarantee::ExactlyOnce, 1).expect("sink");
+        s.write_line("(c,1)").expect("write");
+        let state = s.pre_commit(1).expect("pre-commit");
+        assert!(
+            state[0].starts_with('/') && state[0].contains("/.pending/"),
+            "{state:?}"
+        );
+        drop(s);
+        let (committed, aborted) = recover(new.path(), &state).expect("recover");
+        assert_eq!((committed, aborted), (1, 0));
+        assert_eq!(read_committed(old.path()), vec!["(c,1)"]);
+        assert!(read_committed(new.path()).is_empty());
     }
 }
