@@ -454,3 +454,73 @@ fn restoring_into_another_output_warns_only_of_real_loss() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("warning") && err.contains("no longer exists"), "{err}");
 }
+
+/// One damaged block hides only its key group: `dump` prints every other one, names the
+/// damaged key group with its file and offset, and exits 1. `--limit` says "N of M entries".
+#[test]
+fn dump_reads_past_a_damaged_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let words: String = (0..400).map(|i| format!("w{i} ")).collect();
+    std::fs::write(d.join("in.txt"), words).expect("input");
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "in.txt",
+            "--stop-with-savepoint",
+            "-p",
+            "1",
+        ],
+    );
+    let sp = d.join(String::from_utf8_lossy(&o.stdout).trim());
+    let dump = |extra: &[&str]| {
+        let mut a = vec![
+            "dump",
+            sp.to_str().expect("utf-8"),
+            "--uid",
+            "counter",
+            "--state",
+            "count",
+        ];
+        a.extend_from_slice(extra);
+        run(d, &a)
+    };
+    let full = dump(&[]);
+    assert_eq!(full.status.code(), Some(0), "{}", text(&full));
+    let all: Vec<String> = String::from_utf8_lossy(&full.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(all.len(), 400);
+    let limited = dump(&["--limit", "10"]);
+    assert!(
+        String::from_utf8_lossy(&limited.stderr).contains("10 of 400 entries"),
+        "{}",
+        text(&limited)
+    );
+    // Damage one byte in the middle of the keyed data file.
+    let file = std::fs::read_dir(&sp)
+        .expect("savepoint")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "skd"))
+        .expect("a keyed data file");
+    let mut bytes = std::fs::read(&file).expect("read");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&file, &bytes).expect("write");
+    let o = dump(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let got: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
+    assert!(got.len() >= 300 && got.len() < 400, "{} of 400 entries read", got.len());
+    assert!(got.iter().all(|l| all.contains(l)), "only real entries");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("damaged key group") && err.contains("key group "), "{err}");
+    assert!(
+        err.contains(&file.file_name().expect("name").to_string_lossy().to_string()),
+        "{err}"
+    );
+}

@@ -12,6 +12,13 @@ use std::process::ExitCode;
 
 /// Arguments of `statekit dump`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+Entries go to standard output (text lines, or with --json one JSON array), the count to
+standard error (`10 of 50 entries` when --limit cut it). A damaged block hides only its key
+group: every other key group is dumped, then each damaged one is named with its file, offset
+and field.
+
+Exit status: 0 done, 1 damaged key groups were left out (the rest was dumped), 2 error.")]
 pub struct DumpArgs {
     /// A snapshot directory or its `_metadata` file; with --changes also a log file
     /// (`*.skcl`).
@@ -92,6 +99,8 @@ pub(super) struct Out {
     json: bool,
     printed: u64,
     limit: u64,
+    /// An entry was left out because of `--limit`.
+    limited: bool,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
 }
 
@@ -101,6 +110,7 @@ impl Out {
             json,
             printed: 0,
             limit: limit.unwrap_or(u64::MAX),
+            limited: false,
             out: std::io::BufWriter::new(std::io::stdout().lock()),
         }
     }
@@ -108,6 +118,7 @@ impl Out {
     /// Prints one entry; breaks once `--limit` entries were printed.
     fn emit(&mut self, text: String, json: serde_json::Value) -> Result<ControlFlow<()>, StateError> {
         if self.printed >= self.limit {
+            self.limited = true;
             return Ok(ControlFlow::Break(()));
         }
         // The JSON array opens with its first element, so an error before any output
@@ -123,8 +134,10 @@ impl Out {
         Ok(ControlFlow::Continue(()))
     }
 
-    /// Closes the JSON array, flushes, reports the count on standard error.
-    fn finish(mut self, what: &str) -> Result<ExitCode> {
+    /// Closes the JSON array, flushes, reports the count on standard error: `12 entries`,
+    /// `10 of 50 entries` when `--limit` cut the output and the total is known (`total`),
+    /// `10 entries (--limit reached; more follow)` when it is not.
+    fn finish(mut self, what: &str, total: Option<u64>) -> Result<ExitCode> {
         if self.json {
             if self.printed == 0 {
                 writeln!(self.out, "[]")?;
@@ -134,7 +147,12 @@ impl Out {
         }
         self.out.flush()?;
         if !self.json {
-            eprintln!("{} {what}", self.printed);
+            let noun = crate::render::noun(total.unwrap_or(self.printed), what);
+            match total {
+                Some(t) if self.limited && t > self.printed => eprintln!("{} of {t} {noun}", self.printed),
+                _ if self.limited => eprintln!("{} {noun} (--limit reached; more follow)", self.printed),
+                _ => eprintln!("{} {noun}", self.printed),
+            }
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -159,7 +177,7 @@ fn dump_changes(args: &DumpArgs) -> Result<ExitCode> {
     super::changelog::dump_changes(&args.path, args.uid.as_deref(), &filter, &mut |text, json| {
         Ok(out.emit(text, json)?.is_continue() && out.printed < out.limit)
     })?;
-    out.finish("change records")
+    out.finish("change record", None)
 }
 
 /// `statekit dump`.
@@ -181,6 +199,8 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let op = reader.operator(uid)?.clone();
     let mut out = Out::new(args.json, args.limit);
     let mut changelog_note: Option<String> = None;
+    let mut total: Option<u64> = None;
+    let mut damaged: Vec<(u32, String)> = Vec::new();
     let result = if let Some(desc) = op.keyed_states.iter().find(|d| d.name == state) {
         let desc = desc.clone();
         let key = match &args.key {
@@ -218,6 +238,18 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                 op.uid,
                 summary.text("  ")
             ));
+        }
+        // The whole state's entry count, when `_metadata` knows it (to say "10 of 50").
+        if args.key.is_none() && args.key_group.is_none() {
+            total = op
+                .subtasks
+                .iter()
+                .map(|st| {
+                    st.keyed_stats
+                        .as_ref()
+                        .and_then(|s| s.states.iter().find(|x| x.name == desc.name).map(|x| x.entries))
+                })
+                .sum();
         }
         let mut result = Ok(ControlFlow::Continue(()));
         'files: for file in statekit_snapshot::keyed_views(&reader, uid, range)? {
@@ -270,9 +302,17 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
                     };
                     out.emit(text, j)
                 });
-                if !matches!(r, Ok(ControlFlow::Continue(()))) {
-                    result = r;
-                    break 'files;
+                match r {
+                    Ok(ControlFlow::Continue(())) => {}
+                    // Damaged bytes hide only their key group: the rest is read, and the
+                    // damage reported after it (exit 1).
+                    Err(e) if e.kind() == statekit_core::ErrorKind::Corrupt => {
+                        damaged.push((kg, e.to_string()));
+                    }
+                    r => {
+                        result = r;
+                        break 'files;
+                    }
                 }
             }
         }
@@ -333,9 +373,19 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     if let Err(e) = result {
         return Err(e.into());
     }
-    let code = out.finish("entries")?;
+    let code = out.finish("entry", total)?;
     if let Some(note) = changelog_note {
         eprintln!("{note}");
+    }
+    if !damaged.is_empty() {
+        eprintln!(
+            "error: {} could not be read (every other key group was dumped):",
+            crate::render::count(damaged.len() as u64, "damaged key group")
+        );
+        for (kg, why) in &damaged {
+            eprintln!("  key group {kg}: {why}");
+        }
+        return Ok(ExitCode::from(1));
     }
     Ok(code)
 }

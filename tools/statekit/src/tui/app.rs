@@ -686,7 +686,7 @@ impl App {
                 result, select, note, ..
             } => {
                 self.loading = None;
-                self.status = note;
+                self.status = note.map(|n| self.sanitize(&n));
                 let result = result.map_err(|err| self.sanitize(&err));
                 if let ScreenState::Entries(e) = &mut self.current {
                     if let Some(s) = e.arrived(result, select) {

@@ -294,10 +294,16 @@ fn screen_corrupted_metadata() {
 
 #[test]
 fn screen_corrupted_data_file() {
-    let mut h = Harness::open("corrupt-bitflip", 80, 24);
+    // One damaged block: its key group is skipped and named, the entries around it shown.
+    let mut h = Harness::open("corrupt-bitflip", 130, 24);
     h.keys("<Enter><Enter>");
     let s = h.screen();
-    assert!(s.contains("cannot read this state"), "{s}");
+    assert!(s.contains("BROKEN, skipped"), "{s}");
+    assert!(
+        s.contains("key group 0: corrupt-bitflip/word-counter/0.keyed: offset 117"),
+        "{s}"
+    );
+    assert!(s.contains("\"heidi\""), "the key groups after it are read: {s}");
     insta::assert_snapshot!(s);
     // Back out and on: the app keeps working.
     h.keys("<Esc><Esc>j<Enter><Enter>");

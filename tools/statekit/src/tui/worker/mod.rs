@@ -94,6 +94,9 @@ pub struct Page {
     pub rows: Vec<Row>,
     /// Whether entries may follow it.
     pub more: bool,
+    /// Key groups on the way that could not be read (damaged blocks), each with its file,
+    /// offset and field: the page holds the entries around them.
+    pub damaged: Vec<String>,
 }
 
 /// `row` as one line ([`render::entry_line`]: what the entry filter matches).
@@ -352,6 +355,8 @@ enum Streamed {
     /// The last key group is done.
     End,
     Failed(String),
+    /// A key group could not be read (damaged bytes); the stream goes on past it.
+    Damaged(String),
 }
 
 fn stream_key(q: &Query) -> (String, String, String) {
@@ -380,6 +385,7 @@ impl Stream {
                         Ok(false) => return,
                         Err(Fail::Cancelled) => return,
                         Err(Fail::Error(e)) => Streamed::Failed(e),
+                        Err(Fail::Damaged(e)) => Streamed::Damaged(e),
                     };
                     let failed = matches!(next, Streamed::Failed(_));
                     if tx.send(next).is_err() || failed {
@@ -405,11 +411,23 @@ enum Fail {
     Cancelled,
     /// An error to show.
     Error(String),
+    /// A key group whose bytes are damaged (corrupt data): what is around it stays readable.
+    Damaged(String),
 }
 
 impl From<StateError> for Fail {
     fn from(e: StateError) -> Self {
         Fail::Error(e.to_string())
+    }
+}
+
+impl Fail {
+    /// The message of a failure to show (`None`: cancelled, nothing to show).
+    fn message(self) -> Option<String> {
+        match self {
+            Fail::Cancelled => None,
+            Fail::Error(e) | Fail::Damaged(e) => Some(e),
+        }
     }
 }
 
@@ -493,19 +511,28 @@ impl Worker {
                 out(Msg::Opened { gen, result });
             }
             Request::Page { gen, query, at, select } => match self.page(gen, &query, &at, out) {
-                Ok(page) => out(Msg::Page {
-                    gen,
-                    result: Ok(page),
-                    select,
-                    note: None,
-                }),
-                Err(Fail::Cancelled) => {}
-                Err(Fail::Error(e)) => out(Msg::Page {
-                    gen,
-                    result: Err(e),
-                    select,
-                    note: None,
-                }),
+                Ok(page) => {
+                    let note = (!page.damaged.is_empty()).then(|| {
+                        // The key group and where first: a status line is one row.
+                        format!("BROKEN, skipped (entries around it shown): {}", page.damaged.join("; "))
+                    });
+                    out(Msg::Page {
+                        gen,
+                        result: Ok(page),
+                        select,
+                        note,
+                    })
+                }
+                Err(fail) => {
+                    if let Some(e) = fail.message() {
+                        out(Msg::Page {
+                            gen,
+                            result: Err(e),
+                            select,
+                            note: None,
+                        })
+                    }
+                }
             },
             Request::Search {
                 gen,
@@ -524,18 +551,21 @@ impl Worker {
                             select: 0,
                             note,
                         }),
-                        Err(Fail::Cancelled) => {}
-                        Err(Fail::Error(e)) => out(Msg::Page {
-                            gen,
-                            result: Err(e),
-                            select: 0,
-                            note: None,
-                        }),
+                        Err(fail) => {
+                            if let Some(e) = fail.message() {
+                                out(Msg::Page {
+                                    gen,
+                                    result: Err(e),
+                                    select: 0,
+                                    note: None,
+                                })
+                            }
+                        }
                     }
                 }
                 Ok(None) => out(Msg::NotFound { gen, text }),
                 Err(Fail::Cancelled) => {}
-                Err(Fail::Error(e)) => out(Msg::Page {
+                Err(Fail::Error(e) | Fail::Damaged(e)) => out(Msg::Page {
                     gen,
                     result: Err(e),
                     select: 0,
@@ -605,6 +635,7 @@ impl Worker {
                 let mut rows: Vec<Row> = Vec::with_capacity(size);
                 rows.extend(st.peeked.take());
                 let mut more = false;
+                let mut damaged = Vec::new();
                 loop {
                     if cancelled() {
                         // The rows taken so far are lost with the stream: the next read
@@ -621,6 +652,7 @@ impl Worker {
                         Ok(Streamed::KeyGroup(kg)) => progress.tick(u64::from(kg + 1 - c.key_group)),
                         Ok(Streamed::End) => break,
                         Ok(Streamed::Failed(e)) => return Err(Fail::Error(e)),
+                        Ok(Streamed::Damaged(e)) => damaged.push(e),
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                             return Err(Fail::Error("the reader thread ended unexpectedly".into()))
@@ -640,6 +672,7 @@ impl Worker {
                     start: c.clone(),
                     rows,
                     more,
+                    damaged,
                 })
             }
             PageAt::Before(_) | PageAt::Last => {
@@ -649,6 +682,7 @@ impl Worker {
                 };
                 // At most `size` rows are ever held: a ring per key group, then the page.
                 let mut acc: VecDeque<Row> = VecDeque::with_capacity(size);
+                let mut damaged = Vec::new();
                 let mut kg = end.key_group.min(n);
                 let first = end.key_group;
                 loop {
@@ -660,7 +694,7 @@ impl Worker {
                         let limit = if kg == end.key_group { end.index } else { u64::MAX };
                         let mut ring: VecDeque<Row> = VecDeque::new();
                         let want = size - acc.len();
-                        visit(views, q, kg, &mut |row| {
+                        let r = visit(views, q, kg, &mut |row| {
                             if row.cursor.index >= limit {
                                 return Ok(false);
                             }
@@ -669,7 +703,13 @@ impl Worker {
                             }
                             ring.push_back(row);
                             Ok(true)
-                        })?;
+                        });
+                        match r {
+                            Ok(_) => {}
+                            // The key group's entries before the damage are kept; it is named.
+                            Err(Fail::Damaged(e)) => damaged.push(e),
+                            Err(e) => return Err(e),
+                        }
                         while let Some(r) = ring.pop_back() {
                             acc.push_front(r);
                         }
@@ -685,6 +725,7 @@ impl Worker {
                     start,
                     rows,
                     more: !matches!(at, PageAt::Last),
+                    damaged,
                 })
             }
         }
@@ -875,6 +916,9 @@ fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<boo
         match r {
             Ok(ControlFlow::Break(())) => return outcome,
             Ok(ControlFlow::Continue(())) => {}
+            Err(e) if e.kind() == statekit_core::ErrorKind::Corrupt => {
+                return Err(Fail::Damaged(format!("key group {kg}: {e}")))
+            }
             Err(e) => return Err(e.into()),
         }
     }
