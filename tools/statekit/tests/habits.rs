@@ -524,3 +524,48 @@ fn dump_reads_past_a_damaged_block() {
         "{err}"
     );
 }
+
+/// `show` of a changelog checkpoint says what is known: the materializations' entries and
+/// the tail's change records, and that a count including the tail is an estimate.
+#[test]
+fn show_of_a_changelog_checkpoint_counts_the_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let words: String = (0..3000).map(|i| format!("w{} ", i % 700)).collect();
+    std::fs::write(d.join("in.txt"), words).expect("input");
+    ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "in.txt",
+            "--changelog",
+            "--checkpoint-every",
+            "500",
+        ],
+    );
+    let o = ok(d, &["ls", "statekit-data/checkpoints", "--json"]);
+    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls");
+    let last = items
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|i| i["path"].as_str())
+        .expect("a checkpoint")
+        .to_string();
+    let o = ok(d, &["show", &last]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("change records") && t.contains("+ tail"), "{t}");
+    assert!(!t.contains("not counted"), "{t}");
+    let o = ok(d, &["show", &last, "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("show --json");
+    let counter = doc["operators"]
+        .as_array()
+        .and_then(|ops| ops.iter().find(|o| o["uid"] == "counter"))
+        .expect("counter");
+    assert!(
+        counter["tail_change_records"].as_u64().is_some_and(|n| n > 0),
+        "{counter}"
+    );
+    assert_eq!(counter["keyed_states"][0]["entries_estimated"], true, "{counter}");
+}

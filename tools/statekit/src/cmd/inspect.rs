@@ -343,6 +343,16 @@ pub(crate) fn is_changelog(o: &OperatorMetadata) -> bool {
     o.subtasks.iter().any(|s| s.changelog.is_some())
 }
 
+/// What `_metadata` knows of a changelog operator's state beyond its materializations: the
+/// tail's change records and bytes over all states (a restore replays them; they are not
+/// split by state in `_metadata`). `(0, 0)` for other operators.
+pub(crate) fn changelog_tail(o: &OperatorMetadata) -> (u64, u64) {
+    o.subtasks
+        .iter()
+        .filter_map(|s| s.changelog.as_ref())
+        .fold((0, 0), |(r, b), h| (r + h.tail_records(), b + h.tail_bytes()))
+}
+
 /// `statekit show`.
 pub fn show(args: ShowArgs) -> Result<ExitCode> {
     if changelog::is_log_file(&args.path) {
@@ -374,7 +384,12 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
                         "ttl_ms": s.ttl.map(|t| t.ttl_ms),
                         "entries": totals.get(&s.name).map(|t| t.0),
                         "raw_bytes": totals.get(&s.name).map(|t| t.1),
+                        // A changelog operator: `entries` are the materializations'; the tail's
+                        // changes (all states) come on top, so the count is an estimate.
+                        "entries_estimated": is_changelog(o) && changelog_tail(o).0 > 0,
                     })).collect::<Vec<_>>(),
+                    "tail_change_records": is_changelog(o).then(|| changelog_tail(o).0),
+                    "tail_bytes": is_changelog(o).then(|| changelog_tail(o).1),
                     "operator_states": o.operator_states.iter().map(|s| json!({
                         "name": s.name, "mode": s.mode.to_string(), "value": s.value_schema.to_string(),
                     })).collect::<Vec<_>>(),
@@ -473,8 +488,20 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             (false, true) => ("entries", "~"),
             (false, false) => ("entries", ""),
         };
+        let (tail_records, tail_bytes) = changelog_tail(o);
+        let tail_mark = if is_changelog(o) && tail_records > 0 {
+            " + tail"
+        } else {
+            ""
+        };
         if is_changelog(o) {
-            outln!("  (state sizes are those of the materializations; the tail's changes are not counted)");
+            let materialized: u64 = totals.values().map(|t| t.0).sum();
+            outln!(
+                "  changelog: entries below are the materializations' ({}); the tail adds {} ({tail_bytes} B) of all states, replayed on restore: at most {} entries after replay (estimated: a change may add, update or remove an entry)",
+                if approx.is_empty() { "exact" } else { "estimated where a rescale split a part" },
+                crate::render::count(tail_records, "change record"),
+                materialized + tail_records
+            );
         }
         for s in &o.keyed_states {
             let uk = s
@@ -485,7 +512,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             let ttl = crate::render::ttl_text(s.ttl.map(|t| t.ttl_ms));
             let (entries, bytes) = totals.get(&s.name).copied().unwrap_or_default();
             outln!(
-                "  keyed {:<16} {:<11} {approx}{entries:>10} {entries_word} {approx}{bytes:>12} B  key {} ns {}{uk} value {}{ttl}",
+                "  keyed {:<16} {:<11} {approx}{entries:>10} {entries_word} {approx}{bytes:>12} B{tail_mark}  key {} ns {}{uk} value {}{ttl}",
                 s.name,
                 s.kind.to_string(),
                 s.key_schema,

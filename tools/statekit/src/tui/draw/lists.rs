@@ -169,8 +169,12 @@ pub fn states(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
         return message(f, area, title, vec![Line::from("no operator")]);
     };
     let totals = state_totals(o);
-    let approx = o.subtasks.iter().any(|s| s.native.is_some() || s.changelog.is_some());
+    let approx = o.subtasks.iter().any(|s| s.native.is_some());
     let tilde = if approx { "~" } else { "" };
+    // A changelog operator: the materializations' counts, plus the tail's changes (of all
+    // states, not split by state in `_metadata`) marked as such.
+    let (tail, _) = crate::cmd::inspect::changelog_tail(o);
+    let plus = if tail > 0 { "+Δ" } else { "" };
     let items = StateItem::all(o);
     let rows = list
         .visible
@@ -184,8 +188,8 @@ pub fn states(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
                     d.kind.to_string(),
                     d.key_schema.to_string(),
                     d.value_schema.to_string(),
-                    format!("{tilde}{entries}"),
-                    format!("{tilde}{}", bytes(b)),
+                    format!("{tilde}{entries}{plus}"),
+                    format!("{tilde}{}{plus}", bytes(b)),
                 ]
             }
             StateItem::Operator(i) => {
