@@ -14,6 +14,7 @@ macro_rules! outln {
 }
 
 pub mod cmd;
+pub mod color;
 mod config;
 pub mod demo;
 pub mod render;

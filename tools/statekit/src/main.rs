@@ -12,6 +12,10 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "statekit", version, about, long_about = None)]
 struct Cli {
+    /// Colour: on a terminal only (`auto`, and not when `NO_COLOR` is set), `always` or
+    /// `never`.
+    #[arg(long, global = true, value_enum, default_value_t = statekit::color::ColorChoice::Auto)]
+    color: statekit::color::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
+    statekit::color::init(cli.color);
     let result = match cli.command {
         Command::Demo(demo::DemoCommand::Wordcount(mut args)) => {
             if let Some(m) = matches
@@ -114,7 +119,8 @@ fn main() -> ExitCode {
         // The reader went away (`statekit dump … | head`): stop quietly, as `cat` does.
         Err(err) if is_broken_pipe(&err) => ExitCode::from(141),
         Err(err) => {
-            eprintln!("error: {}", error_text(&err));
+            use statekit::color::{red, Stream};
+            eprintln!("{} {}", red("error:", Stream::Err), error_text(&err));
             ExitCode::from(2)
         }
     }

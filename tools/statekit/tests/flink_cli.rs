@@ -140,9 +140,13 @@ fn ls_lists_flink_checkpoints() {
     assert_eq!(rows.len(), 2, "{text}");
     assert!(
         rows.iter()
-            .all(|r| r.contains("flink-native") && r.contains("complete")),
+            .all(|r| r.contains("flink-native") && r.contains("not verified")),
         "{text}"
     );
+    // --verify reads them: ok.
+    let text = stdout(&["ls", dir.to_str().expect("path"), "--verify"]);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("checkpoint")).collect();
+    assert!(rows.iter().all(|r| r.contains(" ok ")), "{text}");
 }
 
 #[test]

@@ -569,3 +569,108 @@ fn show_of_a_changelog_checkpoint_counts_the_tail() {
     );
     assert_eq!(counter["keyed_states"][0]["entries_estimated"], true, "{counter}");
 }
+
+/// `ls` says `not verified` of a complete snapshot whose data it did not read, and with
+/// `--verify` `ok` or `BROKEN` (exit 1) — the inspector's words.
+#[test]
+fn ls_and_the_inspector_share_their_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("in.txt"), "a b c d e f g\n").expect("input");
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "in.txt",
+            "--stop-with-savepoint",
+            "-p",
+            "1",
+        ],
+    );
+    let sp = d.join(String::from_utf8_lossy(&o.stdout).trim());
+    let o = ok(d, &["ls", "statekit-data/savepoints"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("not verified"),
+        "{}",
+        text(&o)
+    );
+    let o = ok(d, &["ls", "statekit-data/savepoints", "--verify", "--json"]);
+    let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls");
+    assert_eq!(items[0]["status"], "ok", "{items}");
+    let file = std::fs::read_dir(&sp)
+        .expect("sp")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "skd"))
+        .expect("data file");
+    let mut bytes = std::fs::read(&file).expect("read");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&file, bytes).expect("write");
+    let o = run(d, &["ls", "statekit-data/savepoints", "--verify"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("BROKEN") && t.contains("problem:"), "{t}");
+}
+
+/// Colour only on a terminal: piped output has none, `--color always` has it (diff's `+`/`-`
+/// lines, the `error:` prefix), `--color never` and `NO_COLOR` none.
+#[test]
+fn colour_only_when_asked_or_on_a_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("one.txt"), "a b\n").expect("input");
+    std::fs::write(d.join("two.txt"), "c\n").expect("input");
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "one.txt",
+            "--output",
+            "o1",
+            "--stop-with-savepoint",
+        ],
+    );
+    let a = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let o = ok(
+        d,
+        &[
+            "demo",
+            "wordcount",
+            "--input",
+            "two.txt",
+            "--output",
+            "o2",
+            "-s",
+            &a,
+            "--stop-with-savepoint",
+        ],
+    );
+    let b = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let esc = |o: &Output| o.stdout.contains(&0x1b) || o.stderr.contains(&0x1b);
+    let piped = run(d, &["diff", &a, &b]);
+    assert_eq!(piped.status.code(), Some(1), "{}", text(&piped));
+    assert!(!esc(&piped), "no colour into a pipe");
+    let always = run(d, &["diff", &a, &b, "--color", "always"]);
+    assert!(esc(&always), "{}", text(&always));
+    let never = run(d, &["--color", "never", "diff", &a, &b]);
+    assert!(!esc(&never));
+    let err = run(d, &["show", "nope", "--color", "always"]);
+    assert_eq!(err.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&err.stderr).starts_with("\u{1b}["),
+        "{}",
+        text(&err)
+    );
+    let o = std::process::Command::new(common::bin())
+        .current_dir(d)
+        .args(["diff", &a, &b])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run");
+    assert!(!esc(&o));
+}

@@ -97,7 +97,9 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
                 let sep = if printed == 0 { "\n  " } else { ",\n  " };
                 write!(out, "{sep}{}", difference_json(&d))
             } else {
-                difference_text(&d).iter().try_for_each(|line| writeln!(out, "{line}"))
+                difference_text(&d)
+                    .iter()
+                    .try_for_each(|line| writeln!(out, "{}", colored_line(line)))
             };
             if let Err(e) = written {
                 write_error = Some(e);
@@ -403,6 +405,18 @@ pub fn op_schemas(d: &OperatorStateDiff) -> (TypeSchema, TypeSchema) {
         desc.map(|x| x.value_schema.clone()).unwrap_or(TypeSchema::Bytes),
         desc.and_then(|x| x.key_schema.clone()).unwrap_or(TypeSchema::Bytes),
     )
+}
+
+/// A difference line coloured by its sign when standard output takes colour: `+` green,
+/// `-` red, `~` yellow.
+fn colored_line(line: &str) -> String {
+    use crate::color::{green, red, yellow, Stream};
+    match line.chars().next() {
+        Some('+') => green(line, Stream::Out),
+        Some('-') => red(line, Stream::Out),
+        Some('~') => yellow(line, Stream::Out),
+        _ => line.to_string(),
+    }
 }
 
 /// A difference as text lines (one, or a header and one line per element for operator

@@ -24,6 +24,10 @@ pub struct LsArgs {
     /// Only the snapshots of this job (its 32-hex-digit id, as in `<dir>/<job id>/chk-N`).
     #[arg(long, value_name = "JOB_ID")]
     pub job: Option<String>,
+    /// Also read and check every complete snapshot's data (as `statekit verify`): its status
+    /// becomes `ok` or `BROKEN` instead of `not verified`; exit 1 if one is broken.
+    #[arg(long)]
+    pub verify: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -247,11 +251,23 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         stored => statekit_snapshot::find_snapshots_at(stored, 4)?,
     };
     let found = arrange(found, args.sort, args.job.as_deref());
+    let verified: Vec<Option<Result<(), String>>> = found
+        .iter()
+        .map(|f| (args.verify && f.complete).then(|| verify_status(&f.path)))
+        .collect();
+    let any_broken = found
+        .iter()
+        .zip(&verified)
+        .any(|(f, v)| status_word(f.complete, f.is_broken(), v.as_ref()) == status::BROKEN);
     if args.json {
         let items: Vec<_> = found
             .iter()
-            .map(|f| {
+            .zip(&verified)
+            .map(|(f, v)| {
                 json!({
+                    "status": status_word(f.complete, f.is_broken(), v.as_ref()),
+                    "verified": v.is_some(),
+                    "verify_problems": v.as_ref().and_then(|r| r.as_ref().err()).map(|e| e.lines().collect::<Vec<_>>()),
                     "path": f.path.display().to_string(),
                     "kind": f.meta.as_ref().map(|m| kind_name(m.kind)),
                     "id": f.meta.as_ref().map(|m| m.checkpoint_id),
@@ -269,7 +285,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&items)?);
     } else {
         outln!(
-            "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {:<10} PATH",
+            "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {:<12} PATH",
             "KIND",
             "ID",
             "FORMAT",
@@ -278,19 +294,21 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
             "OWN BYTES",
             "STATUS"
         );
-        for f in &found {
+        for (f, v) in found.iter().zip(&verified) {
             let (kind, id, time) = match &f.meta {
                 Some(m) => (kind_name(m.kind), m.checkpoint_id.to_string(), utc_time(m.timestamp_ms)),
                 None => ("checkpoint", "-".to_string(), "-".to_string()),
             };
             let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
-            let status = match (f.complete, f.is_broken()) {
-                (true, _) => "complete",
-                (false, true) => "BROKEN",
-                (false, false) => "INCOMPLETE",
-            };
+            let status = status_word(f.complete, f.is_broken(), v.as_ref());
+            // Coloured, then padded by hand: escape codes take no columns.
+            let status = format!(
+                "{}{}",
+                crate::color::status(status, crate::color::Stream::Out),
+                " ".repeat(12usize.saturating_sub(status.len()))
+            );
             outln!(
-                "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status:<10} {}",
+                "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status} {}",
                 f.bytes,
                 f.own_bytes,
                 f.path.display()
@@ -300,12 +318,62 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                     outln!("{:<11} problem: {p}", "");
                 }
             }
+            if let Some(Err(problems)) = v {
+                for p in problems.lines() {
+                    outln!("{:<11} problem: {p}", "");
+                }
+            }
         }
         if found.is_empty() {
             outln!("(no checkpoints or savepoints under {base})");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if args.verify && any_broken {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The words `ls` and the inspector use for a snapshot's status.
+pub mod status {
+    /// A `chk-N` directory without `_metadata`: a checkpoint that never completed.
+    pub const INCOMPLETE: &str = "INCOMPLETE";
+    /// `_metadata` does not read, or verification found problems.
+    pub const BROKEN: &str = "BROKEN";
+    /// `_metadata` reads; the data files were not checked (`statekit verify`, `ls --verify`).
+    pub const NOT_VERIFIED: &str = "not verified";
+    /// Every byte was read and checked.
+    pub const OK: &str = "ok";
+}
+
+/// The status of a found snapshot: `verified` is the outcome of a verification, when one ran
+/// (`Ok(())`: no problem; `Err`: the problems).
+pub(crate) fn status_word(complete: bool, broken: bool, verified: Option<&Result<(), String>>) -> &'static str {
+    match (complete, broken, verified) {
+        (false, true, _) => status::BROKEN,
+        (false, false, _) => status::INCOMPLETE,
+        (true, _, None) => status::NOT_VERIFIED,
+        (true, _, Some(Ok(()))) => status::OK,
+        (true, _, Some(Err(_))) => status::BROKEN,
+    }
+}
+
+/// Verifies the snapshot at `path` (any location): `Ok(())` when every byte checks, else the
+/// problems, one per line.
+pub(crate) fn verify_status(path: &Path) -> Result<(), String> {
+    let location = super::location(path).map_err(|e| format!("{e:#}"))?;
+    let (_, v) = statekit_snapshot::verify_location(&location).map_err(|e| e.to_string())?;
+    if v.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(v
+            .problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
 }
 
 /// Which backends a snapshot restores into.
@@ -668,7 +736,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         for p in &problems {
-            outln!("problem: {p}");
+            outln!("{} {p}", crate::color::red("problem:", crate::color::Stream::Out));
         }
         let log_text = if is_changelog {
             format!(
@@ -726,7 +794,7 @@ fn verify_log_file(args: &VerifyArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         for p in &problems {
-            outln!("problem: {p}");
+            outln!("{} {p}", crate::color::red("problem:", crate::color::Stream::Out));
         }
         outln!(
             "{}: log file, {} bytes, {} change sets, {} change records checked; {}",

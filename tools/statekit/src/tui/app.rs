@@ -111,6 +111,10 @@ pub struct App {
     /// Animation counter of the progress spinner.
     pub tick: u64,
     snapshot_label: Option<String>,
+    /// The open snapshot's path (from the list; `root` when one snapshot was opened).
+    snapshot_path: Option<PathBuf>,
+    /// The open snapshot's background verification, once finished (`Err`: its problems).
+    pub verified: Option<Result<(), String>>,
 }
 
 /// What the user (or the worker) did.
@@ -208,6 +212,8 @@ impl App {
             size: (80, 24),
             tick: 0,
             snapshot_label: None,
+            snapshot_path: None,
+            verified: None,
         };
         let req = if dir_mode {
             let gen = app.next_gen("scanning for snapshots");
@@ -434,6 +440,12 @@ impl App {
         self.snapshot.as_ref().map(|(_, m)| m.as_ref())
     }
 
+    /// The open snapshot's status in `statekit ls`'s words: `not verified` until the
+    /// background verification finished, then `ok` or `BROKEN`.
+    pub fn snapshot_status(&self) -> &'static str {
+        crate::cmd::inspect::status_word(true, false, self.verified.as_ref())
+    }
+
     /// Indexes of the operators that pass the filter.
     pub fn visible_operators(&self) -> Vec<usize> {
         self.find(Screen::Operators)
@@ -539,6 +551,8 @@ impl App {
                 self.push(ScreenState::Operators(ListModel::new()));
                 let gen = self.next_gen("reading _metadata");
                 self.snapshot_label = Some(row.label.clone());
+                self.snapshot_path = Some(row.path.clone());
+                self.verified = row.verified.clone();
                 Some(Request::Open { gen, path: row.path })
             }
             Screen::Operators => {
@@ -627,6 +641,16 @@ impl App {
     }
 
     fn loaded(&mut self, msg: Msg) -> Option<Request> {
+        if let Msg::Verified { path, result } = msg {
+            let result = result.map_err(|e| self.sanitize(&e));
+            for s in self.snapshots.iter_mut().filter(|s| s.path == path) {
+                s.verified = Some(result.clone());
+            }
+            if path == self.root || self.snapshot_path.as_ref() == Some(&path) {
+                self.verified = Some(result);
+            }
+            return None;
+        }
         if msg.gen() != self.gen {
             return None;
         }
@@ -701,6 +725,8 @@ impl App {
                 }
                 self.status = Some(format!("not found: {text}"));
             }
+            // Handled above, whatever the generation.
+            Msg::Verified { .. } => {}
             Msg::Diff { part, .. } => {
                 let ScreenState::Diff(dv) = &mut self.current else {
                     return None;

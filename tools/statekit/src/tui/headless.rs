@@ -56,6 +56,27 @@ impl Headless {
         Ok(())
     }
 
+    /// Waits (at most `timeout`) until no snapshot on screen is `not verified` any more: the
+    /// background verifications have reported.
+    pub fn wait_verified(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        let pending = |app: &App| {
+            app.snapshots.iter().any(|s| s.complete && s.verified.is_none())
+                || (app.metadata().is_some() && app.verified.is_none())
+        };
+        while pending(&self.app) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                bail!("verification did not finish in {timeout:?}");
+            }
+            let msg = self.loader.rx.recv_timeout(left).context("waiting for the verifier")?;
+            if let Some(req) = update(&mut self.app, Action::Loaded(msg)) {
+                self.loader.send(req);
+            }
+        }
+        Ok(())
+    }
+
     /// Applies `action` and waits for the read it asks for; false when it asked for none.
     pub fn act(&mut self, action: Action) -> Result<bool> {
         let Some(req) = update(&mut self.app, action) else {

@@ -1375,3 +1375,34 @@ fn screen_flink_savepoint() {
     h.keys("/grüße<Enter>");
     assert_eq!(h.selected_key().as_deref(), Some("\"grüße\""), "{}", h.screen());
 }
+
+/// The snapshot list says `not verified` until the background verification of each snapshot
+/// reports, then `ok` or `BROKEN` — the words `statekit ls --verify` uses; a single snapshot
+/// opened says the same in its metadata pane.
+#[test]
+fn snapshots_are_verified_in_the_background() {
+    let mut h = crate::tui::headless::Headless::open(&fixtures_dir(), None, (120, 30)).expect("open");
+    h.wait_verified(std::time::Duration::from_secs(120)).expect("verified");
+    let status = |label: &str| {
+        h.app
+            .snapshots
+            .iter()
+            .find(|s| s.label == label)
+            .map(|s| s.status())
+            .unwrap_or("missing")
+    };
+    assert_eq!(status("savepoint-basic"), "ok");
+    assert_eq!(status("native-savepoint"), "ok");
+    assert_eq!(status("corrupt-bitflip"), "BROKEN");
+    assert_eq!(status("corrupt-native-sst"), "BROKEN");
+    assert_eq!(status("corrupt-metadata-crc"), "BROKEN");
+    let screen = h.draw().expect("draw");
+    assert!(screen.contains("BROKEN") && screen.contains(" ok "), "{screen}");
+    assert!(!screen.contains("not verified"), "{screen}");
+
+    let mut one = crate::tui::headless::Headless::open(&fixture("corrupt-bitflip"), None, (120, 30)).expect("open");
+    one.wait_verified(std::time::Duration::from_secs(60)).expect("verified");
+    assert_eq!(one.app.snapshot_status(), "BROKEN");
+    let screen = one.draw().expect("draw");
+    assert!(screen.contains("snapshot: BROKEN"), "{screen}");
+}

@@ -55,7 +55,25 @@ fn table_keep(
     narrow: Option<&[usize]>,
 ) {
     let header: Vec<&str> = columns.iter().map(|c| c.0).collect();
-    let widths: Vec<Constraint> = columns.iter().map(|c| c.1).collect();
+    // A fixed column is as wide as its widest cell of any row (not just those on screen, so
+    // widths stay put while the selection moves) or its header, at most 40; the flexible
+    // column (the names) takes the rest, so names are cut only when there is no room.
+    let widths: Vec<Constraint> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c.1 {
+            Constraint::Length(_) => {
+                let content = rows
+                    .iter()
+                    .filter_map(|r| r.get(i))
+                    .map(|cell| ratatui::text::Span::raw(cell.as_str()).width())
+                    .max()
+                    .unwrap_or(0);
+                Constraint::Length(content.max(c.0.len()).min(40) as u16)
+            }
+            other => other,
+        })
+        .collect();
     let (header, rows, widths) = match narrow {
         Some(keep) if area.width < 60 => {
             let pick = |v: &[String]| keep.iter().filter_map(|&i| v.get(i).cloned()).collect::<Vec<_>>();
@@ -67,6 +85,31 @@ fn table_keep(
         }
         _ => (header, rows, widths),
     };
+    // The flexible column's cells that do not fit lose their middle, not their end: two
+    // snapshots under one long directory still read apart (`changelog-…/chk-3`).
+    let fixed: u16 = widths
+        .iter()
+        .map(|w| match w {
+            Constraint::Length(n) => *n,
+            _ => 0,
+        })
+        .sum();
+    let room = usize::from(
+        area.width
+            .saturating_sub(2)
+            .saturating_sub(fixed)
+            .saturating_sub(widths.len().saturating_sub(1) as u16),
+    );
+    let flexible = widths.iter().position(|w| matches!(w, Constraint::Min(_)));
+    let mut rows = rows;
+    if let Some(i) = flexible {
+        let names: Vec<String> = rows.iter().map(|r| r.get(i).cloned().unwrap_or_default()).collect();
+        for (r, shown) in rows.iter_mut().zip(elide_apart(&names, room)) {
+            if let Some(cell) = r.get_mut(i) {
+                *cell = shown;
+            }
+        }
+    }
     let n = rows.len();
     let rows: Vec<TRow> = rows.into_iter().map(TRow::new).collect();
     let t = Table::new(rows, widths)
@@ -79,6 +122,69 @@ fn table_keep(
         state.select(Some(sel.min(n - 1)));
     }
     f.render_stateful_widget(t, area, &mut state);
+}
+
+/// `text` in at most `width` columns: whole when it fits, else its start and its end with
+/// `…` between (the end carries what tells similar names apart).
+pub fn elide_middle(text: &str, width: usize) -> String {
+    let w = |s: &str| ratatui::text::Span::raw(s).width();
+    if w(text) <= width || width < 5 {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let keep = width - 1;
+    let tail_len = keep.div_ceil(2);
+    let head_len = keep - tail_len;
+    let head: String = chars.iter().take(head_len).collect();
+    let tail: String = chars.iter().skip(chars.len().saturating_sub(tail_len)).collect();
+    format!("{head}…{tail}")
+}
+
+/// `names` in at most `width` columns each ([`elide_middle`]), such that names that differ
+/// still read differently: where two would look the same, each shows the stretch around its
+/// first difference from the others instead of its middle.
+pub fn elide_apart(names: &[String], width: usize) -> Vec<String> {
+    let first: Vec<String> = names.iter().map(|n| elide_middle(n, width)).collect();
+    let mut shown = first.clone();
+    for i in 0..names.len() {
+        let clash: Vec<usize> = (0..names.len())
+            .filter(|&j| j != i && first[j] == first[i] && names[j] != names[i])
+            .collect();
+        if clash.is_empty() {
+            continue;
+        }
+        let chars: Vec<char> = names[i].chars().collect();
+        // Where this name first differs from every name it would be mistaken for.
+        let at = clash
+            .iter()
+            .map(|&j| {
+                chars
+                    .iter()
+                    .zip(names[j].chars())
+                    .take_while(|(a, b)| **a == *b)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        shown[i] = elide_around(&chars, width, at);
+    }
+    shown
+}
+
+/// `chars` in `width` columns around position `at`: `…` + the stretch around it + `…` + the
+/// last few characters.
+fn elide_around(chars: &[char], width: usize, at: usize) -> String {
+    if chars.len() <= width || width < 8 {
+        return chars.iter().collect();
+    }
+    let keep = width - 2;
+    let tail_len = (keep / 3).min(chars.len());
+    let window = keep - tail_len;
+    let tail_start = chars.len() - tail_len;
+    let start = at.saturating_sub(window / 2).min(tail_start.saturating_sub(window));
+    let mid: String = chars.iter().skip(start).take(window.min(tail_start - start)).collect();
+    let tail: String = chars.iter().skip(tail_start).collect();
+    format!("…{mid}…{tail}")
 }
 
 /// The snapshot list.
@@ -110,7 +216,7 @@ pub fn snapshots(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
                 s.id.clone(),
                 s.format.clone(),
                 bytes(s.bytes),
-                if s.complete { "ok".into() } else { "BROKEN".into() },
+                s.status().into(),
             ]
         })
         .collect();
@@ -299,4 +405,36 @@ pub fn entries(app: &App, e: &EntriesView, f: &mut Frame, area: Rect) {
         .collect();
     let columns: Vec<(&str, Constraint)> = header.into_iter().zip(widths).collect();
     table_keep(f, area, title, &columns, rows, e.sel, None);
+}
+
+#[cfg(test)]
+mod elide {
+    use super::elide_middle;
+
+    #[test]
+    fn the_end_survives() {
+        assert_eq!(elide_middle("short", 10), "short");
+        let a = elide_middle("savepoints/savepoint-0123ab-111111111111", 20);
+        let b = elide_middle("savepoints/savepoint-0123ab-222222222222", 20);
+        assert_ne!(a, b);
+        assert!(a.ends_with("1111") && a.contains('…'), "{a}");
+        assert_eq!(a.chars().count(), 20);
+    }
+
+    #[test]
+    fn names_that_differ_read_differently() {
+        let names: Vec<String> = [
+            "corrupt-changelog-tail-bitflip/c4a9e10f0c4a9e10f0c4a9e10f0c4a9e/chk-3",
+            "corrupt-changelog-tail-truncated/c4a9e10f0c4a9e10f0c4a9e10f0c4a9e/chk-3",
+            "short",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let shown = super::elide_apart(&names, 27);
+        assert_ne!(shown[0], shown[1], "{shown:?}");
+        assert!(shown[0].contains("bit") && shown[1].contains("tru"), "{shown:?}");
+        assert!(shown.iter().all(|s| s.chars().count() <= 27), "{shown:?}");
+        assert_eq!(shown[2], "short");
+    }
 }

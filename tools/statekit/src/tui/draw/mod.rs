@@ -351,6 +351,11 @@ fn kv(k: &str, v: String) -> Line<'static> {
     ])
 }
 
+/// A status word as the metadata pane shows it.
+fn status_text(status: &str) -> String {
+    status.to_string()
+}
+
 fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
     let screen = app.current();
     match screen {
@@ -368,9 +373,15 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
                     "bytes",
                     format!("{} referenced, {} own", bytes(s.bytes), bytes(s.own_bytes)),
                 ),
+                kv("status", status_text(s.status())),
             ];
             if let Some(p) = &s.problem {
                 l.push(Line::from(Span::styled(app.sanitize(p), Style::new().fg(Color::Red))));
+            }
+            if let Some(Err(problems)) = &s.verified {
+                for p in problems.lines() {
+                    l.push(Line::from(Span::styled(p.to_string(), Style::new().fg(Color::Red))));
+                }
             }
             (l, None)
         }
@@ -401,6 +412,12 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
                 "job",
                 format!("{}, taken {}", m.job_id, crate::cmd::inspect::utc_time(m.timestamp_ms)),
             ));
+            l.push(kv("snapshot", status_text(app.snapshot_status())));
+            if let Some(Err(problems)) = &app.verified {
+                for p in problems.lines() {
+                    l.push(Line::from(Span::styled(p.to_string(), Style::new().fg(Color::Red))));
+                }
+            }
             let (per, what) = key_group_bytes(o);
             (l, Some((per, what, None)))
         }

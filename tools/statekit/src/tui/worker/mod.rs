@@ -49,6 +49,19 @@ pub struct SnapshotRow {
     pub complete: bool,
     /// Why it is not.
     pub problem: Option<String>,
+    /// The outcome of the background verification, once it finished (`Err`: the problems).
+    pub verified: Option<Result<(), String>>,
+}
+
+impl SnapshotRow {
+    /// `ok`, `BROKEN`, `INCOMPLETE` or `not verified`: the words `statekit ls` uses.
+    pub fn status(&self) -> &'static str {
+        crate::cmd::inspect::status_word(
+            self.complete,
+            !self.complete && self.problem.as_deref() != Some(statekit_snapshot::INCOMPLETE),
+            self.verified.as_ref(),
+        )
+    }
 }
 
 /// The position of an entry: its key group, and its index among the entries of the state
@@ -246,6 +259,13 @@ pub enum Msg {
         /// What the units are (`key groups`, `subtasks`).
         unit: &'static str,
     },
+    /// A background verification finished (not tied to a request: applied by path).
+    Verified {
+        /// The snapshot.
+        path: PathBuf,
+        /// `Err`: its problems, one per line.
+        result: Result<(), String>,
+    },
     /// The snapshots under the directory.
     Scanned {
         /// Generation.
@@ -307,6 +327,8 @@ impl Msg {
             | Msg::NotFound { gen, .. }
             | Msg::Diff { gen, .. }
             | Msg::OpState { gen, .. } => *gen,
+            // Always current: it answers no request.
+            Msg::Verified { .. } => u64::MAX,
         }
     }
 }
@@ -326,6 +348,10 @@ pub struct Worker {
     reader: Option<SnapshotReader>,
     views: Option<Views>,
     stream: Option<Stream>,
+    /// Snapshots to verify in the background (the [`Loader`]'s verifier thread), if any.
+    verify: Option<std::sync::mpsc::Sender<PathBuf>>,
+    /// Those already asked for.
+    verify_asked: std::collections::HashSet<PathBuf>,
 }
 
 /// Rows a [`Stream`]'s reader thread may have read ahead of the page shown.
@@ -463,6 +489,17 @@ impl Worker {
             reader: None,
             views: None,
             stream: None,
+            verify: None,
+            verify_asked: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Asks the verifier thread (when there is one) to read and check `path`, once.
+    fn verify_later(&mut self, path: &Path) {
+        if let Some(tx) = &self.verify {
+            if self.verify_asked.insert(path.to_path_buf()) {
+                let _ = tx.send(path.to_path_buf());
+            }
         }
     }
 
@@ -490,9 +527,20 @@ impl Worker {
                     Ok(s) => (s, None),
                     Err(e) => (Vec::new(), Some(e)),
                 };
+                // Every complete snapshot is verified in the background, in list order — asked
+                // for once the list is out, so no answer can come before the row it is for.
+                let to_verify: Vec<PathBuf> = snapshots
+                    .iter()
+                    .filter(|s| s.complete)
+                    .map(|s| s.path.clone())
+                    .collect();
                 out(Msg::Scanned { gen, snapshots, error });
+                for p in &to_verify {
+                    self.verify_later(p);
+                }
             }
             Request::Open { gen, path } => {
+                self.verify_later(&path);
                 self.views = None;
                 self.stream = None;
                 self.reader = None;
@@ -951,6 +999,7 @@ fn scan_dir(root: &Path) -> Result<Vec<SnapshotRow>, String> {
                 complete: f.complete,
                 problem: f.problem,
                 path: f.path,
+                verified: None,
             }
         })
         .collect())
@@ -971,6 +1020,20 @@ impl Loader {
         let (tx, req_rx) = std::sync::mpsc::channel::<Request>();
         let (msg_tx, rx) = std::sync::mpsc::channel::<Msg>();
         let mut worker = Worker::new(latest.clone());
+        // Verification reads every byte: on a thread of its own, so pages stay quick.
+        let (verify_tx, verify_rx) = std::sync::mpsc::channel::<PathBuf>();
+        let verified_tx = msg_tx.clone();
+        std::thread::Builder::new()
+            .name("statekit-inspect-verify".into())
+            .spawn(move || {
+                for path in verify_rx {
+                    let result = crate::cmd::inspect::verify_status(&path);
+                    if verified_tx.send(Msg::Verified { path, result }).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        worker.verify = Some(verify_tx);
         std::thread::Builder::new()
             .name("statekit-inspect-loader".into())
             .spawn(move || {
