@@ -17,6 +17,7 @@ pub mod cmd;
 pub mod color;
 mod config;
 pub mod demo;
+pub mod progress;
 pub mod render;
 pub mod tui;
 mod wordcount;

@@ -674,3 +674,139 @@ fn colour_only_when_asked_or_on_a_terminal() {
         .expect("run");
     assert!(!esc(&o));
 }
+
+/// `--input -` reads standard input as a stream: every word counted, the savepoint taken at
+/// its end.
+#[test]
+fn standard_input_is_a_stream() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let mut child = std::process::Command::new(common::bin())
+        .current_dir(d)
+        .args([
+            "demo",
+            "wordcount",
+            "--input",
+            "-",
+            "--stop-with-savepoint",
+            "--output",
+            "out",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"a b a\nc a\n")
+        .expect("write");
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("processed 5 words from <stdin>"),
+        "{}",
+        text(&o)
+    );
+    let mut lines = common::committed_lines(&d.join("out"));
+    lines.sort();
+    assert_eq!(lines, ["(a,1)", "(a,2)", "(a,3)", "(b,1)", "(c,1)"]);
+}
+
+/// `--socket HOST:PORT` (Flink's `socketTextStream`): lines are counted as they arrive,
+/// checkpoints go on by the interval while the socket is quiet, SIGTERM takes a savepoint at
+/// any moment, and a job restored from it continues the counts.
+#[test]
+fn socket_input_as_the_seed_types_it() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // A job reading from a listener of ours (what `nc -lk 9999` is to the seed); its echoed
+    // lines come back over a channel, waited for with a bound.
+    let start = |extra: &[&str]| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let mut args = vec![
+            "demo",
+            "wordcount",
+            "--socket",
+            &addr,
+            "--echo",
+            "--checkpoint-interval",
+            "200ms",
+            "--stop-with-savepoint",
+        ];
+        args.extend_from_slice(extra);
+        let mut child = std::process::Command::new(common::bin())
+            .current_dir(d)
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let (conn, _) = listener.accept().expect("the job connects");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        (child, conn, rx)
+    };
+    let expect = |rx: &std::sync::mpsc::Receiver<String>, want: &str| -> Vec<String> {
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !seen.iter().any(|l: &String| l == want) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("no {want} within 30 s; saw {seen:?}"),
+            }
+        }
+        seen
+    };
+    let (child, mut conn, rx) = start(&["--output", "out1"]);
+    conn.write_all(b"a b\n").expect("send");
+    expect(&rx, "(b,1)");
+    conn.write_all(b"a\n").expect("send");
+    expect(&rx, "(a,2)");
+    // Quiet for a while: checkpoints go on by the interval.
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    // SIGTERM while the socket is open and quiet: a savepoint, exit 0.
+    // SAFETY: FFI call sending SIGTERM to our own child.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let mut savepoint = String::new();
+    for l in rx.iter() {
+        savepoint = l;
+    }
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("SIGTERM"), "{err}");
+    let checkpoints: u64 = err
+        .split("; ")
+        .find_map(|p| p.split_once(" checkpoint"))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(checkpoints >= 1, "interval checkpoints while quiet: {err}");
+    assert!(
+        d.join(&savepoint).join("_metadata").is_file(),
+        "savepoint {savepoint:?}: {err}"
+    );
+    drop(conn);
+
+    // Restored from the savepoint, on a new socket: the count goes on.
+    let (child, mut conn, rx) = start(&["--output", "out2", "-s", &savepoint]);
+    conn.write_all(b"a\n").expect("send");
+    expect(&rx, "(a,3)");
+    drop(conn); // the stream ends: a last savepoint, exit 0
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -76,6 +76,7 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
     }
     let limit = args.limit.unwrap_or(u64::MAX);
     let mut printed = 0u64;
+    let progress = crate::progress::Progress::counter("comparing", "differences");
     let mut write_error: Option<std::io::Error> = None;
     let summary = diff_snapshots(
         Side {
@@ -106,9 +107,11 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
                 return ControlFlow::Break(());
             }
             printed += 1;
+            progress.inc(1);
             ControlFlow::Continue(())
         },
     )?;
+    drop(progress);
     if let Some(e) = write_error {
         return Err(e.into());
     }

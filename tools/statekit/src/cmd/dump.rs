@@ -46,9 +46,12 @@ pub struct DumpArgs {
     /// user key and value), or of one log file, instead of the state.
     #[arg(long)]
     pub changes: bool,
-    /// Print a JSON array.
-    #[arg(long)]
+    /// Print one JSON document: an array of entries.
+    #[arg(long, conflicts_with = "jsonl")]
     pub json: bool,
+    /// Print JSON lines: one entry object per line (for streaming into other tools).
+    #[arg(long)]
+    pub jsonl: bool,
 }
 
 /// `N`, `A..B` (B excluded) or `A..=B`.
@@ -97,6 +100,10 @@ fn each<T>(
 
 pub(super) struct Out {
     json: bool,
+    jsonl: bool,
+    /// Entries written so far, on standard error when it is a terminal and standard output is
+    /// not (a pipe or a file shows nothing of its own).
+    progress: Option<crate::progress::Progress>,
     printed: u64,
     limit: u64,
     /// An entry was left out because of `--limit`.
@@ -105,9 +112,13 @@ pub(super) struct Out {
 }
 
 impl Out {
-    fn new(json: bool, limit: Option<u64>) -> Self {
+    fn new(json: bool, jsonl: bool, limit: Option<u64>) -> Self {
+        use std::io::IsTerminal;
         Out {
             json,
+            jsonl,
+            progress: (!std::io::stdout().is_terminal())
+                .then(|| crate::progress::Progress::counter("dumping", "entries")),
             printed: 0,
             limit: limit.unwrap_or(u64::MAX),
             limited: false,
@@ -123,7 +134,9 @@ impl Out {
         }
         // The JSON array opens with its first element, so an error before any output
         // leaves standard output empty.
-        let r = if self.json {
+        let r = if self.jsonl {
+            writeln!(self.out, "{json}")
+        } else if self.json {
             let sep = if self.printed == 0 { "[\n" } else { ",\n" };
             write!(self.out, "{sep}  {json}")
         } else {
@@ -131,6 +144,9 @@ impl Out {
         };
         r.map_err(|e| StateError::io("standard output", e))?;
         self.printed += 1;
+        if let Some(p) = &self.progress {
+            p.inc(1);
+        }
         Ok(ControlFlow::Continue(()))
     }
 
@@ -146,7 +162,8 @@ impl Out {
             }
         }
         self.out.flush()?;
-        if !self.json {
+        self.progress = None;
+        if !self.json && !self.jsonl {
             let noun = crate::render::noun(total.unwrap_or(self.printed), what);
             match total {
                 Some(t) if self.limited && t > self.printed => eprintln!("{} of {t} {noun}", self.printed),
@@ -173,7 +190,7 @@ fn dump_changes(args: &DumpArgs) -> Result<ExitCode> {
         state: args.state.clone(),
         key,
     };
-    let mut out = Out::new(args.json, args.limit);
+    let mut out = Out::new(args.json, args.jsonl, args.limit);
     super::changelog::dump_changes(&args.path, args.uid.as_deref(), &filter, &mut |text, json| {
         Ok(out.emit(text, json)?.is_continue() && out.printed < out.limit)
     })?;
@@ -197,7 +214,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let mut reader = super::open_reader(&args.path, &Default::default())?;
     reader.load_state_schema()?;
     let op = reader.operator(uid)?.clone();
-    let mut out = Out::new(args.json, args.limit);
+    let mut out = Out::new(args.json, args.jsonl, args.limit);
     let mut changelog_note: Option<String> = None;
     let mut total: Option<u64> = None;
     let mut damaged: Vec<(u32, String)> = Vec::new();

@@ -53,7 +53,9 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
     if let Some(p) = base.as_local() {
         args.dir = p.to_path_buf();
     }
+    let spinner = crate::progress::Progress::spinner(&format!("looking for garbage under {}", args.dir.display()));
     let plan = plan_gc_at(&base, args.min_age)?;
+    drop(spinner);
     let bytes = plan.orphan_bytes();
     let mut deleted = None;
     let nothing = plan.orphans.is_empty() && plan.empty_dirs.is_empty();
@@ -81,7 +83,12 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
         }
     };
     if delete {
+        let spinner = crate::progress::Progress::spinner(&format!(
+            "deleting {}",
+            crate::render::count(plan.orphans.len() as u64, "file")
+        ));
         deleted = Some(apply_gc_at(&base, &plan)?);
+        drop(spinner);
     }
     if args.json {
         let doc = json!({

@@ -251,10 +251,20 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         stored => statekit_snapshot::find_snapshots_at(stored, 4)?,
     };
     let found = arrange(found, args.sort, args.job.as_deref());
+    let progress = args
+        .verify
+        .then(|| crate::progress::Progress::counter("verifying", "snapshots"));
     let verified: Vec<Option<Result<(), String>>> = found
         .iter()
-        .map(|f| (args.verify && f.complete).then(|| verify_status(&f.path)))
+        .map(|f| {
+            let v = (args.verify && f.complete).then(|| verify_status(&f.path));
+            if let Some(p) = &progress {
+                p.inc(1);
+            }
+            v
+        })
         .collect();
+    drop(progress);
     let any_broken = found
         .iter()
         .zip(&verified)
@@ -713,7 +723,9 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     // A structurally unsound `_metadata` (which every other command refuses) is still
     // verified: its problems are listed with those of its files, but the state is not decoded
     // further (native databases, changelog replay) from metadata that cannot be trusted.
+    let spinner = crate::progress::Progress::spinner(&format!("verifying {}", args.path.display()));
     let (reader, v) = statekit_snapshot::verify_location(&super::location(&args.path)?)?;
+    drop(spinner);
     let problems: Vec<String> = v.problems.iter().map(ToString::to_string).collect();
     let problems_json: Vec<serde_json::Value> = v.problems.iter().map(crate::render::problem_json).collect();
     let (files, bytes, entries) = (v.files, v.bytes, v.entries);

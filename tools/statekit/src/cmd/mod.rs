@@ -29,7 +29,25 @@ pub(crate) fn location(path: &Path) -> Result<Location> {
 /// Opens the snapshot `path` names, wherever it is ([`location`]).
 pub(crate) fn open_reader(path: &Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
     Ok(match location(path)? {
-        Location::Local(p) => SnapshotReader::open_with(&p, flink)?,
+        Location::Local(p) => match SnapshotReader::open_with(&p, flink) {
+            Ok(r) => r,
+            // A directory of snapshots (`statekit-data`, a checkpoint base, a job directory)
+            // is not one: say which command lists them.
+            Err(e) if p.is_dir() && !statekit_checkpoint::has_metadata(&p) => {
+                let n = statekit_snapshot::find_snapshots(&p, 4).len();
+                if n == 0 {
+                    return Err(e.into());
+                }
+                anyhow::bail!(
+                    "{} is a directory of snapshots ({}), not one: list them with `statekit ls {}`, then name one (or browse them with `statekit inspect {}`)",
+                    p.display(),
+                    crate::render::count(n as u64, "snapshot"),
+                    p.display(),
+                    p.display()
+                )
+            }
+            Err(e) => return Err(e.into()),
+        },
         l => SnapshotReader::open_location(&l, flink)?,
     })
 }

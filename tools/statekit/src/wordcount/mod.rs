@@ -55,9 +55,15 @@ pub struct WordcountArgs {
     /// `statekit check SNAPSHOT --against` reads) and exit without running.
     #[arg(long)]
     pub print_schema: bool,
-    /// Input text file (default: a small built-in text).
+    /// Input text file (default: a small built-in text); `-` reads standard input as a
+    /// stream, each line processed as it arrives.
     #[arg(long)]
     pub input: Option<PathBuf>,
+    /// Read lines from a TCP socket, as Flink's `socketTextStream` (connects to HOST:PORT:
+    /// run `nc -lk 9999` first, then type words there), each line processed as it arrives;
+    /// checkpoints go on by the interval, SIGTERM stops (with a savepoint if asked).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "input")]
+    pub socket: Option<String>,
     /// Output directory: committed part files are plain files here; pending ones stay in
     /// `.pending/` until their checkpoint completes.
     #[arg(long, default_value = "statekit-data/output")]
@@ -459,7 +465,10 @@ pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
             bail!("--savepoint-format native needs --backend rocksdb");
         }
     }
-    let source = WordSource::open(args.input.as_deref())?;
+    let source = match &args.socket {
+        Some(addr) => WordSource::socket(addr)?,
+        None => WordSource::open(args.input.as_deref())?,
+    };
 
     let checkpoint_base = crate::cmd::location(&args.checkpoint_dir)?;
     if args.guarantee == Guarantee::AtMostOnce && checkpoint_base.as_local().is_none() {
@@ -622,6 +631,14 @@ pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
     if start.is_none() && args.guarantee == Guarantee::AtMostOnce {
         start = read_auto_committed_offset(&args.checkpoint_dir, &source.name)?;
     }
+    if source.is_stream() {
+        if let Some(s) = start {
+            eprintln!(
+                "note: {} is a stream: it cannot replay what it sent before (restored offset {s}); counting goes on with new input",
+                source.name
+            );
+        }
+    }
     source.seek(start.unwrap_or(0));
 
     let next_checkpoint = restored_id + 1;
@@ -721,14 +738,26 @@ impl Job {
         let stop = Arc::new(AtomicBool::new(false));
         signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())
             .context("cannot install the SIGTERM handler")?;
+        // Ctrl-C stops as SIGTERM does (a last checkpoint, or the savepoint); a second one
+        // ends the process at once (exit 130).
+        signal_hook::flag::register_conditional_shutdown(signal_hook::consts::SIGINT, 130, stop.clone())
+            .and_then(|_| signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone()))
+            .context("cannot install the SIGINT handler")?;
         let every = self.args.checkpoint_every;
         let mut records = 0u64;
         let mut prev: Option<String> = None;
         let at_most_once = self.args.guarantee == Guarantee::AtMostOnce;
         let mut batch_end = 0u64;
+        // A bar of the input's bytes when it is large (standard error, on a terminal only).
+        let progress = match self.source.len() {
+            Some(n) if n >= 8 << 20 => crate::progress::Progress::bytes("counting words", n),
+            Some(_) => crate::progress::Progress::spinner("counting words"),
+            None => crate::progress::Progress::counter("counting words from a stream", "words"),
+        };
         loop {
             if stop.load(Ordering::SeqCst) {
-                eprintln!("SIGTERM: stopping");
+                drop(progress);
+                eprintln!("SIGTERM (or Ctrl-C): stopping");
                 break;
             }
             if at_most_once && records == batch_end {
@@ -738,9 +767,28 @@ impl Job {
                 batch_end += every;
             }
             let position = self.source.offset();
-            let Some(word) = self.source.next_word() else {
-                break;
+            let word = match self.source.next(std::time::Duration::from_millis(100))? {
+                source::Next::Word(w) => w,
+                source::Next::End => break,
+                // A stream with nothing new: checkpoints still go by the interval.
+                source::Next::Idle => {
+                    let due = self
+                        .args
+                        .checkpoint_interval
+                        .is_some_and(|d| self.last_checkpoint.elapsed() >= d);
+                    if !at_most_once && due {
+                        self.checkpoint(false)?;
+                    }
+                    self.maintain()?;
+                    continue;
+                }
             };
+            if records.is_multiple_of(4096) {
+                match self.source.len() {
+                    Some(_) => progress.set(self.source.offset()),
+                    None => progress.set(records),
+                }
+            }
             self.process(&word, position)?;
             if let Some(p) = &prev {
                 let p = p.clone();
@@ -811,13 +859,19 @@ impl Job {
     }
 
     fn auto_commit_ahead(&self, every: u64) -> Result<()> {
-        let mut probe = WordSource::open(self.args.input.as_deref())?;
-        probe.seek(self.source.offset());
-        for _ in 0..every {
-            if probe.next_word().is_none() {
-                break;
+        // A stream cannot be read ahead (nor replayed): its position as it is.
+        let ahead = if self.source.is_stream() {
+            self.source.offset()
+        } else {
+            let mut probe = WordSource::open(self.args.input.as_deref())?;
+            probe.seek(self.source.offset());
+            for _ in 0..every {
+                if probe.next_word().is_none() {
+                    break;
+                }
             }
-        }
+            probe.offset()
+        };
         let path = auto_commit_path(&self.args.checkpoint_dir, &self.source.name);
         let dir = path.parent().unwrap_or(Path::new("."));
         let storage = LocalStorage::new(dir);
@@ -825,7 +879,7 @@ impl Job {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        storage.put_atomic(&name, &probe.offset().to_be_bytes())?;
+        storage.put_atomic(&name, &ahead.to_be_bytes())?;
         Ok(())
     }
 
