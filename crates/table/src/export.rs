@@ -256,14 +256,7 @@ pub fn export_to(
             path: PathBuf::from(&url),
         });
     }
-    let io = |p: &Path, e: std::io::Error| TableError::Io {
-        path: p.to_path_buf(),
-        source: e,
-    };
-    let scratch = tempfile::Builder::new()
-        .prefix(".statekit-export-")
-        .tempdir()
-        .map_err(|e| io(&std::env::temp_dir(), e))?;
+    let scratch = crate::scratch_dir(".statekit-export-")?;
     let local = scratch.path().join("tables");
     let summary = export_snapshot(reader, &local, options, progress)?;
     // On a failure the upload deletes what it wrote.
@@ -315,10 +308,7 @@ pub fn export_shard_to(
         path: p.to_path_buf(),
         source: e,
     };
-    let scratch = tempfile::Builder::new()
-        .prefix(".statekit-export-shard-")
-        .tempdir()
-        .map_err(|e| io(&std::env::temp_dir(), e))?;
+    let scratch = crate::scratch_dir(".statekit-export-shard-")?;
     let local = scratch.path().join("tables");
     std::fs::create_dir_all(&local).map_err(|e| io(&local, e))?;
     let summary = export_into(reader, &local, &operators, options, &wanted, progress)?;

@@ -191,13 +191,7 @@ pub fn import_to(
         }
         storage.delete_dir_all(&prefix)?;
     }
-    let scratch = tempfile::Builder::new()
-        .prefix(".statekit-import-")
-        .tempdir()
-        .map_err(|e| TableError::Io {
-            path: std::env::temp_dir(),
-            source: e,
-        })?;
+    let scratch = crate::scratch_dir(".statekit-import-")?;
     let job = Job {
         operators: &operators,
         job_id: &job_id,

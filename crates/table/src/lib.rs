@@ -45,3 +45,15 @@ pub use table_file::{
 
 /// Re-exported: the Arrow record batch the tables are made of.
 pub use arrow_array::RecordBatch;
+
+/// A local temporary directory (removed when dropped) for staging work on its way to an
+/// object store: tables exported before their upload, sort runs of an import.
+pub(crate) fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir, TableError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| TableError::Io {
+            path: std::env::temp_dir(),
+            source: e,
+        })
+}

@@ -810,3 +810,19 @@ fn socket_input_as_the_seed_types_it() {
     let o = child.wait_with_output().expect("wait");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// `show` (and every command taking one snapshot) of a directory of snapshots says so and
+/// names `ls`.
+#[test]
+fn a_directory_of_snapshots_points_to_ls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    ok(d, &["demo", "wordcount", "--stop-with-savepoint"]);
+    let o = run(d, &["show", "statekit-data"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("directory of snapshots") && err.contains("statekit ls statekit-data"),
+        "{err}"
+    );
+}

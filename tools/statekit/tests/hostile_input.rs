@@ -100,29 +100,7 @@ fn inspect_cmd(path: &Path, size: &str, page: Option<&str>) -> Command {
 /// `statekit` ends: `error: …` and exit 2.
 #[test]
 fn inspector_child() {
-    let Ok(spec) = std::env::var(INSPECT_CHILD) else {
-        return;
-    };
-    let run = || -> anyhow::Result<()> {
-        let mut parts = spec.split('\t');
-        let path = PathBuf::from(parts.next().unwrap_or_default());
-        let (w, h) = parts
-            .next()
-            .and_then(|s| s.split_once('x'))
-            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
-            .ok_or_else(|| anyhow::anyhow!("{INSPECT_CHILD}: no COLSxROWS"))?;
-        let mut inspector = statekit::tui::headless::Headless::open(&path, None, (w, h))?;
-        println!("{}", inspector.draw()?);
-        if let Some((uid, state)) = parts.next().and_then(|p| p.split_once('/')) {
-            inspector.open_state(uid, state)?;
-            println!("{}", inspector.draw()?);
-        }
-        Ok(())
-    };
-    if let Err(e) = run() {
-        eprintln!("error: {e:#}");
-        std::process::exit(2);
-    }
+    common::inspector_child(INSPECT_CHILD);
 }
 
 /// A clean failure: exit 2, no panic, one `error:` line mentioning `needle`.

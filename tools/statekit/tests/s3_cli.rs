@@ -113,6 +113,27 @@ fn read_commands_answer_as_on_local_disk() {
     let (o, _) = run_s3(&moto, dir.path(), &["verify", &url]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
+    // query (SQL over the snapshot) and ls of the prefix: the same answers.
+    let sql = "SELECT key, value FROM \"counter\".\"count\" ORDER BY key";
+    let (r, _) = run_s3(&moto, dir.path(), &["query", &url, sql, "--format", "csv"]);
+    let l = run(dir.path(), &["query", &local, sql, "--format", "csv"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(r.stdout, l.stdout);
+    let items = ls_json(&moto, dir.path(), &format!("s3://{BUCKET}/savepoints"));
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["status"], "not verified", "{items:?}");
+    let (o, _) = run_s3(
+        &moto,
+        dir.path(),
+        &["ls", &format!("s3://{BUCKET}/savepoints"), "--verify", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("\"status\": \"ok\""),
+        "{}",
+        text(&o)
+    );
+
     // schema, diff against the local copy, convert and export read from S3; output is local.
     let (r, _) = run_s3(&moto, dir.path(), &["schema", &url, "--json"]);
     let l = run(dir.path(), &["schema", &local, "--json"]);
@@ -962,29 +983,7 @@ fn inspect_frames(moto: &Moto, path: &str, page: Option<&str>) -> (Option<i32>, 
 /// The child of [`inspect_frames`] (without its variable: nothing to do).
 #[test]
 fn inspector_child() {
-    let Ok(spec) = std::env::var(INSPECT_CHILD) else {
-        return;
-    };
-    let run = || -> anyhow::Result<()> {
-        let mut parts = spec.split('\t');
-        let path = PathBuf::from(parts.next().unwrap_or_default());
-        let (w, h) = parts
-            .next()
-            .and_then(|s| s.split_once('x'))
-            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
-            .ok_or_else(|| anyhow::anyhow!("{INSPECT_CHILD}: no COLSxROWS"))?;
-        let mut inspector = statekit::tui::headless::Headless::open(&path, None, (w, h))?;
-        println!("{}", inspector.draw()?);
-        if let Some((uid, state)) = parts.next().and_then(|p| p.split_once('/')) {
-            inspector.open_state(uid, state)?;
-            println!("{}", inspector.draw()?);
-        }
-        Ok(())
-    };
-    if let Err(e) = run() {
-        eprintln!("error: {e:#}");
-        std::process::exit(2);
-    }
+    common::inspector_child(INSPECT_CHILD);
 }
 
 /// `statekit inspect` on S3: a savepoint by URL opens to its operators and pages through a

@@ -146,44 +146,36 @@ pub fn finish_shards(args: FinishShardsArgs) -> Result<ExitCode> {
         .list(&shards_dir)?
         .iter()
         .any(|e| e.name.ends_with(statekit_table::EXPORT_MANIFEST_SUFFIX));
-    if is_export {
+    // What was written: (file, counts as JSON fields, counts as words).
+    let (file, counts, words) = if is_export {
         let doc = statekit_table::finish_export_shards(&output, args.shards)?;
         let tables = doc["tables"].as_array().map_or(0, Vec::len);
-        if args.json {
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&json!({
-                    "output": output.display(),
-                    "shards": args.shards,
-                    "tables": tables,
-                }))?
-            );
-        } else {
-            outln!(
-                "{output}: _tables.json written from {} shards ({tables} tables)",
-                args.shards
-            );
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let meta = statekit_migrate::finish_shards(&output, args.shards)?;
-    let subtasks: usize = meta.operators.iter().map(|o| o.subtasks.len()).sum();
-    if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "output": output.display(),
-                "shards": args.shards,
-                "operators": meta.operators.len(),
-                "subtasks": subtasks,
-            }))?
-        );
+        (
+            "_tables.json",
+            json!({ "tables": tables }),
+            crate::render::count(tables as u64, "table"),
+        )
     } else {
-        outln!(
-            "{output}: _metadata written from {} shards ({} operators, {subtasks} subtasks)",
-            args.shards,
-            meta.operators.len()
-        );
+        let meta = statekit_migrate::finish_shards(&output, args.shards)?;
+        let subtasks: usize = meta.operators.iter().map(|o| o.subtasks.len()).sum();
+        (
+            "_metadata",
+            json!({ "operators": meta.operators.len(), "subtasks": subtasks }),
+            format!(
+                "{}, {}",
+                crate::render::count(meta.operators.len() as u64, "operator"),
+                crate::render::count(subtasks as u64, "subtask")
+            ),
+        )
+    };
+    if args.json {
+        let mut doc = json!({ "output": output.display(), "shards": args.shards });
+        if let (Some(d), Some(c)) = (doc.as_object_mut(), counts.as_object()) {
+            d.extend(c.clone());
+        }
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        outln!("{output}: {file} written from {} shards ({words})", args.shards);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -39,7 +39,7 @@ pub(crate) fn open_reader(path: &Path, flink: &statekit_flink::FlinkOpenOptions)
                     return Err(e.into());
                 }
                 anyhow::bail!(
-                    "{} is a directory of snapshots ({}), not one: list them with `statekit ls {}`, then name one (or browse them with `statekit inspect {}`)",
+                    "{} has no _metadata: it is a directory of snapshots ({}), not one: list them with `statekit ls {}`, then name one (or browse them with `statekit inspect {}`)",
                     p.display(),
                     crate::render::count(n as u64, "snapshot"),
                     p.display(),

@@ -158,6 +158,8 @@ pub enum Action {
     PromptInput(char),
     /// Backspace in a prompt.
     PromptBackspace,
+    /// Ctrl-U in a prompt: clears it.
+    PromptClear,
     /// Enter in a prompt.
     PromptSubmit,
     /// Esc in a prompt.
@@ -787,11 +789,11 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             } else {
                 PromptKind::Filter
             };
-            let text = match kind {
-                PromptKind::Search => String::new(),
-                PromptKind::Filter => app.filter().to_string(),
-            };
-            app.prompt = Some(Prompt { kind, text });
+            // Opens empty (the filter in force shows in the title; an empty filter clears it).
+            app.prompt = Some(Prompt {
+                kind,
+                text: String::new(),
+            });
             None
         }
         Action::PromptInput(c) => {
@@ -803,6 +805,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
         Action::PromptBackspace => {
             if let Some(p) = app.prompt.as_mut() {
                 p.text.pop();
+            }
+            None
+        }
+        Action::PromptClear => {
+            if let Some(p) = app.prompt.as_mut() {
+                p.text.clear();
             }
             None
         }

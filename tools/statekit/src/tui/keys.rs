@@ -18,6 +18,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("/", "search entries by key (exact key first), lists by name"),
     ("n / N", "next / previous match"),
     ("f", "filter entries by their text, lists by name; empty: off"),
+    ("Ctrl-U", "in the search or filter prompt: clear it"),
     ("x", "typed values / hex bytes"),
     ("m", "metadata pane: sizes, bytes per key group"),
     ("d", "diff: mark the base snapshot; d on another diffs them"),
@@ -41,6 +42,7 @@ pub fn action_for(app: &App, key: KeyEvent) -> Option<Action> {
             KeyCode::Esc => Some(Action::PromptCancel),
             KeyCode::Enter => Some(Action::PromptSubmit),
             KeyCode::Backspace => Some(Action::PromptBackspace),
+            KeyCode::Char('u') if ctrl => Some(Action::PromptClear),
             KeyCode::Char(c) if !ctrl => Some(Action::PromptInput(c)),
             _ => None,
         };

@@ -80,6 +80,7 @@ impl Harness {
                     "PgDn" => KeyCode::PageDown,
                     "PgUp" => KeyCode::PageUp,
                     "BS" => KeyCode::Backspace,
+                    "C-u" => KeyCode::Null,
                     other => panic!("unknown key <{other}>"),
                 };
                 (code, end + 1)
@@ -87,7 +88,13 @@ impl Harness {
                 (KeyCode::Char(c), c.len_utf8())
             };
             rest = &rest[len..];
-            if let Some(a) = action_for(&self.app, KeyEvent::new(code, KeyModifiers::NONE)) {
+            // `<C-u>`: Ctrl-U.
+            let event = if code == KeyCode::Null {
+                KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)
+            } else {
+                KeyEvent::new(code, KeyModifiers::NONE)
+            };
+            if let Some(a) = action_for(&self.app, event) {
                 self.act(a);
             }
         }
@@ -470,12 +477,18 @@ fn filter_lists_and_entries() {
     h.keys("fvalue=5<Enter>");
     assert_eq!(h.keys_on_page(), vec!["\"erin\""]);
     assert!(h.screen().contains("[filter: value=5]"));
-    // The prompt starts with the current filter.
-    h.keys("fzzz<Enter>");
-    assert_eq!(h.app.filter(), "value=5zzz");
+    // The prompt opens empty: what is typed replaces the filter in force.
+    h.keys("f");
+    assert_eq!(h.app.prompt.as_ref().map(|p| p.text.as_str()), Some(""));
+    h.keys("zzz<Enter>");
+    assert_eq!(h.app.filter(), "zzz");
     assert!(h.keys_on_page().is_empty());
     assert!(h.screen().contains("no entries match the filter"));
-    h.keys("f<BS><BS><BS><BS><BS><BS><BS><BS><BS><BS><Enter>");
+    // Ctrl-U clears what was typed; an empty filter turns it off.
+    h.keys("fabc<C-u>");
+    assert_eq!(h.app.prompt.as_ref().map(|p| p.text.as_str()), Some(""));
+    h.keys("<Enter>");
+    assert_eq!(h.app.filter(), "");
     assert_eq!(h.keys_on_page().len(), 8);
     // Esc in a prompt cancels it.
     h.keys("fabc<Esc>");

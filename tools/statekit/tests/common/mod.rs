@@ -148,3 +148,34 @@ pub fn big_savepoint(
     writer.finish().expect("finish");
     dir.join(name)
 }
+
+/// The body of an inspector child test: when the environment variable `var` holds `PATH`, a
+/// tab, `COLSxROWS` (and optionally a tab and `UID/STATE`), opens the inspector on an
+/// in-memory terminal as `statekit inspect PATH` does, prints its first complete frame (and
+/// the first page of that state), and ends as `statekit` ends on an error: `error: …`, exit
+/// 2. Without the variable: nothing (the test binary runs it as a plain test too).
+pub fn inspector_child(var: &str) {
+    let Ok(spec) = std::env::var(var) else {
+        return;
+    };
+    let run = || -> anyhow::Result<()> {
+        let mut parts = spec.split('\t');
+        let path = std::path::PathBuf::from(parts.next().unwrap_or_default());
+        let (w, h) = parts
+            .next()
+            .and_then(|s| s.split_once('x'))
+            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+            .ok_or_else(|| anyhow::anyhow!("{var}: no COLSxROWS"))?;
+        let mut inspector = statekit::tui::headless::Headless::open(&path, None, (w, h))?;
+        println!("{}", inspector.draw()?);
+        if let Some((uid, state)) = parts.next().and_then(|p| p.split_once('/')) {
+            inspector.open_state(uid, state)?;
+            println!("{}", inspector.draw()?);
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}

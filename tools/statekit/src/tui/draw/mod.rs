@@ -215,9 +215,11 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
         ScreenState::OpState(v) => crumbs.push(v.desc.name.clone()),
         _ => {}
     }
+    // Narrow: the path loses its middle, so where it starts and where you are both show.
+    let room = usize::from(area.width).saturating_sub(" statekit inspect ".len());
     let line = Line::from(vec![
         Span::styled(" statekit inspect ", Style::new().add_modifier(Modifier::BOLD)),
-        Span::raw(crumbs.join(" › ")),
+        Span::raw(lists::elide_middle(&crumbs.join(" › "), room)),
     ]);
     f.render_widget(
         Paragraph::new(line).style(Style::new().bg(Color::Blue).fg(Color::White)),

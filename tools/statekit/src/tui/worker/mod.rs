@@ -558,30 +558,10 @@ impl Worker {
                 };
                 out(Msg::Opened { gen, result });
             }
-            Request::Page { gen, query, at, select } => match self.page(gen, &query, &at, out) {
-                Ok(page) => {
-                    let note = (!page.damaged.is_empty()).then(|| {
-                        // The key group and where first: a status line is one row.
-                        format!("BROKEN, skipped (entries around it shown): {}", page.damaged.join("; "))
-                    });
-                    out(Msg::Page {
-                        gen,
-                        result: Ok(page),
-                        select,
-                        note,
-                    })
-                }
-                Err(fail) => {
-                    if let Some(e) = fail.message() {
-                        out(Msg::Page {
-                            gen,
-                            result: Err(e),
-                            select,
-                            note: None,
-                        })
-                    }
-                }
-            },
+            Request::Page { gen, query, at, select } => {
+                let r = self.page(gen, &query, &at, out);
+                page_message(gen, r, select, None, out);
+            }
             Request::Search {
                 gen,
                 query,
@@ -592,24 +572,7 @@ impl Worker {
             } => match self.search(gen, &query, &text, exact_first, &from, direction, out) {
                 Ok(Some((cursor, note))) => {
                     let r = self.page(gen, &query, &PageAt::From(cursor), out);
-                    match r {
-                        Ok(page) => out(Msg::Page {
-                            gen,
-                            result: Ok(page),
-                            select: 0,
-                            note,
-                        }),
-                        Err(fail) => {
-                            if let Some(e) = fail.message() {
-                                out(Msg::Page {
-                                    gen,
-                                    result: Err(e),
-                                    select: 0,
-                                    note: None,
-                                })
-                            }
-                        }
-                    }
+                    page_message(gen, r, 0, note, out);
                 }
                 Ok(None) => out(Msg::NotFound { gen, text }),
                 Err(Fail::Cancelled) => {}
@@ -1003,6 +966,40 @@ fn scan_dir(root: &Path) -> Result<Vec<SnapshotRow>, String> {
             }
         })
         .collect())
+}
+
+/// Reports a page read (`note`: what the status line says with it; a page that skipped
+/// damaged key groups says that instead); a cancelled read reports nothing.
+fn page_message(gen: u64, r: Result<Page, Fail>, select: usize, note: Option<String>, out: &mut dyn FnMut(Msg)) {
+    match r {
+        Ok(page) => {
+            let note = if page.damaged.is_empty() {
+                note
+            } else {
+                // The key group and where first: a status line is one row.
+                Some(format!(
+                    "BROKEN, skipped (entries around it shown): {}",
+                    page.damaged.join("; ")
+                ))
+            };
+            out(Msg::Page {
+                gen,
+                result: Ok(page),
+                select,
+                note,
+            })
+        }
+        Err(fail) => {
+            if let Some(e) = fail.message() {
+                out(Msg::Page {
+                    gen,
+                    result: Err(e),
+                    select,
+                    note: None,
+                })
+            }
+        }
+    }
 }
 
 /// A [`Worker`] on its own thread.
