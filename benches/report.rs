@@ -27,6 +27,7 @@
 //! same state, with the space amplification of the log.
 
 mod changelog;
+mod flink;
 
 use statekit_benches as w;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -58,6 +59,8 @@ struct Opts {
     checkpoint_rounds: Option<usize>,
     /// RocksDB's level-0 compaction trigger in the checkpoint section (None: the profile's).
     l0_trigger: Option<i32>,
+    /// Run only the section beside real Flink (its StateBench and heap footprint).
+    flink_only: bool,
 }
 
 fn parse() -> Opts {
@@ -75,6 +78,7 @@ fn parse() -> Opts {
         checkpoint_state_mb: None,
         checkpoint_rounds: None,
         l0_trigger: None,
+        flink_only: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -112,12 +116,13 @@ fn parse() -> Opts {
                 i += 1;
             }
             "--rocksdb" => o.rocksdb_only = true,
+            "--flink" => o.flink_only = true,
             "--skip-rocksdb" => o.skip_rocksdb = true,
             "--changelog" => o.changelog_only = true,
             "--skip-changelog" => o.skip_changelog = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)"
                 );
                 std::process::exit(0);
             }
@@ -191,12 +196,6 @@ fn state_ops(o: &Opts) {
         mops(n, anchor),
         "M op/s",
         0.3,
-    );
-    println!(
-        "  {:<28} {:>9.2} M op/s  vs Flink 2.3 heap backend ~1.0 M op/s on this machine kind (brief): {:.1}x",
-        "",
-        mops(n, ours),
-        mops(n, ours) / 1.0
     );
     drop(b);
     drop(m);
@@ -689,7 +688,91 @@ fn rocksdb_ops(o: &Opts) {
     );
 }
 
+/// State operations beside real Flink's StateBench (same keys, order, cases, passes), then
+/// memory per `ValueState<Long>` entry beside Flink heap's, all measured in this run.
+fn flink_section(o: &Opts) {
+    let n = o.keys;
+    let flink = match flink::run_statebench(n, &["hashmap", "rocksdb"]) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("\n== beside real Flink: not measured: {e} ==");
+            return;
+        }
+    };
+    println!(
+        "\n== keyed state operations beside real Flink {} (its StateBench, this run): {n} Long keys, Long values, java.util.Random(42) order, 1 thread, median of 3 passes ==",
+        flink.version
+    );
+    println!("  Flink: {}", flink.header);
+    for (case, what) in flink::CASES {
+        println!("  {case:<26} per key: {what}");
+    }
+    let rocks_base = base_dir(o);
+    let rocks_opts = w::rocksdb_options(&rocks_base);
+    let sides: [(&str, &str, f64); 2] = [("heap", "hashmap", 3.0), ("RocksDB", "rocksdb", 1.5)];
+    for (ours_name, flink_name, target) in sides {
+        let ours = if ours_name == "heap" {
+            let mut b = w::backend();
+            flink::statebench_ours(&mut b, n, 3)
+        } else {
+            let mut b = w::rocksdb_backend(&rocks_opts);
+            flink::statebench_ours(&mut b, n, 3)
+        };
+        println!(
+            "  {:<26} {:>12} {:>12} {:>8}   (target >= {target:.1}x)",
+            "case",
+            format!("statekit {ours_name}"),
+            format!("Flink {flink_name}"),
+            "ratio"
+        );
+        for (case, ops) in ours {
+            match flink.rates.get(&(flink_name.to_string(), case.to_string())) {
+                Some(&f) => println!(
+                    "  {case:<26} {:>10.2} M {:>10.2} M {:>7.2}x {}",
+                    ops / 1e6,
+                    f / 1e6,
+                    ops / f,
+                    if ops / f >= target { "ok" } else { "BELOW TARGET" }
+                ),
+                None => println!(
+                    "  {case:<26} {:>10.2} M {:>12} (Flink printed no figure)",
+                    ops / 1e6,
+                    "-"
+                ),
+            }
+        }
+    }
+    // Memory: each side in a fresh process.
+    let footprint_keys = 1_000_000;
+    let ours = std::env::current_exe()
+        .map_err(|e| e.to_string())
+        .and_then(|exe| {
+            std::process::Command::new(exe)
+                .args(["--footprint", &footprint_keys.to_string()])
+                .output()
+                .map_err(|e| e.to_string())
+        })
+        .ok()
+        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse::<f64>().ok());
+    let theirs = flink::flink_bytes_per_entry(footprint_keys);
+    match (ours, theirs) {
+        (Some(ours), Ok(theirs)) => println!(
+            "  memory per entry of {footprint_keys} ValueState<Long>: statekit heap {ours:.1} B (RSS growth) vs Flink heap backend {theirs:.1} B (heap after GC): {:.2} of Flink's (target <= 0.33) {}",
+            ours / theirs,
+            if ours / theirs <= 1.0 / 3.0 { "ok" } else { "ABOVE TARGET" }
+        ),
+        (ours, theirs) => println!("  memory per entry: not measured (statekit: {ours:?}, Flink: {theirs:?})"),
+    }
+}
+
 fn main() {
+    // `report --footprint N`: the child that measures the heap backend's RSS growth alone.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--footprint") {
+        let n = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(1_000_000);
+        println!("{:.1}", flink::heap_bytes_per_entry(n));
+        return;
+    }
     let o = parse();
     println!(
         "statekit benchmark report — release build, 1 thread; each figure beside its anchor from this run (best of {})",
@@ -701,6 +784,10 @@ fn main() {
     }
     if o.changelog_only {
         changelog::changelog(&o);
+        return;
+    }
+    if o.flink_only {
+        flink_section(&o);
         return;
     }
     if !o.rocksdb_only {
