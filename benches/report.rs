@@ -61,6 +61,8 @@ struct Opts {
     l0_trigger: Option<i32>,
     /// Run only the section beside real Flink (its StateBench and heap footprint).
     flink_only: bool,
+    /// With `--flink`: statekit's side only, Flink not run (for profiling; prints no ratios).
+    ours_only: bool,
 }
 
 fn parse() -> Opts {
@@ -79,6 +81,7 @@ fn parse() -> Opts {
         checkpoint_rounds: None,
         l0_trigger: None,
         flink_only: false,
+        ours_only: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -117,12 +120,13 @@ fn parse() -> Opts {
             }
             "--rocksdb" => o.rocksdb_only = true,
             "--flink" => o.flink_only = true,
+            "--ours-only" => o.ours_only = true,
             "--skip-rocksdb" => o.skip_rocksdb = true,
             "--changelog" => o.changelog_only = true,
             "--skip-changelog" => o.skip_changelog = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--ours-only]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)"
                 );
                 std::process::exit(0);
             }
@@ -692,7 +696,16 @@ fn rocksdb_ops(o: &Opts) {
 /// memory per `ValueState<Long>` entry beside Flink heap's, all measured in this run.
 fn flink_section(o: &Opts) {
     let n = o.keys;
-    let flink = match flink::run_statebench(n, &["hashmap", "rocksdb"]) {
+    let flink = if o.ours_only {
+        Ok(flink::FlinkStateBench {
+            header: "not run (--ours-only)".into(),
+            version: "-".into(),
+            rates: Default::default(),
+        })
+    } else {
+        flink::run_statebench(n, &["hashmap", "rocksdb"])
+    };
+    let flink = match flink {
         Ok(f) => f,
         Err(e) => {
             println!("\n== beside real Flink: not measured: {e} ==");
@@ -711,6 +724,9 @@ fn flink_section(o: &Opts) {
     let rocks_opts = w::rocksdb_options(&rocks_base);
     let sides: [(&str, &str, f64); 2] = [("heap", "hashmap", 3.0), ("RocksDB", "rocksdb", 1.5)];
     for (ours_name, flink_name, target) in sides {
+        if (ours_name == "heap" && o.rocksdb_only) || (ours_name == "RocksDB" && o.skip_rocksdb) {
+            continue;
+        }
         let ours = if ours_name == "heap" {
             let mut b = w::backend();
             flink::statebench_ours(&mut b, n, 3)
@@ -741,6 +757,9 @@ fn flink_section(o: &Opts) {
                 ),
             }
         }
+    }
+    if o.ours_only {
+        return;
     }
     // Memory: each side in a fresh process.
     let footprint_keys = 1_000_000;
