@@ -75,11 +75,14 @@ pub enum AnyBackend {
     ChangelogRocksDb(Box<statekit_changelog::ChangelogBackend<statekit_rocksdb::RocksDbBackend>>),
 }
 
-/// RocksDB options small enough for tests that hold many databases at once.
+/// RocksDB options small enough for tests that hold many databases at once. The write-back
+/// cache is tiny, so it fills and is written back every few operations: the model tests run
+/// its every path (hits, misses, eviction, write-back before scans, merges and snapshots).
 pub fn test_rocksdb_options() -> statekit_rocksdb::RocksDbOptions {
     statekit_rocksdb::RocksDbOptions::default()
         .with_block_cache_bytes(4 << 20)
         .with_write_buffer_bytes(1 << 20)
+        .with_write_back_cache_bytes(512)
 }
 
 impl AnyBackend {

@@ -18,6 +18,7 @@ use statekit_core::{
     StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{FileRef, NativeStateStats, NativeStats, ResolvedNativeHandle};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::ControlFlow;
@@ -25,6 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::ingest::{Ingest, BATCH_BYTES};
+use crate::writeback::WriteBack;
 
 /// One registered state.
 struct Registered {
@@ -45,27 +47,109 @@ pub(crate) struct Store {
     write: WriteOptions,
     /// CRC32 of the SST files ingested, taken as they were written.
     pub(crate) written_crcs: crate::ingest::WrittenCrcs,
+    /// Point reads and writes in front of RocksDB (`crate::writeback`).
+    cache: RefCell<WriteBack>,
 }
 
 impl Store {
-    fn inner(&self) -> &Arc<Inner> {
+    /// The database, after writing back what the cache holds: for reading it directly.
+    fn inner(&self) -> Result<&Arc<Inner>, StateError> {
+        self.sync()?;
+        Ok(self.cfs.borrow_owner())
+    }
+
+    /// The database without writing the cache back: for properties and paths only.
+    fn inner_unsynced(&self) -> &Arc<Inner> {
         self.cfs.borrow_owner()
+    }
+
+    /// Writes every dirty cached entry to RocksDB in one batch (each state's in key order).
+    /// After it, RocksDB holds the backend's state; the cache keeps its (now clean) entries.
+    pub(crate) fn sync(&self) -> Result<(), StateError> {
+        let mut cache = self.cache.borrow_mut();
+        if !cache.has_dirty() {
+            return Ok(());
+        }
+        self.cfs.with_dependent(|inner, cfs| {
+            let mut batch = WriteBatch::default();
+            cache.for_each_dirty(|s, k, v| {
+                if let Some(cf) = cfs.get(s) {
+                    match v {
+                        Some(v) => batch.put_cf(cf, k, v),
+                        None => batch.delete_cf(cf, k),
+                    }
+                }
+            });
+            inner
+                .db
+                .write_opt(batch, &self.write)
+                .map_err(db_err("write back cached entries"))
+        })?;
+        cache.mark_clean();
+        Ok(())
+    }
+
+    /// [`sync`](Self::sync), then forgets every cached entry: before anything writes to
+    /// RocksDB other than through the cache.
+    fn sync_and_forget(&self) -> Result<(), StateError> {
+        self.sync()?;
+        self.cache.borrow_mut().clear();
+        Ok(())
     }
 
     /// Reads `key` of state `s` and passes the value to `f`; `None` when absent.
     #[inline]
     fn get<R>(&self, s: usize, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, StateError> {
+        {
+            let cache = self.cache.borrow();
+            if let Some(slot) = cache.lookup(s, key) {
+                return Ok(slot.value.as_deref().map(f));
+            }
+        }
         self.cfs.with_dependent(|inner, cfs| {
             let v = inner
                 .db
                 .get_pinned_cf_opt(&cfs[s], key, &self.read)
                 .map_err(db_err("get"))?;
+            let mut cache = self.cache.borrow_mut();
+            if cache.admits(key, v.as_deref()) {
+                if cache.has_room(key, v.as_deref()) {
+                    cache.set(s, key, v.as_deref(), false);
+                } else if cache.missed_while_full() {
+                    // The cache no longer holds the working set: start it afresh.
+                    drop(cache);
+                    self.sync_and_forget()?;
+                    self.cache.borrow_mut().set(s, key, v.as_deref(), false);
+                }
+            }
             Ok(v.map(|v| f(v.as_ref())))
         })
     }
 
+    /// Writes the cache back and empties it when it is over its budget.
+    #[inline]
+    fn evict_if_full(&self) -> Result<(), StateError> {
+        if self.cache.borrow().over_budget() {
+            self.sync_and_forget()?;
+        }
+        Ok(())
+    }
+
     #[inline]
     fn put(&self, s: usize, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        {
+            let mut cache = self.cache.borrow_mut();
+            let cached = cache.lookup(s, key).is_some();
+            if cache.admits(key, Some(value)) && (cached || cache.has_room(key, Some(value))) {
+                cache.set(s, key, Some(value), true);
+                drop(cache);
+                return self.evict_if_full();
+            }
+            if cached {
+                // Too large to cache now: the cached entry is stale.
+                let _ = cache.take(s, key);
+            }
+        }
         self.cfs.with_dependent(|inner, cfs| {
             inner
                 .db
@@ -74,8 +158,11 @@ impl Store {
         })
     }
 
+    /// Merges `operand` into `key` of state `s` in RocksDB (after writing back and
+    /// forgetting the cached entry of that key).
     #[inline]
     fn merge(&self, s: usize, key: &[u8], operand: &[u8]) -> Result<(), StateError> {
+        self.write_back_one(s, key)?;
         self.cfs.with_dependent(|inner, cfs| {
             inner
                 .db
@@ -84,8 +171,33 @@ impl Store {
         })
     }
 
+    /// Writes the cached entry of `key` (if dirty) to RocksDB and forgets it.
+    fn write_back_one(&self, s: usize, key: &[u8]) -> Result<(), StateError> {
+        let slot = self.cache.borrow_mut().take(s, key);
+        let Some(slot) = slot.filter(|slot| slot.dirty) else {
+            return Ok(());
+        };
+        self.cfs.with_dependent(|inner, cfs| match slot.value {
+            Some(v) => inner
+                .db
+                .put_cf_opt(&cfs[s], key, &v, &self.write)
+                .map_err(db_err("put")),
+            None => inner
+                .db
+                .delete_cf_opt(&cfs[s], key, &self.write)
+                .map_err(db_err("delete")),
+        })
+    }
+
     #[inline]
     fn delete(&self, s: usize, key: &[u8]) -> Result<(), StateError> {
+        {
+            let mut cache = self.cache.borrow_mut();
+            if cache.lookup(s, key).is_some() {
+                cache.set(s, key, None, true);
+                return Ok(());
+            }
+        }
         self.cfs.with_dependent(|inner, cfs| {
             inner
                 .db
@@ -99,11 +211,14 @@ impl Store {
         self.cfs.with_dependent(|_, cfs| f(&cfs[s]))
     }
 
+    /// Writes `batch` (made with [`batch`](Self::batch)) after writing the cache back, and
+    /// empties the cache (the batch may change what it holds).
     pub(crate) fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.inner()
+        self.sync_and_forget()?;
+        self.inner_unsynced()
             .db
             .write_opt(batch, &self.write)
             .map_err(db_err("write batch"))
@@ -116,6 +231,7 @@ impl Store {
         opts: &rocksdb::IngestExternalFileOptions,
         paths: Vec<std::path::PathBuf>,
     ) -> Result<(), StateError> {
+        self.sync_and_forget()?;
         self.cfs.with_dependent(|inner, cfs| {
             inner
                 .db
@@ -126,6 +242,7 @@ impl Store {
 
     /// Whether state `s` stores any key in `[low, high)`.
     pub(crate) fn any_in(&self, s: usize, low: &[u8], high: &[u8]) -> Result<bool, StateError> {
+        self.sync()?;
         self.cfs.with_dependent(|inner, cfs| {
             let mut ro = ReadOptions::default();
             ro.set_iterate_upper_bound(high.to_vec());
@@ -145,6 +262,7 @@ impl Store {
         prefix: &[u8],
         mut f: impl FnMut(&[u8], &[u8]) -> Result<(), StateError>,
     ) -> Result<(), StateError> {
+        self.sync()?;
         self.cfs.with_dependent(|inner, cfs| {
             let mut ro = ReadOptions::default();
             if let Some(upper) = prefix_successor(prefix) {
@@ -296,6 +414,7 @@ fn open_store(options: &RocksDbOptions, dir: tempfile::TempDir, existing: bool) 
         read: ReadOptions::default(),
         write,
         written_crcs: Default::default(),
+        cache: RefCell::new(WriteBack::new(options.write_back_cache_bytes)),
     })
 }
 
@@ -335,7 +454,7 @@ impl RocksDbBackend {
         tracing::debug!(
             max_parallelism = config.max_parallelism,
             %range,
-            dir = %store.inner().db.path().display(),
+            dir = %store.inner_unsynced().db.path().display(),
             profile = %options.profile,
             "new RocksDB keyed state backend"
         );
@@ -361,7 +480,7 @@ impl RocksDbBackend {
 
     /// The directory of the working database (`None` once disposed).
     pub fn path(&self) -> Option<&Path> {
-        self.store.as_ref().map(|s| s.inner().db.path())
+        self.store.as_ref().map(|s| s.inner_unsynced().db.path())
     }
 
     /// Identifies this backend instance in native handles.
@@ -387,6 +506,7 @@ impl RocksDbBackend {
     /// Flushes every memtable to SST files.
     pub fn flush(&self) -> Result<(), StateError> {
         let store = live_store(&self.store)?;
+        store.sync()?;
         store
             .cfs
             .with_dependent(|inner, cfs| {
@@ -418,7 +538,7 @@ impl RocksDbBackend {
     /// True while RocksDB has flushes or compactions running or pending (any column family).
     pub fn background_work_pending(&self) -> Result<bool, StateError> {
         let store = live_store(&self.store)?;
-        let db = &store.inner().db;
+        let db = &store.inner_unsynced().db;
         for p in [
             rocksdb::properties::NUM_RUNNING_COMPACTIONS,
             rocksdb::properties::NUM_RUNNING_FLUSHES,
@@ -458,6 +578,7 @@ impl RocksDbBackend {
     /// with earlier ones.
     pub fn compact(&self) -> Result<(), StateError> {
         let store = live_store(&self.store)?;
+        store.sync()?;
         store.cfs.with_dependent(|inner, cfs| {
             for cf in cfs.iter() {
                 inner.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
@@ -555,7 +676,7 @@ impl RocksDbBackend {
         } else {
             0
         };
-        let snapshot = OwnedSnapshot::new(Arc::clone(store.inner()), |inner| inner.db.snapshot());
+        let snapshot = OwnedSnapshot::new(Arc::clone(store.inner()?), |inner| inner.db.snapshot());
         Ok(RocksDbSnapshot::new(
             checkpoint_id,
             self.max_parallelism,
@@ -583,7 +704,7 @@ impl RocksDbBackend {
     pub fn native_snapshot(&mut self, checkpoint_id: u64) -> Result<NativeCut, StateError> {
         self.flush()?;
         let store = live_store(&self.store)?;
-        let inner = Arc::clone(store.inner());
+        let inner = Arc::clone(store.inner()?);
         self.cuts += 1;
         let dir = inner.dir.path().join(format!("cut-{checkpoint_id}-{}", self.cuts));
         if dir.exists() {
@@ -728,7 +849,7 @@ impl RocksDbBackend {
         }
         {
             let store = live_store(&self.store)?;
-            let names = store.inner().db.path().to_path_buf();
+            let names = store.inner_unsynced().db.path().to_path_buf();
             let existing = Db::list_cf(&store.cf_options, &names).map_err(db_err("list column families"))?;
             if let Some(n) = existing
                 .iter()
@@ -748,6 +869,7 @@ impl RocksDbBackend {
         let store = live_store(&self.store)?;
         let low = self.layout.key_group_prefix(self.range.start());
         let high = self.layout.key_group_prefix(self.range.end_exclusive());
+        store.sync_and_forget()?;
         store.cfs.with_dependent(|inner, cfs| -> Result<(), StateError> {
             for cf in cfs.iter() {
                 if base.key_groups.start() < self.range.start() {
@@ -1387,7 +1509,11 @@ impl KeyedStateBackend for RocksDbBackend {
             let fresh = range.is_empty() || !any_stored(store, layout, range, &mapping)?;
             let loader = Loader::new(self, &view_states, &mapping, now)?;
             self.ingests += 1;
-            let scratch = store.inner().dir.path().join(format!("ingest-{}", self.ingests));
+            let scratch = store
+                .inner_unsynced()
+                .dir
+                .path()
+                .join(format!("ingest-{}", self.ingests));
             let mut ingest = Ingest::new(store, fresh, scratch, self.options.target_file_bytes);
             for kg in range {
                 let _ = view.visit_key_group(kg, &mut |e| {
@@ -1551,7 +1677,11 @@ impl RocksDbBackend {
         }
         let loader = Loader::new(self, &view_states, &mapping, self.clock.now_ms())?;
         self.ingests += 1;
-        let scratch = store.inner().dir.path().join(format!("ingest-{}", self.ingests));
+        let scratch = store
+            .inner_unsynced()
+            .dir
+            .path()
+            .join(format!("ingest-{}", self.ingests));
         let (opts, file_bytes) = (&store.cf_options, self.options.target_file_bytes);
         let results: Vec<Result<PartLoad, StateError>> = std::thread::scope(|sc| {
             let handles: Vec<_> = (0..chunks)

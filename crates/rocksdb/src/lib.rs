@@ -48,6 +48,7 @@ mod options;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+mod writeback;
 
 pub use backend::RocksDbBackend;
 pub use error::RocksDbError;

@@ -166,6 +166,11 @@ pub struct RocksDbOptions {
     /// Largest `MANIFEST` before RocksDB starts a new one (`max_manifest_file_size`), in bytes.
     /// The `MANIFEST` is private to every native checkpoint, so it stays small.
     pub max_manifest_bytes: usize,
+    /// Budget of the write-back cache in front of RocksDB, in bytes (0: off). Point reads
+    /// and writes of entries up to 1 KiB are served from it; dirty entries reach RocksDB in
+    /// sorted batches when it is full (it is then emptied) and before every scan, merge,
+    /// snapshot and checkpoint. Each entry is charged its key, its value and 64 bytes.
+    pub write_back_cache_bytes: usize,
 }
 
 impl Default for RocksDbOptions {
@@ -198,6 +203,7 @@ impl RocksDbOptions {
             auto_compactions: true,
             level0_compaction_trigger: 4,
             max_manifest_bytes: 4 * MIB,
+            write_back_cache_bytes: 256 * MIB,
         };
         match profile {
             Profile::Default => base,
@@ -223,6 +229,12 @@ impl RocksDbOptions {
                 ..base
             },
         }
+    }
+
+    /// Sets the write-back cache's budget (0 turns it off).
+    pub fn with_write_back_cache_bytes(mut self, bytes: usize) -> Self {
+        self.write_back_cache_bytes = bytes;
+        self
     }
 
     /// Turns background compactions on or off.

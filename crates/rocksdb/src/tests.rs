@@ -1293,3 +1293,107 @@ fn backend_and_view_are_send_and_sync_as_needed() {
     send::<RocksDbBackend>();
     send_sync::<crate::RocksDbSnapshot>();
 }
+
+/// One operation of the write-back cache's differential test.
+#[derive(Debug, Clone)]
+enum CacheOp {
+    Put(u8, u8),
+    Get(u8),
+    Clear(u8),
+    Add(u8, u8),
+    ListGet(u8),
+    MapPut(u8, u8, u8),
+    MapGet(u8, u8),
+    MapRemove(u8, u8),
+    MapIter(u8),
+    Reduce(u8, u8),
+    Snapshot,
+    Advance,
+}
+
+fn cache_op() -> impl Strategy<Value = CacheOp> {
+    let k = 0u8..12;
+    prop_oneof![
+        4 => (k.clone(), any::<u8>()).prop_map(|(k, v)| CacheOp::Put(k, v)),
+        4 => k.clone().prop_map(CacheOp::Get),
+        1 => k.clone().prop_map(CacheOp::Clear),
+        2 => (k.clone(), any::<u8>()).prop_map(|(k, v)| CacheOp::Add(k, v)),
+        2 => k.clone().prop_map(CacheOp::ListGet),
+        3 => (k.clone(), 0u8..4, any::<u8>()).prop_map(|(k, u, v)| CacheOp::MapPut(k, u, v)),
+        3 => (k.clone(), 0u8..4).prop_map(|(k, u)| CacheOp::MapGet(k, u)),
+        1 => (k.clone(), 0u8..4).prop_map(|(k, u)| CacheOp::MapRemove(k, u)),
+        1 => k.clone().prop_map(CacheOp::MapIter),
+        2 => (k, any::<u8>()).prop_map(|(k, v)| CacheOp::Reduce(k, v)),
+        1 => Just(CacheOp::Snapshot),
+        1 => Just(CacheOp::Advance),
+    ]
+}
+
+/// What `op` observes on `b` (the handles of [`all_kinds`]).
+fn observe(b: &mut RocksDbBackend, [v, l, m, r, _]: [StateHandle; 5], clock: &ManualClock, op: &CacheOp) -> String {
+    let key = |k: &u8| vec![b'k', *k];
+    match op {
+        CacheOp::Put(k, x) => format!("{:?}", b.put(v, &key(k), b"", &[*x; 3]).is_ok()),
+        CacheOp::Get(k) => format!("{:?} {:?}", get(b, v, &key(k), b""), get(b, r, &key(k), b"")),
+        CacheOp::Clear(k) => {
+            for h in [v, l, m, r] {
+                b.clear(h, &key(k), b"").expect("clear");
+            }
+            String::new()
+        }
+        CacheOp::Add(k, x) => format!("{:?}", b.add(l, &key(k), b"", &[*x]).is_ok()),
+        CacheOp::ListGet(k) => format!("{:?}", b.list_get(l, &key(k), b"").expect("list get")),
+        CacheOp::MapPut(k, u, x) => format!("{:?}", b.map_put(m, &key(k), b"", &[*u], &[*x; 2]).is_ok()),
+        CacheOp::MapGet(k, u) => {
+            let mut out = Vec::new();
+            let found = b.map_get(m, &key(k), b"", &[*u], &mut out).expect("map get");
+            format!("{found} {out:?}")
+        }
+        CacheOp::MapRemove(k, u) => format!("{:?}", b.map_remove(m, &key(k), b"", &[*u]).expect("remove")),
+        CacheOp::MapIter(k) => {
+            let mut seen = Vec::new();
+            b.map_for_each(m, &key(k), b"", &mut |u, x| seen.push((u.to_vec(), x.to_vec())))
+                .expect("map iter");
+            format!("{seen:?}")
+        }
+        CacheOp::Reduce(k, x) => format!("{:?}", b.add(r, &key(k), b"", &be(i64::from(*x))).is_ok()),
+        CacheOp::Snapshot => {
+            let view = b.snapshot(1).expect("snapshot");
+            let copy = MemoryView::collect(view.as_ref(), view.key_group_range()).expect("read view");
+            format!("{:?}", copy.entries())
+        }
+        CacheOp::Advance => {
+            clock.advance(40);
+            String::new()
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The write-back cache is invisible: a backend whose cache is off, one whose cache is so
+    /// small it is written back every few operations, and one whose cache never fills observe
+    /// the same results for every operation (with and without TTL) and snapshot the same
+    /// entries.
+    #[test]
+    fn the_write_back_cache_is_invisible(ops in proptest::collection::vec(cache_op(), 1..120), with_ttl in any::<bool>()) {
+        let ttl = with_ttl.then_some(TtlConfig { ttl_ms: 100, update_type: TtlUpdateType::OnReadAndWrite });
+        let mut sides = Vec::new();
+        for cache in [0usize, 200, 64 << 20] {
+            let clock = ManualClock::new(1_000);
+            let cfg = BackendConfig::for_subtask(128, 1, 0).expect("config").with_clock(clock.clone());
+            let mut b = RocksDbBackend::new(cfg, RocksDbOptions::default().with_write_back_cache_bytes(cache)).expect("backend");
+            let h = all_kinds(&mut b, ttl);
+            sides.push((b, h, clock));
+        }
+        for (i, op) in ops.iter().enumerate() {
+            let seen: Vec<String> = sides.iter_mut().map(|(b, h, c)| observe(b, *h, c, op)).collect();
+            prop_assert_eq!(&seen[0], &seen[1], "op {} {:?}: cache off vs tiny cache", i, op);
+            prop_assert_eq!(&seen[0], &seen[2], "op {} {:?}: cache off vs large cache", i, op);
+        }
+        let last: Vec<String> = sides.iter_mut().map(|(b, h, c)| observe(b, *h, c, &CacheOp::Snapshot)).collect();
+        prop_assert_eq!(&last[0], &last[1]);
+        prop_assert_eq!(&last[0], &last[2]);
+    }
+}

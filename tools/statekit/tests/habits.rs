@@ -23,6 +23,15 @@ fn ok(dir: &Path, args: &[&str]) -> Output {
     o
 }
 
+/// Runs the word count on `input` into `output` (plus `extra` flags) and stops it with a
+/// savepoint; returns the savepoint's path (standard output, piped, holds it alone).
+fn wordcount_savepoint(d: &Path, input: &str, output: &str, extra: &[&str]) -> String {
+    let mut args = vec!["demo", "wordcount", "--input", input, "--output", output];
+    args.extend_from_slice(extra);
+    args.push("--stop-with-savepoint");
+    String::from_utf8_lossy(&ok(d, &args).stdout).trim().to_string()
+}
+
 /// Piped, standard output holds the savepoint's path alone (for `sp=$(…)`), and standard
 /// error says `savepoint: PATH` on one line.
 #[test]
@@ -407,19 +416,7 @@ fn restoring_into_another_output_warns_only_of_real_loss() {
     let d = dir.path();
     std::fs::write(d.join("one.txt"), "a b a\n").expect("input");
     std::fs::write(d.join("two.txt"), "a\n").expect("input");
-    let o = ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "one.txt",
-            "--output",
-            "out1",
-            "--stop-with-savepoint",
-        ],
-    );
-    let sp = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let sp = wordcount_savepoint(d, "one.txt", "out1", &[]);
     let o = ok(
         d,
         &[
@@ -623,34 +620,8 @@ fn colour_only_when_asked_or_on_a_terminal() {
     let d = dir.path();
     std::fs::write(d.join("one.txt"), "a b\n").expect("input");
     std::fs::write(d.join("two.txt"), "c\n").expect("input");
-    let o = ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "one.txt",
-            "--output",
-            "o1",
-            "--stop-with-savepoint",
-        ],
-    );
-    let a = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let o = ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "o2",
-            "-s",
-            &a,
-            "--stop-with-savepoint",
-        ],
-    );
-    let b = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let a = wordcount_savepoint(d, "one.txt", "o1", &[]);
+    let b = wordcount_savepoint(d, "two.txt", "o2", &["-s", &a]);
     let esc = |o: &Output| o.stdout.contains(&0x1b) || o.stderr.contains(&0x1b);
     let piped = run(d, &["diff", &a, &b]);
     assert_eq!(piped.status.code(), Some(1), "{}", text(&piped));

@@ -1,0 +1,191 @@
+//! The write-back cache in front of RocksDB for point reads and writes.
+//!
+//! Every `get`, `put` and `delete` of one stored key (value, reducing and aggregating states,
+//! map entries, list reads) goes through it. A read that misses caches what RocksDB answered
+//! (also "absent") while there is room; a write to a cached key only changes the cached entry
+//! and marks it dirty, so read-modify-write of a key (the word count's pattern) touches
+//! RocksDB's memtable skiplist once per cache lifetime instead of twice per record; a write to
+//! a key not cached goes straight to RocksDB (blind writes gain nothing from a cache).
+//!
+//! Dirty entries reach RocksDB in one [`rocksdb::WriteBatch`], each state's in key order,
+//! whenever anything else looks at or writes RocksDB directly — scans, merges, batches,
+//! ingestion, and the synchronous part of a snapshot or checkpoint — so RocksDB holds exactly
+//! the backend's state at each of those points. The cache never grows past its byte budget:
+//! when it is full, reads that miss go on to RocksDB without being cached, and once as many
+//! of them have missed as the cache holds entries (it no longer holds the working set) it is
+//! written back and emptied (`docs/design/0016-beside-flink.md`).
+
+use foldhash::fast::FixedState;
+use std::collections::HashMap;
+
+/// Entries larger than this (key + value) are never cached: they go straight to RocksDB.
+pub(crate) const MAX_CACHED_ENTRY: usize = 1024;
+
+/// Bytes charged per cached entry on top of its key and value: the table slot (40 bytes at a
+/// load of 7/8 or less) and two allocations' headers and rounding.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// One cached stored key: its stored value (`None`: absent or deleted) and whether RocksDB
+/// has yet to see it.
+pub(crate) struct Slot {
+    pub(crate) value: Option<Box<[u8]>>,
+    pub(crate) dirty: bool,
+}
+
+/// Cached entries of every state, by state index, within a byte budget.
+pub(crate) struct WriteBack {
+    limit: usize,
+    bytes: usize,
+    dirty: usize,
+    entries: usize,
+    /// Reads that missed while the cache was full, since it was last emptied.
+    misses_while_full: usize,
+    states: Vec<HashMap<Box<[u8]>, Slot, FixedState>>,
+}
+
+fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
+    key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD
+}
+
+impl WriteBack {
+    /// A cache of at most `limit` bytes (0: off, every call goes to RocksDB).
+    pub(crate) fn new(limit: usize) -> Self {
+        WriteBack {
+            limit,
+            bytes: 0,
+            dirty: 0,
+            entries: 0,
+            misses_while_full: 0,
+            states: Vec::new(),
+        }
+    }
+
+    /// Whether the cache is on.
+    #[inline]
+    pub(crate) fn enabled(&self) -> bool {
+        self.limit > 0
+    }
+
+    /// Whether an entry of this size may be cached.
+    #[inline]
+    pub(crate) fn admits(&self, key: &[u8], value: Option<&[u8]>) -> bool {
+        self.enabled() && key.len() + value.map_or(0, <[u8]>::len) <= MAX_CACHED_ENTRY
+    }
+
+    /// The cached slot of `key` in state `s`.
+    #[inline]
+    pub(crate) fn lookup(&self, s: usize, key: &[u8]) -> Option<&Slot> {
+        self.states.get(s).and_then(|m| m.get(key))
+    }
+
+    /// Whether anything is waiting to be written.
+    pub(crate) fn has_dirty(&self) -> bool {
+        self.dirty > 0
+    }
+
+    /// Whether the cache is over its budget (the caller then writes it back and empties it).
+    pub(crate) fn over_budget(&self) -> bool {
+        self.bytes > self.limit
+    }
+
+    /// Whether an entry of this size fits in the budget now.
+    pub(crate) fn has_room(&self, key: &[u8], value: Option<&[u8]>) -> bool {
+        self.bytes + cost(key, value) <= self.limit
+    }
+
+    /// Counts a read that missed while the cache was full; true once as many have missed as
+    /// the cache holds entries (it should then be written back and emptied).
+    pub(crate) fn missed_while_full(&mut self) -> bool {
+        self.misses_while_full += 1;
+        self.misses_while_full > self.entries
+    }
+
+    /// Sets `key` of state `s` to `value` (`None`: deleted), dirty or clean (just read).
+    pub(crate) fn set(&mut self, s: usize, key: &[u8], value: Option<&[u8]>, dirty: bool) {
+        if self.states.len() <= s {
+            self.states
+                .resize_with(s + 1, || HashMap::with_hasher(FixedState::default()));
+        }
+        let Some(map) = self.states.get_mut(s) else {
+            return;
+        };
+        match map.get_mut(key) {
+            Some(slot) => {
+                self.bytes -= cost(key, slot.value.as_deref());
+                self.bytes += cost(key, value);
+                match (&mut slot.value, value) {
+                    (Some(old), Some(new)) if old.len() == new.len() => old.copy_from_slice(new),
+                    (old, new) => *old = new.map(Box::from),
+                }
+                if dirty && !slot.dirty {
+                    self.dirty += 1;
+                }
+                slot.dirty |= dirty;
+            }
+            None => {
+                self.bytes += cost(key, value);
+                self.dirty += usize::from(dirty);
+                self.entries += 1;
+                map.insert(
+                    Box::from(key),
+                    Slot {
+                        value: value.map(Box::from),
+                        dirty,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Removes `key` of state `s`, returning its slot.
+    pub(crate) fn take(&mut self, s: usize, key: &[u8]) -> Option<Slot> {
+        let slot = self.states.get_mut(s)?.remove(key)?;
+        self.bytes -= cost(key, slot.value.as_deref());
+        self.entries -= 1;
+        self.dirty -= usize::from(slot.dirty);
+        Some(slot)
+    }
+
+    /// Calls `f(state, key, value)` for every dirty entry, each state's in key order.
+    pub(crate) fn for_each_dirty(&self, mut f: impl FnMut(usize, &[u8], Option<&[u8]>)) {
+        if self.dirty == 0 {
+            return;
+        }
+        for (s, map) in self.states.iter().enumerate() {
+            let mut dirty: Vec<(&[u8], Option<&[u8]>)> = map
+                .iter()
+                .filter(|(_, v)| v.dirty)
+                .map(|(k, v)| (&**k, v.value.as_deref()))
+                .collect();
+            dirty.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, v) in dirty {
+                f(s, k, v);
+            }
+        }
+    }
+
+    /// Marks every entry clean (RocksDB has them now).
+    pub(crate) fn mark_clean(&mut self) {
+        if self.dirty == 0 {
+            return;
+        }
+        for map in &mut self.states {
+            for slot in map.values_mut() {
+                slot.dirty = false;
+            }
+        }
+        self.dirty = 0;
+    }
+
+    /// Forgets every entry (none may be dirty).
+    pub(crate) fn clear(&mut self) {
+        debug_assert_eq!(self.dirty, 0, "clearing a cache with unwritten entries");
+        for m in &mut self.states {
+            *m = HashMap::with_hasher(FixedState::default());
+        }
+        self.bytes = 0;
+        self.dirty = 0;
+        self.entries = 0;
+        self.misses_while_full = 0;
+    }
+}
