@@ -15,7 +15,9 @@ use std::str::FromStr;
 ///
 /// Every profile uses a 10-bit bloom filter per key (state access is point lookups), keeps
 /// index and filter blocks in the block cache, and never fsyncs (the working directory is
-/// scratch space: durability comes from checkpoints, so the write-ahead log is off too).
+/// scratch space: durability comes from checkpoints, so the write-ahead log is off too), and
+/// puts a 256 MiB write-back cache in front of RocksDB for point reads and writes
+/// ([`RocksDbOptions::write_back_cache_bytes`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Profile {
     /// Moderate memory, general-purpose.
@@ -166,10 +168,12 @@ pub struct RocksDbOptions {
     /// Largest `MANIFEST` before RocksDB starts a new one (`max_manifest_file_size`), in bytes.
     /// The `MANIFEST` is private to every native checkpoint, so it stays small.
     pub max_manifest_bytes: usize,
-    /// Budget of the write-back cache in front of RocksDB, in bytes (0: off). Point reads
-    /// and writes of entries up to 1 KiB are served from it; dirty entries reach RocksDB in
-    /// sorted batches when it is full (it is then emptied) and before every scan, merge,
-    /// snapshot and checkpoint. Each entry is charged its key, its value and 64 bytes.
+    /// Budget of the write-back cache in front of RocksDB, in bytes (0: off), per backend
+    /// (one per subtask, like the block cache and memtables). Point reads and writes of
+    /// entries up to 1 KiB are served from it while it has room (beyond, they go straight to
+    /// RocksDB, and once it stops holding the working set it is written back and emptied);
+    /// dirty entries reach RocksDB in one sorted batch before every scan, merge, snapshot and
+    /// checkpoint. Each entry is charged its key, its value and 96 bytes.
     pub write_back_cache_bytes: usize,
 }
 
