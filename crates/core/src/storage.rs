@@ -329,6 +329,31 @@ pub fn files_below(storage: &dyn Storage, dir: &str) -> Result<Vec<(String, DirE
     Ok(files)
 }
 
+/// Downloads every object below `prefix` of `storage` into the local directory `local`
+/// (created; the same relative paths), one object at a time, each streamed into its file
+/// ([`Storage::download`]); returns the bytes downloaded. A working copy for commands that read
+/// a tree of files (an import's tables): nothing is synced.
+pub fn download_tree(storage: &dyn Storage, prefix: &str, local: &Path) -> Result<u64, StorageError> {
+    let io = |p: &Path, e: io::Error| StorageError::Io {
+        path: p.display().to_string(),
+        source: e,
+    };
+    let mut total = 0;
+    let mut dirs = vec![(prefix.trim_end_matches('/').to_string(), local.to_path_buf())];
+    while let Some((dir, into)) = dirs.pop() {
+        fs::create_dir_all(&into).map_err(|e| io(&into, e))?;
+        for e in storage.list(&dir)? {
+            let key = join(&dir, &e.name);
+            if e.is_dir {
+                dirs.push((key, into.join(&e.name)));
+            } else {
+                total += storage.download(&key, &into.join(&e.name))?;
+            }
+        }
+    }
+    Ok(total)
+}
+
 /// Uploads every file below the local directory `local` to `prefix` of `storage` (the same
 /// relative paths), `threads` files at a time, then the file `last` (relative to `local`)
 /// alone and only if no object has its name ([`Storage::put_new`]): on a store without rename

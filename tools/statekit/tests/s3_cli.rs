@@ -1076,6 +1076,32 @@ fn import_to_and_check_against_s3() {
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("check --json");
         assert_eq!(v["compatible"], true, "{v}");
     }
+
+    // Tables and schema on S3 as well: read through a local working copy, the same savepoint.
+    let tables_dir = d.join("tables");
+    moto.upload_files(&tables_dir, files(&tables_dir), BUCKET, "tables-1");
+    let tables = format!("s3://{BUCKET}/tables-1");
+    let schema = format!("s3://{BUCKET}/schemas/job.json");
+    let (o, _) = run_s3(&moto, d, &["import", &tables, "from-s3", "--schema", &schema]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(dump(&d.join("from-s3").display().to_string()), dump(&sp_s));
+    // A damaged table on S3: exit 2, nothing written, the error names its URL.
+    let bad = find_file(&tables_dir, |p| {
+        p.extension().is_some_and(|e| e == "parquet" || e == "arrow")
+    })
+    .expect("a table file");
+    let rel = bad
+        .strip_prefix(&tables_dir)
+        .expect("below")
+        .to_string_lossy()
+        .replace('\\', "/");
+    moto.put(BUCKET, &format!("tables-1/{rel}"), b"not a table at all");
+    let (o, _) = run_s3(&moto, d, &["import", &tables, "bad-out", "--schema", &schema]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{tables}/{rel}")), "{err}");
+    assert!(!err.contains(".statekit-import-tables"), "{err}");
+    assert!(!d.join("bad-out").exists());
 }
 
 /// `export --shard I/N` on S3 and on local disk: shards run at once and late write their

@@ -143,11 +143,12 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
 #[derive(Args, Debug)]
 pub struct ImportArgs {
     /// The tables: a directory laid out as `export` writes it (`<uid>/<state>/*.parquet` or
-    /// `*.arrow`; a state without a directory starts empty). Never modified.
+    /// `*.arrow`; a state without a directory starts empty), a path or a URL (`s3://…`: read
+    /// into a local working copy first). Never modified.
     pub tables: PathBuf,
     /// The savepoint directory to write (it must not exist, unless --force).
     pub out: PathBuf,
-    /// The state schema: the file `statekit schema SNAPSHOT --json` prints (operators, max
+    /// The state schema (a path or a URL): the file `statekit schema SNAPSHOT --json` prints (operators, max
     /// parallelism, states, kinds, types, TTL), edited as the new job declares it.
     #[arg(long, value_name = "SCHEMA.json")]
     pub schema: PathBuf,
@@ -178,11 +179,37 @@ pub struct ImportArgs {
 
 /// `statekit import`.
 pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
-    args.tables = super::local_only(&args.tables, "import (reading tables)")?;
-    args.schema = super::local_only(&args.schema, "import --schema")?;
-    let out = super::location(&args.out)?;
     use anyhow::Context;
-    let text = std::fs::read(&args.schema).with_context(|| format!("{}", args.schema.display()))?;
+    use statekit_core::location::Location;
+    let out = super::location(&args.out)?;
+    // Tables on an object store are read from a local working copy; errors name the URL.
+    let shown_tables = args.tables.display().to_string();
+    let mut _scratch = None;
+    let mut scratch_name = None;
+    if let stored @ Location::Stored { .. } = super::location(&args.tables)? {
+        let (storage, prefix) = stored.storage_and_path()?;
+        let dir = tempfile::Builder::new()
+            .prefix(".statekit-import-tables-")
+            .tempdir()
+            .context("a temporary directory for the tables")?;
+        let local = dir.path().join("tables");
+        statekit_core::storage::download_tree(storage.as_ref(), &prefix, &local)
+            .with_context(|| format!("{shown_tables}: reading the tables"))?;
+        scratch_name = Some(local.display().to_string());
+        args.tables = local;
+        _scratch = Some(dir);
+    }
+    let text = match super::location(&args.schema)? {
+        Location::Local(p) => std::fs::read(&p).with_context(|| format!("{}", p.display()))?,
+        stored => {
+            let (storage, key) = stored.storage_and_path()?;
+            storage
+                .open(&key)
+                .with_context(|| format!("{}", args.schema.display()))?
+                .bytes()
+                .to_vec()
+        }
+    };
     let schema: statekit_migrate::JobSchema = serde_json::from_slice(&text).with_context(|| {
         format!(
             "{}: not a schema file (see `statekit schema --json`)",
@@ -202,6 +229,11 @@ pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
     }
     let summary = with_rows_spinner("importing", |progress| {
         statekit_table::import_to(&args.tables, &schema, &out, &options, progress)
+    })
+    .map_err(|e| match &scratch_name {
+        // Name the tables' URL, not the working copy's path.
+        Some(local) => anyhow::anyhow!("{}", format!("{e:#}").replace(local.as_str(), &shown_tables)),
+        None => e.into(),
     })?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
