@@ -219,7 +219,56 @@ pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(
     keys: usize,
     passes: usize,
 ) -> Vec<(&'static str, f64)> {
+    statebench_on(b, &java_permutation(keys), passes)
+}
+
+/// The same workload on `threads` subtasks at once (parallelism `threads`, max parallelism
+/// 128), each on a thread of its own with a heap backend of its own and the keys of its key
+/// groups (in StateBench's order): case → total operations per second over all threads. A
+/// case's rate is all keys over the slowest thread's time, so stragglers count.
+pub fn statebench_threads(threads: u32, keys: usize, passes: usize) -> Vec<(&'static str, f64)> {
     let perm = java_permutation(keys);
+    let mut parts: Vec<Vec<i64>> = vec![Vec::new(); threads as usize];
+    for &k in &perm {
+        let kg = statekit_core::key_group_for_key(&k.to_be_bytes(), 128);
+        let owner = statekit_core::keygroup::subtask_for_key_group(128, threads, kg) as usize;
+        if let Some(part) = parts.get_mut(owner) {
+            part.push(k);
+        }
+    }
+    let results: Vec<Vec<(&'static str, f64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                s.spawn(move || {
+                    let config = statekit_core::BackendConfig::for_subtask(128, threads, i as u32).expect("config");
+                    let mut b = statekit_hashmap::HashMapBackend::new(config).expect("backend");
+                    // Each case's time on this thread.
+                    statebench_on(&mut b, part, passes)
+                        .into_iter()
+                        .map(|(case, ops)| (case, part.len() as f64 / ops))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("bench thread")).collect()
+    });
+    CASES
+        .iter()
+        .map(|&(case, _)| {
+            let slowest = results
+                .iter()
+                .filter_map(|r| r.iter().find(|(c, _)| *c == case).map(|&(_, secs)| secs))
+                .fold(0.0, f64::max);
+            (case, keys as f64 / slowest)
+        })
+        .collect()
+}
+
+/// StateBench's cases over the keys of `perm`, in that order.
+fn statebench_on<B: KeyedStateBackend + ?Sized>(b: &mut B, perm: &[i64], passes: usize) -> Vec<(&'static str, f64)> {
+    let keys = perm.len();
     let mut buf = Vec::with_capacity(8);
     let mut sink = 0i64;
     // Warm-up on states of their own.
@@ -247,7 +296,7 @@ pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(
     let mut res = Vec::new();
 
     let t = Instant::now();
-    for &k in &perm {
+    for &k in perm {
         let key = k.to_be_bytes();
         let v = if b.get(vs, &key, &[], &mut buf).expect("get") {
             long_of(&buf) + 1
@@ -261,7 +310,7 @@ pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(
     res.push((
         "value_get_update",
         median(passes, keys, |_| {
-            for &k in &perm {
+            for &k in perm {
                 let key = k.to_be_bytes();
                 b.get(vs, &key, &[], &mut buf).expect("get");
                 let v = long_of(&buf) + 1;
@@ -272,7 +321,7 @@ pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(
     res.push((
         "value_get",
         median(passes, keys, |_| {
-            for &k in &perm {
+            for &k in perm {
                 b.get(vs, &k.to_be_bytes(), &[], &mut buf).expect("get");
                 sink = sink.wrapping_add(long_of(&buf));
             }
@@ -290,7 +339,7 @@ pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(
     res.push((
         "map_get",
         median(passes, keys, |r| {
-            for &k in &perm {
+            for &k in perm {
                 b.map_get(ms, &k.to_be_bytes(), &[], &r.to_be_bytes(), &mut buf)
                     .expect("map get");
                 sink = sink.wrapping_add(long_of(&buf));
@@ -301,7 +350,7 @@ pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(
         "map_get_put",
         median(passes, keys, |_| {
             let uk = 0i64.to_be_bytes();
-            for &k in &perm {
+            for &k in perm {
                 let key = k.to_be_bytes();
                 b.map_get(ms, &key, &[], &uk, &mut buf).expect("map get");
                 let v = long_of(&buf) + 1;

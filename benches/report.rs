@@ -758,6 +758,18 @@ fn flink_section(o: &Opts) {
             }
         }
     }
+    if !o.rocksdb_only {
+        // How it scales: the heap backend on 1 and 2 threads (one subtask each, the keys split
+        // by key group). Flink's StateBench runs one thread only, so this is ours alone.
+        let one = flink::statebench_threads(1, n, 3);
+        let two = flink::statebench_threads(2, n, 3);
+        println!(
+            "  heap backend on 1 and 2 threads (subtasks of their own; keys split by key group), total over threads:"
+        );
+        for ((case, a), (_, b)) in one.iter().zip(&two) {
+            println!("  {case:<26} {:>8.2} M  {:>8.2} M  {:>5.2}x", a / 1e6, b / 1e6, b / a);
+        }
+    }
     if o.ours_only {
         return;
     }
