@@ -338,18 +338,16 @@ pub fn download_tree(storage: &dyn Storage, prefix: &str, local: &Path) -> Resul
         path: p.display().to_string(),
         source: e,
     };
+    let prefix = prefix.trim_end_matches('/');
+    fs::create_dir_all(local).map_err(|e| io(local, e))?;
     let mut total = 0;
-    let mut dirs = vec![(prefix.trim_end_matches('/').to_string(), local.to_path_buf())];
-    while let Some((dir, into)) = dirs.pop() {
-        fs::create_dir_all(&into).map_err(|e| io(&into, e))?;
-        for e in storage.list(&dir)? {
-            let key = join(&dir, &e.name);
-            if e.is_dir {
-                dirs.push((key, into.join(&e.name)));
-            } else {
-                total += storage.download(&key, &into.join(&e.name))?;
-            }
+    for (key, _) in files_below(storage, prefix)? {
+        let rel = key.strip_prefix(prefix).unwrap_or(&key).trim_start_matches('/');
+        let dst = local.join(rel);
+        if let Some(parent) = dst.parent() {
+            fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
         }
+        total += storage.download(&key, &dst)?;
     }
     Ok(total)
 }

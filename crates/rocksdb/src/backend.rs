@@ -150,11 +150,26 @@ impl Store {
                 let _ = cache.take(s, key);
             }
         }
+        self.db_put(s, key, value)
+    }
+
+    /// Puts `key` of state `s` into RocksDB itself, past the cache.
+    fn db_put(&self, s: usize, key: &[u8], value: &[u8]) -> Result<(), StateError> {
         self.cfs.with_dependent(|inner, cfs| {
             inner
                 .db
                 .put_cf_opt(&cfs[s], key, value, &self.write)
                 .map_err(db_err("put"))
+        })
+    }
+
+    /// Deletes `key` of state `s` from RocksDB itself, past the cache.
+    fn db_delete(&self, s: usize, key: &[u8]) -> Result<(), StateError> {
+        self.cfs.with_dependent(|inner, cfs| {
+            inner
+                .db
+                .delete_cf_opt(&cfs[s], key, &self.write)
+                .map_err(db_err("delete"))
         })
     }
 
@@ -174,19 +189,11 @@ impl Store {
     /// Writes the cached entry of `key` (if dirty) to RocksDB and forgets it.
     fn write_back_one(&self, s: usize, key: &[u8]) -> Result<(), StateError> {
         let slot = self.cache.borrow_mut().take(s, key);
-        let Some(slot) = slot.filter(|slot| slot.dirty) else {
-            return Ok(());
-        };
-        self.cfs.with_dependent(|inner, cfs| match slot.value {
-            Some(v) => inner
-                .db
-                .put_cf_opt(&cfs[s], key, &v, &self.write)
-                .map_err(db_err("put")),
-            None => inner
-                .db
-                .delete_cf_opt(&cfs[s], key, &self.write)
-                .map_err(db_err("delete")),
-        })
+        match slot.filter(|slot| slot.dirty).map(|slot| slot.value) {
+            None => Ok(()),
+            Some(Some(v)) => self.db_put(s, key, &v),
+            Some(None) => self.db_delete(s, key),
+        }
     }
 
     #[inline]
@@ -198,12 +205,7 @@ impl Store {
                 return Ok(());
             }
         }
-        self.cfs.with_dependent(|inner, cfs| {
-            inner
-                .db
-                .delete_cf_opt(&cfs[s], key, &self.write)
-                .map_err(db_err("delete"))
-        })
+        self.db_delete(s, key)
     }
 
     /// Adds writes to `batch` for state `s`.

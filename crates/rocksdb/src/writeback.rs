@@ -2,10 +2,11 @@
 //!
 //! Every `get`, `put` and `delete` of one stored key (value, reducing and aggregating states,
 //! map entries, list reads) goes through it. A read that misses caches what RocksDB answered
-//! (also "absent") while there is room; a write to a cached key only changes the cached entry
-//! and marks it dirty, so read-modify-write of a key (the word count's pattern) touches
-//! RocksDB's memtable skiplist once per cache lifetime instead of twice per record; a write to
-//! a key not cached goes straight to RocksDB (blind writes gain nothing from a cache).
+//! (also "absent") while there is room; a write to a cached key, or to any key while there is
+//! room, only changes the cached entry and marks it dirty, so read-modify-write of a key (the
+//! word count's pattern) touches RocksDB's memtable skiplist once per cache lifetime instead of
+//! twice per record, and a later read of a blind write is a hit. A write that finds no room
+//! goes straight to RocksDB; a delete of a key not cached too.
 //!
 //! Dirty entries reach RocksDB in one [`rocksdb::WriteBatch`], each state's in key order,
 //! whenever anything else looks at or writes RocksDB directly — scans, merges, batches,
@@ -37,7 +38,6 @@ pub(crate) struct WriteBack {
     limit: usize,
     bytes: usize,
     dirty: usize,
-    entries: usize,
     /// Reads that missed while the cache was full, since it was last emptied.
     misses_while_full: usize,
     states: Vec<HashMap<Box<[u8]>, Slot, FixedState>>,
@@ -54,7 +54,6 @@ impl WriteBack {
             limit,
             bytes: 0,
             dirty: 0,
-            entries: 0,
             misses_while_full: 0,
             states: Vec::new(),
         }
@@ -97,7 +96,7 @@ impl WriteBack {
     /// the cache holds entries (it should then be written back and emptied).
     pub(crate) fn missed_while_full(&mut self) -> bool {
         self.misses_while_full += 1;
-        self.misses_while_full > self.entries
+        self.misses_while_full > self.states.iter().map(HashMap::len).sum::<usize>()
     }
 
     /// Sets `key` of state `s` to `value` (`None`: deleted), dirty or clean (just read).
@@ -125,7 +124,6 @@ impl WriteBack {
             None => {
                 self.bytes += cost(key, value);
                 self.dirty += usize::from(dirty);
-                self.entries += 1;
                 map.insert(
                     Box::from(key),
                     Slot {
@@ -141,7 +139,6 @@ impl WriteBack {
     pub(crate) fn take(&mut self, s: usize, key: &[u8]) -> Option<Slot> {
         let slot = self.states.get_mut(s)?.remove(key)?;
         self.bytes -= cost(key, slot.value.as_deref());
-        self.entries -= 1;
         self.dirty -= usize::from(slot.dirty);
         Some(slot)
     }
@@ -185,7 +182,6 @@ impl WriteBack {
         }
         self.bytes = 0;
         self.dirty = 0;
-        self.entries = 0;
         self.misses_while_full = 0;
     }
 }

@@ -716,9 +716,8 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
         }
         // On an object store a `.json` object is a schema file, anything else a snapshot.
         stored if stored.file_name().is_some_and(|n| n.ends_with(".json")) => {
-            let (storage, key) = stored.storage_and_path()?;
-            let blob = storage.open(&key)?;
-            let text = std::str::from_utf8(blob.bytes())
+            let bytes = super::read_whole(stored, &args.against)?;
+            let text = std::str::from_utf8(&bytes)
                 .with_context(|| format!("{}: the schema is not UTF-8", args.against.display()))?;
             parse_schema(text)?
         }

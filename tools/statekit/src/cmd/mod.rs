@@ -26,6 +26,20 @@ pub(crate) fn location(path: &Path) -> Result<Location> {
     Ok(statekit_objstore::parse_location(s)?)
 }
 
+/// The whole file at `loc` (named `shown` in errors): a local file or an object (a schema
+/// file, say).
+pub(crate) fn read_whole(loc: Location, shown: &Path) -> Result<Vec<u8>> {
+    use anyhow::Context;
+    match loc {
+        Location::Local(p) => std::fs::read(&p).with_context(|| format!("{}", p.display())),
+        stored => {
+            let (storage, key) = stored.storage_and_path()?;
+            let blob = storage.open(&key).with_context(|| format!("{}", shown.display()))?;
+            Ok(blob.bytes().to_vec())
+        }
+    }
+}
+
 /// Opens the snapshot `path` names, wherever it is ([`location`]).
 pub(crate) fn open_reader(path: &Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
     Ok(match location(path)? {

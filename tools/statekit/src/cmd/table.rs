@@ -199,17 +199,7 @@ pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
         args.tables = local;
         _scratch = Some(dir);
     }
-    let text = match super::location(&args.schema)? {
-        Location::Local(p) => std::fs::read(&p).with_context(|| format!("{}", p.display()))?,
-        stored => {
-            let (storage, key) = stored.storage_and_path()?;
-            storage
-                .open(&key)
-                .with_context(|| format!("{}", args.schema.display()))?
-                .bytes()
-                .to_vec()
-        }
-    };
+    let text = super::read_whole(super::location(&args.schema)?, &args.schema)?;
     let schema: statekit_migrate::JobSchema = serde_json::from_slice(&text).with_context(|| {
         format!(
             "{}: not a schema file (see `statekit schema --json`)",
