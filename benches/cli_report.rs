@@ -462,6 +462,7 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
         ),
     ];
     let mut plain: Option<Duration> = None;
+    let mut fastest_cp = Duration::MAX;
     for (what, from, args) in runs {
         let mut anchor_best = Duration::MAX;
         let (t, rss) = best(3, || {
@@ -479,6 +480,7 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
             clean();
             r
         });
+        fastest_cp = fastest_cp.min(anchor_best);
         let anchor = mb / anchor_best.as_secs_f64();
         let rate = mb / t.as_secs_f64();
         if what == "convert native -> canonical" {
@@ -512,6 +514,58 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
             anchor_best.as_secs_f64()
         );
     }
+    zstd_floor(statekit, input, &out, mb, mb / fastest_cp.as_secs_f64());
+}
+
+/// The codec's own cost under `convert --compression zstd`: the savepoint's records written
+/// uncompressed (`convert --compression none`, not timed), then every 64 KiB block of them
+/// compressed with zstd level 1 on all cores and nothing else (no reading, decoding or
+/// writing), best of 3, beside the fastest `cp -r` + `sync` of the convert lines (`cp_rate`,
+/// MB/s).
+fn zstd_floor(statekit: &Path, input: &Path, out: &Path, mb: f64, cp_rate: f64) {
+    let _ = std::fs::remove_dir_all(out);
+    let made = Command::new(statekit)
+        .arg("convert")
+        .arg(input)
+        .arg(out)
+        .args(["--compression", "none"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("spawn statekit");
+    assert!(made.success(), "convert --compression none failed");
+    let (_, files) = dir_bytes(out);
+    let raw: Vec<u8> = files
+        .iter()
+        .flat_map(|f| std::fs::read(f).expect("read the uncompressed savepoint"))
+        .collect();
+    let _ = std::fs::remove_dir_all(out);
+    let blocks: Vec<&[u8]> = raw.chunks(64 * 1024).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut best_time = Duration::MAX;
+    for _ in 0..3 {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    let mut z = zstd::bulk::Compressor::new(1).expect("zstd context");
+                    let mut buf = Vec::with_capacity(zstd::zstd_safe::compress_bound(64 * 1024));
+                    while let Some(b) = blocks.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        buf.clear();
+                        z.compress_to_buffer(b, &mut buf).expect("zstd");
+                    }
+                });
+            }
+        });
+        best_time = best_time.min(start.elapsed());
+    }
+    println!(
+        "  zstd level 1 alone, same records {:>8.0} MB/s ({:.3} s on {threads} threads, {:.0} MB uncompressed)   {:.2}x of the fastest cp -r + sync above: the most convert (lz4 -> zstd) can reach here",
+        mb / best_time.as_secs_f64(),
+        best_time.as_secs_f64(),
+        raw.len() as f64 / 1e6,
+        mb / best_time.as_secs_f64() / cp_rate
+    );
 }
 
 /// The figure an [`inspect_child`] run printed after `prefix`.

@@ -50,7 +50,7 @@ pub(crate) const CODEC_ZSTD: u8 = 2;
 /// Size of a block header.
 pub(crate) const BLOCK_HEADER_LEN: usize = 24;
 /// Bytes of the block header covered by its CRC together with the stored bytes.
-const BLOCK_CRC_SCOPE: usize = 20;
+pub(crate) const BLOCK_CRC_SCOPE: usize = 20;
 
 /// Readers reject a compressed block whose raw length exceeds
 /// `stored_len * MAX_EXPANSION + EXPANSION_SLACK`, so a corrupted or hostile length cannot

@@ -2,7 +2,7 @@
 //! non-empty key group (`docs/format.md` §"Keyed data files").
 #![deny(clippy::indexing_slicing)]
 
-use crate::block::{BlockDecoder, BlockHeader, WriteOptions, BLOCK_HEADER_LEN, CODEC_NONE};
+use crate::block::{BlockDecoder, BlockHeader, Compression, WriteOptions, BLOCK_HEADER_LEN, CODEC_LZ4, CODEC_NONE};
 use crate::container::{self, ContainerWriter, Layout, Section, KEYED};
 use crate::error::FormatError;
 use crate::metadata::{FileRef, FileScope};
@@ -270,6 +270,14 @@ pub fn transcode_keyed_file(
     )?;
     let sections: Vec<Section> = reader.layout.sections.clone();
     let kgs: Vec<u32> = sections.iter().map(|s| s.id).collect();
+    // Blocks whose codec has no level to honour are kept as stored when the output uses the
+    // same codec: LZ4 blocks into LZ4 output, uncompressed ones into uncompressed output.
+    // zstd blocks are compressed again (the output's level may differ from the input's).
+    let kept_codec = match opts.compression {
+        Compression::Lz4 => Some(CODEC_LZ4),
+        Compression::None => Some(CODEC_NONE),
+        Compression::Zstd { .. } => None,
+    };
     let copy = |dec: &mut BlockDecoder, kg: u32, sink: &mut dyn BlockSink| -> Result<()> {
         let Some(s) = reader.section(kg) else {
             return Ok(());
@@ -280,8 +288,21 @@ pub fn transcode_keyed_file(
         let mut buf = Vec::new();
         while pos < end {
             let (h, raw) = read_section_block(dec, bytes, pos, s, &reader.file)?;
-            // Compressed again straight from the decoder's buffer (no copy of the records).
-            sink.block_ref(kg, raw, h.entries, &mut buf)?;
+            let stored = (Some(h.codec) == kept_codec)
+                .then(|| {
+                    let start = usize::try_from(pos).ok()?;
+                    let header = bytes.get(start..)?.first_chunk::<BLOCK_HEADER_LEN>()?;
+                    let payload = bytes.get(start + BLOCK_HEADER_LEN..start + h.total_len() as usize)?;
+                    Some((header, payload))
+                })
+                .flatten();
+            match stored {
+                // Checked (CRC, decompressed to its recorded length) and already in the
+                // output's codec: stored as it is.
+                Some((header, payload)) => sink.block_stored(kg, header, payload, raw, h.entries, &mut buf)?,
+                // Compressed again straight from the decoder's buffer (no copy of the records).
+                None => sink.block_ref(kg, raw, h.entries, &mut buf)?,
+            }
             pos += h.total_len();
         }
         // Read once: keep the resident set at about one key group per thread.
@@ -1441,6 +1462,24 @@ mod tests {
         w.commit().expect("commit");
         let e = transcode_keyed_file(&open("d"), &states, &storage, "out", &lz4).expect_err("damaged");
         assert!(e.to_string().contains("crc32"), "{e}");
+        assert!(!storage.exists("out").expect("exists"));
+        // A block kept as stored (LZ4 into LZ4) is still decompressed and checked: a header
+        // whose raw length lies, under a CRC that matches it, is refused.
+        let mut lying = bytes("a");
+        let at = open("a").key_groups()[3].offset as usize;
+        let raw_len = u32::from_le_bytes(lying[at + 4..at + 8].try_into().expect("4 bytes"));
+        assert_eq!(lying[at + 16], crate::block::CODEC_LZ4, "the test needs an LZ4 block");
+        lying[at + 4..at + 8].copy_from_slice(&(raw_len + 1).to_le_bytes());
+        let stored_len = u32::from_le_bytes(lying[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&lying[at..at + crate::block::BLOCK_CRC_SCOPE]);
+        h.update(&lying[at + BLOCK_HEADER_LEN..at + BLOCK_HEADER_LEN + stored_len]);
+        lying[at + 20..at + 24].copy_from_slice(&h.finalize().to_le_bytes());
+        let mut w = storage.create("lying").expect("create");
+        std::io::Write::write_all(&mut w, &lying).expect("write");
+        w.commit().expect("commit");
+        let e = transcode_keyed_file(&open("lying"), &states, &storage, "out", &lz4).expect_err("lying");
+        assert!(e.to_string().contains("raw_len"), "{e}");
         assert!(!storage.exists("out").expect("exists"));
     }
 

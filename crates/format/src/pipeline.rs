@@ -27,6 +27,23 @@ pub(crate) trait BlockSink {
         scratch.extend_from_slice(raw);
         self.block(kg, scratch, entries)
     }
+
+    /// A block already encoded with the sink's codec (`header` and `payload` as stored,
+    /// their CRC checked and `payload` decompressed to `raw` by the caller): a sink that
+    /// compresses stores it as it is instead of compressing `raw` again. Default: `block_ref`
+    /// of `raw`.
+    fn block_stored(
+        &mut self,
+        kg: u32,
+        header: &[u8; BLOCK_HEADER_LEN],
+        payload: &[u8],
+        raw: &[u8],
+        entries: u32,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        let _ = (header, payload);
+        self.block_ref(kg, raw, entries, scratch)
+    }
 }
 
 /// The serial sink: encode and write on the calling thread. The caller closes the section
@@ -124,6 +141,32 @@ impl BlockSink for ThreadSink<'_> {
                 stored: spare,
                 stored_len,
                 raw_len,
+                entries,
+            }))
+            .map_err(|_| stopped())
+    }
+
+    fn block_stored(
+        &mut self,
+        _kg: u32,
+        header: &[u8; BLOCK_HEADER_LEN],
+        payload: &[u8],
+        raw: &[u8],
+        entries: u32,
+        _scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(stopped());
+        }
+        let mut stored = self.buffer()?;
+        stored.clear();
+        stored.extend_from_slice(payload);
+        self.tx
+            .send(Msg::Block(Block {
+                header: *header,
+                stored,
+                stored_len: payload.len(),
+                raw_len: raw.len(),
                 entries,
             }))
             .map_err(|_| stopped())

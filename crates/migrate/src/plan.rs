@@ -61,8 +61,9 @@ pub enum Edit {
         /// Its new uid.
         uid: String,
     },
-    /// Every key moves to its key group under `max_parallelism` key groups (the state is
-    /// re-bucketed by an external sort bounded by [`PlanOptions::memory`]).
+    /// Every key moves to its key group under `max_parallelism` key groups: split without
+    /// sorting when it is 2 to 4 times the input's (each input key group becomes several),
+    /// otherwise re-bucketed by an external sort bounded by [`PlanOptions::memory`].
     MaxParallelism {
         /// The operator.
         uid: String,
@@ -464,8 +465,15 @@ impl Plan {
             }
             if o.max_parallelism != o.source_max_parallelism {
                 out.push(format!(
-                    "operator {:?}: max parallelism {} -> {} (every key re-bucketed)",
-                    o.uid, o.source_max_parallelism, o.max_parallelism
+                    "operator {:?}: max parallelism {} -> {} ({})",
+                    o.uid,
+                    o.source_max_parallelism,
+                    o.max_parallelism,
+                    if crate::view::splits(o, self.rekey) {
+                        "each key group split, no sort"
+                    } else {
+                        "every key re-bucketed by an external sort"
+                    }
                 ));
             }
             if o.parallelism != o.source_parallelism {

@@ -4,7 +4,7 @@
 
 use crate::plan::{OperatorPlan, Plan};
 use crate::rebucket::SortedEntries;
-use crate::view::MigratedView;
+use crate::view::{MigratedView, SplitView};
 use crate::MigrateError;
 use statekit_checkpoint::CheckpointError;
 use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
@@ -418,7 +418,10 @@ fn write_all(
     for (oi, op) in plan.operators.iter().enumerate() {
         writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
         rebucketed.push(
-            if (op.max_parallelism != op.source_max_parallelism || plan.rekey) && !op.keyed_states.is_empty() {
+            if (op.max_parallelism != op.source_max_parallelism || plan.rekey)
+                && !op.keyed_states.is_empty()
+                && !crate::view::splits(op, plan.rekey)
+            {
                 std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
                 let all = KeyGroupRange::all(op.source_max_parallelism);
                 let views = statekit_snapshot::keyed_views(reader, &op.source_uid, all)?;
@@ -570,11 +573,23 @@ fn write_subtask(
     }
     let migrated;
     let re;
+    let split;
     let view: Option<&dyn statekit_core::KeyedStateView> = if op.keyed_states.is_empty() {
         None
     } else if let Some(r) = rebucketed {
         re = r.view(range);
         Some(&re)
+    } else if crate::view::splits(op, plan.rekey) {
+        // A multiple of the input's max parallelism: each output key group is part of one
+        // input key group, streamed without the sort.
+        let source = crate::view::split_source(range, op.source_max_parallelism);
+        let views = statekit_snapshot::keyed_views(reader, &op.source_uid, source)?;
+        split = SplitView::new(
+            MigratedView::new(op, source, views, plan.purge_expired_at),
+            op.max_parallelism,
+            range,
+        );
+        Some(&split)
     } else {
         let views = statekit_snapshot::keyed_views(reader, &op.source_uid, range)?;
         migrated = MigratedView::new(op, range, views, plan.purge_expired_at);

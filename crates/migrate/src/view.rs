@@ -2,7 +2,9 @@
 //! states renamed, dropped and reindexed to the output's list, expired TTL data left out.
 
 use crate::plan::{KeyFilter, OperatorPlan};
-use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError};
+use statekit_core::{
+    key_group_for_key, Entry, EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError,
+};
 use std::ops::ControlFlow;
 
 /// One input view and where its states go.
@@ -130,5 +132,97 @@ impl KeyedStateView for MigratedView {
             }
         }
         Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// The largest factor by which a max parallelism may grow for [`SplitView`] to be used instead
+/// of the external sort: each input key group is read once per output key group it splits
+/// into, so beyond a few the sort's one pass is cheaper.
+pub(crate) const MAX_SPLIT_FACTOR: u32 = 4;
+
+/// Whether `op`'s new max parallelism splits every input key group (a multiple of the input's,
+/// at most [`MAX_SPLIT_FACTOR`] times it) and its keys are in statekit's key groups (`rekey`
+/// false), so [`SplitView`] can stand in for the external sort.
+pub(crate) fn splits(op: &OperatorPlan, rekey: bool) -> bool {
+    let (from, to) = (op.source_max_parallelism, op.max_parallelism);
+    !rekey && from > 0 && to > from && to % from == 0 && to / from <= MAX_SPLIT_FACTOR
+}
+
+/// The input key groups that output key groups `range` draw from when the max parallelism
+/// grows from `from` to a multiple of it: key group `k`'s keys are all in input key group
+/// `k mod from` (`murmur(key) mod (m·from) mod from = murmur(key) mod from`). The smallest
+/// range covering them (every key group when `range` wraps around).
+pub(crate) fn split_source(range: KeyGroupRange, from: u32) -> KeyGroupRange {
+    let from = from.max(1);
+    match range.end_inclusive() {
+        None => KeyGroupRange::EMPTY,
+        Some(end) if range.len() < from && range.start() % from <= end % from => {
+            KeyGroupRange::new(range.start() % from, end % from)
+        }
+        Some(_) => KeyGroupRange::all(from),
+    }
+}
+
+/// Output key groups under a max parallelism that is a multiple of the input's, streamed
+/// without sorting: output key group `k` is input key group `k mod N`'s entries whose key
+/// falls in `k` under the new max parallelism. A key group's entries are in canonical order,
+/// and a subsequence of them still is. A key found in an input key group its hash does not
+/// map to is damage (the sort would move it silently; here it would be lost), so it is an
+/// error naming both groups.
+pub(crate) struct SplitView {
+    inner: MigratedView,
+    max_parallelism: u32,
+    range: KeyGroupRange,
+}
+
+impl SplitView {
+    /// Output key groups `range` under `max_parallelism`, from `inner` (the input's key
+    /// groups [`split_source`] names, edits applied).
+    pub(crate) fn new(inner: MigratedView, max_parallelism: u32, range: KeyGroupRange) -> Self {
+        SplitView {
+            inner,
+            max_parallelism,
+            range,
+        }
+    }
+}
+
+impl KeyedStateView for SplitView {
+    fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn states(&self) -> &[StateDescriptor] {
+        self.inner.states()
+    }
+
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
+        if !self.range.contains(key_group) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        let from = self.inner.max_parallelism().max(1);
+        let source = key_group % from;
+        let mut misplaced: Option<u32> = None;
+        let flow = self.inner.visit_key_group(source, &mut |e| {
+            let to = key_group_for_key(e.key, self.max_parallelism);
+            if to == key_group {
+                visitor(e)
+            } else if to % from == source {
+                Ok(ControlFlow::Continue(()))
+            } else {
+                misplaced = Some(to % from);
+                Ok(ControlFlow::Break(()))
+            }
+        })?;
+        if let Some(belongs) = misplaced {
+            return Err(StateError::Snapshot(format!(
+                "key group {source} (max parallelism {from}) holds a key of key group {belongs}: the input is damaged"
+            )));
+        }
+        Ok(flow)
     }
 }

@@ -773,9 +773,15 @@ fn edit_strategy() -> impl Strategy<Value = Edit> {
             from: f.into(),
             to: t.into()
         }),
-        (uid, 1u32..=MAX_P).prop_map(|(u, p)| Edit::Parallelism {
+        (uid.clone(), 1u32..=MAX_P).prop_map(|(u, p)| Edit::Parallelism {
             uid: u.into(),
             parallelism: p
+        }),
+        // Multiples of the input's 16 up to 4x split key groups without the sort; 8 and 80
+        // take the sort (restores go up to parallelism 6).
+        (uid, prop::sample::select(vec![8u32, 32, 48, 64, 80])).prop_map(|(u, m)| Edit::MaxParallelism {
+            uid: u.into(),
+            max_parallelism: m
         }),
     ]
 }
@@ -944,9 +950,13 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
     let before = keyed_rows(&reader, "a");
     // Native output (where built) on the spilling cases: the re-bucketed stream bulk-loaded.
     let native = output_formats().last().copied().unwrap_or_default();
+    // 32 and 64 (2x and 4x the input's 16) split each key group without sorting; 128 (8x)
+    // and 7 sort.
     for (memory, new_max, format) in [
         (1usize << 30, 128u32, OutputFormat::Canonical),
         (2048, 128, native),
+        (2048, 32, OutputFormat::Canonical),
+        (2048, 64, native),
         (512, 7, OutputFormat::Canonical),
         (4096, 1, native),
     ] {
@@ -1020,4 +1030,47 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
     )
     .expect_err("too many key groups");
     assert!(matches!(e, MigrateError::BadMaxParallelism { .. }), "{e}");
+}
+
+#[test]
+fn a_key_outside_its_key_group_is_an_error_when_key_groups_split() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()));
+    let writer =
+        SnapshotWriter::new(storage, "in", statekit_format::SnapshotKind::Savepoint, 7, "job").expect("writer");
+    writer.register_operator("a", 1, MAX_P).expect("register");
+    let key = b"misplaced".to_vec();
+    let wrong = (key_group_for_key(&key, MAX_P) + 1) % MAX_P;
+    let entry = |key: Vec<u8>, key_group: u32| OwnedEntry {
+        key_group,
+        state: 0,
+        key,
+        namespace: vec![],
+        user_key: None,
+        value: vec![1],
+        timestamp: None,
+    };
+    let right = b"placed".to_vec();
+    let mut entries = vec![entry(key, wrong), entry(right.clone(), key_group_for_key(&right, MAX_P))];
+    entries.sort_by_key(|e| e.key_group);
+    let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
+    let view = MemoryView::new(MAX_P, KeyGroupRange::all(MAX_P), states, entries);
+    writer.write_subtask("a", 0, Some(&view), None, false).expect("write");
+    writer.finish().expect("finish");
+    let input = dir.path().join("in");
+    let reader = SnapshotReader::open(&input).expect("open");
+    let plan = Plan::new(
+        &reader,
+        &[Edit::MaxParallelism {
+            uid: "a".into(),
+            max_parallelism: 2 * MAX_P,
+        }],
+        PlanOptions::default(),
+    )
+    .expect("plan");
+    let out = dir.path().join("out");
+    let e = migrate(&reader, &input, &plan, &out, &MigrateOptions::default(), &|_| {}).expect_err("damaged");
+    assert!(e.to_string().contains(&format!("key group {wrong}")), "{e}");
+    assert!(e.to_string().contains("damaged"), "{e}");
+    assert!(!out.exists(), "nothing written");
 }

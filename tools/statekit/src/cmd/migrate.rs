@@ -215,8 +215,9 @@ pub struct RewriteArgs {
     /// Split an operator's state for N subtasks. Repeatable.
     #[arg(long, value_name = "UID=N")]
     pub parallelism: Vec<String>,
-    /// Give an operator N key groups: every key moves to its key group under N (an external
-    /// sort bounded by --memory, spilling to --spill-dir). Repeatable.
+    /// Give an operator N key groups: every key moves to its key group under N (2 to 4 times
+    /// the old number splits each key group in one streaming pass; any other N takes an
+    /// external sort bounded by --memory, spilling to --spill-dir). Repeatable.
     #[arg(long, value_name = "UID=N")]
     pub max_parallelism: Vec<String>,
     /// Memory for re-bucketing (--max-parallelism) before sorted runs spill to disk: bytes,
