@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const UID: &str = "op";
-const MAX_P: u32 = 128;
+pub(crate) const UID: &str = "op";
+pub(crate) const MAX_P: u32 = 128;
 const VALUE_LEN: usize = 1000;
 const JOB: &str = "0123456789abcdef0123456789abcdef";
 const ANCHOR_JOB: &str = "fedcba9876543210fedcba9876543210";
@@ -37,7 +37,7 @@ const SAMPLE: usize = 997;
 const FLINK: &str = "Flink's published figures (1 GB of state, 1% churn; another machine, for orientation only): \
 changelog checkpoints 35-66 ms; a full hashmap checkpoint 2.5 s; an incremental RocksDB checkpoint 0.1 s; restores 0.7-6 s";
 
-fn cfg() -> BackendConfig {
+pub(crate) fn cfg() -> BackendConfig {
     BackendConfig::for_subtask(MAX_P, 1, 0).expect("config")
 }
 
@@ -176,34 +176,34 @@ impl Workload {
 }
 
 /// A changelog backend, its job's checkpoint store and upload service.
-struct Cl<D: KeyedStateBackend> {
-    store: CheckpointStore,
+pub(crate) struct Cl<D: KeyedStateBackend> {
+    pub(crate) store: CheckpointStore,
     storage: ChangelogStorage,
     job: Arc<dyn Storage>,
     job_dir: PathBuf,
-    b: Option<ChangelogBackend<D>>,
-    h: StateHandle,
-    id: u64,
+    pub(crate) b: Option<ChangelogBackend<D>>,
+    pub(crate) h: StateHandle,
+    pub(crate) id: u64,
     /// Log bytes uploaded up to the end of the previous checkpoint.
     uploaded: u64,
 }
 
 /// One changelog checkpoint.
-struct ClCheckpoint {
-    total: Duration,
+pub(crate) struct ClCheckpoint {
+    pub(crate) total: Duration,
     sync: Duration,
     tail_wait: Duration,
     commit: Duration,
     cleanup: Duration,
     /// Log bytes uploaded since the previous checkpoint (the churn's pre-emptive uploads
     /// and the checkpoint's own).
-    log_bytes: u64,
+    pub(crate) log_bytes: u64,
     tail_bytes: u64,
     tail_records: u64,
 }
 
 impl<D: KeyedStateBackend> Cl<D> {
-    fn new(dir: &Path, make: &dyn Fn(BackendConfig) -> Result<D, StateError>) -> Self {
+    pub(crate) fn new(dir: &Path, make: &dyn Fn(BackendConfig) -> Result<D, StateError>) -> Self {
         let root: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.join("checkpoints")));
         let store = CheckpointStore::open(root, JOB, 2).expect("store");
         let job = store.job_storage().expect("job storage");
@@ -225,7 +225,7 @@ impl<D: KeyedStateBackend> Cl<D> {
     }
 
     /// A new changelog backend of this job (materializing only when told to).
-    fn fresh(&self, make: &dyn Fn(BackendConfig) -> Result<D, StateError>) -> ChangelogBackend<D> {
+    pub(crate) fn fresh(&self, make: &dyn Fn(BackendConfig) -> Result<D, StateError>) -> ChangelogBackend<D> {
         let policy = MaterializationPolicy {
             interval: None,
             max_tail_bytes: None,
@@ -240,14 +240,14 @@ impl<D: KeyedStateBackend> Cl<D> {
         .expect("changelog backend")
     }
 
-    fn b(&mut self) -> &mut ChangelogBackend<D> {
+    pub(crate) fn b(&mut self) -> &mut ChangelogBackend<D> {
         self.b.as_mut().expect("backend")
     }
 
     /// Waits until every change set handed to the uploader is durable (between the
     /// checkpoints of a running job the continuous uploads have time to finish); returns how
     /// long that took.
-    fn settle_uploads(&self) -> Duration {
+    pub(crate) fn settle_uploads(&self) -> Duration {
         let t = Instant::now();
         let wr = self.b.as_ref().expect("backend").writer();
         loop {
@@ -267,7 +267,7 @@ impl<D: KeyedStateBackend> Cl<D> {
 
     /// A changelog checkpoint: cut, wait for the tail, `_metadata` commit (then the
     /// subsumed checkpoints' deletions, timed apart).
-    fn checkpoint(&mut self) -> ClCheckpoint {
+    pub(crate) fn checkpoint(&mut self) -> ClCheckpoint {
         self.id += 1;
         let id = self.id;
         let b = self.b.as_mut().expect("backend");
@@ -308,7 +308,7 @@ impl<D: KeyedStateBackend> Cl<D> {
 
 /// A full (canonical) checkpoint of `b` into `store`: (wall time without the subsumed
 /// checkpoints' deletion, bytes written).
-fn full_checkpoint(store: &CheckpointStore, id: u64, b: &mut dyn KeyedStateBackend) -> (Duration, u64) {
+pub(crate) fn full_checkpoint(store: &CheckpointStore, id: u64, b: &mut dyn KeyedStateBackend) -> (Duration, u64) {
     let t = Instant::now();
     let writer = store.begin(id).expect("begin");
     writer.register_operator(UID, 1, MAX_P).expect("register");

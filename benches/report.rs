@@ -28,6 +28,7 @@
 
 mod changelog;
 mod flink;
+mod flink_ckpt;
 
 use statekit_benches as w;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -63,6 +64,14 @@ struct Opts {
     flink_only: bool,
     /// With `--flink`: statekit's side only, Flink not run (for profiling; prints no ratios).
     ours_only: bool,
+    /// Run only the checkpoint half of the section beside real Flink (its CheckpointBench).
+    flink_checkpoints_only: bool,
+    /// With `--flink`: leave the checkpoint half out.
+    skip_flink_checkpoints: bool,
+    /// Keys, value bytes and checkpoints of the CheckpointBench pairing.
+    ck_keys: usize,
+    ck_value_bytes: usize,
+    ck_checkpoints: usize,
 }
 
 fn parse() -> Opts {
@@ -82,6 +91,11 @@ fn parse() -> Opts {
         l0_trigger: None,
         flink_only: false,
         ours_only: false,
+        flink_checkpoints_only: false,
+        skip_flink_checkpoints: false,
+        ck_keys: 1_000_000,
+        ck_value_bytes: 1000,
+        ck_checkpoints: 5,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -121,12 +135,26 @@ fn parse() -> Opts {
             "--rocksdb" => o.rocksdb_only = true,
             "--flink" => o.flink_only = true,
             "--ours-only" => o.ours_only = true,
+            "--flink-checkpoints" => o.flink_checkpoints_only = true,
+            "--skip-flink-checkpoints" => o.skip_flink_checkpoints = true,
+            "--ck-keys" => {
+                o.ck_keys = val().parse().expect("--ck-keys N");
+                i += 1;
+            }
+            "--ck-value-bytes" => {
+                o.ck_value_bytes = val().parse().expect("--ck-value-bytes B");
+                i += 1;
+            }
+            "--ck-checkpoints" => {
+                o.ck_checkpoints = val().parse::<usize>().expect("--ck-checkpoints N").max(1);
+                i += 1;
+            }
             "--skip-rocksdb" => o.skip_rocksdb = true,
             "--changelog" => o.changelog_only = true,
             "--skip-changelog" => o.skip_changelog = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--ours-only]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--ours-only] [--skip-rocksdb] [--skip-flink-checkpoints]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)\n       report --flink-checkpoints [--ck-keys N] [--ck-value-bytes B] [--ck-checkpoints N] [--dir DIR] [--ours-only] [--skip-rocksdb]   (the checkpoint half alone)"
                 );
                 std::process::exit(0);
             }
@@ -815,6 +843,20 @@ fn main() {
     }
     if o.changelog_only {
         changelog::changelog(&o);
+        return;
+    }
+    if o.flink_checkpoints_only || (o.flink_only && !o.skip_flink_checkpoints) {
+        if o.flink_only {
+            flink_section(&o);
+        }
+        let shape = flink_ckpt::Shape {
+            keys: o.ck_keys,
+            value_bytes: o.ck_value_bytes,
+            checkpoints: o.ck_checkpoints,
+        };
+        let base = base_dir(&o);
+        let dir = tempfile::tempdir_in(&base).expect("tempdir");
+        flink_ckpt::section(shape, dir.path(), o.ours_only, o.skip_rocksdb);
         return;
     }
     if o.flink_only {
