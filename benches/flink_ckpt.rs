@@ -245,13 +245,23 @@ fn native_checkpoint(store: &CheckpointStore, id: u64, b: &mut w::RocksDbBackend
     let writer = store.begin(id).expect("begin");
     writer.register_operator(UID, 1, MAX_P).expect("register");
     let cut = b.native_snapshot(id).expect("cut");
+    let t_cut = t.elapsed();
     let handle = cut.upload(&writer.native_target(UID, 0).expect("target")).expect("upload");
+    let t_up = t.elapsed();
     let up = handle.uploaded_bytes;
     writer
         .add_native_subtask(UID, 0, handle, b.descriptors(), None, false)
         .expect("add");
     let (_, cleanup) = store.complete_deferred(writer).expect("complete");
     let d = t.elapsed();
+    if std::env::var_os("STATEKIT_CK_DETAIL").is_some() {
+        eprintln!(
+            "# native checkpoint {id}: cut {:.1} ms, upload {:.1} ms, commit {:.1} ms",
+            ms(t_cut),
+            ms(t_up - t_cut),
+            ms(d - t_up)
+        );
+    }
     if incremental {
         b.notify_checkpoint_complete(id).expect("notify");
     } else {
@@ -450,10 +460,10 @@ const CONFIGS: [&str; 5] = [
     "changelog-rocksdb",
 ];
 
-/// Runs our side of every config (`skip_rocksdb`: the heap ones only) and Flink's (unless
-/// `ours_only`), and prints each row beside Flink's with the ratio Flink / statekit (above 1:
-/// statekit is faster).
-pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool) {
+/// Runs our side of every config (`skip_rocksdb`: the heap ones only; `only`, when not
+/// empty: those) and Flink's (unless `ours_only`), and prints each row beside Flink's with the
+/// ratio Flink / statekit (above 1: statekit is faster).
+pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, only: &[String]) {
     let flink = if ours_only {
         Err("not run (--ours-only)".to_string())
     } else {
@@ -474,7 +484,7 @@ pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool) {
         "config", "row", "statekit", "Flink", "Flink/us", "our MB", "Flink MB"
     );
     for config in CONFIGS {
-        if skip_rocksdb && config.contains("rocksdb") {
+        if (skip_rocksdb && config.contains("rocksdb")) || !(only.is_empty() || only.iter().any(|c| c == config)) {
             continue;
         }
         let ours = match config {
@@ -554,5 +564,58 @@ mod tests {
         let distinct: std::collections::BTreeSet<_> = c.iter().collect();
         assert_eq!(distinct.len(), 100);
         assert_eq!(shape.churned(1), c);
+    }
+}
+
+/// The configs whose checkpoint cost should not grow with the state: the incremental and the
+/// changelog ones.
+const GROWTH_CONFIGS: [&str; 3] = ["rocksdb-incremental", "changelog-hashmap", "changelog-rocksdb"];
+
+/// How checkpoint time grows with the state at a fixed 1% churn: statekit alone (Flink's
+/// CheckpointBench at 4 GB needs more heap than this machine gives a JVM beside us), the
+/// median and the largest of the checkpoints after the first, for `keys` of each size.
+pub fn growth(sizes: &[usize], value_bytes: usize, checkpoints: usize, base: &Path) {
+    println!(
+        "\n== how checkpoint time grows with the state: 1% churn before each of {} checkpoints after the first, {value_bytes} B values; statekit only ==",
+        checkpoints.saturating_sub(1)
+    );
+    println!(
+        "  {:<22} {:>12} {:>14} {:>14} {:>14}",
+        "config", "state", "median", "max", "MB each"
+    );
+    for config in GROWTH_CONFIGS {
+        let mut first: Option<f64> = None;
+        for &keys in sizes {
+            let shape = Shape {
+                keys,
+                value_bytes,
+                checkpoints,
+            };
+            let ours = match config {
+                "changelog-hashmap" => changelog_config(config, &shape, base, &|c| {
+                    statekit_hashmap::HashMapBackend::new(c)
+                }),
+                "changelog-rocksdb" => {
+                    let opts = w::rocksdb_options(&base.join("rocksdb-work"));
+                    changelog_config(config, &shape, base, &move |c| w::RocksDbBackend::new(c, opts.clone()))
+                }
+                _ => plain_config(config, &shape, base),
+            };
+            let mut after: Vec<(f64, u64)> = (2..=checkpoints)
+                .filter_map(|n| ours.rows.get(&n.to_string()).copied())
+                .collect();
+            after.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let median = after.get(after.len() / 2).copied().unwrap_or((f64::NAN, 0));
+            let max = after.last().map_or(f64::NAN, |m| m.0);
+            let base_t = *first.get_or_insert(median.0);
+            println!(
+                "  {config:<22} {:>9.2} GB {:>11.1} ms {:>11.1} ms {:>14.1}   ({:.2}x the smallest)",
+                (keys * value_bytes) as f64 / 1e9,
+                median.0,
+                max,
+                median.1 as f64 / 1e6,
+                median.0 / base_t
+            );
+        }
     }
 }

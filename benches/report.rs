@@ -72,6 +72,10 @@ struct Opts {
     ck_keys: usize,
     ck_value_bytes: usize,
     ck_checkpoints: usize,
+    /// Only these CheckpointBench configs (empty: all).
+    ck_configs: Vec<String>,
+    /// Run only the growth of checkpoint time with the state (these key counts).
+    ck_growth: Option<Vec<usize>>,
 }
 
 fn parse() -> Opts {
@@ -96,6 +100,8 @@ fn parse() -> Opts {
         ck_keys: 1_000_000,
         ck_value_bytes: 1000,
         ck_checkpoints: 5,
+        ck_configs: Vec::new(),
+        ck_growth: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -145,6 +151,19 @@ fn parse() -> Opts {
                 o.ck_value_bytes = val().parse().expect("--ck-value-bytes B");
                 i += 1;
             }
+            "--ck-growth" => {
+                o.ck_growth = Some(
+                    val()
+                        .split(',')
+                        .map(|k| k.trim().parse().expect("--ck-growth K1,K2,..."))
+                        .collect(),
+                );
+                i += 1;
+            }
+            "--ck-config" => {
+                o.ck_configs.push(val());
+                i += 1;
+            }
             "--ck-checkpoints" => {
                 o.ck_checkpoints = val().parse::<usize>().expect("--ck-checkpoints N").max(1);
                 i += 1;
@@ -154,7 +173,7 @@ fn parse() -> Opts {
             "--skip-changelog" => o.skip_changelog = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--ours-only] [--skip-rocksdb] [--skip-flink-checkpoints]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)\n       report --flink-checkpoints [--ck-keys N] [--ck-value-bytes B] [--ck-checkpoints N] [--dir DIR] [--ours-only] [--skip-rocksdb]   (the checkpoint half alone)"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--ours-only] [--skip-rocksdb] [--skip-flink-checkpoints]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)\n       report --flink-checkpoints [--ck-keys N] [--ck-value-bytes B] [--ck-checkpoints N] [--ck-config NAME]... [--dir DIR] [--ours-only] [--skip-rocksdb]   (the checkpoint half alone)\n       report --ck-growth 100000,1000000,4000000 [--ck-value-bytes B] [--ck-checkpoints N] [--dir DIR]   (incremental and changelog checkpoint time as the state grows; statekit only)"
                 );
                 std::process::exit(0);
             }
@@ -845,6 +864,12 @@ fn main() {
         changelog::changelog(&o);
         return;
     }
+    if let Some(sizes) = &o.ck_growth {
+        let base = base_dir(&o);
+        let dir = tempfile::tempdir_in(&base).expect("tempdir");
+        flink_ckpt::growth(sizes, o.ck_value_bytes, o.ck_checkpoints, dir.path());
+        return;
+    }
     if o.flink_checkpoints_only || (o.flink_only && !o.skip_flink_checkpoints) {
         if o.flink_only {
             flink_section(&o);
@@ -856,7 +881,7 @@ fn main() {
         };
         let base = base_dir(&o);
         let dir = tempfile::tempdir_in(&base).expect("tempdir");
-        flink_ckpt::section(shape, dir.path(), o.ours_only, o.skip_rocksdb);
+        flink_ckpt::section(shape, dir.path(), o.ours_only, o.skip_rocksdb, &o.ck_configs);
         return;
     }
     if o.flink_only {
