@@ -33,8 +33,6 @@ const ANCHOR_JOB: &str = "fedcba9876543210fedcba9876543210";
 /// Every this many keys (by index) one is spot-checked after each restore.
 const SAMPLE: usize = 997;
 
-/// Flink's figures from the brief (another machine, another engine): text, not anchors.
-
 pub(crate) fn cfg() -> BackendConfig {
     BackendConfig::for_subtask(MAX_P, 1, 0).expect("config")
 }

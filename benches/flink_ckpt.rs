@@ -94,7 +94,11 @@ pub fn run_ckbench(shape: Shape, dir: &Path) -> Result<FlinkCk, String> {
     let build = std::env::temp_dir().join("statekit-flink-oracle-build");
     let scratch = dir.join("flink-ckbench");
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let heap = if shape.keys * shape.value_bytes > 200_000_000 { "6g" } else { "4g" };
+    let heap = if shape.keys * shape.value_bytes > 200_000_000 {
+        "6g"
+    } else {
+        "4g"
+    };
     let out = Command::new("bash")
         .arg(oracle.join("run.sh"))
         .args(["ckbench", &shape.keys.to_string(), &shape.value_bytes.to_string()])
@@ -115,7 +119,12 @@ pub fn run_ckbench(shape: Shape, dir: &Path) -> Result<FlinkCk, String> {
             "Flink's CheckpointBench failed ({}): {}{}",
             out.status,
             text.lines().rev().take(5).collect::<Vec<_>>().join(" | "),
-            String::from_utf8_lossy(&out.stderr).lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" | ")
         ));
     }
     parse_ckbench(&text)
@@ -137,7 +146,10 @@ pub fn parse_ckbench(text: &str) -> Result<FlinkCk, String> {
         .to_string();
     let mut rows = BTreeMap::new();
     // `# <config> baseline (empty state, no restore): submit->open A ms, submit->first record B ms`
-    for line in text.lines().filter(|l| l.starts_with("# ") && l.contains(" baseline (")) {
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("# ") && l.contains(" baseline ("))
+    {
         let config = line.split_whitespace().nth(1).unwrap_or("?");
         let first_record = line
             .split("submit->first record ")
@@ -221,10 +233,15 @@ fn expected(shape: &Shape) -> BTreeMap<usize, u32> {
 
 /// Checks the sampled keys of a restored backend byte for byte.
 fn check(shape: &Shape, b: &mut dyn KeyedStateBackend, what: &str) {
-    let h = b.handle("payload").unwrap_or_else(|| panic!("{what}: no state payload"));
+    let h = b
+        .handle("payload")
+        .unwrap_or_else(|| panic!("{what}: no state payload"));
     let (mut got, mut want) = (Vec::new(), Vec::new());
     for (i, phase) in expected(shape) {
-        assert!(b.get(h, &Shape::key(i), &[], &mut got).expect("get"), "{what}: key {i} missing");
+        assert!(
+            b.get(h, &Shape::key(i), &[], &mut got).expect("get"),
+            "{what}: key {i} missing"
+        );
         shape.value(i, phase, &mut want);
         assert_eq!(got, want, "{what}: key {i}");
     }
@@ -240,13 +257,20 @@ fn store(base: &Path, name: &str) -> (PathBuf, CheckpointStore) {
 
 /// A native checkpoint of `b`: cut + upload (+ `_metadata`); `incremental`: the files of
 /// completed checkpoints are referenced, not uploaded again. Returns (time, bytes uploaded).
-fn native_checkpoint(store: &CheckpointStore, id: u64, b: &mut w::RocksDbBackend, incremental: bool) -> (Duration, u64) {
+fn native_checkpoint(
+    store: &CheckpointStore,
+    id: u64,
+    b: &mut w::RocksDbBackend,
+    incremental: bool,
+) -> (Duration, u64) {
     let t = Instant::now();
     let writer = store.begin(id).expect("begin");
     writer.register_operator(UID, 1, MAX_P).expect("register");
     let cut = b.native_snapshot(id).expect("cut");
     let t_cut = t.elapsed();
-    let handle = cut.upload(&writer.native_target(UID, 0).expect("target")).expect("upload");
+    let handle = cut
+        .upload(&writer.native_target(UID, 0).expect("target"))
+        .expect("upload");
     let t_up = t.elapsed();
     let up = handle.uploaded_bytes;
     writer
@@ -296,7 +320,9 @@ fn native_savepoint(base: &Path, b: &mut w::RocksDbBackend) -> (Duration, u64) {
     let writer = SnapshotWriter::new_savepoint(root, "", JOB, 98).expect("savepoint writer");
     writer.register_operator(UID, 1, MAX_P).expect("register");
     let cut = b.native_snapshot(98).expect("cut");
-    let handle = cut.upload(&writer.native_target(UID, 0).expect("target")).expect("upload");
+    let handle = cut
+        .upload(&writer.native_target(UID, 0).expect("target"))
+        .expect("upload");
     writer
         .add_native_subtask(UID, 0, handle, b.descriptors(), None, false)
         .expect("add");
@@ -326,7 +352,7 @@ fn restore_canonical(dir: &Path, p: &mut Plain) -> Duration {
 /// A heap or a RocksDB backend.
 enum Plain {
     Heap(statekit_hashmap::HashMapBackend),
-    Rocks(w::RocksDbBackend),
+    Rocks(Box<w::RocksDbBackend>),
 }
 
 impl Plain {
@@ -334,14 +360,14 @@ impl Plain {
         if heap {
             Plain::Heap(w::backend())
         } else {
-            Plain::Rocks(w::rocksdb_backend(opts))
+            Plain::Rocks(Box::new(w::rocksdb_backend(opts)))
         }
     }
 
     fn b(&mut self) -> &mut dyn KeyedStateBackend {
         match self {
             Plain::Heap(b) => b,
-            Plain::Rocks(b) => b,
+            Plain::Rocks(b) => b.as_mut(),
         }
     }
 }
@@ -488,9 +514,9 @@ pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, o
             continue;
         }
         let ours = match config {
-            "changelog-hashmap" => changelog_config(config, &shape, base, &|c| {
-                statekit_hashmap::HashMapBackend::new(c)
-            }),
+            "changelog-hashmap" => {
+                changelog_config(config, &shape, base, &|c| statekit_hashmap::HashMapBackend::new(c))
+            }
             "changelog-rocksdb" => {
                 let opts = w::rocksdb_options(&base.join("rocksdb-work"));
                 changelog_config(config, &shape, base, &move |c| w::RocksDbBackend::new(c, opts.clone()))
@@ -522,6 +548,63 @@ pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, o
                 *bytes as f64 / 1e6,
                 fb as f64 / 1e6,
                 if theirs.is_some() && ft < *t { "   BEHIND" } else { "" }
+            );
+        }
+    }
+}
+
+/// The configs whose checkpoint cost should not grow with the state: the incremental and the
+/// changelog ones.
+const GROWTH_CONFIGS: [&str; 3] = ["rocksdb-incremental", "changelog-hashmap", "changelog-rocksdb"];
+
+/// How checkpoint time grows with the state at a fixed 1% churn: statekit alone (Flink's
+/// CheckpointBench at 4 GB needs more heap than this machine gives a JVM beside us), the
+/// median and the largest of the checkpoints after the first, for `keys` of each size.
+pub fn growth(sizes: &[usize], value_bytes: usize, checkpoints: usize, base: &Path) {
+    println!(
+        "\n== how checkpoint time grows with the state: 1% churn before each of {} checkpoints after the first, {value_bytes} B values; statekit only ==",
+        checkpoints.saturating_sub(1)
+    );
+    println!(
+        "  {:<22} {:>12} {:>14} {:>14} {:>14} {:>13}",
+        "config", "state", "median", "max", "MB each", "per churn MB"
+    );
+    for config in GROWTH_CONFIGS {
+        let mut first: Option<f64> = None;
+        for &keys in sizes {
+            let shape = Shape {
+                keys,
+                value_bytes,
+                checkpoints,
+            };
+            let ours = match config {
+                "changelog-hashmap" => {
+                    changelog_config(config, &shape, base, &|c| statekit_hashmap::HashMapBackend::new(c))
+                }
+                "changelog-rocksdb" => {
+                    let opts = w::rocksdb_options(&base.join("rocksdb-work"));
+                    changelog_config(config, &shape, base, &move |c| w::RocksDbBackend::new(c, opts.clone()))
+                }
+                _ => plain_config(config, &shape, base),
+            };
+            let mut after: Vec<(f64, u64)> = (2..=checkpoints)
+                .filter_map(|n| ours.rows.get(&n.to_string()).copied())
+                .collect();
+            after.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let median = after.get(after.len() / 2).copied().unwrap_or((f64::NAN, 0));
+            let max = after.last().map_or(f64::NAN, |m| m.0);
+            let base_t = *first.get_or_insert(median.0);
+            // The churn is 1% of the state, so it grows with it: the time per churned MB says
+            // whether the cost follows the change or the state.
+            let churn_mb = (shape.churn() * value_bytes) as f64 / 1e6;
+            println!(
+                "  {config:<22} {:>9.2} GB {:>11.1} ms {:>11.1} ms {:>14.1} {:>10.2} ms   ({:.2}x the smallest)",
+                (keys * value_bytes) as f64 / 1e9,
+                median.0,
+                max,
+                median.1 as f64 / 1e6,
+                median.0 / churn_mb,
+                median.0 / base_t
             );
         }
     }
@@ -564,62 +647,5 @@ mod tests {
         let distinct: std::collections::BTreeSet<_> = c.iter().collect();
         assert_eq!(distinct.len(), 100);
         assert_eq!(shape.churned(1), c);
-    }
-}
-
-/// The configs whose checkpoint cost should not grow with the state: the incremental and the
-/// changelog ones.
-const GROWTH_CONFIGS: [&str; 3] = ["rocksdb-incremental", "changelog-hashmap", "changelog-rocksdb"];
-
-/// How checkpoint time grows with the state at a fixed 1% churn: statekit alone (Flink's
-/// CheckpointBench at 4 GB needs more heap than this machine gives a JVM beside us), the
-/// median and the largest of the checkpoints after the first, for `keys` of each size.
-pub fn growth(sizes: &[usize], value_bytes: usize, checkpoints: usize, base: &Path) {
-    println!(
-        "\n== how checkpoint time grows with the state: 1% churn before each of {} checkpoints after the first, {value_bytes} B values; statekit only ==",
-        checkpoints.saturating_sub(1)
-    );
-    println!(
-        "  {:<22} {:>12} {:>14} {:>14} {:>14} {:>13}",
-        "config", "state", "median", "max", "MB each", "per churn MB"
-    );
-    for config in GROWTH_CONFIGS {
-        let mut first: Option<f64> = None;
-        for &keys in sizes {
-            let shape = Shape {
-                keys,
-                value_bytes,
-                checkpoints,
-            };
-            let ours = match config {
-                "changelog-hashmap" => changelog_config(config, &shape, base, &|c| {
-                    statekit_hashmap::HashMapBackend::new(c)
-                }),
-                "changelog-rocksdb" => {
-                    let opts = w::rocksdb_options(&base.join("rocksdb-work"));
-                    changelog_config(config, &shape, base, &move |c| w::RocksDbBackend::new(c, opts.clone()))
-                }
-                _ => plain_config(config, &shape, base),
-            };
-            let mut after: Vec<(f64, u64)> = (2..=checkpoints)
-                .filter_map(|n| ours.rows.get(&n.to_string()).copied())
-                .collect();
-            after.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let median = after.get(after.len() / 2).copied().unwrap_or((f64::NAN, 0));
-            let max = after.last().map_or(f64::NAN, |m| m.0);
-            let base_t = *first.get_or_insert(median.0);
-            // The churn is 1% of the state, so it grows with it: the time per churned MB says
-            // whether the cost follows the change or the state.
-            let churn_mb = (shape.churn() * value_bytes) as f64 / 1e6;
-            println!(
-                "  {config:<22} {:>9.2} GB {:>11.1} ms {:>11.1} ms {:>14.1} {:>10.2} ms   ({:.2}x the smallest)",
-                (keys * value_bytes) as f64 / 1e9,
-                median.0,
-                max,
-                median.1 as f64 / 1e6,
-                median.0 / churn_mb,
-                median.0 / base_t
-            );
-        }
     }
 }

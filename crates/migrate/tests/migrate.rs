@@ -1051,7 +1051,10 @@ fn a_key_outside_its_key_group_is_an_error_when_key_groups_split() {
         timestamp: None,
     };
     let right = b"placed".to_vec();
-    let mut entries = vec![entry(key, wrong), entry(right.clone(), key_group_for_key(&right, MAX_P))];
+    let mut entries = vec![
+        entry(key, wrong),
+        entry(right.clone(), key_group_for_key(&right, MAX_P)),
+    ];
     entries.sort_by_key(|e| e.key_group);
     let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
     let view = MemoryView::new(MAX_P, KeyGroupRange::all(MAX_P), states, entries);
