@@ -478,6 +478,18 @@ fn changelog_config<D: KeyedStateBackend + 'static>(
     ours
 }
 
+/// Our side of one CheckpointBench config.
+fn run_config(config: &str, shape: &Shape, base: &Path) -> Ours {
+    match config {
+        "changelog-hashmap" => changelog_config(config, shape, base, &|c| statekit_hashmap::HashMapBackend::new(c)),
+        "changelog-rocksdb" => {
+            let opts = w::rocksdb_options(&base.join("rocksdb-work"));
+            changelog_config(config, shape, base, &move |c| w::RocksDbBackend::new(c, opts.clone()))
+        }
+        _ => plain_config(config, shape, base),
+    }
+}
+
 const CONFIGS: [&str; 5] = [
     "hashmap",
     "rocksdb-incremental",
@@ -513,16 +525,7 @@ pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, o
         if (skip_rocksdb && config.contains("rocksdb")) || !(only.is_empty() || only.iter().any(|c| c == config)) {
             continue;
         }
-        let ours = match config {
-            "changelog-hashmap" => {
-                changelog_config(config, &shape, base, &|c| statekit_hashmap::HashMapBackend::new(c))
-            }
-            "changelog-rocksdb" => {
-                let opts = w::rocksdb_options(&base.join("rocksdb-work"));
-                changelog_config(config, &shape, base, &move |c| w::RocksDbBackend::new(c, opts.clone()))
-            }
-            _ => plain_config(config, &shape, base),
-        };
+        let ours = run_config(config, &shape, base);
         for (row, (t, bytes)) in &ours.rows {
             let theirs = flink.as_ref().ok().and_then(|f| f.get(config, row));
             let (ft, fb) = theirs.map_or((f64::NAN, 0), |(t, b)| (t, b));
@@ -577,16 +580,7 @@ pub fn growth(sizes: &[usize], value_bytes: usize, checkpoints: usize, base: &Pa
                 value_bytes,
                 checkpoints,
             };
-            let ours = match config {
-                "changelog-hashmap" => {
-                    changelog_config(config, &shape, base, &|c| statekit_hashmap::HashMapBackend::new(c))
-                }
-                "changelog-rocksdb" => {
-                    let opts = w::rocksdb_options(&base.join("rocksdb-work"));
-                    changelog_config(config, &shape, base, &move |c| w::RocksDbBackend::new(c, opts.clone()))
-                }
-                _ => plain_config(config, &shape, base),
-            };
+            let ours = run_config(config, &shape, base);
             let mut after: Vec<(f64, u64)> = (2..=checkpoints)
                 .filter_map(|n| ours.rows.get(&n.to_string()).copied())
                 .collect();

@@ -1457,12 +1457,15 @@ mod tests {
         let mut damaged = bytes("a");
         let at = open("a").key_groups()[3].offset as usize + 30;
         damaged[at] ^= 0x40;
-        let mut w = storage.create("d").expect("create");
-        std::io::Write::write_all(&mut w, &damaged).expect("write");
-        w.commit().expect("commit");
-        let e = transcode_keyed_file(&open("d"), &states, &storage, "out", &lz4).expect_err("damaged");
-        assert!(e.to_string().contains("crc32"), "{e}");
-        assert!(!storage.exists("out").expect("exists"));
+        let transcode_bad = |name: &str, bytes: &[u8], says: &str| {
+            let mut w = storage.create(name).expect("create");
+            std::io::Write::write_all(&mut w, bytes).expect("write");
+            w.commit().expect("commit");
+            let e = transcode_keyed_file(&open(name), &states, &storage, "out", &lz4).expect_err(name);
+            assert!(e.to_string().contains(says), "{e}");
+            assert!(!storage.exists("out").expect("exists"));
+        };
+        transcode_bad("d", &damaged, "crc32");
         // A block kept as stored (LZ4 into LZ4) is still decompressed and checked: a header
         // whose raw length lies, under a CRC that matches it, is refused.
         let mut lying = bytes("a");
@@ -1475,12 +1478,7 @@ mod tests {
         h.update(&lying[at..at + crate::block::BLOCK_CRC_SCOPE]);
         h.update(&lying[at + BLOCK_HEADER_LEN..at + BLOCK_HEADER_LEN + stored_len]);
         lying[at + 20..at + 24].copy_from_slice(&h.finalize().to_le_bytes());
-        let mut w = storage.create("lying").expect("create");
-        std::io::Write::write_all(&mut w, &lying).expect("write");
-        w.commit().expect("commit");
-        let e = transcode_keyed_file(&open("lying"), &states, &storage, "out", &lz4).expect_err("lying");
-        assert!(e.to_string().contains("raw_len"), "{e}");
-        assert!(!storage.exists("out").expect("exists"));
+        transcode_bad("lying", &lying, "raw_len");
     }
 
     /// A view whose visit of one key group panics.
