@@ -88,6 +88,15 @@ impl KeyLayout {
         }
     }
 
+    /// The key group a stored key starts with (`None`: shorter than the prefix).
+    pub fn key_group_of(&self, stored_key: &[u8]) -> Option<u32> {
+        if self.prefix_bytes == 1 {
+            stored_key.first().map(|b| u32::from(*b))
+        } else {
+            stored_key.first_chunk::<2>().map(|b| u32::from(u16::from_be_bytes(*b)))
+        }
+    }
+
     /// The bytes every key of `key_group` starts with.
     pub fn key_group_prefix(&self, key_group: u32) -> Vec<u8> {
         let mut buf = Vec::with_capacity(2);

@@ -1397,3 +1397,34 @@ proptest! {
         prop_assert_eq!(&last[0], &last[2]);
     }
 }
+
+#[test]
+fn native_stats_estimate_bytes_only_for_the_key_groups_the_files_span() {
+    let (mut b, _) = backend();
+    let h = b
+        .register(
+            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateFunctions::None,
+        )
+        .expect("register");
+    let mut written = std::collections::BTreeSet::new();
+    for i in 0u32..20_000 {
+        let k = i.to_be_bytes();
+        let kg = key_group_for_key(&k, 128);
+        if (5..=9).contains(&kg) {
+            b.put(h, &k, &[], &[7u8; 100]).expect("put");
+            written.insert(kg);
+        }
+    }
+    let cut = b.native_snapshot(1).expect("cut");
+    let stats = &cut.stats;
+    let (lo, hi) = (written.first().copied(), written.last().copied());
+    assert!(!stats.key_groups.is_empty());
+    for (kg, bytes) in &stats.key_groups {
+        assert!(Some(*kg) >= lo && Some(*kg) <= hi, "key group {kg} ({bytes} B) holds nothing");
+    }
+    // Every table file's bytes are spread over its key groups (less rounding).
+    let spread: u64 = stats.key_groups.iter().map(|g| g.1).sum();
+    let files: u64 = stats.states.iter().map(|s| s.bytes).sum();
+    assert!(spread <= files && spread + 8 >= files, "spread {spread} of {files} bytes");
+}
