@@ -1421,10 +1421,16 @@ fn native_stats_estimate_bytes_only_for_the_key_groups_the_files_span() {
     let (lo, hi) = (written.first().copied(), written.last().copied());
     assert!(!stats.key_groups.is_empty());
     for (kg, bytes) in &stats.key_groups {
-        assert!(Some(*kg) >= lo && Some(*kg) <= hi, "key group {kg} ({bytes} B) holds nothing");
+        assert!(
+            Some(*kg) >= lo && Some(*kg) <= hi,
+            "key group {kg} ({bytes} B) holds nothing"
+        );
     }
     // Every table file's bytes are spread over its key groups (less rounding).
     let spread: u64 = stats.key_groups.iter().map(|g| g.1).sum();
     let files: u64 = stats.states.iter().map(|s| s.bytes).sum();
-    assert!(spread <= files && spread + 8 >= files, "spread {spread} of {files} bytes");
+    assert!(
+        spread <= files && spread + 8 >= files,
+        "spread {spread} of {files} bytes"
+    );
 }
