@@ -12,7 +12,7 @@ use statekit_benches as w;
 use statekit_changelog::{
     restore_into, Change, ChangelogBackend, ChangelogStorage, MaterializationPolicy, Materializer, Op, UploadConfig,
 };
-use statekit_checkpoint::CheckpointStore;
+use statekit_checkpoint::{CheckpointStore, SnapshotWriter};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     key_group_for_key, BackendConfig, KeyGroupRange, KeyedStateBackend, StateDescriptor, StateError, StateFunctions,
@@ -33,7 +33,7 @@ const ANCHOR_JOB: &str = "fedcba9876543210fedcba9876543210";
 /// Every this many keys (by index) one is spot-checked after each restore.
 const SAMPLE: usize = 997;
 
-pub(crate) fn cfg() -> BackendConfig {
+fn cfg() -> BackendConfig {
     BackendConfig::for_subtask(MAX_P, 1, 0).expect("config")
 }
 
@@ -41,7 +41,7 @@ fn value_desc() -> StateDescriptor {
     StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
@@ -178,7 +178,7 @@ pub(crate) struct Cl<D: KeyedStateBackend> {
     job: Arc<dyn Storage>,
     job_dir: PathBuf,
     pub(crate) b: Option<ChangelogBackend<D>>,
-    pub(crate) h: StateHandle,
+    h: StateHandle,
     pub(crate) id: u64,
     /// Log bytes uploaded up to the end of the previous checkpoint.
     uploaded: u64,
@@ -307,16 +307,65 @@ impl<D: KeyedStateBackend> Cl<D> {
 pub(crate) fn full_checkpoint(store: &CheckpointStore, id: u64, b: &mut dyn KeyedStateBackend) -> (Duration, u64) {
     let t = Instant::now();
     let writer = store.begin(id).expect("begin");
+    let bytes = write_canonical(&writer, id, b);
+    let (_, cleanup) = store.complete_deferred(writer).expect("complete");
+    let d = t.elapsed();
+    cleanup.run().expect("cleanup");
+    (d, bytes)
+}
+
+/// Registers the one operator in `writer` and writes `b`'s snapshot `id` as its subtask in the
+/// canonical format; returns the keyed file's bytes.
+pub(crate) fn write_canonical(writer: &SnapshotWriter, id: u64, b: &mut dyn KeyedStateBackend) -> u64 {
     writer.register_operator(UID, 1, MAX_P).expect("register");
     let view = b.snapshot(id).expect("snapshot");
     let meta = writer
         .write_subtask(UID, 0, Some(view.as_ref()), None, false)
         .expect("write");
-    drop(view);
+    meta.keyed.map_or(0, |f| f.size)
+}
+
+/// A native checkpoint of `b`: cut + upload (+ `_metadata`); `incremental`: the files of
+/// completed checkpoints are referenced, not uploaded again. Returns (time, bytes uploaded, bytes
+/// in all). `STATEKIT_CK_DETAIL` set: prints the cut / upload / commit split on standard error.
+pub(crate) fn native_checkpoint(
+    store: &CheckpointStore,
+    id: u64,
+    b: &mut w::RocksDbBackend,
+    incremental: bool,
+) -> (Duration, u64, u64) {
+    let t = Instant::now();
+    let writer = store.begin(id).expect("begin");
+    writer.register_operator(UID, 1, MAX_P).expect("register");
+    let cut = b.native_snapshot(id).expect("cut");
+    let t_cut = t.elapsed();
+    let handle = cut
+        .upload(&writer.native_target(UID, 0).expect("target"))
+        .expect("upload");
+    let t_up = t.elapsed();
+    let (up, total) = (handle.uploaded_bytes, handle.total_bytes());
+    writer
+        .add_native_subtask(UID, 0, handle, b.descriptors(), None, false)
+        .expect("add");
     let (_, cleanup) = store.complete_deferred(writer).expect("complete");
     let d = t.elapsed();
+    if std::env::var_os("STATEKIT_CK_DETAIL").is_some() {
+        eprintln!(
+            "# native checkpoint {id}: cut {:.1} ms, upload {:.1} ms, commit {:.1} ms",
+            ms(t_cut),
+            ms(t_up - t_cut),
+            ms(d - t_up)
+        );
+    }
+    if incremental {
+        b.notify_checkpoint_complete(id).expect("notify");
+    } else {
+        // Not confirmed: the next checkpoint shares nothing with this one (Flink's full
+        // RocksDB checkpoint copies every file each time).
+        b.notify_checkpoint_aborted(id).expect("notify");
+    }
     cleanup.run().expect("cleanup");
-    (d, meta.keyed.map_or(0, |f| f.size))
+    (d, up, total)
 }
 
 /// What each changelog checkpoint is measured against.
@@ -412,24 +461,7 @@ impl RocksAnchor {
 
     fn native(&mut self) -> (Duration, u64, u64) {
         self.id += 1;
-        let id = self.id;
-        let b = self.b.as_mut().expect("anchor backend");
-        let t = Instant::now();
-        let writer = self.store.begin(id).expect("begin");
-        writer.register_operator(UID, 1, MAX_P).expect("register");
-        let cut = b.native_snapshot(id).expect("cut");
-        let handle = cut
-            .upload(&writer.native_target(UID, 0).expect("target"))
-            .expect("upload");
-        let (up, total) = (handle.uploaded_bytes, handle.total_bytes());
-        writer
-            .add_native_subtask(UID, 0, handle, b.descriptors(), None, false)
-            .expect("add");
-        let (_, cleanup) = self.store.complete_deferred(writer).expect("complete");
-        let d = t.elapsed();
-        b.notify_checkpoint_complete(id).expect("notify");
-        cleanup.run().expect("cleanup");
-        (d, up, total)
+        native_checkpoint(&self.store, self.id, self.b.as_mut().expect("anchor backend"), true)
     }
 }
 

@@ -534,10 +534,10 @@ fn zstd_floor(statekit: &Path, input: &Path, out: &Path, mb: f64, cp_rate: f64) 
         .expect("spawn statekit");
     assert!(made.success(), "convert --compression none failed");
     let (_, files) = dir_bytes(out);
-    let raw: Vec<u8> = files
-        .iter()
-        .flat_map(|f| std::fs::read(f).expect("read the uncompressed savepoint"))
-        .collect();
+    let mut raw = Vec::new();
+    for f in &files {
+        raw.extend_from_slice(&std::fs::read(f).expect("read the uncompressed savepoint"));
+    }
     let _ = std::fs::remove_dir_all(out);
     let blocks: Vec<&[u8]> = raw.chunks(64 * 1024).collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

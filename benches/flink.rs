@@ -11,6 +11,7 @@
 
 use statekit_core::{KeyedStateBackend, StateDescriptor, StateFunctions, StateHandle, TypeSchema};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -72,30 +73,38 @@ pub struct FlinkStateBench {
     pub rates: BTreeMap<(String, String), f64>,
 }
 
-/// Runs the oracle's StateBench for `keys` keys on `backends` (`hashmap`, `rocksdb`).
-pub fn run_statebench(keys: usize, backends: &[&str]) -> Result<FlinkStateBench, String> {
+/// Runs the oracle's `run.sh` with `args` (from its folder's script, with Flink's jars from
+/// [`flink_lib`] and the build in a temporary directory) and `env`; its standard output, or
+/// an error with the last lines of both outputs. `what` names the program in errors.
+pub fn run_oracle(what: &str, args: &[String], env: &[(&str, &OsStr)]) -> Result<String, String> {
     let lib = flink_lib()?;
-    let oracle = oracle_dir();
-    let build = std::env::temp_dir().join("statekit-flink-oracle-build");
+    let script = oracle_dir().join("run.sh");
     let out = Command::new("bash")
-        .arg(oracle.join("run.sh"))
-        .arg("bench")
-        .arg(keys.to_string())
-        .args(backends)
+        .arg(&script)
+        .args(args)
         .env("FLINK_LIB", &lib)
-        .env("BUILD_DIR", &build)
+        .env("BUILD_DIR", std::env::temp_dir().join("statekit-flink-oracle-build"))
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
         .output()
-        .map_err(|e| format!("{}: {e}", oracle.join("run.sh").display()))?;
+        .map_err(|e| format!("{}: {e}", script.display()))?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success() {
+        let tail = |t: &str| t.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
         return Err(format!(
-            "Flink's StateBench failed ({}): {}{}",
+            "Flink's {what} failed ({}): {} | {}",
             out.status,
-            text.trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            tail(&text),
+            tail(&String::from_utf8_lossy(&out.stderr))
         ));
     }
-    parse_statebench(&text)
+    Ok(text)
+}
+
+/// Runs the oracle's StateBench for `keys` keys on `backends` (`hashmap`, `rocksdb`).
+pub fn run_statebench(keys: usize, backends: &[&str]) -> Result<FlinkStateBench, String> {
+    let mut args = vec!["bench".to_string(), keys.to_string()];
+    args.extend(backends.iter().map(|b| b.to_string()));
+    parse_statebench(&run_oracle("StateBench", &args, &[])?)
 }
 
 /// Parses StateBench's output: `# flink V, …` then `<backend> <case> <ops_per_sec>` lines.

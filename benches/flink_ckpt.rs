@@ -14,7 +14,7 @@
 //! the same job's start without state, `baseline`, which every restore includes); ours is the
 //! backend's restore alone, shown beside both.
 
-use crate::changelog::{full_checkpoint, Cl, MAX_P, UID};
+use crate::changelog::{full_checkpoint, ms, native_checkpoint, write_canonical, Cl, MAX_P, UID};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use statekit_benches as w;
@@ -22,8 +22,8 @@ use statekit_checkpoint::{CheckpointStore, SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{KeyGroupRange, KeyedStateBackend, StateDescriptor, StateFunctions, StateHandle, TypeSchema};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -74,10 +74,6 @@ fn value_desc() -> StateDescriptor {
     StateDescriptor::value("payload", TypeSchema::Bytes, TypeSchema::Bytes)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 /// What Flink's CheckpointBench printed: `(config, row)` → milliseconds (and bytes where it
 /// gives them), its header, and the baseline job start.
 pub struct FlinkCk {
@@ -89,9 +85,6 @@ pub struct FlinkCk {
 
 /// Runs the oracle's CheckpointBench for `shape` (all configs) with its scratch space in `dir`.
 pub fn run_ckbench(shape: Shape, dir: &Path) -> Result<FlinkCk, String> {
-    let lib = crate::flink::flink_lib()?;
-    let oracle = crate::flink::oracle_dir();
-    let build = std::env::temp_dir().join("statekit-flink-oracle-build");
     let scratch = dir.join("flink-ckbench");
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let heap = if shape.keys * shape.value_bytes > 200_000_000 {
@@ -99,35 +92,20 @@ pub fn run_ckbench(shape: Shape, dir: &Path) -> Result<FlinkCk, String> {
     } else {
         "4g"
     };
-    let out = Command::new("bash")
-        .arg(oracle.join("run.sh"))
-        .args(["ckbench", &shape.keys.to_string(), &shape.value_bytes.to_string()])
-        .env("FLINK_LIB", &lib)
-        .env("BUILD_DIR", &build)
-        .env("CKBENCH_DIR", &scratch)
-        .env("HEAP", heap)
-        .env(
-            "BENCH_OPTS",
-            format!("-Dckbench.checkpoints={} -Dckbench.churn=0.01", shape.checkpoints),
-        )
-        .output()
-        .map_err(|e| format!("{}: {e}", oracle.join("run.sh").display()))?;
+    let opts = format!("-Dckbench.checkpoints={} -Dckbench.churn=0.01", shape.checkpoints);
+    let args = [
+        "ckbench".to_string(),
+        shape.keys.to_string(),
+        shape.value_bytes.to_string(),
+    ];
+    let env = [
+        ("CKBENCH_DIR", scratch.as_os_str()),
+        ("HEAP", OsStr::new(heap)),
+        ("BENCH_OPTS", OsStr::new(&opts)),
+    ];
+    let text = crate::flink::run_oracle("CheckpointBench", &args, &env);
     let _ = std::fs::remove_dir_all(&scratch);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    if !out.status.success() {
-        return Err(format!(
-            "Flink's CheckpointBench failed ({}): {}{}",
-            out.status,
-            text.lines().rev().take(5).collect::<Vec<_>>().join(" | "),
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .rev()
-                .take(5)
-                .collect::<Vec<_>>()
-                .join(" | ")
-        ));
-    }
-    parse_ckbench(&text)
+    parse_ckbench(&text?)
 }
 
 /// Parses CheckpointBench's output (`#` lines are details; the first names the versions).
@@ -163,14 +141,9 @@ pub fn parse_ckbench(text: &str) -> Result<FlinkCk, String> {
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let f: Vec<&str> = line.split_whitespace().collect();
         let num = |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok());
-        match f.as_slice() {
-            [config, row, ..] => {
-                if let Some(t) = num(2) {
-                    let bytes = num(3).unwrap_or(0.0) as u64;
-                    rows.insert((config.to_string(), row.to_string()), (t, bytes));
-                }
-            }
-            _ => continue,
+        if let ([config, row, ..], Some(t)) = (f.as_slice(), num(2)) {
+            let bytes = num(3).unwrap_or(0.0) as u64;
+            rows.insert((config.to_string(), row.to_string()), (t, bytes));
         }
     }
     if rows.is_empty() {
@@ -255,62 +228,15 @@ fn store(base: &Path, name: &str) -> (PathBuf, CheckpointStore) {
     (dir, CheckpointStore::open(root, JOB, 2).expect("store"))
 }
 
-/// A native checkpoint of `b`: cut + upload (+ `_metadata`); `incremental`: the files of
-/// completed checkpoints are referenced, not uploaded again. Returns (time, bytes uploaded).
-fn native_checkpoint(
-    store: &CheckpointStore,
-    id: u64,
-    b: &mut w::RocksDbBackend,
-    incremental: bool,
-) -> (Duration, u64) {
-    let t = Instant::now();
-    let writer = store.begin(id).expect("begin");
-    writer.register_operator(UID, 1, MAX_P).expect("register");
-    let cut = b.native_snapshot(id).expect("cut");
-    let t_cut = t.elapsed();
-    let handle = cut
-        .upload(&writer.native_target(UID, 0).expect("target"))
-        .expect("upload");
-    let t_up = t.elapsed();
-    let up = handle.uploaded_bytes;
-    writer
-        .add_native_subtask(UID, 0, handle, b.descriptors(), None, false)
-        .expect("add");
-    let (_, cleanup) = store.complete_deferred(writer).expect("complete");
-    let d = t.elapsed();
-    if std::env::var_os("STATEKIT_CK_DETAIL").is_some() {
-        eprintln!(
-            "# native checkpoint {id}: cut {:.1} ms, upload {:.1} ms, commit {:.1} ms",
-            ms(t_cut),
-            ms(t_up - t_cut),
-            ms(d - t_up)
-        );
-    }
-    if incremental {
-        b.notify_checkpoint_complete(id).expect("notify");
-    } else {
-        // Not confirmed: the next checkpoint shares nothing with this one (Flink's full
-        // RocksDB checkpoint copies every file each time).
-        b.notify_checkpoint_aborted(id).expect("notify");
-    }
-    cleanup.run().expect("cleanup");
-    (d, up)
-}
-
 /// A canonical savepoint of `b` under `base`: (time, bytes, its directory).
 fn canonical_savepoint(base: &Path, b: &mut dyn KeyedStateBackend) -> (Duration, u64, PathBuf) {
     let root: Arc<dyn Storage> = Arc::new(LocalStorage::new(base));
     let t = Instant::now();
     let writer = SnapshotWriter::new_savepoint(root, "", JOB, 99).expect("savepoint writer");
-    writer.register_operator(UID, 1, MAX_P).expect("register");
-    let view = b.snapshot(99).expect("snapshot");
-    writer
-        .write_subtask(UID, 0, Some(view.as_ref()), None, false)
-        .expect("write");
-    drop(view);
+    write_canonical(&writer, 99, b);
     let dir = base.join(writer.dir());
     writer.finish().expect("finish");
-    (t.elapsed(), w_tree_bytes(&dir), dir)
+    (t.elapsed(), crate::tree_bytes(&dir), dir)
 }
 
 /// A native savepoint of `b` under `base`: (time, bytes).
@@ -330,11 +256,7 @@ fn native_savepoint(base: &Path, b: &mut w::RocksDbBackend) -> (Duration, u64) {
     let dir = base.join(writer.dir());
     writer.finish().expect("finish");
     b.notify_checkpoint_aborted(98).expect("notify");
-    (t.elapsed(), w_tree_bytes(&dir))
-}
-
-fn w_tree_bytes(dir: &Path) -> u64 {
-    crate::tree_bytes(dir)
+    (t.elapsed(), crate::tree_bytes(&dir))
 }
 
 /// Restores the canonical snapshot at `dir` (`uid`'s keyed state) into `b`.
@@ -389,7 +311,10 @@ fn plain_config(config: &str, shape: &Shape, base: &Path) -> Ours {
         }
         let (d, bytes) = match &mut p {
             Plain::Heap(b) => full_checkpoint(&store, n, b),
-            Plain::Rocks(b) => native_checkpoint(&store, n, b, incremental),
+            Plain::Rocks(b) => {
+                let (d, up, _) = native_checkpoint(&store, n, b, incremental);
+                (d, up)
+            }
         };
         ours.put(&n.to_string(), d, bytes);
     }

@@ -870,22 +870,20 @@ fn main() {
         flink_ckpt::growth(sizes, o.ck_value_bytes, o.ck_checkpoints, dir.path());
         return;
     }
-    if o.flink_checkpoints_only || (o.flink_only && !o.skip_flink_checkpoints) {
+    if o.flink_only || o.flink_checkpoints_only {
         if o.flink_only {
             flink_section(&o);
         }
-        let shape = flink_ckpt::Shape {
-            keys: o.ck_keys,
-            value_bytes: o.ck_value_bytes,
-            checkpoints: o.ck_checkpoints,
-        };
-        let base = base_dir(&o);
-        let dir = tempfile::tempdir_in(&base).expect("tempdir");
-        flink_ckpt::section(shape, dir.path(), o.ours_only, o.skip_rocksdb, &o.ck_configs);
-        return;
-    }
-    if o.flink_only {
-        flink_section(&o);
+        if o.flink_checkpoints_only || !o.skip_flink_checkpoints {
+            let shape = flink_ckpt::Shape {
+                keys: o.ck_keys,
+                value_bytes: o.ck_value_bytes,
+                checkpoints: o.ck_checkpoints,
+            };
+            let base = base_dir(&o);
+            let dir = tempfile::tempdir_in(&base).expect("tempdir");
+            flink_ckpt::section(shape, dir.path(), o.ours_only, o.skip_rocksdb, &o.ck_configs);
+        }
         return;
     }
     if !o.rocksdb_only {

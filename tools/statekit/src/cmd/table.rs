@@ -184,8 +184,8 @@ pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
     let out = super::location(&args.out)?;
     // Tables on an object store are read from a local working copy; errors name the URL.
     let shown_tables = args.tables.display().to_string();
-    let mut _scratch = None;
-    let mut scratch_name = None;
+    // The working copy (removed on return) and its path as errors would name it.
+    let mut scratch: Option<(tempfile::TempDir, String)> = None;
     if let stored @ Location::Stored { .. } = super::location(&args.tables)? {
         let (storage, prefix) = stored.storage_and_path()?;
         let dir = tempfile::Builder::new()
@@ -195,9 +195,8 @@ pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
         let local = dir.path().join("tables");
         statekit_core::storage::download_tree(storage.as_ref(), &prefix, &local)
             .with_context(|| format!("{shown_tables}: reading the tables"))?;
-        scratch_name = Some(local.display().to_string());
+        scratch = Some((dir, local.display().to_string()));
         args.tables = local;
-        _scratch = Some(dir);
     }
     let text = super::read_whole(super::location(&args.schema)?, &args.schema)?;
     let schema: statekit_migrate::JobSchema = serde_json::from_slice(&text).with_context(|| {
@@ -220,9 +219,9 @@ pub fn import(mut args: ImportArgs) -> Result<ExitCode> {
     let summary = with_rows_spinner("importing", |progress| {
         statekit_table::import_to(&args.tables, &schema, &out, &options, progress)
     })
-    .map_err(|e| match &scratch_name {
+    .map_err(|e| match &scratch {
         // Name the tables' URL, not the working copy's path.
-        Some(local) => anyhow::anyhow!("{}", format!("{e:#}").replace(local.as_str(), &shown_tables)),
+        Some((_, local)) => anyhow::anyhow!("{}", format!("{e:#}").replace(local.as_str(), &shown_tables)),
         None => e.into(),
     })?;
     if args.json {
