@@ -323,7 +323,11 @@ impl BlockDecoder {
                     .get_mut(..raw_len)
                     .ok_or_else(|| err("block.raw_len", format!("no buffer of {raw_len} bytes")))?;
                 let produced = if h.codec == CODEC_LZ4 {
-                    lz4_flex::block::decompress_into(payload, out).map_err(|e| e.to_string())
+                    // The C decoder takes `int` lengths.
+                    match (i32::try_from(payload.len()), i32::try_from(raw_len)) {
+                        (Ok(_), Ok(n)) => lz4::block::decompress_to_buffer(payload, Some(n), out).map_err(|e| e.to_string()),
+                        _ => Err(format!("{} stored or {raw_len} raw bytes is too long for one LZ4 block", payload.len())),
+                    }
                 } else {
                     let z = match self.zstd.as_mut() {
                         Some(z) => z,
