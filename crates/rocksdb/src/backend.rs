@@ -148,6 +148,11 @@ impl Store {
             if cached {
                 // Too large to cache now: the cached entry is stale.
                 let _ = cache.take(s, key);
+            } else if cache.admits(key, Some(value)) && cache.written_while_full() {
+                drop(cache);
+                self.sync_and_forget()?;
+                self.cache.borrow_mut().set(s, key, Some(value), true);
+                return Ok(());
             }
         }
         self.db_put(s, key, value)

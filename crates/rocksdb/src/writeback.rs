@@ -40,6 +40,8 @@ pub(crate) struct WriteBack {
     dirty: usize,
     /// Reads that missed while the cache was full, since it was last emptied.
     misses_while_full: usize,
+    /// Writes of uncached keys that found the cache full, since it was last emptied.
+    writes_while_full: usize,
     states: Vec<HashMap<Box<[u8]>, Slot, FixedState>>,
 }
 
@@ -55,6 +57,7 @@ impl WriteBack {
             bytes: 0,
             dirty: 0,
             misses_while_full: 0,
+            writes_while_full: 0,
             states: Vec::new(),
         }
     }
@@ -97,6 +100,17 @@ impl WriteBack {
     pub(crate) fn missed_while_full(&mut self) -> bool {
         self.misses_while_full += 1;
         self.misses_while_full > self.states.iter().map(HashMap::len).sum::<usize>()
+    }
+
+    /// Counts a write of an uncached key that found the cache full; true once they number
+    /// a sixteenth of the entries the cache holds. A stream of writes to new keys (blind
+    /// writes) is then better served by writing the cache back — one batch in key order,
+    /// which RocksDB's memtable inserts along its last insert position — and caching anew,
+    /// than by a random-order memtable insert per write, which costs a skiplist search of
+    /// cache misses each (`docs/design/0016-beside-flink.md`).
+    pub(crate) fn written_while_full(&mut self) -> bool {
+        self.writes_while_full += 1;
+        self.writes_while_full.saturating_mul(16) > self.states.iter().map(HashMap::len).sum::<usize>()
     }
 
     /// Sets `key` of state `s` to `value` (`None`: deleted), dirty or clean (just read).
@@ -183,5 +197,6 @@ impl WriteBack {
         self.bytes = 0;
         self.dirty = 0;
         self.misses_while_full = 0;
+        self.writes_while_full = 0;
     }
 }
