@@ -236,37 +236,43 @@ impl<V> Slot<V> {
     }
 }
 
-/// A shard: one hash table and its local depth.
+/// What a directory needs of the table inside a shard.
+pub(crate) trait ShardTable: Clone {
+    /// Entries held.
+    fn len(&self) -> usize;
+    /// Moves the entries whose hash has `bit` set in its directory bits (`hash >>
+    /// DIR_SHIFT`) into a new table, which it returns; the rest stay. Both come out sized for
+    /// what they hold.
+    fn split_off(&mut self, bit: u64) -> Self;
+}
+
+/// A shard: one table and its local depth.
 #[derive(Clone, Debug)]
-pub(crate) struct Shard<V> {
+pub(crate) struct Shard<T> {
     depth: u8,
-    table: HashTable<Slot<V>>,
+    pub(crate) table: T,
 }
 
-impl<V> Shard<V> {
-    fn new(depth: u8) -> Self {
-        Shard {
-            depth,
-            table: HashTable::new(),
-        }
-    }
-}
-
-/// The table of one state in one key group. See the module docs.
+/// The extendible-hashing directory of one state in one key group: copy-on-write shards of
+/// at most [`MAX_SHARD_LEN`] entries (see the module docs). `T` is the table inside a shard:
+/// hashbrown slots ([`KgTable`]) or a packed table (`crate::packed`).
 #[derive(Clone, Debug)]
-pub(crate) struct KgTable<V> {
+pub(crate) struct Dir<T> {
     /// `2^global_depth` slots, each an index into `shards`.
     dir: Vec<u32>,
     global_depth: u8,
-    shards: Vec<Arc<Shard<V>>>,
+    shards: Vec<Arc<Shard<T>>>,
     len: usize,
 }
 
-impl<V> Default for KgTable<V> {
+/// The table of one state in one key group, over hashbrown slots.
+pub(crate) type KgTable<V> = Dir<HashTable<Slot<V>>>;
+
+impl<T> Default for Dir<T> {
     fn default() -> Self {
         // Empty until the first insert: a backend owning thousands of key groups pays
         // nothing for the empty ones.
-        KgTable {
+        Dir {
             dir: Vec::new(),
             global_depth: 0,
             shards: Vec::new(),
@@ -275,16 +281,35 @@ impl<V> Default for KgTable<V> {
     }
 }
 
-impl<V> KgTable<V> {
+impl<T> Dir<T> {
     #[inline]
     fn shard_index(&self, hash: u64) -> Option<usize> {
         let mask = (1u64 << self.global_depth) - 1;
         self.dir.get(((hash >> DIR_SHIFT) & mask) as usize).map(|&s| s as usize)
     }
 
-    /// Number of `(key, namespace)` entries.
+    /// Number of entries.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// The table of the shard `hash` belongs to.
+    #[inline]
+    pub(crate) fn shard(&self, hash: u64) -> Option<&T> {
+        let si = self.shard_index(hash)?;
+        self.shards.get(si).map(|s| &s.table)
+    }
+
+    /// Every shard's table.
+    pub(crate) fn tables(&self) -> impl Iterator<Item = &T> + '_ {
+        self.shards.iter().map(|s| &s.table)
+    }
+
+    /// Records entries added (positive) or removed (negative) through [`Dir::shard_mut`] or
+    /// [`Dir::shard_for_insert`].
+    #[inline]
+    pub(crate) fn count(&mut self, added: isize) {
+        self.len = self.len.saturating_add_signed(added);
     }
 
     /// Number of shards (for tests and stats).
@@ -295,96 +320,58 @@ impl<V> KgTable<V> {
 
     /// The shard `Arc`s (for tests checking sharing).
     #[cfg(test)]
-    pub(crate) fn shard_arcs(&self) -> &[Arc<Shard<V>>] {
+    pub(crate) fn shard_arcs(&self) -> &[Arc<Shard<T>>] {
         &self.shards
-    }
-
-    /// Looks up `p`.
-    #[inline]
-    pub(crate) fn get(&self, p: &Probe<'_>) -> Option<&V> {
-        self.shards[self.shard_index(p.hash)?]
-            .table
-            .find(p.hash, |s| s.matches(p))
-            .map(|s| &s.value)
-    }
-
-    /// Every slot, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Slot<V>> + '_ {
-        self.shards.iter().flat_map(|s| s.table.iter())
     }
 }
 
-impl<V: Clone> KgTable<V> {
-    /// Mutable access to an existing value. Copies the shard first if a snapshot shares it,
-    /// but only when the entry exists.
+impl<T: ShardTable> Dir<T> {
+    /// The table of the shard `hash` belongs to, writable: copied first if a snapshot shares
+    /// it. `None` when the directory is empty.
     #[inline]
-    pub(crate) fn get_mut(&mut self, p: &Probe<'_>) -> Option<&mut V> {
-        let si = self.shard_index(p.hash)?;
-        self.shards[si].table.find(p.hash, |s| s.matches(p))?;
-        make_mut(&mut self.shards[si])
-            .table
-            .find_mut(p.hash, |s| s.matches(p))
-            .map(|s| &mut s.value)
+    pub(crate) fn shard_mut(&mut self, hash: u64) -> Option<&mut T> {
+        let si = self.shard_index(hash)?;
+        self.shards.get_mut(si).map(|s| &mut make_mut(s).table)
     }
 
-    /// Mutable access to the value, inserting `make()` first when absent. The returned
-    /// flag is true when the entry was created.
+    /// The writable table an entry of `hash` is to be inserted into, and the entry count to
+    /// update: the first shard is made with `make`, and a full shard is split first.
     #[inline]
-    pub(crate) fn get_or_insert_with(&mut self, p: &Probe<'_>, make: impl FnOnce() -> V) -> (&mut V, bool) {
-        let mut si = match self.shard_index(p.hash) {
+    pub(crate) fn shard_for_insert(&mut self, hash: u64, make: impl FnOnce() -> T) -> (&mut T, &mut usize) {
+        let mut si = match self.shard_index(hash) {
             Some(si) => si,
-            None => self.first_shard(),
+            None => self.first_shard(make()),
         };
         if self.shards[si].table.len() >= MAX_SHARD_LEN && self.shards[si].depth < MAX_DEPTH {
             self.split(si);
-            si = self.shard_index(p.hash).expect("a shard after the split");
+            si = self.shard_index(hash).expect("a shard after the split");
         }
-        let shard = make_mut(&mut self.shards[si]);
-        match shard.table.entry(p.hash, |s| s.matches(p), Slot::hash) {
-            TableEntry::Occupied(o) => (&mut o.into_mut().value, false),
-            TableEntry::Vacant(v) => {
-                self.len += 1;
-                (&mut v.insert(Slot::new(p, make())).into_mut().value, true)
-            }
-        }
+        let Dir { shards, len, .. } = self;
+        (&mut make_mut(&mut shards[si]).table, len)
     }
 
-    /// Removes `p`, returning its value. Shares nothing new when absent.
-    pub(crate) fn remove(&mut self, p: &Probe<'_>) -> Option<V> {
-        let si = self.shard_index(p.hash)?;
-        self.shards[si].table.find(p.hash, |s| s.matches(p))?;
-        let shard = make_mut(&mut self.shards[si]);
-        let (slot, _) = shard.table.find_entry(p.hash, |s| s.matches(p)).ok()?.remove();
-        self.len -= 1;
-        Some(slot.value)
-    }
-
-    /// Keeps the slots for which `f` returns true, visiting (and so copying, if shared)
-    /// every shard. `f` may modify the value.
-    pub(crate) fn retain_mut(&mut self, mut f: impl FnMut(&mut V) -> bool) {
+    /// Keeps the entries of every shard for which `f` (given a writable shard table, copied
+    /// first if shared) says so; `f` returns the entries left. Visits every non-empty shard.
+    pub(crate) fn retain_shards(&mut self, mut f: impl FnMut(&mut T) -> usize) {
         let mut len = 0;
         for shard in &mut self.shards {
-            if shard.table.is_empty() {
+            if shard.table.len() == 0 {
                 continue;
             }
-            let shard = make_mut(shard);
-            shard.table.retain(|s| f(&mut s.value));
-            len += shard.table.len();
+            len += f(&mut make_mut(shard).table);
         }
         self.len = len;
     }
 
     /// Creates the first shard of an empty table.
     #[cold]
-    fn first_shard(&mut self) -> usize {
+    fn first_shard(&mut self, table: T) -> usize {
         self.dir.push(0);
-        self.shards.push(Arc::new(Shard::new(0)));
+        self.shards.push(Arc::new(Shard { depth: 0, table }));
         0
     }
 
     /// Splits shard `si` in two on the next hash bit, doubling the directory if needed.
-    /// Both halves get fresh tables sized for a full shard (no tombstones, no regrowth),
-    /// and each entry is hashed once.
     #[cold]
     #[inline(never)]
     fn split(&mut self, si: usize) {
@@ -397,18 +384,7 @@ impl<V: Clone> KgTable<V> {
         let bit = 1u64 << depth;
         let old = make_mut(&mut self.shards[si]);
         old.depth = depth + 1;
-        let mut stay = HashTable::with_capacity(MAX_SHARD_LEN);
-        let mut moved = HashTable::with_capacity(MAX_SHARD_LEN);
-        for slot in std::mem::take(&mut old.table) {
-            let hash = slot.hash();
-            let side = if (hash >> DIR_SHIFT) & bit != 0 {
-                &mut moved
-            } else {
-                &mut stay
-            };
-            side.insert_unique(hash, slot, Slot::hash);
-        }
-        old.table = stay;
+        let moved = old.table.split_off(bit);
         self.shards.push(Arc::new(Shard {
             depth: depth + 1,
             table: moved,
@@ -423,6 +399,87 @@ impl<V: Clone> KgTable<V> {
             global_depth = self.global_depth,
             "split shard"
         );
+    }
+}
+
+impl<V: Clone> ShardTable for HashTable<Slot<V>> {
+    fn len(&self) -> usize {
+        HashTable::len(self)
+    }
+
+    /// Both halves get fresh tables sized for a full shard (no tombstones, no regrowth), and
+    /// each entry is hashed once.
+    fn split_off(&mut self, bit: u64) -> Self {
+        let mut stay = HashTable::with_capacity(MAX_SHARD_LEN);
+        let mut moved = HashTable::with_capacity(MAX_SHARD_LEN);
+        for slot in std::mem::take(self) {
+            let hash = slot.hash();
+            let side = if (hash >> DIR_SHIFT) & bit != 0 {
+                &mut moved
+            } else {
+                &mut stay
+            };
+            side.insert_unique(hash, slot, Slot::hash);
+        }
+        *self = stay;
+        moved
+    }
+}
+
+impl<V> KgTable<V> {
+    /// Looks up `p`.
+    #[inline]
+    pub(crate) fn get(&self, p: &Probe<'_>) -> Option<&V> {
+        self.shard(p.hash)?.find(p.hash, |s| s.matches(p)).map(|s| &s.value)
+    }
+
+    /// Every slot, in no particular order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Slot<V>> + '_ {
+        self.tables().flat_map(|t| t.iter())
+    }
+}
+
+impl<V: Clone> KgTable<V> {
+    /// Mutable access to an existing value. Copies the shard first if a snapshot shares it,
+    /// but only when the entry exists.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, p: &Probe<'_>) -> Option<&mut V> {
+        self.shard(p.hash)?.find(p.hash, |s| s.matches(p))?;
+        self.shard_mut(p.hash)?
+            .find_mut(p.hash, |s| s.matches(p))
+            .map(|s| &mut s.value)
+    }
+
+    /// Mutable access to the value, inserting `make()` first when absent. The returned
+    /// flag is true when the entry was created.
+    #[inline]
+    pub(crate) fn get_or_insert_with(&mut self, p: &Probe<'_>, make: impl FnOnce() -> V) -> (&mut V, bool) {
+        let (table, len) = self.shard_for_insert(p.hash, HashTable::new);
+        match table.entry(p.hash, |s| s.matches(p), Slot::hash) {
+            TableEntry::Occupied(o) => (&mut o.into_mut().value, false),
+            TableEntry::Vacant(v) => {
+                *len += 1;
+                (&mut v.insert(Slot::new(p, make())).into_mut().value, true)
+            }
+        }
+    }
+
+    /// Removes `p`, returning its value. Shares nothing new when absent.
+    pub(crate) fn remove(&mut self, p: &Probe<'_>) -> Option<V> {
+        self.shard(p.hash)?.find(p.hash, |s| s.matches(p))?;
+        let table = self.shard_mut(p.hash)?;
+        let (slot, _) = table.find_entry(p.hash, |s| s.matches(p)).ok()?.remove();
+        self.count(-1);
+        Some(slot.value)
+    }
+
+    /// Keeps the slots for which `f` returns true, visiting (and so copying, if shared)
+    /// every shard. `f` may modify the value.
+    pub(crate) fn retain_mut(&mut self, mut f: impl FnMut(&mut V) -> bool) {
+        self.retain_shards(|t| {
+            t.retain(|s| f(&mut s.value));
+            t.len()
+        });
     }
 }
 
