@@ -2,6 +2,7 @@
 
 use crate::bytes::{bytes_eq, copy_short, Bytes};
 use crate::cow::make_mut;
+use crate::packed::SingleTable;
 use crate::snapshot::HashMapSnapshot;
 use crate::table::{key_hash, KgTable, Probe, Slot};
 use statekit_core::keygroup::check_max_parallelism;
@@ -52,8 +53,8 @@ pub(crate) use crate::map::MapValue;
 /// The per-key-group tables of one state (index = key group − range start).
 #[derive(Clone, Debug)]
 pub(crate) enum Tables {
-    /// Value, reducing and aggregating states.
-    Single(Vec<Arc<KgTable<Cell>>>),
+    /// Value, reducing and aggregating states (packed while their entries share a shape).
+    Single(Vec<Arc<SingleTable>>),
     /// List states.
     List(Vec<Arc<KgTable<ListValue>>>),
     /// Map states.
@@ -62,8 +63,8 @@ pub(crate) enum Tables {
 
 impl Tables {
     fn new(kind: KeyedStateKind, key_groups: usize) -> Self {
-        fn tables<V>(n: usize) -> Vec<Arc<KgTable<V>>> {
-            (0..n).map(|_| Arc::new(KgTable::default())).collect()
+        fn tables<T: Default>(n: usize) -> Vec<Arc<T>> {
+            (0..n).map(|_| Arc::new(T::default())).collect()
         }
         match kind {
             KeyedStateKind::List => Tables::List(tables(key_groups)),
@@ -77,28 +78,32 @@ impl Tables {
             t.iter().map(|t| t.len()).sum()
         }
         match self {
-            Tables::Single(t) => sum(t),
+            Tables::Single(t) => t.iter().map(|t| t.len()).sum(),
             Tables::List(t) => sum(t),
             Tables::Map(t) => sum(t),
         }
     }
 
-    /// Applies `f` to every cell (value, list element, map value); drops cells for which it
-    /// returns false, and (key, namespace) entries left empty.
-    fn retain_cells(&mut self, mut f: impl FnMut(&mut Cell) -> bool) {
+    /// Applies `f` to every cell's timestamp (value, list element, map value); drops cells
+    /// for which it returns false, and (key, namespace) entries left empty.
+    fn retain_cells(&mut self, mut f: impl FnMut(&mut i64) -> bool) {
         fn each<V: Clone>(t: &mut [Arc<KgTable<V>>], mut keep: impl FnMut(&mut V) -> bool) {
             for t in t.iter_mut().filter(|t| t.len() > 0) {
                 make_mut(t).retain_mut(&mut keep);
             }
         }
         match self {
-            Tables::Single(t) => each(t, |c| f(c)),
+            Tables::Single(t) => {
+                for t in t.iter_mut().filter(|t| t.len() > 0) {
+                    make_mut(t).retain_ts(&mut f);
+                }
+            }
             Tables::List(t) => each(t, |l| {
-                l.retain_mut(&mut f);
+                l.retain_mut(|c| f(&mut c.ts));
                 !l.is_empty()
             }),
             Tables::Map(t) => each(t, |m| {
-                m.retain(|_, c| f(c));
+                m.retain(|_, c| f(&mut c.ts));
                 !m.is_empty()
             }),
         }
@@ -132,6 +137,13 @@ fn out_of_range(key_group: u32, range: KeyGroupRange) -> StateError {
 /// Removes the probed entry from the table without copying anything when it is absent.
 #[inline]
 fn remove_entry<V: Clone>(t: &mut Arc<KgTable<V>>, p: &Probe<'_>) -> Option<V> {
+    t.get(p)?;
+    make_mut(t).remove(p)
+}
+
+/// Removes the probed value without copying anything when it is absent.
+#[inline]
+fn remove_single(t: &mut Arc<SingleTable>, p: &Probe<'_>) -> Option<Cell> {
     t.get(p)?;
     make_mut(t).remove(p)
 }
@@ -313,9 +325,7 @@ impl HashMapBackend {
         for st in &self.states {
             match &st.tables {
                 Tables::Single(t) => {
-                    for s in t.iter().flat_map(|t| t.iter()) {
-                        total += slot::<Cell>() + s.key_heap_bytes() + s.value.bytes.heap_bytes();
-                    }
+                    total += t.iter().map(|t| t.approx_bytes(slot::<Cell>())).sum::<usize>();
                 }
                 Tables::List(t) => {
                     for s in t.iter().flat_map(|t| t.iter()) {
@@ -359,7 +369,7 @@ impl HashMapBackend {
             }
             let ttl = Ttl { cfg: st.desc.ttl, now };
             let before = st.tables.len();
-            st.tables.retain_cells(|c| ttl.live(c.ts));
+            st.tables.retain_cells(|ts| ttl.live(*ts));
             removed += before - st.tables.len();
         }
         removed
@@ -475,10 +485,7 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
     let p = Probe::new(e.key, e.namespace);
     match &mut st.tables {
         Tables::Single(t) => {
-            let (cell, created) = make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, e.value));
-            if !created {
-                cell.set(ts, e.value);
-            }
+            make_mut(&mut t[idx]).put(&p, ts, e.value, st.desc.ttl.is_some());
         }
         Tables::List(t) => {
             let (list, _) = make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
@@ -498,20 +505,18 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
 /// `get` on a TTL state: expired values are invisible and removed; `OnReadAndWrite`
 /// re-stamps what it returns.
 #[inline(never)]
-fn get_ttl(t: &mut Arc<KgTable<Cell>>, p: &Probe<'_>, ttl: Ttl, out: &mut Vec<u8>) -> bool {
+fn get_ttl(t: &mut Arc<SingleTable>, p: &Probe<'_>, ttl: Ttl, out: &mut Vec<u8>) -> bool {
     out.clear();
     let Some(cell) = t.get(p) else {
         return false;
     };
     if !ttl.live(cell.ts) {
-        remove_entry(t, p);
+        make_mut(t).remove(p);
         return false;
     }
-    cell.bytes.copy_to(out);
+    out.extend_from_slice(cell.bytes);
     if ttl.refresh_on_read() && cell.ts != ttl.now {
-        if let Some(cell) = existing_mut(t, p) {
-            cell.ts = ttl.now;
-        }
+        make_mut(t).set_ts(p, ttl.now);
     }
     true
 }
@@ -565,8 +570,8 @@ impl KeyedStateBackend for HashMapBackend {
                 .map_err(StateError::Incompatible)?;
             if st.desc.ttl.is_none() && descriptor.ttl.is_some() {
                 // Entries written without TTL carry no timestamp yet: they start living now.
-                st.tables.retain_cells(|c| {
-                    c.ts = now;
+                st.tables.retain_cells(|ts| {
+                    *ts = now;
                     true
                 });
             }
@@ -615,7 +620,7 @@ impl KeyedStateBackend for HashMapBackend {
         }
         match tables[idx].get(&p) {
             Some(cell) => {
-                cell.bytes.copy_to(out);
+                out.extend_from_slice(cell.bytes);
                 Ok(true)
             }
             None => Ok(false),
@@ -629,11 +634,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Err(StateError::wrong_kind(&st.desc, SINGLE));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        let ts = ttl.now;
-        let (cell, created) = make_mut(&mut tables[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
-        if !created {
-            cell.set(ts, value);
-        }
+        make_mut(&mut tables[idx]).put(&p, ttl.now, value, ttl.cfg.is_some());
         Ok(())
     }
 
@@ -659,14 +660,14 @@ impl KeyedStateBackend for HashMapBackend {
                 let StateFunctions::Reduce(reduce) = functions else {
                     return Err(StateError::MissingFunction(desc.name.clone()));
                 };
-                let (cell, created) = make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, value));
-                if !created {
-                    if ttl.live(cell.ts) {
-                        let reduced = reduce(cell.bytes.as_slice(), value);
-                        cell.bytes = Bytes::from_vec(reduced);
-                        cell.ts = ts;
-                    } else {
-                        cell.set(ts, value);
+                let t = &mut t[idx];
+                match t.get(&p).filter(|c| ttl.live(c.ts)) {
+                    Some(cell) => {
+                        let reduced = reduce(cell.bytes, value);
+                        make_mut(t).put(&p, ts, &reduced, ttl.cfg.is_some());
+                    }
+                    None => {
+                        make_mut(t).put(&p, ts, value, ttl.cfg.is_some());
                     }
                 }
             }
@@ -674,11 +675,9 @@ impl KeyedStateBackend for HashMapBackend {
                 let StateFunctions::Aggregate(agg) = functions else {
                     return Err(StateError::MissingFunction(desc.name.clone()));
                 };
-                let (cell, created) = make_mut(&mut t[idx]).get_or_insert_with(&p, || Cell::new(ts, &[]));
-                let acc = (!created && ttl.live(cell.ts)).then_some(cell.bytes.as_slice());
-                let acc = (agg.add)(acc, value);
-                cell.bytes = Bytes::from_vec(acc);
-                cell.ts = ts;
+                let t = &mut t[idx];
+                let acc = (agg.add)(t.get(&p).filter(|c| ttl.live(c.ts)).map(|c| c.bytes), value);
+                make_mut(t).put(&p, ts, &acc, ttl.cfg.is_some());
             }
             _ => return Err(StateError::wrong_kind(desc, ADDABLE)),
         }
@@ -690,7 +689,7 @@ impl KeyedStateBackend for HashMapBackend {
         let p = Probe::with_key_hash(key, namespace, kh);
         match &mut st.tables {
             Tables::Single(t) => {
-                remove_entry(&mut t[idx], &p);
+                remove_single(&mut t[idx], &p);
             }
             Tables::List(t) => {
                 remove_entry(&mut t[idx], &p);
@@ -941,7 +940,7 @@ impl KeyedStateBackend for HashMapBackend {
                 let t = &mut t[idx];
                 let mut merged: Option<Vec<u8>> = None;
                 for src in sources {
-                    if let Some(cell) = remove_entry(t, &Probe::with_key_hash(key, src, kh)) {
+                    if let Some(cell) = remove_single(t, &Probe::with_key_hash(key, src, kh)) {
                         if ttl.live(cell.ts) {
                             merged = Some(match merged {
                                 None => cell.bytes.into_vec(),
@@ -953,19 +952,11 @@ impl KeyedStateBackend for HashMapBackend {
                 let Some(merged) = merged else {
                     return Ok(());
                 };
-                let ts = ttl.now;
-                let (cell, created) = make_mut(t).get_or_insert_with(&target, || Cell {
-                    ts,
-                    bytes: Bytes::new(&merged),
-                });
-                if !created {
-                    cell.bytes = Bytes::from_vec(if ttl.live(cell.ts) {
-                        merge(cell.bytes.as_slice(), &merged)
-                    } else {
-                        merged
-                    });
-                    cell.ts = ts;
-                }
+                let value = match t.get(&target).filter(|c| ttl.live(c.ts)) {
+                    Some(cell) => merge(cell.bytes, &merged),
+                    None => merged,
+                };
+                make_mut(t).put(&target, ttl.now, &value, ttl.cfg.is_some());
             }
             _ => return Err(StateError::wrong_kind(desc, MERGEABLE)),
         }

@@ -103,16 +103,6 @@ impl Bytes {
         }
     }
 
-    /// Takes a vector (moved inline, and freed, when short).
-    #[inline]
-    pub(crate) fn from_vec(v: Vec<u8>) -> Self {
-        if v.len() <= INLINE {
-            Self::new(&v)
-        } else {
-            Bytes::Heap(v)
-        }
-    }
-
     /// Replaces the content without allocating when it fits inline or in the existing buffer.
     #[inline]
     pub(crate) fn set(&mut self, b: &[u8]) {
@@ -247,8 +237,6 @@ mod tests {
         c.set(&full);
         assert!(matches!(c, Bytes::Inline { .. }));
         assert_eq!(c.as_slice(), &full[..]);
-        assert_eq!(Bytes::from_vec(long.clone()).as_slice(), &long[..]);
-        assert!(matches!(Bytes::from_vec(vec![1, 2]), Bytes::Inline { .. }));
         assert_eq!(Bytes::new(&long).into_vec(), long);
         assert_eq!(Bytes::new(b"q").into_vec(), b"q");
     }

@@ -17,6 +17,13 @@
 //!   [`map_for_each`](statekit_core::KeyedStateBackend::map_for_each) walks user keys in
 //!   order without sorting.
 //!
+//! Value, reducing and aggregating states whose entries all have one shape — the same key,
+//! namespace and value lengths, as typed serializers give — are *packed* (`packed.rs`): a
+//! slot is exactly `key ‖ namespace ‖ [timestamp] ‖ value`, 16 bytes for a
+//! `ValueState<Long>` under `Long` keys, in open-addressing shards kept between 3/5 and 7/8
+//! full. The first entry of another shape turns that key group's table into the general
+//! slots described next, for good.
+//!
 //! Every operation hashes its key once: the murmur3 hash that picks the key group (see
 //! [`key_group_for_key`](statekit_core::key_group_for_key)) is also, mixed with the
 //! namespace, the in-table hash. Lookups compare the `(key, namespace)` against the stored
@@ -57,6 +64,7 @@ mod backend;
 mod bytes;
 mod cow;
 mod map;
+mod packed;
 mod snapshot;
 mod table;
 #[cfg(test)]

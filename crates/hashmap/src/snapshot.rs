@@ -2,6 +2,7 @@
 //! returns.
 
 use crate::backend::{Cell, Tables, Ttl};
+use crate::packed::EntryRef;
 use crate::table::{KgTable, Slot};
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
 use std::fmt;
@@ -151,18 +152,27 @@ impl KeyedStateView for HashMapSnapshot {
             let timestamp = |c: &Cell| desc.ttl.map(|_| c.ts);
             match tables {
                 Tables::Single(t) => {
-                    let slots = sorted(&t[idx], |c| ttl.live(c.ts));
-                    for (i, &(_, slot)) in slots.iter().enumerate() {
-                        if let Some(&(_, ahead)) = slots.get(i + PREFETCH_AHEAD) {
-                            prefetch(ahead.value.bytes.as_slice());
+                    let mut entries: Vec<(u64, EntryRef<'_>)> = t[idx]
+                        .entries()
+                        .filter(|e| ttl.live(e.cell.ts))
+                        .map(|e| (key_prefix(e.key), e))
+                        .collect();
+                    entries.sort_unstable_by(|(pa, a), (pb, b)| {
+                        pa.cmp(pb)
+                            .then_with(|| a.key.cmp(b.key))
+                            .then_with(|| a.namespace.cmp(b.namespace))
+                    });
+                    for (i, &(_, e)) in entries.iter().enumerate() {
+                        if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
+                            prefetch(ahead.cell.bytes);
                         }
                         if visitor(&Entry {
                             state,
-                            key: slot.key(),
-                            namespace: slot.namespace(),
+                            key: e.key,
+                            namespace: e.namespace,
                             user_key: None,
-                            value: slot.value.bytes.as_slice(),
-                            timestamp: timestamp(&slot.value),
+                            value: e.cell.bytes,
+                            timestamp: desc.ttl.map(|_| e.cell.ts),
                         })?
                         .is_break()
                         {

@@ -34,7 +34,7 @@ const MAX_DEPTH: u8 = 20;
 
 /// Bits of the hash used for the directory start here; hashbrown uses the low bits for the
 /// bucket and the top 7 bits for its tag, so the middle bits are free.
-const DIR_SHIFT: u32 = 32;
+pub(crate) const DIR_SHIFT: u32 = 32;
 
 const NS_SEED: u64 = 0x5eed_57a7_e0b1_0c55;
 
@@ -151,6 +151,24 @@ pub(crate) struct Probe<'a> {
 }
 
 impl<'a> Probe<'a> {
+    /// The key.
+    #[inline(always)]
+    pub(crate) fn key(&self) -> &'a [u8] {
+        self.key
+    }
+
+    /// The namespace.
+    #[inline(always)]
+    pub(crate) fn namespace(&self) -> &'a [u8] {
+        self.namespace
+    }
+
+    /// The table hash.
+    #[inline(always)]
+    pub(crate) fn hash(&self) -> u64 {
+        self.hash
+    }
+
     /// A probe for `(key, namespace)`.
     #[inline]
     pub(crate) fn new(key: &'a [u8], namespace: &'a [u8]) -> Self {

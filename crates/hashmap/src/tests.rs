@@ -636,10 +636,11 @@ fn snapshot_is_isolated_and_copies_only_touched_shards() -> R {
     let before = collect(b.snapshot(0)?.as_ref());
     let view = b.snapshot_view(1);
     assert_eq!(view.checkpoint_id(), 1);
-    // Overwrite one key, add and clear others.
-    b.put(v, &5u32.to_be_bytes(), b"", b"changed")?;
+    // Overwrite one key, add and clear others (all of the state's one shape, so its tables
+    // stay packed).
+    b.put(v, &5u32.to_be_bytes(), b"", b"chgd")?;
     b.clear(v, &6u32.to_be_bytes(), b"")?;
-    b.put(v, b"brand new", b"", b"x")?;
+    b.put(v, b"new!", b"", b"xxxx")?;
     b.add(l, b"k", b"", b"e2")?;
     assert_eq!(collect(&view), before);
 
@@ -650,11 +651,12 @@ fn snapshot_is_isolated_and_copies_only_touched_shards() -> R {
     let Tables::Single(frozen) = view.tables_for_test(0) else {
         panic!()
     };
+    assert!(live.iter().chain(frozen).all(|t| t.is_packed()));
     let mut shared = 0;
     let mut copied = 0;
     for (a, f) in live.iter().zip(frozen) {
-        for (x, y) in a.shard_arcs().iter().zip(f.shard_arcs()) {
-            if Arc::ptr_eq(x, y) {
+        for (x, y) in a.shard_addresses().iter().zip(f.shard_addresses()) {
+            if *x == y {
                 shared += 1;
             } else {
                 copied += 1;

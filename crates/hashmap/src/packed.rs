@@ -1,0 +1,786 @@
+//! Packed tables for value, reducing and aggregating states whose entries share one shape.
+//!
+//! Most states are typed: every key, namespace and value of a state serializes to the same
+//! number of bytes (`Long` keys, `VoidNamespace`, `Long` or `Double` values, fixed tuples).
+//! A key group's table of such a state keeps its entries *packed*: each slot is exactly
+//! `key ‖ namespace ‖ [timestamp] ‖ value` with no lengths, pointers or padding — 16 bytes for
+//! a `ValueState<Long>` under `Long` keys, where a general slot ([`crate::table::Slot`]) takes
+//! 64. Denser tables hold more of the state in the CPU caches, and memory per entry falls to
+//! about a quarter.
+//!
+//! The shape (the three lengths and whether a timestamp is kept) is fixed by the table's first
+//! entry. The first entry of another shape converts that key group's table to general slots
+//! for good ([`SingleTable::Slots`]), so states with variable-length data behave exactly as
+//! before, one conversion per key group.
+//!
+//! A shard of a packed table ([`PackedShard`]) is an open-addressing table of its own:
+//! control bytes in groups of eight (empty, deleted, or full with seven bits of the hash),
+//! probed group by group from a start chosen by the hash's low 32 bits with a multiply (so a
+//! table may have any number of groups, not only a power of two), and matched eight at a time
+//! with word arithmetic. Tables are rebuilt at 7/8 full to about 3/5, so they stay between
+//! those loads instead of hashbrown's 7/16 to 7/8 after doubling. The shards sit under the
+//! same copy-on-write directory as every other table ([`crate::table::Dir`]).
+
+use crate::backend::Cell;
+use crate::bytes::{bytes_eq, copy_short, Bytes};
+use crate::table::{hash_key_ns, Dir, KgTable, Probe, ShardTable, DIR_SHIFT};
+
+/// Longest `key ‖ namespace` of a packed entry.
+const MAX_PACKED_KEY: usize = 32;
+/// Longest value of a packed entry.
+const MAX_PACKED_VALUE: usize = 32;
+
+/// Control bytes: an empty slot, a deleted one; a full slot is `FULL | 7 bits of the hash`.
+const EMPTY: u8 = 0x00;
+const DELETED: u8 = 0x01;
+const FULL: u8 = 0x80;
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Bytes of a word that are zero: the lowest flagged byte is exact; a flag above a true zero
+/// byte may be false (borrow), which only costs a key comparison where it is used.
+#[inline(always)]
+fn zero_bytes(w: u64) -> u64 {
+    w.wrapping_sub(LO) & !w & HI
+}
+
+/// The lengths every entry of a packed table has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    key: u8,
+    namespace: u8,
+    value: u8,
+    /// Whether a timestamp (8 bytes) is kept: the state has TTL.
+    ttl: bool,
+}
+
+impl Shape {
+    /// The shape of an entry, when it is short enough to pack.
+    #[inline]
+    fn of(p: &Probe<'_>, value: &[u8], ttl: bool) -> Option<Shape> {
+        if p.key().len() + p.namespace().len() > MAX_PACKED_KEY || value.len() > MAX_PACKED_VALUE {
+            return None;
+        }
+        Some(Shape {
+            key: p.key().len() as u8,
+            namespace: p.namespace().len() as u8,
+            value: value.len() as u8,
+            ttl,
+        })
+    }
+
+    /// Whether an entry has this shape.
+    #[inline(always)]
+    fn fits(self, p: &Probe<'_>, value: &[u8], ttl: bool) -> bool {
+        self.keys_fit(p) && value.len() == usize::from(self.value) && ttl == self.ttl
+    }
+
+    /// Whether a probe's key and namespace have this shape's lengths.
+    #[inline(always)]
+    fn keys_fit(self, p: &Probe<'_>) -> bool {
+        p.key().len() == usize::from(self.key) && p.namespace().len() == usize::from(self.namespace)
+    }
+
+    #[inline(always)]
+    fn key_len(self) -> usize {
+        usize::from(self.key) + usize::from(self.namespace)
+    }
+
+    #[inline(always)]
+    fn value_at(self) -> usize {
+        self.key_len() + if self.ttl { 8 } else { 0 }
+    }
+
+    #[inline(always)]
+    fn width(self) -> usize {
+        self.value_at() + usize::from(self.value)
+    }
+}
+
+/// A stored value read from either kind of table: its bytes and its timestamp (0 without TTL).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CellRef<'a> {
+    pub(crate) ts: i64,
+    pub(crate) bytes: &'a [u8],
+}
+
+/// One entry of a single-value table, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EntryRef<'a> {
+    pub(crate) key: &'a [u8],
+    pub(crate) namespace: &'a [u8],
+    pub(crate) cell: CellRef<'a>,
+}
+
+/// One shard of a packed table: see the module docs.
+#[derive(Clone, Debug)]
+pub(crate) struct PackedShard {
+    shape: Shape,
+    /// Control bytes, eight per word (byte `i % 8` of word `i / 8` is slot `i`'s).
+    ctrl: Vec<u64>,
+    /// `8 × ctrl.len()` slots of `shape.width()` bytes.
+    slots: Vec<u8>,
+    len: usize,
+    deleted: usize,
+}
+
+impl PackedShard {
+    /// An empty shard with room for `n` entries at about 3/5 load.
+    fn for_len(shape: Shape, n: usize) -> Self {
+        let groups = (n * 5 / 3).div_ceil(8).max(1);
+        PackedShard {
+            shape,
+            ctrl: vec![0; groups],
+            slots: vec![0; groups * 8 * shape.width()],
+            len: 0,
+            deleted: 0,
+        }
+    }
+
+    /// The group probing starts at: the hash's low 32 bits scaled to the group count (the
+    /// directory uses bits 32.., the control byte the top 7).
+    #[inline(always)]
+    fn first_group(&self, hash: u64) -> usize {
+        (((hash & 0xffff_ffff) * self.ctrl.len() as u64) >> 32) as usize
+    }
+
+    #[inline(always)]
+    fn tag(hash: u64) -> u8 {
+        FULL | (hash >> 57) as u8
+    }
+
+    /// The bytes of slot `i`.
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &[u8] {
+        let w = self.shape.width();
+        &self.slots[i * w..(i + 1) * w]
+    }
+
+    #[inline(always)]
+    fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+        let w = self.shape.width();
+        &mut self.slots[i * w..(i + 1) * w]
+    }
+
+    #[inline(always)]
+    fn set_ctrl(&mut self, i: usize, c: u8) {
+        let word = &mut self.ctrl[i / 8];
+        let shift = (i % 8) * 8;
+        *word = (*word & !(0xff << shift)) | (u64::from(c) << shift);
+    }
+
+    /// The slot holding `p` (whose lengths fit the shape).
+    #[inline(always)]
+    fn find(&self, p: &Probe<'_>) -> Option<usize> {
+        let groups = self.ctrl.len();
+        let tag = LO * u64::from(Self::tag(p.hash()));
+        let (kl, nl) = (usize::from(self.shape.key), usize::from(self.shape.namespace));
+        let mut g = self.first_group(p.hash());
+        for _ in 0..groups {
+            let word = self.ctrl[g];
+            let mut m = zero_bytes(word ^ tag);
+            while m != 0 {
+                let i = g * 8 + (m.trailing_zeros() / 8) as usize;
+                let s = self.slot(i);
+                if bytes_eq(&s[..kl], p.key()) && bytes_eq(&s[kl..kl + nl], p.namespace()) {
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
+            if zero_bytes(word) != 0 {
+                return None;
+            }
+            g += 1;
+            if g == groups {
+                g = 0;
+            }
+        }
+        None
+    }
+
+    /// A free slot for a new entry of `hash` (the caller made room), marked full.
+    #[inline(always)]
+    fn claim(&mut self, hash: u64) -> usize {
+        let groups = self.ctrl.len();
+        let mut g = self.first_group(hash);
+        loop {
+            let free = !self.ctrl[g] & HI;
+            if free != 0 {
+                let i = g * 8 + (free.trailing_zeros() / 8) as usize;
+                if (self.ctrl[g] >> ((i % 8) * 8)) as u8 == DELETED {
+                    self.deleted -= 1;
+                }
+                self.set_ctrl(i, Self::tag(hash));
+                self.len += 1;
+                return i;
+            }
+            g += 1;
+            if g == groups {
+                g = 0;
+            }
+        }
+    }
+
+    /// Whether one more entry would take the table past 7/8 full (deleted slots count).
+    #[inline(always)]
+    fn needs_room(&self) -> bool {
+        (self.len + self.deleted + 1) * 8 > self.ctrl.len() * 8 * 7
+    }
+
+    /// Rebuilds the table for its entries and one more at about 3/5 load.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self) {
+        let mut fresh = PackedShard::for_len(self.shape, self.len + 1);
+        for i in self.full_slots() {
+            fresh.copy_in(self.slot(i));
+        }
+        *self = fresh;
+    }
+
+    /// Inserts a copy of a slot's bytes taken from another table of the same shape.
+    fn copy_in(&mut self, bytes: &[u8]) {
+        let kl = usize::from(self.shape.key);
+        let hash = hash_key_ns(&bytes[..kl], &bytes[kl..self.shape.key_len()]);
+        let i = self.claim(hash);
+        self.slot_mut(i).copy_from_slice(bytes);
+    }
+
+    /// Writes an entry into slot `i`.
+    #[inline(always)]
+    fn write(&mut self, i: usize, p: &Probe<'_>, ts: i64, value: &[u8]) {
+        let shape = self.shape;
+        let kl = usize::from(shape.key);
+        let s = self.slot_mut(i);
+        copy_short(&mut s[..kl], p.key());
+        copy_short(&mut s[kl..shape.key_len()], p.namespace());
+        Self::write_cell(shape, s, ts, value);
+    }
+
+    /// Writes the timestamp (with TTL) and value of a slot.
+    #[inline(always)]
+    fn write_cell(shape: Shape, s: &mut [u8], ts: i64, value: &[u8]) {
+        let at = shape.value_at();
+        if shape.ttl {
+            s[shape.key_len()..at].copy_from_slice(&ts.to_le_bytes());
+        }
+        copy_short(&mut s[at..], value);
+    }
+
+    /// The timestamp and value of a slot's bytes.
+    #[inline(always)]
+    fn cell(shape: Shape, s: &[u8]) -> CellRef<'_> {
+        let at = shape.value_at();
+        let ts = if shape.ttl {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&s[shape.key_len()..at]);
+            i64::from_le_bytes(b)
+        } else {
+            0
+        };
+        CellRef { ts, bytes: &s[at..] }
+    }
+
+    /// The entry in a slot's bytes.
+    #[inline(always)]
+    fn entry(shape: Shape, s: &[u8]) -> EntryRef<'_> {
+        let (kl, kn) = (usize::from(shape.key), shape.key_len());
+        EntryRef {
+            key: &s[..kl],
+            namespace: &s[kl..kn],
+            cell: Self::cell(shape, s),
+        }
+    }
+
+    /// Empties slot `i`: marked empty when its group has an empty slot (no probe passes
+    /// through such a group), deleted otherwise.
+    fn vacate(&mut self, i: usize) {
+        let c = if zero_bytes(self.ctrl[i / 8]) != 0 {
+            EMPTY
+        } else {
+            DELETED
+        };
+        self.deleted += usize::from(c == DELETED);
+        self.set_ctrl(i, c);
+        self.len -= 1;
+    }
+
+    /// The indices of the full slots.
+    fn full_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.ctrl.iter().enumerate().flat_map(|(g, &w)| {
+            let mut m = w & HI;
+            std::iter::from_fn(move || {
+                if m == 0 {
+                    return None;
+                }
+                let i = g * 8 + (m.trailing_zeros() / 8) as usize;
+                m &= m - 1;
+                Some(i)
+            })
+        })
+    }
+
+    /// Every entry.
+    fn entries(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+        self.full_slots().map(|i| Self::entry(self.shape, self.slot(i)))
+    }
+
+    /// Bytes held (control bytes and slots).
+    fn heap_bytes(&self) -> usize {
+        self.ctrl.len() * 8 + self.slots.len()
+    }
+}
+
+impl ShardTable for PackedShard {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn split_off(&mut self, bit: u64) -> Self {
+        let shape = self.shape;
+        let kl = usize::from(shape.key);
+        let moves: Vec<(usize, bool)> = self
+            .full_slots()
+            .map(|i| {
+                let s = self.slot(i);
+                let hash = hash_key_ns(&s[..kl], &s[kl..shape.key_len()]);
+                (i, (hash >> DIR_SHIFT) & bit != 0)
+            })
+            .collect();
+        let moved_n = moves.iter().filter(|m| m.1).count();
+        let mut stay = PackedShard::for_len(shape, self.len - moved_n);
+        let mut moved = PackedShard::for_len(shape, moved_n);
+        for &(i, away) in &moves {
+            let side = if away { &mut moved } else { &mut stay };
+            side.copy_in(self.slot(i));
+        }
+        *self = stay;
+        moved
+    }
+}
+
+/// The table of a value, reducing or aggregating state in one key group: packed while every
+/// entry has one shape, general slots otherwise. See the module docs.
+#[derive(Clone, Debug)]
+pub(crate) enum SingleTable {
+    /// Every entry has the shape (none yet while the table is empty and unshaped).
+    Packed(Option<Shape>, Dir<PackedShard>),
+    /// Entries of several shapes, or too long to pack.
+    Slots(KgTable<Cell>),
+}
+
+impl Default for SingleTable {
+    fn default() -> Self {
+        SingleTable::Packed(None, Dir::default())
+    }
+}
+
+impl SingleTable {
+    /// Number of entries.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            SingleTable::Packed(_, d) => d.len(),
+            SingleTable::Slots(t) => t.len(),
+        }
+    }
+
+    /// The value of `p`.
+    #[inline(always)]
+    pub(crate) fn get(&self, p: &Probe<'_>) -> Option<CellRef<'_>> {
+        match self {
+            SingleTable::Packed(Some(shape), d) => {
+                if !shape.keys_fit(p) {
+                    return None;
+                }
+                let t = d.shard(p.hash())?;
+                let i = t.find(p)?;
+                Some(PackedShard::cell(*shape, t.slot(i)))
+            }
+            SingleTable::Packed(None, _) => None,
+            SingleTable::Slots(t) => t.get(p).map(|c| CellRef {
+                ts: c.ts,
+                bytes: c.bytes.as_slice(),
+            }),
+        }
+    }
+
+    /// Sets `p` to `value` stamped `ts` (kept when `ttl`); true when the entry was created.
+    /// A table copied by a snapshot is copied (one shard) before it changes.
+    #[inline(always)]
+    pub(crate) fn put(&mut self, p: &Probe<'_>, ts: i64, value: &[u8], ttl: bool) -> bool {
+        if let SingleTable::Packed(shape, d) = self {
+            let shape = match *shape {
+                Some(s) => s,
+                None => match Shape::of(p, value, ttl) {
+                    Some(s) => *shape.insert(s),
+                    None => return self.convert_to_slots().put_slot(p, ts, value),
+                },
+            };
+            if shape.fits(p, value, ttl) {
+                // A put writes either way, so the shard is made writable (copied if shared)
+                // before the one probe.
+                let (t, len) = d.shard_for_insert(p.hash(), || PackedShard::for_len(shape, 0));
+                if let Some(i) = t.find(p) {
+                    PackedShard::write_cell(shape, t.slot_mut(i), ts, value);
+                    return false;
+                }
+                if t.needs_room() {
+                    t.make_room();
+                }
+                let i = t.claim(p.hash());
+                t.write(i, p, ts, value);
+                *len += 1;
+                return true;
+            }
+        }
+        self.convert_to_slots().put_slot(p, ts, value)
+    }
+
+    /// Re-stamps an existing entry (TTL refreshed on read).
+    pub(crate) fn set_ts(&mut self, p: &Probe<'_>, ts: i64) {
+        match self {
+            SingleTable::Packed(Some(shape), d) => {
+                let shape = *shape;
+                if !shape.ttl || !shape.keys_fit(p) {
+                    return;
+                }
+                if let Some(i) = d.shard(p.hash()).and_then(|t| t.find(p)) {
+                    if let Some(t) = d.shard_mut(p.hash()) {
+                        let s = t.slot_mut(i);
+                        s[shape.key_len()..shape.value_at()].copy_from_slice(&ts.to_le_bytes());
+                    }
+                }
+            }
+            SingleTable::Packed(None, _) => {}
+            SingleTable::Slots(t) => {
+                if t.get(p).is_some() {
+                    if let Some(c) = t.get_mut(p) {
+                        c.ts = ts;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes `p`, returning its value. Copies nothing when absent.
+    pub(crate) fn remove(&mut self, p: &Probe<'_>) -> Option<Cell> {
+        match self {
+            SingleTable::Packed(Some(shape), d) => {
+                let shape = *shape;
+                if !shape.keys_fit(p) {
+                    return None;
+                }
+                let i = d.shard(p.hash()).and_then(|t| t.find(p))?;
+                let t = d.shard_mut(p.hash())?;
+                let c = PackedShard::cell(shape, t.slot(i));
+                let cell = Cell::new(c.ts, c.bytes);
+                t.vacate(i);
+                d.count(-1);
+                Some(cell)
+            }
+            SingleTable::Packed(None, _) => None,
+            SingleTable::Slots(t) => {
+                t.get(p)?;
+                t.remove(p)
+            }
+        }
+    }
+
+    /// Applies `f` to every entry's timestamp; drops the entries for which it returns false.
+    /// A packed table without timestamps becomes general slots first when `f` may set them.
+    pub(crate) fn retain_ts(&mut self, mut f: impl FnMut(&mut i64) -> bool) {
+        if let SingleTable::Packed(Some(shape), _) = self {
+            if !shape.ttl {
+                self.convert_to_slots();
+            }
+        }
+        match self {
+            SingleTable::Packed(Some(shape), d) => {
+                let shape = *shape;
+                d.retain_shards(|t| {
+                    let full: Vec<usize> = t.full_slots().collect();
+                    for i in full {
+                        let s = t.slot_mut(i);
+                        let mut ts = PackedShard::cell(shape, s).ts;
+                        let keep = f(&mut ts);
+                        s[shape.key_len()..shape.value_at()].copy_from_slice(&ts.to_le_bytes());
+                        if !keep {
+                            t.vacate(i);
+                        }
+                    }
+                    t.len()
+                });
+            }
+            SingleTable::Packed(None, _) => {}
+            SingleTable::Slots(t) => t.retain_mut(|c| f(&mut c.ts)),
+        }
+    }
+
+    /// Every entry, in no particular order.
+    pub(crate) fn entries(&self) -> Box<dyn Iterator<Item = EntryRef<'_>> + '_> {
+        match self {
+            SingleTable::Packed(Some(_), d) => Box::new(d.tables().flat_map(PackedShard::entries)),
+            SingleTable::Packed(None, _) => Box::new(std::iter::empty()),
+            SingleTable::Slots(t) => Box::new(t.iter().map(|s| EntryRef {
+                key: s.key(),
+                namespace: s.namespace(),
+                cell: CellRef {
+                    ts: s.value.ts,
+                    bytes: s.value.bytes.as_slice(),
+                },
+            })),
+        }
+    }
+
+    /// A rough estimate of the heap bytes held.
+    pub(crate) fn approx_bytes(&self, slot_bytes: usize) -> usize {
+        match self {
+            SingleTable::Packed(_, d) => d.tables().map(PackedShard::heap_bytes).sum(),
+            SingleTable::Slots(t) => t
+                .iter()
+                .map(|s| slot_bytes + s.key_heap_bytes() + s.value.bytes.heap_bytes())
+                .sum(),
+        }
+    }
+
+    /// Converts a packed table to general slots (for good) and returns it.
+    #[cold]
+    #[inline(never)]
+    fn convert_to_slots(&mut self) -> &mut Self {
+        if let SingleTable::Packed(_, d) = self {
+            let mut t: KgTable<Cell> = KgTable::default();
+            for e in d.tables().flat_map(PackedShard::entries) {
+                let p = Probe::new(e.key, e.namespace);
+                t.get_or_insert_with(&p, || Cell {
+                    ts: e.cell.ts,
+                    bytes: Bytes::new(e.cell.bytes),
+                });
+            }
+            tracing::trace!(entries = t.len(), "packed table converted to slots");
+            *self = SingleTable::Slots(t);
+        }
+        self
+    }
+
+    /// [`SingleTable::put`] on general slots.
+    #[inline]
+    fn put_slot(&mut self, p: &Probe<'_>, ts: i64, value: &[u8]) -> bool {
+        let SingleTable::Slots(t) = self else {
+            return false;
+        };
+        let (cell, created) = t.get_or_insert_with(p, || Cell::new(ts, value));
+        if !created {
+            cell.set(ts, value);
+        }
+        created
+    }
+
+    /// The shards' addresses (tests of copy-on-write sharing).
+    #[cfg(test)]
+    pub(crate) fn shard_addresses(&self) -> Vec<usize> {
+        match self {
+            SingleTable::Packed(_, d) => d
+                .shard_arcs()
+                .iter()
+                .map(|a| std::sync::Arc::as_ptr(a) as usize)
+                .collect(),
+            SingleTable::Slots(t) => t
+                .shard_arcs()
+                .iter()
+                .map(|a| std::sync::Arc::as_ptr(a) as usize)
+                .collect(),
+        }
+    }
+
+    /// Whether the table is packed (tests).
+    #[cfg(test)]
+    pub(crate) fn is_packed(&self) -> bool {
+        matches!(self, SingleTable::Packed(..))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Put(u16, u8),
+        /// A put of another shape (a longer value): converts the table.
+        PutOdd(u16),
+        Remove(u16),
+        Get(u16),
+        /// Clone the table (a snapshot) and check the clone after later writes.
+        Freeze,
+        /// Drop the timestamps of entries with an odd timestamp.
+        Retain,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Keys from a range a few shards wide, so splits, rebuilds and tombstones all occur.
+        let k = 0u16..3000;
+        prop_oneof![
+            30 => (k.clone(), any::<u8>()).prop_map(|(k, v)| Op::Put(k, v)),
+            1 => k.clone().prop_map(Op::PutOdd),
+            12 => k.clone().prop_map(Op::Remove),
+            8 => k.prop_map(Op::Get),
+            1 => Just(Op::Freeze),
+            1 => Just(Op::Retain),
+        ]
+    }
+
+    /// (key ‖ namespace) → (timestamp, value).
+    type Model = BTreeMap<Vec<u8>, (i64, Vec<u8>)>;
+
+    fn contents(t: &SingleTable) -> Model {
+        t.entries()
+            .map(|e| ([e.key, e.namespace].concat(), (e.cell.ts, e.cell.bytes.to_vec())))
+            .collect()
+    }
+
+    proptest! {
+        /// A single-value table behaves like a map from (key, namespace) to (timestamp,
+        /// value), packed or converted, and a clone taken before writes never changes.
+        #[test]
+        fn behaves_like_a_map(
+            ops in proptest::collection::vec(op(), 1..4000),
+            ttl in any::<bool>(),
+            convert in proptest::bool::weighted(0.25),
+        ) {
+            let mut t = SingleTable::default();
+            let mut model = Model::new();
+            let mut frozen: Vec<(SingleTable, Model)> = Vec::new();
+            let stamp = |v: i64| if ttl { v } else { 0 };
+            for (n, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Put(k, v) => {
+                        let key = k.to_be_bytes();
+                        let p = Probe::new(&key, b"ns");
+                        let value = [v; 8];
+                        let created = t.put(&p, n as i64, &value, ttl);
+                        let old = model.insert([&key[..], b"ns"].concat(), (stamp(n as i64), value.to_vec()));
+                        prop_assert_eq!(created, old.is_none());
+                    }
+                    // Most cases stay packed throughout; a quarter convert somewhere.
+                    Op::PutOdd(_) if !convert => {}
+                    Op::PutOdd(k) => {
+                        let key = k.to_be_bytes();
+                        let was_empty = model.is_empty();
+                        t.put(&Probe::new(&key, b"ns"), 7, b"a longer value", ttl);
+                        model.insert([&key[..], b"ns"].concat(), (stamp(7), b"a longer value".to_vec()));
+                        // Packed with this shape only when it was the first entry.
+                        prop_assert!(was_empty || !t.is_packed() || model.values().all(|c| c.1.len() == 14));
+                    }
+                    Op::Remove(k) => {
+                        let key = k.to_be_bytes();
+                        let got = t.remove(&Probe::new(&key, b"ns")).map(|c| (c.ts, c.bytes.as_slice().to_vec()));
+                        let want = model.remove(&[&key[..], b"ns"].concat());
+                        prop_assert_eq!(got.map(|(ts, v)| (stamp(ts), v)), want);
+                    }
+                    Op::Get(k) => {
+                        let key = k.to_be_bytes();
+                        let got = t.get(&Probe::new(&key, b"ns")).map(|c| (stamp(c.ts), c.bytes.to_vec()));
+                        prop_assert_eq!(got.as_ref(), model.get(&[&key[..], b"ns"].concat()));
+                        // Another namespace or key length is never found.
+                        prop_assert!(t.get(&Probe::new(&key, b"nt")).is_none());
+                        prop_assert!(t.get(&Probe::new(&key[..1], b"ns")).is_none());
+                    }
+                    Op::Freeze => frozen.push((t.clone(), model.clone())),
+                    Op::Retain => {
+                        if ttl {
+                            t.retain_ts(|ts| *ts % 2 == 0);
+                            model.retain(|_, (ts, _)| *ts % 2 == 0);
+                        }
+                    }
+                }
+                prop_assert_eq!(t.len(), model.len());
+            }
+            // Every entry is found by probing (a broken probe chain would hide some).
+            for (k, c) in &model {
+                let (key, ns) = k.split_at(k.len() - 2);
+                let got = t.get(&Probe::new(key, ns)).map(|c| (stamp(c.ts), c.bytes.to_vec()));
+                prop_assert_eq!(got.as_ref(), Some(c));
+            }
+            let mut want = model.clone();
+            want.values_mut().for_each(|c| c.0 = if ttl { c.0 } else { 0 });
+            let mut got = contents(&t);
+            got.values_mut().for_each(|c| c.0 = if ttl { c.0 } else { 0 });
+            prop_assert_eq!(got, want);
+            for (f, m) in &frozen {
+                let mut got = contents(f);
+                got.values_mut().for_each(|c| c.0 = if ttl { c.0 } else { 0 });
+                prop_assert_eq!(&got, m);
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_value_state_of_one_shape_stays_packed_and_small() {
+        let mut t = SingleTable::default();
+        for k in 0..20_000u64 {
+            t.put(&Probe::new(&k.to_be_bytes(), b""), 0, &k.to_le_bytes(), false);
+        }
+        assert!(t.is_packed());
+        assert_eq!(t.len(), 20_000);
+        // Control byte and 16-byte slot per bucket, at 3/5 to 7/8 load.
+        let per_entry = t.approx_bytes(0) as f64 / 20_000.0;
+        assert!(per_entry < 17.0 / 0.55, "{per_entry} bytes per entry");
+        for k in 0..20_000u64 {
+            let got = t.get(&Probe::new(&k.to_be_bytes(), b"")).map(|c| c.bytes.to_vec());
+            assert_eq!(got, Some(k.to_le_bytes().to_vec()));
+        }
+    }
+
+    #[test]
+    fn too_long_to_pack_starts_as_slots() {
+        let mut t = SingleTable::default();
+        t.put(&Probe::new(&[1; 40], b""), 0, b"v", false);
+        assert!(!t.is_packed());
+        assert_eq!(
+            t.get(&Probe::new(&[1; 40], b"")).map(|c| c.bytes.to_vec()),
+            Some(b"v".to_vec())
+        );
+    }
+}
+#[cfg(test)]
+mod probe_tests {
+    use super::*;
+
+    /// A removal from a group that was full when a later entry probed past it leaves a
+    /// tombstone, so that entry stays reachable.
+    #[test]
+    fn removal_keeps_probe_chains() {
+        let shape = Shape {
+            key: 8,
+            namespace: 0,
+            value: 8,
+            ttl: false,
+        };
+        let mut s = PackedShard::for_len(shape, 0);
+        let n = 850u64;
+        let mut displaced = 0;
+        for k in 0..n {
+            let key = k.to_be_bytes();
+            let p = Probe::new(&key, b"");
+            if s.needs_room() {
+                s.make_room();
+            }
+            let i = s.claim(p.hash());
+            displaced += usize::from(i / 8 != s.first_group(p.hash()));
+            s.write(i, &p, 0, &key);
+        }
+        // Entries past a full group exist, so removals in full groups matter.
+        assert!(displaced > 0);
+        for k in (0..n).step_by(3) {
+            let key = k.to_be_bytes();
+            let i = s.find(&Probe::new(&key, b"")).expect("present");
+            s.vacate(i);
+        }
+        for k in 0..n {
+            let key = k.to_be_bytes();
+            assert_eq!(s.find(&Probe::new(&key, b"")).is_some(), k % 3 != 0, "key {k}");
+        }
+    }
+}
