@@ -325,8 +325,13 @@ impl BlockDecoder {
                 let produced = if h.codec == CODEC_LZ4 {
                     // The C decoder takes `int` lengths.
                     match (i32::try_from(payload.len()), i32::try_from(raw_len)) {
-                        (Ok(_), Ok(n)) => lz4::block::decompress_to_buffer(payload, Some(n), out).map_err(|e| e.to_string()),
-                        _ => Err(format!("{} stored or {raw_len} raw bytes is too long for one LZ4 block", payload.len())),
+                        (Ok(_), Ok(n)) => {
+                            lz4::block::decompress_to_buffer(payload, Some(n), out).map_err(|e| e.to_string())
+                        }
+                        _ => Err(format!(
+                            "{} stored or {raw_len} raw bytes is too long for one LZ4 block",
+                            payload.len()
+                        )),
                     }
                 } else {
                     let z = match self.zstd.as_mut() {

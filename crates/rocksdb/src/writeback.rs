@@ -45,6 +45,9 @@ pub(crate) struct WriteBack {
     states: Vec<HashMap<Box<[u8]>, Slot, FixedState>>,
 }
 
+/// A dirty entry being written back: its key's [`key_prefix`], key and value.
+type Dirty<'a> = (u64, &'a [u8], Option<&'a [u8]>);
+
 /// The first eight bytes of `key` as a big-endian integer, zero-padded: if
 /// `key_prefix(a) < key_prefix(b)` then `a < b` as bytes.
 fn key_prefix(key: &[u8]) -> u64 {
@@ -175,7 +178,7 @@ impl WriteBack {
             // Sorted by the keys' first eight bytes as a big-endian integer, ties by the whole
             // key: the same order as by the whole key (a shorter key is zero-padded, and a tie
             // says nothing), with one integer comparison for most pairs instead of a `memcmp`.
-            let mut dirty: Vec<(u64, &[u8], Option<&[u8]>)> = map
+            let mut dirty: Vec<Dirty<'_>> = map
                 .iter()
                 .filter(|(_, v)| v.dirty)
                 .map(|(k, v)| (key_prefix(k), &**k, v.value.as_deref()))
