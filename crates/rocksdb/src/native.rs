@@ -41,6 +41,8 @@ pub const LAYOUT_NAME: &str = "statekit-rocksdb-v1";
 pub(crate) const DB_DIR: &str = "db";
 
 const COPY_BUFFER: usize = 1 << 20;
+/// Readahead of a [`NativeSnapshotView`]'s iterators.
+const VIEW_READAHEAD: usize = 64 << 10;
 
 /// A file uploaded by a checkpoint, which a later checkpoint may reference again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -671,9 +673,6 @@ impl NativeSnapshotView {
         let cache = rocksdb::Cache::new_lru_cache(8 << 20);
         let mut cf_options = options.to_rocksdb(&cache);
         cf_options.create_if_missing(false);
-        // The view reads its own private links or copies of the files, once each, in order:
-        // mapped reads cost no system call, copy or buffer per block.
-        cf_options.set_allow_mmap_reads(true);
         let names = cf_descriptors(&cf_options, &path)?;
         for n in &names {
             if n != rocksdb::DEFAULT_COLUMN_FAMILY_NAME && !handle.states.iter().any(|s| &s.name == n) {
@@ -765,6 +764,7 @@ impl KeyedStateView for NativeSnapshotView {
                 continue;
             };
             let mut ro = key_group_read_options(self.layout, key_group);
+            ro.set_readahead_size(VIEW_READAHEAD);
             ro.set_verify_checksums(self.verify_blocks);
             let it = self.db.raw_iterator_cf_opt(&cf, ro);
             if visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?.is_break() {
