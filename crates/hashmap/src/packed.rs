@@ -453,10 +453,8 @@ impl SingleTable {
             }
             SingleTable::Packed(None, _) => {}
             SingleTable::Slots(t) => {
-                if t.get(p).is_some() {
-                    if let Some(c) = t.get_mut(p) {
-                        c.ts = ts;
-                    }
+                if let Some(c) = t.get_mut(p) {
+                    c.ts = ts;
                 }
             }
         }
@@ -479,10 +477,7 @@ impl SingleTable {
                 Some(cell)
             }
             SingleTable::Packed(None, _) => None,
-            SingleTable::Slots(t) => {
-                t.get(p)?;
-                t.remove(p)
-            }
+            SingleTable::Slots(t) => t.remove(p),
         }
     }
 

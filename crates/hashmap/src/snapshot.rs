@@ -4,6 +4,7 @@
 use crate::backend::{Cell, Tables, Ttl};
 use crate::packed::EntryRef;
 use crate::table::{KgTable, Slot};
+use statekit_core::stream::key_prefix;
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
 use std::fmt;
 use std::ops::ControlFlow;
@@ -36,36 +37,24 @@ impl fmt::Debug for HashMapSnapshot {
     }
 }
 
-/// The slots of one table that pass `keep`, sorted by (key, namespace), each with its
-/// [`key_prefix`].
-///
-/// The sort compares the prefixes as integers first, so it touches the slots (and calls
-/// `memcmp`) only for keys that share their first eight bytes; comparing slot bytes for
-/// every pair was most of the cost of a visit.
+/// The slots of one table that pass `keep`, sorted by (key, namespace) ([`in_key_order`]).
 fn sorted<V>(table: &KgTable<V>, keep: impl Fn(&V) -> bool) -> Vec<(u64, &Slot<V>)> {
-    let mut slots: Vec<(u64, &Slot<V>)> = table
-        .iter()
-        .filter(|s| keep(&s.value))
-        .map(|s| (key_prefix(s.key()), s))
-        .collect();
-    slots.sort_unstable_by(|(pa, a), (pb, b)| {
-        pa.cmp(pb)
-            .then_with(|| a.key().cmp(b.key()))
-            .then_with(|| a.namespace().cmp(b.namespace()))
-    });
-    slots
+    in_key_order(table.iter().filter(|s| keep(&s.value)), |s| (s.key(), s.namespace()))
 }
 
-/// The first eight bytes of `key` as a big-endian integer, zero-padded. If
-/// `key_prefix(a) < key_prefix(b)` then `a < b` (as unsigned bytes): at the first differing
-/// byte either both are key bytes, or the shorter key ended (padding zero) and is a prefix of
-/// the other. Equal prefixes say nothing, so ties compare the keys.
-#[inline]
-fn key_prefix(key: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    let n = key.len().min(8);
-    a[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(a)
+/// `items` sorted by (key, namespace) as `parts` gives them, each with its key's
+/// [`key_prefix`].
+///
+/// The sort compares the prefixes as integers first, so it touches the entries (and calls
+/// `memcmp`) only for keys that share their first eight bytes; comparing entry bytes for
+/// every pair was most of the cost of a visit.
+fn in_key_order<T>(
+    items: impl Iterator<Item = T>,
+    parts: impl for<'x> Fn(&'x T) -> (&'x [u8], &'x [u8]),
+) -> Vec<(u64, T)> {
+    let mut sorted: Vec<(u64, T)> = items.map(|t| (key_prefix(parts(&t).0), t)).collect();
+    sorted.sort_unstable_by(|(pa, a), (pb, b)| pa.cmp(pb).then_with(|| parts(a).cmp(&parts(b))));
+    sorted
 }
 
 /// How many entries ahead [`HashMapSnapshot`]'s visit prefetches values.
@@ -152,15 +141,8 @@ impl KeyedStateView for HashMapSnapshot {
             let timestamp = |c: &Cell| desc.ttl.map(|_| c.ts);
             match tables {
                 Tables::Single(t) => {
-                    let mut entries: Vec<(u64, EntryRef<'_>)> = t[idx]
-                        .entries()
-                        .filter(|e| ttl.live(e.cell.ts))
-                        .map(|e| (key_prefix(e.key), e))
-                        .collect();
-                    entries.sort_unstable_by(|(pa, a), (pb, b)| {
-                        pa.cmp(pb)
-                            .then_with(|| a.key.cmp(b.key))
-                            .then_with(|| a.namespace.cmp(b.namespace))
+                    let entries = in_key_order(t[idx].entries().filter(|e| ttl.live(e.cell.ts)), |e: &EntryRef<'_>| {
+                        (e.key, e.namespace)
                     });
                     for (i, &(_, e)) in entries.iter().enumerate() {
                         if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
@@ -219,41 +201,5 @@ impl KeyedStateView for HashMapSnapshot {
             }
         }
         Ok(ControlFlow::Continue(()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::key_prefix;
-
-    #[test]
-    fn key_prefix_order_agrees_with_byte_order() {
-        let keys: Vec<Vec<u8>> = vec![
-            vec![],
-            vec![0],
-            vec![0, 0],
-            vec![0; 8],
-            vec![0; 9],
-            vec![0, 0, 0, 0, 0, 0, 0, 0, 1],
-            vec![0, 1],
-            vec![1],
-            vec![1, 0],
-            vec![0x7f; 8],
-            vec![0x80],
-            vec![0xff; 7],
-            vec![0xff; 8],
-            vec![0xff; 12],
-            b"user-0001".to_vec(),
-            b"user-0002".to_vec(),
-            b"user-01".to_vec(),
-        ];
-        for a in &keys {
-            for b in &keys {
-                let (pa, pb) = (key_prefix(a), key_prefix(b));
-                if pa != pb {
-                    assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
-                }
-            }
-        }
     }
 }

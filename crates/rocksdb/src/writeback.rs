@@ -17,6 +17,7 @@
 //! written back and emptied (`docs/design/0016-beside-flink.md`).
 
 use foldhash::fast::FixedState;
+use statekit_core::stream::key_prefix;
 use std::collections::HashMap;
 
 /// Entries larger than this (key + value) are never cached: they go straight to RocksDB.
@@ -47,15 +48,6 @@ pub(crate) struct WriteBack {
 
 /// A dirty entry being written back: its key's [`key_prefix`], key and value.
 type Dirty<'a> = (u64, &'a [u8], Option<&'a [u8]>);
-
-/// The first eight bytes of `key` as a big-endian integer, zero-padded: if
-/// `key_prefix(a) < key_prefix(b)` then `a < b` as bytes.
-fn key_prefix(key: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    let n = key.len().min(8);
-    a[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(a)
-}
 
 fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
     key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD
@@ -111,7 +103,7 @@ impl WriteBack {
     /// the cache holds entries (it should then be written back and emptied).
     pub(crate) fn missed_while_full(&mut self) -> bool {
         self.misses_while_full += 1;
-        self.misses_while_full > self.states.iter().map(HashMap::len).sum::<usize>()
+        self.misses_while_full > self.entries()
     }
 
     /// Counts a write of an uncached key that found the cache full; true once they number
@@ -122,7 +114,12 @@ impl WriteBack {
     /// cache misses each (`docs/design/0016-beside-flink.md`).
     pub(crate) fn written_while_full(&mut self) -> bool {
         self.writes_while_full += 1;
-        self.writes_while_full.saturating_mul(16) > self.states.iter().map(HashMap::len).sum::<usize>()
+        self.writes_while_full.saturating_mul(16) > self.entries()
+    }
+
+    /// Entries cached, over all states.
+    fn entries(&self) -> usize {
+        self.states.iter().map(HashMap::len).sum()
     }
 
     /// Sets `key` of state `s` to `value` (`None`: deleted), dirty or clean (just read).
