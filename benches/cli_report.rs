@@ -415,7 +415,7 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
         .status()
         .expect("spawn statekit");
     assert!(made.success(), "making the native input failed");
-    let runs: [(&str, &Path, Vec<String>); 7] = [
+    let runs: [(&str, &Path, Vec<String>); 8] = [
         ("convert (lz4 -> lz4)", input, vec!["convert".into()]),
         (
             "convert (lz4 -> zstd)",
@@ -431,6 +431,16 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
                 "zstd".into(),
                 "--compression-level".into(),
                 "3".into(),
+            ],
+        ),
+        (
+            "convert (lz4 -> zstd level -1)",
+            input,
+            vec![
+                "convert".into(),
+                "--compression".into(),
+                "zstd".into(),
+                "--compression-level=-1".into(),
             ],
         ),
         (
@@ -465,6 +475,7 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
     let mut fastest_cp = Duration::MAX;
     for (what, from, args) in runs {
         let mut anchor_best = Duration::MAX;
+        let mut out_bytes = 0;
         let (t, rss) = best(3, || {
             anchor_best = anchor_best.min(cp_sync().0);
             clean();
@@ -477,6 +488,7 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
                     .args(rest)
                     .stdout(std::process::Stdio::null()),
             );
+            out_bytes = dir_bytes(&out).0;
             clean();
             r
         });
@@ -502,7 +514,22 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
                 if ok { "ok" } else { "ABOVE TARGET" }
             )
         } else if what.contains("level 3") {
-            "(for comparison: a slower level, no target)".to_string()
+            format!(
+                "(for comparison: a slower level, no target; output {:.0} MB)",
+                out_bytes as f64 / 1e6
+            )
+        } else if what.contains("level -1") {
+            format!(
+                "(for comparison: zstd's fast mode, no target; output {:.0} MB)",
+                out_bytes as f64 / 1e6
+            )
+        } else if what.contains("zstd") {
+            let ratio = rate / anchor;
+            format!(
+                "(target >= 0.50x) {}; output {:.0} MB",
+                if ratio >= 0.5 { "ok" } else { "BELOW TARGET" },
+                out_bytes as f64 / 1e6
+            )
         } else {
             let ratio = rate / anchor;
             format!("(target >= 0.50x) {}", if ratio >= 0.5 { "ok" } else { "BELOW TARGET" })

@@ -209,25 +209,46 @@ fn rate(n: usize, t: Instant) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
-fn median(passes: usize, n: usize, mut pass: impl FnMut(i64)) -> f64 {
-    let mut rates: Vec<f64> = (0..passes.max(1))
+/// One case's result: the median pass (what StateBench reports) and every pass in order.
+#[derive(Clone, Debug)]
+pub struct CaseRate {
+    /// The case's name (one of [`CASES`]).
+    pub case: &'static str,
+    /// Operations per second of the median pass.
+    pub median: f64,
+    /// Operations per second of each pass, in the order they ran.
+    pub passes: Vec<f64>,
+}
+
+impl CaseRate {
+    /// Operations per second over all passes together (all operations over all their time):
+    /// unlike the median, it counts a slow pass (one that pays a write-back, say) in full.
+    pub fn overall(&self) -> f64 {
+        let secs: f64 = self.passes.iter().map(|r| 1.0 / r).sum();
+        self.passes.len() as f64 / secs
+    }
+}
+
+fn median(case: &'static str, passes: usize, n: usize, mut pass: impl FnMut(i64)) -> CaseRate {
+    let rates: Vec<f64> = (0..passes.max(1))
         .map(|r| {
             let t = Instant::now();
             pass(r as i64);
             rate(n, t)
         })
         .collect();
-    rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
+    let mut sorted = rates.clone();
+    sorted.sort_by(f64::total_cmp);
+    CaseRate {
+        case,
+        median: sorted[sorted.len() / 2],
+        passes: rates,
+    }
 }
 
 /// StateBench's workload on a statekit backend: the same keys, order, warm-up, cases and
-/// passes. Returns case → operations per second, in [`CASES`]' order.
-pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(
-    b: &mut B,
-    keys: usize,
-    passes: usize,
-) -> Vec<(&'static str, f64)> {
+/// passes. Returns each case's passes, in [`CASES`]' order.
+pub fn statebench_ours<B: KeyedStateBackend + ?Sized>(b: &mut B, keys: usize, passes: usize) -> Vec<CaseRate> {
     statebench_on(b, &java_permutation(keys), passes)
 }
 
@@ -256,7 +277,7 @@ pub fn statebench_threads(threads: u32, keys: usize, passes: usize) -> Vec<(&'st
                     // Each case's time on this thread.
                     statebench_on(&mut b, part, passes)
                         .into_iter()
-                        .map(|(case, ops)| (case, part.len() as f64 / ops))
+                        .map(|c| (c.case, part.len() as f64 / c.median))
                         .collect::<Vec<_>>()
                 })
             })
@@ -276,7 +297,7 @@ pub fn statebench_threads(threads: u32, keys: usize, passes: usize) -> Vec<(&'st
 }
 
 /// StateBench's cases over the keys of `perm`, in that order.
-fn statebench_on<B: KeyedStateBackend + ?Sized>(b: &mut B, perm: &[i64], passes: usize) -> Vec<(&'static str, f64)> {
+fn statebench_on<B: KeyedStateBackend + ?Sized>(b: &mut B, perm: &[i64], passes: usize) -> Vec<CaseRate> {
     let keys = perm.len();
     let mut buf = Vec::with_capacity(8);
     let mut sink = 0i64;
@@ -314,59 +335,49 @@ fn statebench_on<B: KeyedStateBackend + ?Sized>(b: &mut B, perm: &[i64], passes:
         };
         b.put(vs, &key, &[], &v.to_be_bytes()).expect("put");
     }
-    res.push(("value_insert_get_update", rate(keys, t)));
+    let first = rate(keys, t);
+    res.push(CaseRate {
+        case: "value_insert_get_update",
+        median: first,
+        passes: vec![first],
+    });
 
-    res.push((
-        "value_get_update",
-        median(passes, keys, |_| {
-            for &k in perm {
-                let key = k.to_be_bytes();
-                b.get(vs, &key, &[], &mut buf).expect("get");
-                let v = long_of(&buf) + 1;
-                b.put(vs, &key, &[], &v.to_be_bytes()).expect("put");
-            }
-        }),
-    ));
-    res.push((
-        "value_get",
-        median(passes, keys, |_| {
-            for &k in perm {
-                b.get(vs, &k.to_be_bytes(), &[], &mut buf).expect("get");
-                sink = sink.wrapping_add(long_of(&buf));
-            }
-        }),
-    ));
-    res.push((
-        "map_put",
-        median(passes, keys, |r| {
-            for (i, &k) in perm.iter().enumerate() {
-                b.map_put(ms, &k.to_be_bytes(), &[], &r.to_be_bytes(), &(i as i64).to_be_bytes())
-                    .expect("map put");
-            }
-        }),
-    ));
-    res.push((
-        "map_get",
-        median(passes, keys, |r| {
-            for &k in perm {
-                b.map_get(ms, &k.to_be_bytes(), &[], &r.to_be_bytes(), &mut buf)
-                    .expect("map get");
-                sink = sink.wrapping_add(long_of(&buf));
-            }
-        }),
-    ));
-    res.push((
-        "map_get_put",
-        median(passes, keys, |_| {
-            let uk = 0i64.to_be_bytes();
-            for &k in perm {
-                let key = k.to_be_bytes();
-                b.map_get(ms, &key, &[], &uk, &mut buf).expect("map get");
-                let v = long_of(&buf) + 1;
-                b.map_put(ms, &key, &[], &uk, &v.to_be_bytes()).expect("map put");
-            }
-        }),
-    ));
+    res.push(median("value_get_update", passes, keys, |_| {
+        for &k in perm {
+            let key = k.to_be_bytes();
+            b.get(vs, &key, &[], &mut buf).expect("get");
+            let v = long_of(&buf) + 1;
+            b.put(vs, &key, &[], &v.to_be_bytes()).expect("put");
+        }
+    }));
+    res.push(median("value_get", passes, keys, |_| {
+        for &k in perm {
+            b.get(vs, &k.to_be_bytes(), &[], &mut buf).expect("get");
+            sink = sink.wrapping_add(long_of(&buf));
+        }
+    }));
+    res.push(median("map_put", passes, keys, |r| {
+        for (i, &k) in perm.iter().enumerate() {
+            b.map_put(ms, &k.to_be_bytes(), &[], &r.to_be_bytes(), &(i as i64).to_be_bytes())
+                .expect("map put");
+        }
+    }));
+    res.push(median("map_get", passes, keys, |r| {
+        for &k in perm {
+            b.map_get(ms, &k.to_be_bytes(), &[], &r.to_be_bytes(), &mut buf)
+                .expect("map get");
+            sink = sink.wrapping_add(long_of(&buf));
+        }
+    }));
+    res.push(median("map_get_put", passes, keys, |_| {
+        let uk = 0i64.to_be_bytes();
+        for &k in perm {
+            let key = k.to_be_bytes();
+            b.map_get(ms, &key, &[], &uk, &mut buf).expect("map get");
+            let v = long_of(&buf) + 1;
+            b.map_put(ms, &key, &[], &uk, &v.to_be_bytes()).expect("map put");
+        }
+    }));
     std::hint::black_box(sink);
     res
 }

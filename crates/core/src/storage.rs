@@ -1183,6 +1183,37 @@ mod tests {
         }
     }
 
+    /// Local files of every size around the write buffer's boundaries, written in pieces of
+    /// every size (each piece below, at or above the buffer), read back as written.
+    #[test]
+    fn local_files_of_every_size_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let local = LocalStorage::new(dir.path());
+        let sizes = [
+            0,
+            1,
+            WRITE_BUFFER - 1,
+            WRITE_BUFFER,
+            WRITE_BUFFER + 1,
+            3 * WRITE_BUFFER + 4097,
+        ];
+        for (i, &size) in sizes.iter().enumerate() {
+            for piece in [1usize, 4095, WRITE_BUFFER, 2 * WRITE_BUFFER + 3] {
+                if piece == 1 && size > 4096 {
+                    continue;
+                }
+                let data: Vec<u8> = (0..size).map(|j| (j * 7 + i) as u8).collect();
+                let name = format!("f{i}-{piece}");
+                let mut w = local.create(&name).expect("create");
+                for c in data.chunks(piece) {
+                    w.write_all(c).expect("write");
+                }
+                assert_eq!(w.commit().expect("commit"), size as u64);
+                assert_eq!(local.open(&name).expect("open").bytes(), &data[..], "{name}");
+            }
+        }
+    }
+
     #[test]
     fn empty_file_opens() {
         let dir = tempfile::tempdir().expect("tempdir");
