@@ -259,6 +259,43 @@ fn inspect_child(args: &[String]) -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
+/// Warns when a source file of the workspace's crates or of the tool is newer than the
+/// `statekit` binary the report runs: `cargo run --bin cli_report` does not rebuild it (and
+/// `cargo build -p statekit-benches -p statekit --bin cli_report` builds no `statekit` either:
+/// `--bin` filters every package), so figures would silently be an older build's.
+fn warn_if_stale(statekit: &Path) {
+    let Ok(built) = std::fs::metadata(statekit).and_then(|m| m.modified()) else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut dirs: Vec<PathBuf> = vec![root.join("tools/statekit/src")];
+    if let Ok(crates) = std::fs::read_dir(root.join("crates")) {
+        dirs.extend(crates.flatten().map(|e| e.path().join("src")));
+    }
+    let mut newer = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            match e.metadata() {
+                Ok(m) if m.is_dir() => dirs.push(path),
+                Ok(m) if m.modified().is_ok_and(|t| t > built) => newer.push(path),
+                _ => {}
+            }
+        }
+    }
+    if let Some(first) = newer.first() {
+        eprintln!(
+            "warning: {} source files (e.g. {}) changed after {} was built: run `cargo build --release -p statekit` for figures of this source",
+            newer.len(),
+            first.display(),
+            statekit.display()
+        );
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--inspect") {
@@ -279,6 +316,7 @@ fn main() -> std::process::ExitCode {
         "{} not found: run `cargo build --release -p statekit` first",
         statekit.display()
     );
+    warn_if_stale(&statekit);
     let small_mb: u64 = arg("--small-mb", "10").parse().expect("--small-mb");
     let large_mb: u64 = arg("--large-mb", "1024").parse().expect("--large-mb");
     let base = arg(
