@@ -526,7 +526,9 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
                     .args(rest)
                     .stdout(std::process::Stdio::null()),
             );
-            out_bytes = dir_bytes(&out).0;
+            if what.contains("zstd") {
+                out_bytes = dir_bytes(&out).0;
+            }
             clean();
             r
         });
@@ -539,6 +541,19 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
         if what == "convert (lz4 -> lz4)" {
             plain = Some(t);
         }
+        // The zstd lines also give the output's size; two of them are only for comparison.
+        let output = if what.contains("zstd") {
+            format!("; output {:.0} MB", out_bytes as f64 / 1e6)
+        } else {
+            String::new()
+        };
+        let comparison = if what.contains("level 3") {
+            Some("a slower level")
+        } else if what.contains("level -1") {
+            Some("zstd's fast mode")
+        } else {
+            None
+        };
         let target = if what.contains("--link") {
             format!(
                 "(target: <= 50 ms) {}",
@@ -551,26 +566,14 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
                 "{vs:.2}x the time of the plain convert (target: <= 3x, peak RSS < 400 MB) {}",
                 if ok { "ok" } else { "ABOVE TARGET" }
             )
-        } else if what.contains("level 3") {
-            format!(
-                "(for comparison: a slower level, no target; output {:.0} MB)",
-                out_bytes as f64 / 1e6
-            )
-        } else if what.contains("level -1") {
-            format!(
-                "(for comparison: zstd's fast mode, no target; output {:.0} MB)",
-                out_bytes as f64 / 1e6
-            )
-        } else if what.contains("zstd") {
-            let ratio = rate / anchor;
-            format!(
-                "(target >= 0.50x) {}; output {:.0} MB",
-                if ratio >= 0.5 { "ok" } else { "BELOW TARGET" },
-                out_bytes as f64 / 1e6
-            )
+        } else if let Some(kind) = comparison {
+            format!("(for comparison: {kind}, no target{output})")
         } else {
             let ratio = rate / anchor;
-            format!("(target >= 0.50x) {}", if ratio >= 0.5 { "ok" } else { "BELOW TARGET" })
+            format!(
+                "(target >= 0.50x) {}{output}",
+                if ratio >= 0.5 { "ok" } else { "BELOW TARGET" }
+            )
         };
         println!(
             "  {what:<30} {rate:>8.0} MB/s ({:.3} s, peak RSS {rss} KiB)   {:.2}x of cp -r + sync ({anchor:.0} MB/s, {:.2} s)   {target}",

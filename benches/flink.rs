@@ -229,7 +229,8 @@ impl CaseRate {
     }
 }
 
-fn median(case: &'static str, passes: usize, n: usize, mut pass: impl FnMut(i64)) -> CaseRate {
+/// Runs `pass` `passes` times (at least once) over `n` operations each and times every pass.
+fn timed_passes(case: &'static str, passes: usize, n: usize, mut pass: impl FnMut(i64)) -> CaseRate {
     let rates: Vec<f64> = (0..passes.max(1))
         .map(|r| {
             let t = Instant::now();
@@ -342,7 +343,7 @@ fn statebench_on<B: KeyedStateBackend + ?Sized>(b: &mut B, perm: &[i64], passes:
         passes: vec![first],
     });
 
-    res.push(median("value_get_update", passes, keys, |_| {
+    res.push(timed_passes("value_get_update", passes, keys, |_| {
         for &k in perm {
             let key = k.to_be_bytes();
             b.get(vs, &key, &[], &mut buf).expect("get");
@@ -350,26 +351,26 @@ fn statebench_on<B: KeyedStateBackend + ?Sized>(b: &mut B, perm: &[i64], passes:
             b.put(vs, &key, &[], &v.to_be_bytes()).expect("put");
         }
     }));
-    res.push(median("value_get", passes, keys, |_| {
+    res.push(timed_passes("value_get", passes, keys, |_| {
         for &k in perm {
             b.get(vs, &k.to_be_bytes(), &[], &mut buf).expect("get");
             sink = sink.wrapping_add(long_of(&buf));
         }
     }));
-    res.push(median("map_put", passes, keys, |r| {
+    res.push(timed_passes("map_put", passes, keys, |r| {
         for (i, &k) in perm.iter().enumerate() {
             b.map_put(ms, &k.to_be_bytes(), &[], &r.to_be_bytes(), &(i as i64).to_be_bytes())
                 .expect("map put");
         }
     }));
-    res.push(median("map_get", passes, keys, |r| {
+    res.push(timed_passes("map_get", passes, keys, |r| {
         for &k in perm {
             b.map_get(ms, &k.to_be_bytes(), &[], &r.to_be_bytes(), &mut buf)
                 .expect("map get");
             sink = sink.wrapping_add(long_of(&buf));
         }
     }));
-    res.push(median("map_get_put", passes, keys, |_| {
+    res.push(timed_passes("map_get_put", passes, keys, |_| {
         let uk = 0i64.to_be_bytes();
         for &k in perm {
             let key = k.to_be_bytes();
