@@ -1,7 +1,6 @@
 //! [`HashMapBackend`]: the keyed state backend over per-key-group copy-on-write tables.
 
 use crate::bytes::{bytes_eq, copy_short, Bytes};
-use crate::cow::make_mut;
 use crate::packed::SingleTable;
 use crate::snapshot::HashMapSnapshot;
 use crate::table::{key_hash, KgTable, Probe, Slot};
@@ -54,17 +53,17 @@ pub(crate) use crate::map::MapValue;
 #[derive(Clone, Debug)]
 pub(crate) enum Tables {
     /// Value, reducing and aggregating states (packed while their entries share a shape).
-    Single(Vec<Arc<SingleTable>>),
+    Single(Vec<SingleTable>),
     /// List states.
-    List(Vec<Arc<KgTable<ListValue>>>),
+    List(Vec<KgTable<ListValue>>),
     /// Map states.
-    Map(Vec<Arc<KgTable<MapValue>>>),
+    Map(Vec<KgTable<MapValue>>),
 }
 
 impl Tables {
     fn new(kind: KeyedStateKind, key_groups: usize) -> Self {
-        fn tables<T: Default>(n: usize) -> Vec<Arc<T>> {
-            (0..n).map(|_| Arc::new(T::default())).collect()
+        fn tables<T: Default>(n: usize) -> Vec<T> {
+            (0..n).map(|_| T::default()).collect()
         }
         match kind {
             KeyedStateKind::List => Tables::List(tables(key_groups)),
@@ -74,7 +73,7 @@ impl Tables {
     }
 
     fn len(&self) -> usize {
-        fn sum<V>(t: &[Arc<KgTable<V>>]) -> usize {
+        fn sum<V>(t: &[KgTable<V>]) -> usize {
             t.iter().map(|t| t.len()).sum()
         }
         match self {
@@ -87,15 +86,15 @@ impl Tables {
     /// Applies `f` to every cell's timestamp (value, list element, map value); drops cells
     /// for which it returns false, and (key, namespace) entries left empty.
     fn retain_cells(&mut self, mut f: impl FnMut(&mut i64) -> bool) {
-        fn each<V: Clone>(t: &mut [Arc<KgTable<V>>], mut keep: impl FnMut(&mut V) -> bool) {
+        fn each<V: Clone>(t: &mut [KgTable<V>], mut keep: impl FnMut(&mut V) -> bool) {
             for t in t.iter_mut().filter(|t| t.len() > 0) {
-                make_mut(t).retain_mut(&mut keep);
+                t.retain_mut(&mut keep);
             }
         }
         match self {
             Tables::Single(t) => {
                 for t in t.iter_mut().filter(|t| t.len() > 0) {
-                    make_mut(t).retain_ts(&mut f);
+                    t.retain_ts(&mut f);
                 }
             }
             Tables::List(t) => each(t, |l| {
@@ -136,23 +135,37 @@ fn out_of_range(key_group: u32, range: KeyGroupRange) -> StateError {
 
 /// Removes the probed entry from the table without copying anything when it is absent.
 #[inline]
-fn remove_entry<V: Clone>(t: &mut Arc<KgTable<V>>, p: &Probe<'_>) -> Option<V> {
+fn remove_entry<V: Clone>(t: &mut KgTable<V>, p: &Probe<'_>) -> Option<V> {
     t.get(p)?;
-    make_mut(t).remove(p)
+    t.remove(p)
+}
+
+/// Sets `out` (empty) to `bytes`: up to 32 bytes as one fixed-size copy, no `memcpy` call.
+#[inline(always)]
+fn set_short(out: &mut Vec<u8>, bytes: &[u8]) {
+    let n = bytes.len();
+    if n <= 32 {
+        let mut buf = [0u8; 32];
+        copy_short(&mut buf[..n], bytes);
+        out.extend_from_slice(&buf);
+        out.truncate(n);
+    } else {
+        out.extend_from_slice(bytes);
+    }
 }
 
 /// Removes the probed value without copying anything when it is absent.
 #[inline]
-fn remove_single(t: &mut Arc<SingleTable>, p: &Probe<'_>) -> Option<Cell> {
+fn remove_single(t: &mut SingleTable, p: &Probe<'_>) -> Option<Cell> {
     t.get(p)?;
-    make_mut(t).remove(p)
+    t.remove(p)
 }
 
 /// Mutable access to an existing entry, copying (shared) structure only when it exists.
 #[inline]
-fn existing_mut<'t, V: Clone>(t: &'t mut Arc<KgTable<V>>, p: &Probe<'_>) -> Option<&'t mut V> {
+fn existing_mut<'t, V: Clone>(t: &'t mut KgTable<V>, p: &Probe<'_>) -> Option<&'t mut V> {
     t.get(p)?;
-    make_mut(t).get_mut(p)
+    t.get_mut(p)
 }
 
 /// `a % d` for a fixed `d` with two multiplications instead of a division (Lemire, Kaser
@@ -485,17 +498,17 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
     let p = Probe::new(e.key, e.namespace);
     match &mut st.tables {
         Tables::Single(t) => {
-            make_mut(&mut t[idx]).put(&p, ts, e.value, st.desc.ttl.is_some());
+            t[idx].put(&p, ts, e.value, st.desc.ttl.is_some());
         }
         Tables::List(t) => {
-            let (list, _) = make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
+            let (list, _) = t[idx].get_or_insert_with(&p, Vec::new);
             list.push(Cell::new(ts, e.value));
         }
         Tables::Map(t) => {
             let user_key = e
                 .user_key
                 .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
-            let (map, _) = make_mut(&mut t[idx]).get_or_insert_with(&p, MapValue::new);
+            let (map, _) = t[idx].get_or_insert_with(&p, MapValue::new);
             map.insert(Bytes::new(user_key), Cell::new(ts, e.value));
         }
     }
@@ -505,25 +518,25 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
 /// `get` on a TTL state: expired values are invisible and removed; `OnReadAndWrite`
 /// re-stamps what it returns.
 #[inline(never)]
-fn get_ttl(t: &mut Arc<SingleTable>, p: &Probe<'_>, ttl: Ttl, out: &mut Vec<u8>) -> bool {
+fn get_ttl(t: &mut SingleTable, p: &Probe<'_>, ttl: Ttl, out: &mut Vec<u8>) -> bool {
     out.clear();
     let Some(cell) = t.get(p) else {
         return false;
     };
     if !ttl.live(cell.ts) {
-        make_mut(t).remove(p);
+        t.remove(p);
         return false;
     }
     out.extend_from_slice(cell.bytes);
     if ttl.refresh_on_read() && cell.ts != ttl.now {
-        make_mut(t).set_ts(p, ttl.now);
+        t.set_ts(p, ttl.now);
     }
     true
 }
 
 /// `map_get` on a TTL state (see [`get_ttl`]); a map left empty is removed.
 #[inline(never)]
-fn map_get_ttl(t: &mut Arc<KgTable<MapValue>>, p: &Probe<'_>, user_key: &[u8], ttl: Ttl, out: &mut Vec<u8>) -> bool {
+fn map_get_ttl(t: &mut KgTable<MapValue>, p: &Probe<'_>, user_key: &[u8], ttl: Ttl, out: &mut Vec<u8>) -> bool {
     out.clear();
     let Some(cell) = t.get(p).and_then(|m| m.get(user_key)) else {
         return false;
@@ -620,7 +633,7 @@ impl KeyedStateBackend for HashMapBackend {
         }
         match tables[idx].get(&p) {
             Some(cell) => {
-                out.extend_from_slice(cell.bytes);
+                set_short(out, cell.bytes);
                 Ok(true)
             }
             None => Ok(false),
@@ -634,7 +647,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Err(StateError::wrong_kind(&st.desc, SINGLE));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        make_mut(&mut tables[idx]).put(&p, ttl.now, value, ttl.cfg.is_some());
+        tables[idx].put(&p, ttl.now, value, ttl.cfg.is_some());
         Ok(())
     }
 
@@ -650,7 +663,7 @@ impl KeyedStateBackend for HashMapBackend {
         } = st;
         match (desc.kind, tables) {
             (KeyedStateKind::List, Tables::List(t)) => {
-                let (list, _) = make_mut(&mut t[idx]).get_or_insert_with(&p, Vec::new);
+                let (list, _) = t[idx].get_or_insert_with(&p, Vec::new);
                 if ttl.cfg.is_some() {
                     list.retain(|c| ttl.live(c.ts));
                 }
@@ -664,10 +677,10 @@ impl KeyedStateBackend for HashMapBackend {
                 match t.get(&p).filter(|c| ttl.live(c.ts)) {
                     Some(cell) => {
                         let reduced = reduce(cell.bytes, value);
-                        make_mut(t).put(&p, ts, &reduced, ttl.cfg.is_some());
+                        t.put(&p, ts, &reduced, ttl.cfg.is_some());
                     }
                     None => {
-                        make_mut(t).put(&p, ts, value, ttl.cfg.is_some());
+                        t.put(&p, ts, value, ttl.cfg.is_some());
                     }
                 }
             }
@@ -677,7 +690,7 @@ impl KeyedStateBackend for HashMapBackend {
                 };
                 let t = &mut t[idx];
                 let acc = (agg.add)(t.get(&p).filter(|c| ttl.live(c.ts)).map(|c| c.bytes), value);
-                make_mut(t).put(&p, ts, &acc, ttl.cfg.is_some());
+                t.put(&p, ts, &acc, ttl.cfg.is_some());
             }
             _ => return Err(StateError::wrong_kind(desc, ADDABLE)),
         }
@@ -764,7 +777,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Ok(());
         }
         let ts = ttl.now;
-        let (list, _) = make_mut(&mut tables[idx]).get_or_insert_with(&p, Vec::new);
+        let (list, _) = tables[idx].get_or_insert_with(&p, Vec::new);
         list.truncate(elements.len());
         for (i, e) in elements.iter().enumerate() {
             match list.get_mut(i) {
@@ -821,7 +834,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Err(StateError::wrong_kind(&st.desc, MAP));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        let (map, _) = make_mut(&mut tables[idx]).get_or_insert_with(&p, MapValue::new);
+        let (map, _) = tables[idx].get_or_insert_with(&p, MapValue::new);
         map.put(user_key, ttl.now, value);
         Ok(())
     }
@@ -925,7 +938,7 @@ impl KeyedStateBackend for HashMapBackend {
                 if moved.is_empty() {
                     return Ok(());
                 }
-                let (list, _) = make_mut(t).get_or_insert_with(&target, Vec::new);
+                let (list, _) = t.get_or_insert_with(&target, Vec::new);
                 if ttl.cfg.is_some() {
                     list.retain(|c| ttl.live(c.ts));
                 }
@@ -956,7 +969,7 @@ impl KeyedStateBackend for HashMapBackend {
                     Some(cell) => merge(cell.bytes, &merged),
                     None => merged,
                 };
-                make_mut(t).put(&target, ttl.now, &value, ttl.cfg.is_some());
+                t.put(&target, ttl.now, &value, ttl.cfg.is_some());
             }
             _ => return Err(StateError::wrong_kind(desc, MERGEABLE)),
         }

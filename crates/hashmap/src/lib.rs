@@ -35,14 +35,13 @@
 //! ## Copy-on-write snapshots
 //!
 //! Each per-key-group table is itself an *extendible hash table*: a small directory over
-//! *shards* of at most 896 entries, every shard behind an [`Arc`](std::sync::Arc), and the
-//! per-key-group table behind another `Arc`.
+//! *shards* of at most 896 entries, every shard behind an [`Arc`](std::sync::Arc).
 //!
-//! * [`snapshot`](statekit_core::KeyedStateBackend::snapshot) clones the per-key-group
-//!   `Arc`s: O(#states × #key groups) pointer copies, no entry is touched.
+//! * [`snapshot`](statekit_core::KeyedStateBackend::snapshot) copies each key group's
+//!   directory and clones its shard `Arc`s: O(#shards) pointer copies (about one per 700
+//!   entries), no entry is touched.
 //! * A later write goes through copy-on-write ([`Arc::make_mut`](std::sync::Arc::make_mut)
-//!   semantics) on the key-group table (copying its directory and shard pointers, once per
-//!   snapshot) and on the one shard it touches (copying ≤ 896 entries, once per snapshot).
+//!   semantics) on the one shard it touches (copying ≤ 896 entries, once per snapshot).
 //!   Untouched shards stay shared.
 //! * Once the snapshot view is dropped, the counts fall back to one and writes copy nothing.
 //! * Growth splits one full shard at a time, so no write ever rehashes a whole key group.

@@ -2,6 +2,7 @@
 //! returns.
 
 use crate::backend::{Cell, Tables, Ttl};
+use crate::bytes::prefetch;
 use crate::packed::EntryRef;
 use crate::table::{KgTable, Slot};
 use statekit_core::stream::key_prefix;
@@ -59,24 +60,6 @@ fn in_key_order<T>(
 
 /// How many entries ahead [`HashMapSnapshot`]'s visit prefetches values.
 const PREFETCH_AHEAD: usize = 8;
-
-/// Asks the CPU to start loading (up to 512 bytes of) `bytes` into the cache. A visit reads
-/// values in key order, which is random in memory: without this, each value's cache misses
-/// were waited for in turn, and copying values out was most of writing a savepoint.
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for off in (0..bytes.len().min(512)).step_by(64) {
-        // SAFETY: `_mm_prefetch` is a hint with no architectural effect: it never faults,
-        // whatever the address, and reads nothing into the program. The address is inside
-        // `bytes` anyway, and SSE is part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes[off..].as_ptr().cast());
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 impl HashMapSnapshot {
     pub(crate) fn new(
