@@ -2,6 +2,7 @@
 
 use crate::bytes::{bytes_eq, copy_short, Bytes};
 use crate::packed::SingleTable;
+use crate::packed_map::{remove_existing, MapTable};
 use crate::snapshot::HashMapSnapshot;
 use crate::table::{key_hash, KgTable, Probe, Slot};
 use statekit_core::keygroup::check_max_parallelism;
@@ -56,8 +57,8 @@ pub(crate) enum Tables {
     Single(Vec<SingleTable>),
     /// List states.
     List(Vec<KgTable<ListValue>>),
-    /// Map states.
-    Map(Vec<KgTable<MapValue>>),
+    /// Map states (packed while their entries share a shape and maps are short).
+    Map(Vec<MapTable>),
 }
 
 impl Tables {
@@ -79,7 +80,7 @@ impl Tables {
         match self {
             Tables::Single(t) => t.iter().map(|t| t.len()).sum(),
             Tables::List(t) => sum(t),
-            Tables::Map(t) => sum(t),
+            Tables::Map(t) => t.iter().map(|t| t.maps()).sum(),
         }
     }
 
@@ -101,10 +102,11 @@ impl Tables {
                 l.retain_mut(|c| f(&mut c.ts));
                 !l.is_empty()
             }),
-            Tables::Map(t) => each(t, |m| {
-                m.retain(|_, c| f(&mut c.ts));
-                !m.is_empty()
-            }),
+            Tables::Map(t) => {
+                for t in t.iter_mut().filter(|t| t.entry_count() > 0) {
+                    t.retain_cells(&mut f);
+                }
+            }
         }
     }
 }
@@ -347,9 +349,7 @@ impl HashMapBackend {
                     }
                 }
                 Tables::Map(t) => {
-                    for s in t.iter().flat_map(|t| t.iter()) {
-                        total += slot::<MapValue>() + s.key_heap_bytes() + s.value.heap_bytes();
-                    }
+                    total += t.iter().map(|t| t.approx_bytes(slot::<MapValue>())).sum::<usize>();
                 }
             }
         }
@@ -366,7 +366,7 @@ impl HashMapBackend {
         Ok(match &st.tables {
             Tables::Single(t) => t[idx].get(&p).is_some_and(|c| ttl.live(c.ts)),
             Tables::List(t) => t[idx].get(&p).is_some_and(|l| l.iter().any(|c| ttl.live(c.ts))),
-            Tables::Map(t) => t[idx].get(&p).is_some_and(|m| m.values().any(|c| ttl.live(c.ts))),
+            Tables::Map(t) => t[idx].any(&p, |c| ttl.live(c.ts)),
         })
     }
 
@@ -508,8 +508,7 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
             let user_key = e
                 .user_key
                 .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
-            let (map, _) = t[idx].get_or_insert_with(&p, MapValue::new);
-            map.insert(Bytes::new(user_key), Cell::new(ts, e.value));
+            t[idx].put(&p, user_key, ts, e.value, st.desc.ttl.is_some());
         }
     }
     Ok(())
@@ -536,32 +535,20 @@ fn get_ttl(t: &mut SingleTable, p: &Probe<'_>, ttl: Ttl, out: &mut Vec<u8>) -> b
 
 /// `map_get` on a TTL state (see [`get_ttl`]); a map left empty is removed.
 #[inline(never)]
-fn map_get_ttl(t: &mut KgTable<MapValue>, p: &Probe<'_>, user_key: &[u8], ttl: Ttl, out: &mut Vec<u8>) -> bool {
+fn map_get_ttl(t: &mut MapTable, p: &Probe<'_>, user_key: &[u8], ttl: Ttl, out: &mut Vec<u8>) -> bool {
     out.clear();
-    let Some(cell) = t.get(p).and_then(|m| m.get(user_key)) else {
+    let Some(cell) = t.get(p, user_key) else {
         return false;
     };
-    let live = ttl.live(cell.ts);
-    if live {
-        cell.bytes.copy_to(out);
-        if !(ttl.refresh_on_read() && cell.ts != ttl.now) {
-            return true;
-        }
+    if !ttl.live(cell.ts) {
+        t.remove(p, user_key);
+        return false;
     }
-    let Some(map) = existing_mut(t, p) else {
-        return live;
-    };
-    if live {
-        if let Some(cell) = map.get_mut(user_key) {
-            cell.ts = ttl.now;
-        }
-    } else {
-        map.remove(user_key);
-        if map.is_empty() {
-            remove_entry(t, p);
-        }
+    out.extend_from_slice(cell.bytes);
+    if ttl.refresh_on_read() && cell.ts != ttl.now {
+        t.set_ts(p, user_key, ttl.now);
     }
-    live
+    true
 }
 
 impl KeyedStateBackend for HashMapBackend {
@@ -708,7 +695,9 @@ impl KeyedStateBackend for HashMapBackend {
                 remove_entry(&mut t[idx], &p);
             }
             Tables::Map(t) => {
-                remove_entry(&mut t[idx], &p);
+                if t[idx].any(&p, |_| true) {
+                    t[idx].remove_map(&p);
+                }
             }
         }
         Ok(())
@@ -811,9 +800,9 @@ impl KeyedStateBackend for HashMapBackend {
             };
             return Ok(map_get_ttl(&mut tables[idx], &p, user_key, ttl, out));
         }
-        match tables[idx].get(&p).and_then(|m| m.get(user_key)) {
+        match tables[idx].get(&p, user_key) {
             Some(cell) => {
-                cell.bytes.copy_to(out);
+                set_short(out, cell.bytes);
                 Ok(true)
             }
             None => Ok(false),
@@ -834,8 +823,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Err(StateError::wrong_kind(&st.desc, MAP));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        let (map, _) = tables[idx].get_or_insert_with(&p, MapValue::new);
-        map.put(user_key, ttl.now, value);
+        tables[idx].put(&p, user_key, ttl.now, value, ttl.cfg.is_some());
         Ok(())
     }
 
@@ -850,19 +838,8 @@ impl KeyedStateBackend for HashMapBackend {
         let Tables::Map(tables) = &mut st.tables else {
             return Err(StateError::wrong_kind(&st.desc, MAP));
         };
-        let t = &mut tables[idx];
         let p = Probe::with_key_hash(key, namespace, kh);
-        let Some(cell) = t.get(&p).and_then(|m| m.get(user_key)) else {
-            return Ok(false);
-        };
-        let live = ttl.live(cell.ts);
-        if let Some(map) = existing_mut(t, &p) {
-            map.remove(user_key);
-            if map.is_empty() {
-                remove_entry(t, &p);
-            }
-        }
-        Ok(live)
+        Ok(remove_existing(&mut tables[idx], &p, user_key).is_some_and(|ts| ttl.live(ts)))
     }
 
     fn map_for_each(
@@ -878,35 +855,28 @@ impl KeyedStateBackend for HashMapBackend {
         };
         let t = &mut tables[idx];
         let p = Probe::with_key_hash(key, namespace, kh);
-        let Some(map) = t.get(&p) else {
-            return Ok(0);
-        };
         if ttl.cfg.is_none() {
-            for (k, c) in map {
-                f(k.as_slice(), c.bytes.as_slice());
-            }
-            return Ok(map.len());
+            return Ok(t.for_each(&p, |k, c| f(k, c.bytes)));
         }
         let mut visible = 0;
         let mut stale = false;
-        for (k, c) in map {
+        t.for_each(&p, |k, c| {
             if ttl.live(c.ts) {
-                f(k.as_slice(), c.bytes.as_slice());
+                f(k, c.bytes);
                 visible += 1;
                 stale |= ttl.refresh_on_read() && c.ts != ttl.now;
             } else {
                 stale = true;
             }
-        }
+        });
         if stale {
-            if visible == 0 {
-                remove_entry(t, &p);
-            } else if let Some(map) = existing_mut(t, &p) {
-                map.retain(|_, c| ttl.live(c.ts));
-                if ttl.refresh_on_read() {
-                    map.values_mut().for_each(|c| c.ts = ttl.now);
+            t.retain_map(&p, |ts| {
+                let live = ttl.live(*ts);
+                if live && ttl.refresh_on_read() {
+                    *ts = ttl.now;
                 }
-            }
+                live
+            });
         }
         Ok(visible)
     }

@@ -150,20 +150,6 @@ impl Bytes {
         }
     }
 
-    /// Replaces `out`'s content with these bytes. Inline bytes are moved as one fixed-size
-    /// block (no `memcpy` call) and the vector cut to length.
-    #[inline]
-    pub(crate) fn copy_to(&self, out: &mut Vec<u8>) {
-        out.clear();
-        match self {
-            Bytes::Inline { len, data } => {
-                out.extend_from_slice(data);
-                out.truncate(usize::from(*len));
-            }
-            Bytes::Heap(v) => out.extend_from_slice(v),
-        }
-    }
-
     /// The bytes as a vector.
     pub(crate) fn into_vec(self) -> Vec<u8> {
         match self {
@@ -275,10 +261,7 @@ mod tests {
             if n > 0 {
                 assert!(!bytes_eq(&src[..n], &src[..n - 1]));
             }
-            let mut out = vec![9u8; 3];
-            let b = Bytes::new(&src[..n]);
-            b.copy_to(&mut out);
-            assert_eq!(out, &src[..n]);
+            assert_eq!(Bytes::new(&src[..n]).as_slice(), &src[..n]);
         }
     }
 

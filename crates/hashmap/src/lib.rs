@@ -64,6 +64,7 @@ mod bytes;
 mod cow;
 mod map;
 mod packed;
+mod packed_map;
 mod snapshot;
 mod table;
 #[cfg(test)]

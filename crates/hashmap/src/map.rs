@@ -135,20 +135,6 @@ impl MapValue {
         }
     }
 
-    /// The cells in ascending user-key order.
-    #[inline]
-    pub(crate) fn values(&self) -> impl Iterator<Item = &Cell> + '_ {
-        self.iter().map(|(_, c)| c)
-    }
-
-    /// The cells, mutably.
-    pub(crate) fn values_mut(&mut self) -> Box<dyn Iterator<Item = &mut Cell> + '_> {
-        match self {
-            MapValue::Small(v) => Box::new(v.iter_mut().map(|(_, c)| c)),
-            MapValue::Tree(m) => Box::new(m.values_mut()),
-        }
-    }
-
     /// Heap bytes held beyond the table slot (an estimate for the B-tree).
     pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
@@ -270,9 +256,10 @@ mod tests {
         one.put(b"k", 1, b"v");
         let MapValue::Small(v) = &one else { panic!() };
         assert_eq!(v.capacity(), 1);
-        for c in one.values_mut() {
+        one.retain(|_, c| {
             c.ts = 5;
-        }
-        assert_eq!(one.values().map(|c| c.ts).collect::<Vec<_>>(), vec![5]);
+            true
+        });
+        assert_eq!(one.iter().map(|(_, c)| c.ts).collect::<Vec<_>>(), vec![5]);
     }
 }

@@ -49,9 +49,22 @@ fn zero_bytes(w: u64) -> u64 {
 pub(crate) struct Shape {
     key: u8,
     namespace: u8,
+    /// The user key's length in a map state's table (0 in a single-value table).
+    pub(crate) user_key: u8,
     value: u8,
     /// Whether a timestamp (8 bytes) is kept: the state has TTL.
     ttl: bool,
+    /// A map state's table: entries are tagged by their user key too ([`map_tag_hash`]).
+    map: bool,
+}
+
+/// The hash whose top bits tag a map entry's control byte: the entry's placement hash (of its
+/// key and namespace, shared by every entry of its map) mixed with its user key, so a lookup
+/// compares only the slot of its user key, not every entry of the map.
+#[inline(always)]
+pub(crate) fn map_tag_hash(hash: u64, user_key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(hash).hash_one(user_key)
 }
 
 impl Shape {
@@ -64,9 +77,39 @@ impl Shape {
         Some(Shape {
             key: p.key().len() as u8,
             namespace: p.namespace().len() as u8,
+            user_key: 0,
             value: value.len() as u8,
             ttl,
+            map: false,
         })
+    }
+
+    /// The shape of a map entry, when it is short enough to pack.
+    #[inline]
+    pub(crate) fn of_map(p: &Probe<'_>, user_key: &[u8], value: &[u8], ttl: bool) -> Option<Shape> {
+        if p.key().len() + p.namespace().len() + user_key.len() > MAX_PACKED_KEY || value.len() > MAX_PACKED_VALUE {
+            return None;
+        }
+        Some(Shape {
+            key: p.key().len() as u8,
+            namespace: p.namespace().len() as u8,
+            user_key: user_key.len() as u8,
+            value: value.len() as u8,
+            ttl,
+            map: true,
+        })
+    }
+
+    /// Whether a map entry has this shape.
+    #[inline(always)]
+    pub(crate) fn map_fits(self, p: &Probe<'_>, user_key: &[u8], value: &[u8], ttl: bool) -> bool {
+        self.keys_fit(p) && user_key.len() == usize::from(self.user_key) && self.fits(p, value, ttl)
+    }
+
+    /// Whether the table keeps timestamps.
+    #[inline(always)]
+    pub(crate) fn ttl(self) -> bool {
+        self.ttl
     }
 
     /// Whether an entry has this shape.
@@ -77,18 +120,31 @@ impl Shape {
 
     /// Whether a probe's key and namespace have this shape's lengths.
     #[inline(always)]
-    fn keys_fit(self, p: &Probe<'_>) -> bool {
+    pub(crate) fn keys_fit(self, p: &Probe<'_>) -> bool {
         p.key().len() == usize::from(self.key) && p.namespace().len() == usize::from(self.namespace)
     }
 
+    /// Length of the key.
     #[inline(always)]
-    fn key_len(self) -> usize {
+    pub(crate) fn key_only_len(self) -> usize {
+        usize::from(self.key)
+    }
+
+    /// Length of `key ‖ namespace`, the part that places an entry.
+    #[inline(always)]
+    pub(crate) fn key_len(self) -> usize {
         usize::from(self.key) + usize::from(self.namespace)
+    }
+
+    /// Where the timestamp (with TTL) or else the value starts: after the user key.
+    #[inline(always)]
+    pub(crate) fn ts_at(self) -> usize {
+        self.key_len() + usize::from(self.user_key)
     }
 
     #[inline(always)]
     fn value_at(self) -> usize {
-        self.key_len() + if self.ttl { 8 } else { 0 }
+        self.ts_at() + if self.ttl { 8 } else { 0 }
     }
 
     #[inline(always)]
@@ -126,7 +182,7 @@ pub(crate) struct PackedShard {
 
 impl PackedShard {
     /// An empty shard with room for `n` entries at about 3/5 load.
-    fn for_len(shape: Shape, n: usize) -> Self {
+    pub(crate) fn for_len(shape: Shape, n: usize) -> Self {
         let groups = (n * 5 / 3).div_ceil(8).max(1);
         PackedShard {
             shape,
@@ -151,13 +207,13 @@ impl PackedShard {
 
     /// The bytes of slot `i`.
     #[inline(always)]
-    fn slot(&self, i: usize) -> &[u8] {
+    pub(crate) fn slot(&self, i: usize) -> &[u8] {
         let w = self.shape.width();
         &self.slots[i * w..(i + 1) * w]
     }
 
     #[inline(always)]
-    fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+    pub(crate) fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         let w = self.shape.width();
         &mut self.slots[i * w..(i + 1) * w]
     }
@@ -172,13 +228,20 @@ impl PackedShard {
     /// The slot holding `p` (whose lengths fit the shape).
     #[inline(always)]
     fn find(&self, p: &Probe<'_>) -> Option<usize> {
-        if self.shape.key == 8 && self.shape.namespace == 0 {
+        if self.shape.key == 8 && self.shape.namespace == 0 && !self.shape.map {
             // The common shape (a `Long` key, no namespace): compare one word.
             let mut k = [0u8; 8];
             k.copy_from_slice(p.key().get(..8)?);
             return self.find_word(u64::from_ne_bytes(k), p.hash());
         }
-        self.find_bytes(p)
+        self.find_tagged(p, p.hash(), |_| true)
+    }
+
+    /// Whether the group a probe for `hash` starts at has an empty slot: then the probe path
+    /// of `hash` is that one group.
+    #[inline(always)]
+    pub(crate) fn first_group_open(&self, hash: u64) -> bool {
+        zero_bytes(self.ctrl[self.first_group(hash)]) != 0
     }
 
     /// Starts loading the first slots of group `g` while its control word is read: the slot
@@ -224,20 +287,22 @@ impl PackedShard {
         None
     }
 
-    /// [`Self::find`] for any shape.
+    /// The slot holding `p` (whose lengths fit the shape), tagged by `tag_hash`, whose bytes
+    /// satisfy `rest` (a map table's user key; always true in a single-value table).
     #[inline(always)]
-    fn find_bytes(&self, p: &Probe<'_>) -> Option<usize> {
+    pub(crate) fn find_tagged(&self, p: &Probe<'_>, tag_hash: u64, rest: impl Fn(&[u8]) -> bool) -> Option<usize> {
         let groups = self.ctrl.len();
-        let tag = LO * u64::from(Self::tag(p.hash()));
+        let tag = LO * u64::from(Self::tag(tag_hash));
         let (kl, nl) = (usize::from(self.shape.key), usize::from(self.shape.namespace));
         let mut g = self.first_group(p.hash());
+        self.prefetch_group(g);
         for _ in 0..groups {
             let word = self.ctrl[g];
             let mut m = zero_bytes(word ^ tag);
             while m != 0 {
                 let i = g * 8 + (m.trailing_zeros() / 8) as usize;
                 let s = self.slot(i);
-                if bytes_eq(&s[..kl], p.key()) && bytes_eq(&s[kl..kl + nl], p.namespace()) {
+                if bytes_eq(&s[..kl], p.key()) && bytes_eq(&s[kl..kl + nl], p.namespace()) && rest(s) {
                     return Some(i);
                 }
                 m &= m - 1;
@@ -253,9 +318,43 @@ impl PackedShard {
         None
     }
 
+    /// Calls `f` with the index and bytes of every slot holding `p`'s key and namespace,
+    /// whatever their tags, in probe order. Every entry placed by `p`'s hash lies on this
+    /// path: probing stops at the first group with an empty slot, which no insert passed.
+    pub(crate) fn walk_all<'s>(&'s self, p: &Probe<'_>, mut f: impl FnMut(usize, &'s [u8])) {
+        let groups = self.ctrl.len();
+        let (kl, nl) = (usize::from(self.shape.key), usize::from(self.shape.namespace));
+        let mut g = self.first_group(p.hash());
+        for _ in 0..groups {
+            let word = self.ctrl[g];
+            let mut m = word & HI;
+            while m != 0 {
+                let i = g * 8 + (m.trailing_zeros() / 8) as usize;
+                let s = self.slot(i);
+                if bytes_eq(&s[..kl], p.key()) && bytes_eq(&s[kl..kl + nl], p.namespace()) {
+                    f(i, s);
+                }
+                m &= m - 1;
+            }
+            if zero_bytes(word) != 0 {
+                return;
+            }
+            g += 1;
+            if g == groups {
+                g = 0;
+            }
+        }
+    }
+
     /// A free slot for a new entry of `hash` (the caller made room), marked full.
     #[inline(always)]
-    fn claim(&mut self, hash: u64) -> usize {
+    pub(crate) fn claim(&mut self, hash: u64) -> usize {
+        self.claim_tagged(hash, hash)
+    }
+
+    /// A free slot for a new entry placed by `hash` and tagged by `tag_hash`, marked full.
+    #[inline(always)]
+    pub(crate) fn claim_tagged(&mut self, hash: u64, tag_hash: u64) -> usize {
         let groups = self.ctrl.len();
         let mut g = self.first_group(hash);
         loop {
@@ -265,7 +364,7 @@ impl PackedShard {
                 if (self.ctrl[g] >> ((i % 8) * 8)) as u8 == DELETED {
                     self.deleted -= 1;
                 }
-                self.set_ctrl(i, Self::tag(hash));
+                self.set_ctrl(i, Self::tag(tag_hash));
                 self.len += 1;
                 return i;
             }
@@ -278,14 +377,14 @@ impl PackedShard {
 
     /// Whether one more entry would take the table past 7/8 full (deleted slots count).
     #[inline(always)]
-    fn needs_room(&self) -> bool {
+    pub(crate) fn needs_room(&self) -> bool {
         (self.len + self.deleted + 1) * 8 > self.ctrl.len() * 8 * 7
     }
 
     /// Rebuilds the table for its entries and one more at about 3/5 load.
     #[cold]
     #[inline(never)]
-    fn make_room(&mut self) {
+    pub(crate) fn make_room(&mut self) {
         let mut fresh = PackedShard::for_len(self.shape, self.len + 1);
         for i in self.full_slots() {
             fresh.copy_in(self.slot(i));
@@ -297,13 +396,18 @@ impl PackedShard {
     fn copy_in(&mut self, bytes: &[u8]) {
         let kl = usize::from(self.shape.key);
         let hash = hash_key_ns(&bytes[..kl], &bytes[kl..self.shape.key_len()]);
-        let i = self.claim(hash);
+        let tag_hash = if self.shape.map {
+            map_tag_hash(hash, &bytes[self.shape.key_len()..self.shape.ts_at()])
+        } else {
+            hash
+        };
+        let i = self.claim_tagged(hash, tag_hash);
         self.slot_mut(i).copy_from_slice(bytes);
     }
 
     /// Writes an entry into slot `i`.
     #[inline(always)]
-    fn write(&mut self, i: usize, p: &Probe<'_>, ts: i64, value: &[u8]) {
+    pub(crate) fn write(&mut self, i: usize, p: &Probe<'_>, ts: i64, value: &[u8]) {
         let shape = self.shape;
         let kl = usize::from(shape.key);
         let s = self.slot_mut(i);
@@ -314,21 +418,21 @@ impl PackedShard {
 
     /// Writes the timestamp (with TTL) and value of a slot.
     #[inline(always)]
-    fn write_cell(shape: Shape, s: &mut [u8], ts: i64, value: &[u8]) {
+    pub(crate) fn write_cell(shape: Shape, s: &mut [u8], ts: i64, value: &[u8]) {
         let at = shape.value_at();
         if shape.ttl {
-            s[shape.key_len()..at].copy_from_slice(&ts.to_le_bytes());
+            s[shape.ts_at()..at].copy_from_slice(&ts.to_le_bytes());
         }
         copy_short(&mut s[at..], value);
     }
 
     /// The timestamp and value of a slot's bytes.
     #[inline(always)]
-    fn cell(shape: Shape, s: &[u8]) -> CellRef<'_> {
+    pub(crate) fn cell(shape: Shape, s: &[u8]) -> CellRef<'_> {
         let at = shape.value_at();
         let ts = if shape.ttl {
             let mut b = [0u8; 8];
-            b.copy_from_slice(&s[shape.key_len()..at]);
+            b.copy_from_slice(&s[shape.ts_at()..at]);
             i64::from_le_bytes(b)
         } else {
             0
@@ -349,7 +453,7 @@ impl PackedShard {
 
     /// Empties slot `i`: marked empty when its group has an empty slot (no probe passes
     /// through such a group), deleted otherwise.
-    fn vacate(&mut self, i: usize) {
+    pub(crate) fn vacate(&mut self, i: usize) {
         let c = if zero_bytes(self.ctrl[i / 8]) != 0 {
             EMPTY
         } else {
@@ -361,7 +465,7 @@ impl PackedShard {
     }
 
     /// The indices of the full slots.
-    fn full_slots(&self) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn full_slots(&self) -> impl Iterator<Item = usize> + '_ {
         self.ctrl.iter().enumerate().flat_map(|(g, &w)| {
             let mut m = w & HI;
             std::iter::from_fn(move || {
@@ -381,7 +485,7 @@ impl PackedShard {
     }
 
     /// Bytes held (control bytes and slots).
-    fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.ctrl.len() * 8 + self.slots.len()
     }
 }
@@ -502,7 +606,7 @@ impl SingleTable {
                 if let Some(i) = d.shard(p.hash()).and_then(|t| t.find(p)) {
                     if let Some(t) = d.shard_mut(p.hash()) {
                         let s = t.slot_mut(i);
-                        s[shape.key_len()..shape.value_at()].copy_from_slice(&ts.to_le_bytes());
+                        s[shape.ts_at()..shape.value_at()].copy_from_slice(&ts.to_le_bytes());
                     }
                 }
             }
@@ -553,7 +657,7 @@ impl SingleTable {
                         let s = t.slot_mut(i);
                         let mut ts = PackedShard::cell(shape, s).ts;
                         let keep = f(&mut ts);
-                        s[shape.key_len()..shape.value_at()].copy_from_slice(&ts.to_le_bytes());
+                        s[shape.ts_at()..shape.value_at()].copy_from_slice(&ts.to_le_bytes());
                         if !keep {
                             t.vacate(i);
                         }
@@ -824,8 +928,10 @@ mod probe_tests {
         let shape = Shape {
             key: 8,
             namespace: 0,
+            user_key: 0,
             value: 8,
             ttl: false,
+            map: false,
         };
         let mut s = PackedShard::for_len(shape, 0);
         let n = 850u64;

@@ -4,6 +4,7 @@
 use crate::backend::{Cell, Tables, Ttl};
 use crate::bytes::prefetch;
 use crate::packed::EntryRef;
+use crate::packed_map::MapEntryRef;
 use crate::table::{KgTable, Slot};
 use statekit_core::stream::key_prefix;
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
@@ -40,18 +41,20 @@ impl fmt::Debug for HashMapSnapshot {
 
 /// The slots of one table that pass `keep`, sorted by (key, namespace) ([`in_key_order`]).
 fn sorted<V>(table: &KgTable<V>, keep: impl Fn(&V) -> bool) -> Vec<(u64, &Slot<V>)> {
-    in_key_order(table.iter().filter(|s| keep(&s.value)), |s| (s.key(), s.namespace()))
+    in_key_order(table.iter().filter(|s| keep(&s.value)), |s| {
+        (s.key(), s.namespace(), &[][..])
+    })
 }
 
-/// `items` sorted by (key, namespace) as `parts` gives them, each with its key's
-/// [`key_prefix`].
+/// `items` sorted by (key, namespace, user key) as `parts` gives them (the user key empty
+/// but in map states), each with its key's [`key_prefix`].
 ///
 /// The sort compares the prefixes as integers first, so it touches the entries (and calls
 /// `memcmp`) only for keys that share their first eight bytes; comparing entry bytes for
 /// every pair was most of the cost of a visit.
 fn in_key_order<T>(
     items: impl Iterator<Item = T>,
-    parts: impl for<'x> Fn(&'x T) -> (&'x [u8], &'x [u8]),
+    parts: impl for<'x> Fn(&'x T) -> (&'x [u8], &'x [u8], &'x [u8]),
 ) -> Vec<(u64, T)> {
     let mut sorted: Vec<(u64, T)> = items.map(|t| (key_prefix(parts(&t).0), t)).collect();
     sorted.sort_unstable_by(|(pa, a), (pb, b)| pa.cmp(pb).then_with(|| parts(a).cmp(&parts(b))));
@@ -125,7 +128,7 @@ impl KeyedStateView for HashMapSnapshot {
             match tables {
                 Tables::Single(t) => {
                     let entries = in_key_order(t[idx].entries().filter(|e| ttl.live(e.cell.ts)), |e: &EntryRef<'_>| {
-                        (e.key, e.namespace)
+                        (e.key, e.namespace, &[][..])
                     });
                     for (i, &(_, e)) in entries.iter().enumerate() {
                         if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
@@ -164,20 +167,25 @@ impl KeyedStateView for HashMapSnapshot {
                     }
                 }
                 Tables::Map(t) => {
-                    for &(_, slot) in &sorted(&t[idx], |m| m.values().any(|c| ttl.live(c.ts))) {
-                        for (user_key, c) in slot.value.iter().filter(|(_, c)| ttl.live(c.ts)) {
-                            if visitor(&Entry {
-                                state,
-                                key: slot.key(),
-                                namespace: slot.namespace(),
-                                user_key: Some(user_key.as_slice()),
-                                value: c.bytes.as_slice(),
-                                timestamp: timestamp(c),
-                            })?
-                            .is_break()
-                            {
-                                return Ok(ControlFlow::Break(()));
-                            }
+                    let entries = in_key_order(
+                        t[idx].entries().filter(|e| ttl.live(e.cell.ts)),
+                        |e: &MapEntryRef<'_>| (e.key, e.namespace, e.user_key),
+                    );
+                    for (i, &(_, e)) in entries.iter().enumerate() {
+                        if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
+                            prefetch(ahead.cell.bytes);
+                        }
+                        if visitor(&Entry {
+                            state,
+                            key: e.key,
+                            namespace: e.namespace,
+                            user_key: Some(e.user_key),
+                            value: e.cell.bytes,
+                            timestamp: desc.ttl.map(|_| e.cell.ts),
+                        })?
+                        .is_break()
+                        {
+                            return Ok(ControlFlow::Break(()));
                         }
                     }
                 }
