@@ -256,6 +256,8 @@ impl<V> Slot<V> {
 
 /// What a directory needs of the table inside a shard.
 pub(crate) trait ShardTable: Clone {
+    /// Entries a shard holds before it splits.
+    const MAX_LEN: usize = MAX_SHARD_LEN;
     /// Entries held.
     fn len(&self) -> usize;
     /// Moves the entries whose hash has `bit` set in its directory bits (`hash >>
@@ -360,7 +362,7 @@ impl<T: ShardTable> Dir<T> {
             Some(si) => si,
             None => self.first_shard(make()),
         };
-        if self.shards[si].table.len() >= MAX_SHARD_LEN && self.shards[si].depth < MAX_DEPTH {
+        if self.shards[si].table.len() >= T::MAX_LEN && self.shards[si].depth < MAX_DEPTH {
             self.split(si);
             si = self.shard_index(hash).expect("a shard after the split");
         }

@@ -629,7 +629,8 @@ fn snapshot_is_isolated_and_copies_only_touched_shards() -> R {
     let (mut b, _) = backend(2);
     let v = b.register(value_desc("v"), StateFunctions::None)?;
     let l = b.register(list_desc("l"), StateFunctions::None)?;
-    for i in 0..20_000u32 {
+    // Enough entries for a dozen packed shards per key group.
+    for i in 0..60_000u32 {
         b.put(v, &i.to_be_bytes(), b"", &i.to_le_bytes())?;
     }
     b.add(l, b"k", b"", b"e1")?;
