@@ -126,11 +126,18 @@ impl Store {
         })
     }
 
-    /// Writes the cache back and empties it when it is over its budget.
+    /// Writes the cache back and empties it when it is over its budget; writes the dirty
+    /// entries back (keeping them cached) when they hold more than RocksDB's memtables would.
     #[inline]
     fn evict_if_full(&self) -> Result<(), StateError> {
-        if self.cache.borrow().over_budget() {
+        let (full, dirty) = {
+            let cache = self.cache.borrow();
+            (cache.over_budget(), cache.dirty_over_limit())
+        };
+        if full {
             self.sync_and_forget()?;
+        } else if dirty {
+            self.sync()?;
         }
         Ok(())
     }
@@ -207,7 +214,8 @@ impl Store {
             let mut cache = self.cache.borrow_mut();
             if cache.lookup(s, key).is_some() {
                 cache.set(s, key, None, true);
-                return Ok(());
+                drop(cache);
+                return self.evict_if_full();
             }
         }
         self.db_delete(s, key)
@@ -421,7 +429,14 @@ fn open_store(options: &RocksDbOptions, dir: tempfile::TempDir, existing: bool) 
         read: ReadOptions::default(),
         write,
         written_crcs: Default::default(),
-        cache: RefCell::new(WriteBack::new(options.write_back_cache_bytes)),
+        cache: RefCell::new(WriteBack::new(
+            options.write_back_cache_bytes,
+            // No more unwritten data than the memtables hold: the synchronous part of a
+            // checkpoint then writes back and flushes at most that much.
+            options
+                .write_buffer_bytes
+                .saturating_mul(usize::try_from(options.max_write_buffers.max(1)).unwrap_or(1)),
+        )),
     })
 }
 

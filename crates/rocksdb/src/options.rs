@@ -173,7 +173,10 @@ pub struct RocksDbOptions {
     /// entries up to 1 KiB are served from it while it has room (beyond, they go straight to
     /// RocksDB, and once it stops holding the working set it is written back and emptied);
     /// dirty entries reach RocksDB in one sorted batch before every scan, merge, snapshot and
-    /// checkpoint. Each entry is charged its key, its value and 96 bytes.
+    /// checkpoint. Each entry is charged its key, its value and 96 bytes. Dirty entries are
+    /// also written back (and stay cached) once their keys and values exceed what the
+    /// memtables hold (`write_buffer_bytes` × `max_write_buffers`), so the synchronous part of
+    /// a checkpoint never writes back and flushes more than RocksDB's own memtables would.
     pub write_back_cache_bytes: usize,
 }
 

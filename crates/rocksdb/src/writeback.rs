@@ -39,6 +39,10 @@ pub(crate) struct WriteBack {
     limit: usize,
     bytes: usize,
     dirty: usize,
+    /// Most key and value bytes the dirty entries may hold before they are written back.
+    dirty_limit: usize,
+    /// Key and value bytes of the dirty entries.
+    dirty_bytes: usize,
     /// Reads that missed while the cache was full, since it was last emptied.
     misses_while_full: usize,
     /// Writes of uncached keys that found the cache full, since it was last emptied.
@@ -50,16 +54,24 @@ pub(crate) struct WriteBack {
 type Dirty<'a> = (u64, &'a [u8], Option<&'a [u8]>);
 
 fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
-    key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD
+    data(key, value) + ENTRY_OVERHEAD
+}
+
+/// The bytes an entry writes into RocksDB: its key and value.
+fn data(key: &[u8], value: Option<&[u8]>) -> usize {
+    key.len() + value.map_or(0, <[u8]>::len)
 }
 
 impl WriteBack {
-    /// A cache of at most `limit` bytes (0: off, every call goes to RocksDB).
-    pub(crate) fn new(limit: usize) -> Self {
+    /// A cache of at most `limit` bytes (0: off, every call goes to RocksDB) whose dirty
+    /// entries hold at most `dirty_limit` bytes of keys and values.
+    pub(crate) fn new(limit: usize, dirty_limit: usize) -> Self {
         WriteBack {
             limit,
             bytes: 0,
             dirty: 0,
+            dirty_limit,
+            dirty_bytes: 0,
             misses_while_full: 0,
             writes_while_full: 0,
             states: Vec::new(),
@@ -92,6 +104,12 @@ impl WriteBack {
     /// Whether the cache is over its budget (the caller then writes it back and empties it).
     pub(crate) fn over_budget(&self) -> bool {
         self.bytes > self.limit
+    }
+
+    /// Whether the dirty entries hold more than their limit (the caller then writes them
+    /// back, keeping them cached).
+    pub(crate) fn dirty_over_limit(&self) -> bool {
+        self.dirty_bytes > self.dirty_limit
     }
 
     /// Whether an entry of this size fits in the budget now.
@@ -135,6 +153,12 @@ impl WriteBack {
             Some(slot) => {
                 self.bytes -= cost(key, slot.value.as_deref());
                 self.bytes += cost(key, value);
+                if slot.dirty {
+                    self.dirty_bytes -= data(key, slot.value.as_deref());
+                }
+                if slot.dirty || dirty {
+                    self.dirty_bytes += data(key, value);
+                }
                 match (&mut slot.value, value) {
                     (Some(old), Some(new)) if old.len() == new.len() => old.copy_from_slice(new),
                     (old, new) => *old = new.map(Box::from),
@@ -147,6 +171,9 @@ impl WriteBack {
             None => {
                 self.bytes += cost(key, value);
                 self.dirty += usize::from(dirty);
+                if dirty {
+                    self.dirty_bytes += data(key, value);
+                }
                 map.insert(
                     Box::from(key),
                     Slot {
@@ -163,6 +190,9 @@ impl WriteBack {
         let slot = self.states.get_mut(s)?.remove(key)?;
         self.bytes -= cost(key, slot.value.as_deref());
         self.dirty -= usize::from(slot.dirty);
+        if slot.dirty {
+            self.dirty_bytes -= data(key, slot.value.as_deref());
+        }
         Some(slot)
     }
 
@@ -198,6 +228,7 @@ impl WriteBack {
             }
         }
         self.dirty = 0;
+        self.dirty_bytes = 0;
     }
 
     /// Forgets every entry (none may be dirty).
@@ -208,7 +239,43 @@ impl WriteBack {
         }
         self.bytes = 0;
         self.dirty = 0;
+        self.dirty_bytes = 0;
         self.misses_while_full = 0;
         self.writes_while_full = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dirty bytes follow every way an entry changes: a dirty write, an overwrite (dirty or
+    /// of a clean entry), a delete, a removal, and the write-back that marks all clean.
+    #[test]
+    fn dirty_bytes_are_kept_exactly() {
+        let mut c = WriteBack::new(1 << 20, 100);
+        c.set(0, b"k1", Some(&[0; 40]), true); // 42
+        c.set(0, b"k2", Some(&[0; 40]), false); // clean: not counted
+        assert!(!c.dirty_over_limit());
+        c.set(0, b"k1", Some(&[0; 50]), true); // 52
+        c.set(1, b"k3", Some(&[0; 46]), true); // 52 + 48 = 100
+        assert!(!c.dirty_over_limit());
+        c.set(0, b"k2", Some(&[0; 1]), true); // + 3 = 103
+        assert!(c.dirty_over_limit());
+        c.set(0, b"k2", None, true); // deleted: its key only, 102
+        assert!(c.dirty_over_limit());
+        let _ = c.take(1, b"k3"); // 54
+        assert!(!c.dirty_over_limit());
+        c.set(1, b"k4", Some(&[0; 60]), true); // 116
+        assert!(c.dirty_over_limit());
+        c.mark_clean();
+        assert!(!c.dirty_over_limit());
+        assert!(!c.has_dirty());
+        // A clean entry made dirty counts again.
+        c.set(1, b"k4", Some(&[0; 99]), true);
+        assert!(c.dirty_over_limit());
+        c.mark_clean();
+        c.clear();
+        assert!(!c.dirty_over_limit());
     }
 }
