@@ -394,21 +394,31 @@ impl PackedShard {
     pub(crate) fn make_room(&mut self) {
         let mut fresh = PackedShard::for_len(self.shape, self.len + 1);
         for i in self.full_slots() {
-            fresh.copy_in(self.slot(i));
+            let s = self.slot(i);
+            fresh.copy_in(self.placement_hash(s), self.ctrl_of(i), s);
         }
         *self = fresh;
     }
 
-    /// Inserts a copy of a slot's bytes taken from another table of the same shape.
-    fn copy_in(&mut self, bytes: &[u8]) {
+    /// The hash that places a slot's entry: of its key and namespace.
+    #[inline]
+    fn placement_hash(&self, s: &[u8]) -> u64 {
         let kl = usize::from(self.shape.key);
-        let hash = hash_key_ns(&bytes[..kl], &bytes[kl..self.shape.key_len()]);
-        let tag_hash = if self.shape.map {
-            map_tag_hash(hash, &bytes[self.shape.key_len()..self.shape.ts_at()])
-        } else {
-            hash
-        };
-        let i = self.claim_tagged(hash, tag_hash);
+        hash_key_ns(&s[..kl], &s[kl..self.shape.key_len()])
+    }
+
+    /// Slot `i`'s control byte.
+    #[inline]
+    fn ctrl_of(&self, i: usize) -> u8 {
+        (self.ctrl[i / 8] >> ((i % 8) * 8)) as u8
+    }
+
+    /// Inserts a copy of a slot's bytes taken from another table of the same shape, placed by
+    /// `hash` and keeping its control byte `ctrl` (its tag: a map entry's mixes in its user
+    /// key, which need not be hashed again).
+    fn copy_in(&mut self, hash: u64, ctrl: u8, bytes: &[u8]) {
+        let i = self.claim_tagged(hash, hash);
+        self.set_ctrl(i, ctrl);
         self.slot_mut(i).copy_from_slice(bytes);
     }
 
@@ -507,20 +517,20 @@ impl ShardTable for PackedShard {
     fn split_off(&mut self, bit: u64) -> Self {
         let shape = self.shape;
         let kl = usize::from(shape.key);
-        let moves: Vec<(usize, bool)> = self
+        let moves: Vec<(usize, u64)> = self
             .full_slots()
             .map(|i| {
                 let s = self.slot(i);
-                let hash = hash_key_ns(&s[..kl], &s[kl..shape.key_len()]);
-                (i, (hash >> DIR_SHIFT) & bit != 0)
+                (i, hash_key_ns(&s[..kl], &s[kl..shape.key_len()]))
             })
             .collect();
-        let moved_n = moves.iter().filter(|m| m.1).count();
+        let away = |hash: u64| (hash >> DIR_SHIFT) & bit != 0;
+        let moved_n = moves.iter().filter(|m| away(m.1)).count();
         let mut stay = PackedShard::for_len(shape, self.len - moved_n);
         let mut moved = PackedShard::for_len(shape, moved_n);
-        for &(i, away) in &moves {
-            let side = if away { &mut moved } else { &mut stay };
-            side.copy_in(self.slot(i));
+        for &(i, hash) in &moves {
+            let side = if away(hash) { &mut moved } else { &mut stay };
+            side.copy_in(hash, self.ctrl_of(i), self.slot(i));
         }
         *self = stay;
         moved
