@@ -24,6 +24,13 @@
 //! full. The first entry of another shape turns that key group's table into the general
 //! slots described next, for good.
 //!
+//! Map states of one shape are packed the same way (`packed_map.rs`), one slot per map entry,
+//! `key ‖ namespace ‖ user key ‖ [timestamp] ‖ value` (24 bytes for a `MapState<Long, Long>`),
+//! placed by the hash of the key and namespace (so a map's entries share one probe path,
+//! which `map_for_each` walks and then sorts by user key) and tagged by that hash mixed with
+//! the user key (so `map_get` compares one slot). A map longer than 16 entries, or an entry
+//! of another shape, turns the key group's table into the general form above.
+//!
 //! Every operation hashes its key once: the murmur3 hash that picks the key group (see
 //! [`key_group_for_key`](statekit_core::key_group_for_key)) is also, mixed with the
 //! namespace, the in-table hash. Lookups compare the `(key, namespace)` against the stored
