@@ -103,7 +103,7 @@ impl Tables {
                 !l.is_empty()
             }),
             Tables::Map(t) => {
-                for t in t.iter_mut().filter(|t| t.entry_count() > 0) {
+                for t in t.iter_mut().filter(|t| !t.is_empty()) {
                     t.retain_cells(&mut f);
                 }
             }

@@ -4,7 +4,7 @@
 use crate::backend::{Cell, Tables, Ttl};
 use crate::bytes::prefetch;
 use crate::packed::EntryRef;
-use crate::packed_map::MapEntryRef;
+use crate::packed_map::{MapEntryRef, MapTable};
 use crate::table::{KgTable, Slot};
 use statekit_core::stream::key_prefix;
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
@@ -166,29 +166,52 @@ impl KeyedStateView for HashMapSnapshot {
                         }
                     }
                 }
-                Tables::Map(t) => {
-                    let entries = in_key_order(
-                        t[idx].entries().filter(|e| ttl.live(e.cell.ts)),
-                        |e: &MapEntryRef<'_>| (e.key, e.namespace, e.user_key),
-                    );
-                    for (i, &(_, e)) in entries.iter().enumerate() {
-                        if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
-                            prefetch(ahead.cell.bytes);
-                        }
-                        if visitor(&Entry {
-                            state,
-                            key: e.key,
-                            namespace: e.namespace,
-                            user_key: Some(e.user_key),
-                            value: e.cell.bytes,
-                            timestamp: desc.ttl.map(|_| e.cell.ts),
-                        })?
-                        .is_break()
-                        {
-                            return Ok(ControlFlow::Break(()));
+                Tables::Map(t) => match &t[idx] {
+                    // General slots: the maps sorted by (key, namespace), each already in
+                    // user-key order.
+                    MapTable::General(t) => {
+                        for &(_, slot) in &sorted(t, |m| m.iter().any(|(_, c)| ttl.live(c.ts))) {
+                            for (user_key, c) in slot.value.iter().filter(|(_, c)| ttl.live(c.ts)) {
+                                if visitor(&Entry {
+                                    state,
+                                    key: slot.key(),
+                                    namespace: slot.namespace(),
+                                    user_key: Some(user_key.as_slice()),
+                                    value: c.bytes.as_slice(),
+                                    timestamp: timestamp(c),
+                                })?
+                                .is_break()
+                                {
+                                    return Ok(ControlFlow::Break(()));
+                                }
+                            }
                         }
                     }
-                }
+                    // Packed: every map entry a slot of its own, sorted with its user key.
+                    packed => {
+                        let entries = in_key_order(
+                            packed.entries().filter(|e| ttl.live(e.cell.ts)),
+                            |e: &MapEntryRef<'_>| (e.key, e.namespace, e.user_key),
+                        );
+                        for (i, &(_, e)) in entries.iter().enumerate() {
+                            if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
+                                prefetch(ahead.cell.bytes);
+                            }
+                            if visitor(&Entry {
+                                state,
+                                key: e.key,
+                                namespace: e.namespace,
+                                user_key: Some(e.user_key),
+                                value: e.cell.bytes,
+                                timestamp: desc.ttl.map(|_| e.cell.ts),
+                            })?
+                            .is_break()
+                            {
+                                return Ok(ControlFlow::Break(()));
+                            }
+                        }
+                    }
+                },
             }
         }
         Ok(ControlFlow::Continue(()))

@@ -772,3 +772,60 @@ fn dispose_clears_everything() -> R {
     assert_eq!(collect(view.as_ref()).len(), 1);
     Ok(())
 }
+
+/// Map states in both layouts — key groups packed (maps of one shape, at most 16 entries) and
+/// key groups converted (a long map, or another shape) — snapshot in canonical order (key,
+/// namespace, user key), restore into another backend, and read back the same.
+#[test]
+fn packed_and_converted_map_tables_snapshot_and_restore_alike() -> R {
+    let (mut b, _) = backend(8);
+    let m = b.register(map_desc("m"), StateFunctions::None)?;
+    type Maps = std::collections::BTreeMap<(Vec<u8>, Vec<u8>), Vec<(Vec<u8>, Vec<u8>)>>;
+    let mut want = Maps::new();
+    for k in 0..400u32 {
+        let key = k.to_be_bytes();
+        // Every 50th key gets a long map (converting its key group), every 70th a value of
+        // another length; the rest three user keys each, written in descending order.
+        let n = if k % 50 == 0 { 20u8 } else { 3 };
+        for u in (0..n).rev() {
+            let value = if k % 70 == 0 { vec![u; 3] } else { vec![u; 8] };
+            b.map_put(m, &key, b"ns", &[u, 0xee], &value)?;
+            want.entry((key.to_vec(), b"ns".to_vec()))
+                .or_default()
+                .push((vec![u, 0xee], value));
+        }
+    }
+    for maps in want.values_mut() {
+        maps.sort();
+    }
+    let Tables::Map(tables) = b.tables_for_test(0) else {
+        panic!()
+    };
+    assert!(tables.iter().any(|t| t.is_packed()) && tables.iter().any(|t| !t.is_packed()));
+    let view = b.snapshot_view(1);
+    let entries = collect(&view);
+    // Canonical order: by key group, then key, namespace and user key.
+    let order: Vec<_> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.key_group,
+                &e.key[..],
+                &e.namespace[..],
+                e.user_key.as_deref().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+    assert_eq!(entries.len(), want.values().map(Vec::len).sum::<usize>());
+    let (mut restored, _) = backend(8);
+    restored.restore(&[&view])?;
+    let h = restored.handle("m").expect("restored state");
+    for ((key, ns), maps) in &want {
+        assert_eq!(&map_all(&mut b, m, key, ns), maps);
+        assert_eq!(&map_all(&mut restored, h, key, ns), maps);
+    }
+    Ok(())
+}
