@@ -295,19 +295,8 @@ impl MapTable {
                 };
                 let mut slots = Vec::new();
                 t.walk_all(p, |i, _| slots.push(i));
-                let mut removed = 0;
-                for i in slots {
-                    let at = shape.ts_at();
-                    let s = t.slot_mut(i);
-                    let mut ts = PackedShard::cell(shape, s).ts;
-                    let keep = f(&mut ts);
-                    s[at..at + 8].copy_from_slice(&ts.to_le_bytes());
-                    if !keep {
-                        t.vacate(i);
-                        removed += 1;
-                    }
-                }
-                d.count(-removed);
+                let removed = t.retain_ts_of(slots, &mut f);
+                d.count(-(removed as isize));
             }
             MapTable::Packed(None, _) => {}
             MapTable::General(t) => {
@@ -362,20 +351,10 @@ impl MapTable {
             }
         }
         match self {
-            MapTable::Packed(Some(shape), d) => {
-                let shape = *shape;
-                let at = shape.ts_at();
+            MapTable::Packed(Some(_), d) => {
                 d.retain_shards(|t| {
                     let full: Vec<usize> = t.full_slots().collect();
-                    for i in full {
-                        let s = t.slot_mut(i);
-                        let mut ts = PackedShard::cell(shape, s).ts;
-                        let keep = f(&mut ts);
-                        s[at..at + 8].copy_from_slice(&ts.to_le_bytes());
-                        if !keep {
-                            t.vacate(i);
-                        }
-                    }
+                    t.retain_ts_of(full, &mut f);
                     crate::table::ShardTable::len(t)
                 });
             }
@@ -531,14 +510,7 @@ mod tests {
             long in any::<bool>(),
         ) {
             // Two-byte keys in a namespace, or eight-byte keys without one.
-            let ns: &[u8] = if long { b"" } else { b"ns" };
-            let key_of = |k: u16| -> Vec<u8> {
-                if long {
-                    u64::from(k).to_be_bytes().to_vec()
-                } else {
-                    k.to_be_bytes().to_vec()
-                }
-            };
+            let (ns, key_of) = crate::packed::tests::test_keys(long);
             let kns = |k: u16| [&key_of(k)[..], ns].concat();
             let mut t = MapTable::default();
             let mut model = Model::new();
