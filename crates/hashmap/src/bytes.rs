@@ -44,13 +44,24 @@ pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
 /// were waited for in turn, and copying values out was most of writing a savepoint.
 #[inline(always)]
 pub(crate) fn prefetch(bytes: &[u8]) {
+    let mut off = 0;
+    while off < bytes.len().min(512) {
+        prefetch_line(&bytes[off..]);
+        off += 64;
+    }
+}
+
+/// Asks the CPU to start loading the cache line that holds the start of `bytes` (nothing for
+/// an empty slice).
+#[inline(always)]
+pub(crate) fn prefetch_line(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    for off in (0..bytes.len().min(512)).step_by(64) {
+    if !bytes.is_empty() {
         // SAFETY: `_mm_prefetch` is a hint with no architectural effect: it never faults,
         // whatever the address, and reads nothing into the program. The address is inside
         // `bytes` anyway, and SSE is part of the x86_64 baseline.
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes[off..].as_ptr().cast());
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes.as_ptr().cast());
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

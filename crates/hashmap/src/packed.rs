@@ -63,6 +63,11 @@ pub(crate) struct Shape {
     ttl: bool,
     /// A map state's table: entries are tagged by their user key too ([`map_tag_hash`]).
     map: bool,
+    /// Derived, kept for the lookup path: where the value starts, the slot's width, and
+    /// whether keys compare as one word (an 8-byte key, no namespace, not a map).
+    value_at: u8,
+    width: u8,
+    word_key: bool,
 }
 
 /// The hash whose top bits tag a map entry's control byte: the entry's placement hash (of its
@@ -75,20 +80,36 @@ pub(crate) fn map_tag_hash(hash: u64, user_key: &[u8]) -> u64 {
 }
 
 impl Shape {
+    /// A shape from its lengths (each at most 32, key + namespace + user key at most 32).
+    fn new(key: u8, namespace: u8, user_key: u8, value: u8, ttl: bool, map: bool) -> Shape {
+        let value_at = key + namespace + user_key + if ttl { 8 } else { 0 };
+        Shape {
+            key,
+            namespace,
+            user_key,
+            value,
+            ttl,
+            map,
+            value_at,
+            width: value_at + value,
+            word_key: key == 8 && namespace == 0 && !map,
+        }
+    }
+
     /// The shape of an entry, when it is short enough to pack.
     #[inline]
     fn of(p: &Probe<'_>, value: &[u8], ttl: bool) -> Option<Shape> {
         if p.key().len() + p.namespace().len() > MAX_PACKED_KEY || value.len() > MAX_PACKED_VALUE {
             return None;
         }
-        Some(Shape {
-            key: p.key().len() as u8,
-            namespace: p.namespace().len() as u8,
-            user_key: 0,
-            value: value.len() as u8,
+        Some(Shape::new(
+            p.key().len() as u8,
+            p.namespace().len() as u8,
+            0,
+            value.len() as u8,
             ttl,
-            map: false,
-        })
+            false,
+        ))
     }
 
     /// The shape of a map entry, when it is short enough to pack.
@@ -97,14 +118,14 @@ impl Shape {
         if p.key().len() + p.namespace().len() + user_key.len() > MAX_PACKED_KEY || value.len() > MAX_PACKED_VALUE {
             return None;
         }
-        Some(Shape {
-            key: p.key().len() as u8,
-            namespace: p.namespace().len() as u8,
-            user_key: user_key.len() as u8,
-            value: value.len() as u8,
+        Some(Shape::new(
+            p.key().len() as u8,
+            p.namespace().len() as u8,
+            user_key.len() as u8,
+            value.len() as u8,
             ttl,
-            map: true,
-        })
+            true,
+        ))
     }
 
     /// Whether a map entry has this shape.
@@ -151,12 +172,12 @@ impl Shape {
 
     #[inline(always)]
     fn value_at(self) -> usize {
-        self.ts_at() + if self.ttl { 8 } else { 0 }
+        usize::from(self.value_at)
     }
 
     #[inline(always)]
     fn width(self) -> usize {
-        self.value_at() + usize::from(self.value)
+        usize::from(self.width)
     }
 }
 
@@ -235,7 +256,7 @@ impl PackedShard {
     /// The slot holding `p` (whose lengths fit the shape).
     #[inline(always)]
     fn find(&self, p: &Probe<'_>) -> Option<usize> {
-        if self.shape.key == 8 && self.shape.namespace == 0 && !self.shape.map {
+        if self.shape.word_key {
             // The common shape (a `Long` key, no namespace): compare one word.
             let mut k = [0u8; 8];
             k.copy_from_slice(p.key().get(..8)?);
@@ -256,9 +277,11 @@ impl PackedShard {
     /// then overlaps the control word's instead of following it.
     #[inline(always)]
     fn prefetch_group(&self, g: usize) {
-        let w = self.shape.width();
-        if let Some(s) = self.slots.get(g * 8 * w..(g * 8 * w + 128).min(self.slots.len())) {
-            crate::bytes::prefetch(s);
+        let at = g * 8 * self.shape.width();
+        // Two lines: the group's first 128 bytes (eight 16-byte slots, five of 24 bytes).
+        if let Some(s) = self.slots.get(at..) {
+            crate::bytes::prefetch_line(s);
+            crate::bytes::prefetch_line(s.get(64..).unwrap_or_default());
         }
     }
 
@@ -961,14 +984,7 @@ mod probe_tests {
     /// tombstone, so that entry stays reachable.
     #[test]
     fn removal_keeps_probe_chains() {
-        let shape = Shape {
-            key: 8,
-            namespace: 0,
-            user_key: 0,
-            value: 8,
-            ttl: false,
-            map: false,
-        };
+        let shape = Shape::new(8, 0, 0, 8, false, false);
         let mut s = PackedShard::for_len(shape, 0);
         let n = 850u64;
         let mut displaced = 0;

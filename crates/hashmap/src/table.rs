@@ -304,8 +304,10 @@ impl<T> Default for Dir<T> {
 impl<T> Dir<T> {
     #[inline]
     fn shard_index(&self, hash: u64) -> Option<usize> {
-        let mask = (1u64 << self.global_depth) - 1;
-        self.dir.get(((hash >> DIR_SHIFT) & mask) as usize).map(|&s| s as usize)
+        // The directory has 2^global_depth slots (none before the first insert: every index
+        // is then out of range).
+        let mask = self.dir.len().wrapping_sub(1);
+        self.dir.get((hash >> DIR_SHIFT) as usize & mask).map(|&s| s as usize)
     }
 
     /// Number of entries.
