@@ -2,7 +2,7 @@
 
 use crate::bytes::{bytes_eq, copy_short, Bytes};
 use crate::packed::SingleTable;
-use crate::packed_map::{remove_existing, MapTable};
+use crate::packed_map::MapTable;
 use crate::snapshot::HashMapSnapshot;
 use crate::table::{key_hash, KgTable, Probe, Slot};
 use statekit_core::keygroup::check_max_parallelism;
@@ -695,9 +695,7 @@ impl KeyedStateBackend for HashMapBackend {
                 remove_entry(&mut t[idx], &p);
             }
             Tables::Map(t) => {
-                if t[idx].any(&p, |_| true) {
-                    t[idx].remove_map(&p);
-                }
+                t[idx].remove_map(&p);
             }
         }
         Ok(())
@@ -839,7 +837,7 @@ impl KeyedStateBackend for HashMapBackend {
             return Err(StateError::wrong_kind(&st.desc, MAP));
         };
         let p = Probe::with_key_hash(key, namespace, kh);
-        Ok(remove_existing(&mut tables[idx], &p, user_key).is_some_and(|ts| ttl.live(ts)))
+        Ok(tables[idx].remove(&p, user_key).is_some_and(|ts| ttl.live(ts)))
     }
 
     fn map_for_each(

@@ -387,6 +387,13 @@ impl PackedShard {
     /// A free slot for a new entry placed by `hash` and tagged by `tag_hash`, marked full.
     #[inline(always)]
     pub(crate) fn claim_tagged(&mut self, hash: u64, tag_hash: u64) -> usize {
+        self.claim_with(hash, Self::tag(tag_hash))
+    }
+
+    /// A free slot for a new entry placed by `hash`, given the control byte `ctrl` (a full
+    /// one: its tag).
+    #[inline(always)]
+    fn claim_with(&mut self, hash: u64, ctrl: u8) -> usize {
         let groups = self.ctrl.len();
         let mut g = self.first_group(hash);
         loop {
@@ -396,7 +403,7 @@ impl PackedShard {
                 if (self.ctrl[g] >> ((i % 8) * 8)) as u8 == DELETED {
                     self.deleted -= 1;
                 }
-                self.set_ctrl(i, Self::tag(tag_hash));
+                self.set_ctrl(i, ctrl);
                 self.len += 1;
                 return i;
             }
@@ -442,8 +449,7 @@ impl PackedShard {
     /// `hash` and keeping its control byte `ctrl` (its tag: a map entry's mixes in its user
     /// key, which need not be hashed again).
     fn copy_in(&mut self, hash: u64, ctrl: u8, bytes: &[u8]) {
-        let i = self.claim_tagged(hash, hash);
-        self.set_ctrl(i, ctrl);
+        let i = self.claim_with(hash, ctrl);
         self.slot_mut(i).copy_from_slice(bytes);
     }
 

@@ -4,10 +4,10 @@
 //! map entry, `key ‖ namespace ‖ user key ‖ [timestamp] ‖ value`, in the open-addressing
 //! shards of [`crate::packed`] (24 bytes for a `MapState<Long, Long>` under `Long` keys). An
 //! entry is placed by the hash of its key and namespace only, so every entry of one map
-//! shares its probe start and its control tag, and lies on the probe path of its map:
-//! `map_get` is one probe that compares user keys among the few slots carrying the map's tag,
-//! and iterating a map walks that path, collecting the slots of its key and namespace, then
-//! orders them by user key.
+//! shares its probe start and lies on the probe path of its map; its control tag mixes in its
+//! user key ([`map_tag_hash`](crate::packed::map_tag_hash)), so `map_get` is one probe that
+//! compares only the slot of its user key. Iterating a map walks that path, collecting the
+//! slots of its key and namespace whatever their tags, then orders them by user key.
 //!
 //! Map entries of one key are clustered that way, so a map may not grow long in a packed table:
 //! the entry that would make a map longer than [`MAX_PACKED_MAP`], like the first entry of
@@ -203,7 +203,7 @@ impl MapTable {
     }
 
     /// Removes `user_key` from `p`'s map (and the map when it is left empty), returning the
-    /// removed entry's timestamp.
+    /// removed entry's timestamp. Copies nothing when the entry is absent.
     pub(crate) fn remove(&mut self, p: &Probe<'_>, user_key: &[u8]) -> Option<i64> {
         match self {
             MapTable::Packed(Some(shape), d) => {
@@ -224,6 +224,7 @@ impl MapTable {
             }
             MapTable::Packed(None, _) => None,
             MapTable::General(t) => {
+                t.get(p)?.get(user_key)?;
                 let map = t.get_mut(p)?;
                 let cell = map.remove(user_key)?;
                 if map.is_empty() {
@@ -234,13 +235,27 @@ impl MapTable {
         }
     }
 
-    /// Whether `p`'s map has an entry for which `f` holds.
+    /// Whether `p`'s map has an entry for which `f` holds (in no particular order).
     pub(crate) fn any(&self, p: &Probe<'_>, mut f: impl FnMut(CellRef<'_>) -> bool) -> bool {
-        let mut any = false;
-        self.for_each(p, |_, c| {
-            any |= f(c);
-        });
-        any
+        match self {
+            MapTable::Packed(Some(shape), d) => {
+                let shape = *shape;
+                let mut any = false;
+                if let Some(t) = d.shard(p.hash()).filter(|_| shape.keys_fit(p)) {
+                    t.walk_all(p, |_, s| any = any || f(PackedShard::cell(shape, s)));
+                }
+                any
+            }
+            MapTable::Packed(None, _) => false,
+            MapTable::General(t) => t.get(p).is_some_and(|m| {
+                m.iter().any(|(_, c)| {
+                    f(CellRef {
+                        ts: c.ts,
+                        bytes: c.bytes.as_slice(),
+                    })
+                })
+            }),
+        }
     }
 
     /// Calls `f` with every entry of `p`'s map in ascending user-key order; returns how many.
@@ -311,18 +326,13 @@ impl MapTable {
         }
     }
 
-    /// Removes `p`'s whole map; true when it had entries.
+    /// Removes `p`'s whole map; true when it had entries. Copies nothing when it had none.
     pub(crate) fn remove_map(&mut self, p: &Probe<'_>) -> bool {
-        let mut any = false;
-        if let MapTable::Packed(Some(shape), _) = self {
-            // Without timestamps there is nothing `retain_map` could keep by: remove directly.
-            if !shape.ttl() {
-                let MapTable::Packed(Some(shape), d) = self else {
-                    return false;
-                };
-                if !shape.keys_fit(p) {
-                    return false;
-                }
+        if !self.any(p, |_| true) {
+            return false;
+        }
+        match self {
+            MapTable::Packed(_, d) => {
                 let Some(t) = d.shard_mut(p.hash()) else {
                     return false;
                 };
@@ -332,14 +342,10 @@ impl MapTable {
                     t.vacate(i);
                 }
                 d.count(-(slots.len() as isize));
-                return !slots.is_empty();
+                true
             }
+            MapTable::General(t) => t.remove(p).is_some(),
         }
-        self.retain_map(p, |_| {
-            any = true;
-            false
-        });
-        any
     }
 
     /// Applies `f` to every entry's timestamp; drops the entries for which it returns false,
@@ -430,14 +436,6 @@ impl MapTable {
     pub(crate) fn is_packed(&self) -> bool {
         matches!(self, MapTable::Packed(..))
     }
-}
-
-/// Removes `user_key` from `p`'s map, copying nothing when it is absent; the removed entry's
-/// timestamp.
-#[inline]
-pub(crate) fn remove_existing(t: &mut MapTable, p: &Probe<'_>, user_key: &[u8]) -> Option<i64> {
-    t.get(p, user_key)?;
-    t.remove(p, user_key)
 }
 
 #[cfg(test)]
