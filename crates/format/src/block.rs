@@ -4,6 +4,7 @@
 
 use crate::error::FormatError;
 use crate::wire::{le_u32, Result};
+use zstd::zstd_safe::{CParameter, ParamSwitch};
 
 /// How the blocks of a data file are compressed. Recorded per block, so a reader needs no
 /// option to read any file.
@@ -67,10 +68,102 @@ fn codec_name(code: u8) -> &'static str {
     }
 }
 
+/// Blocks in a row whose literals zstd stored raw (its Huffman coding of them did not pay)
+/// before [`LiteralSkip`] stops asking for it.
+const RAW_LITERALS_RUN: u32 = 2;
+/// Blocks compressed without Huffman-coded literals before the next one tries them again.
+const SKIP_LITERALS_BLOCKS: u32 = 32;
+
+/// When zstd's Huffman coding of literals is skipped.
+///
+/// zstd (levels 1 and up) builds a histogram and a Huffman table of every block's literals
+/// and then stores them raw when the coding would not pay. On state whose literals are
+/// incompressible (random ids, hashes, serialized numbers between repeated bytes) that is a
+/// third of the CPU of level 1 for no byte saved. So, within one section (key group): after
+/// [`RAW_LITERALS_RUN`] blocks in a row came out with raw literals, the next
+/// [`SKIP_LITERALS_BLOCKS`] are compressed with literal compression disabled (zstd's
+/// `ZSTD_c_literalCompressionMode`), then one block tries it again. Where the coding does not
+/// pay this writes exactly the bytes plain level-1 compression writes; where it starts to
+/// pay mid-section, at most [`SKIP_LITERALS_BLOCKS`] blocks keep raw literals before a probe
+/// notices. The state restarts with every section, so a block's bytes depend only on its own
+/// section's blocks, whichever thread encodes it (`crate::pipeline`).
+#[derive(Clone, Copy, Debug, Default)]
+struct LiteralSkip {
+    /// The section the state belongs to.
+    section: Option<u32>,
+    /// Blocks in a row (literal compression on) whose literals came out raw.
+    raw_run: u32,
+    /// Blocks still to compress with literal compression off.
+    skip_left: u32,
+    /// Whether the zstd context has literal compression off now.
+    disabled: bool,
+}
+
+impl LiteralSkip {
+    /// Whether the next block of `section` skips literal compression.
+    fn skip_next(&mut self, section: u32) -> bool {
+        if self.section != Some(section) {
+            *self = LiteralSkip {
+                section: Some(section),
+                disabled: self.disabled,
+                ..LiteralSkip::default()
+            };
+        }
+        self.skip_left > 0
+    }
+
+    /// Records how the block went: `huffman` is whether its literals were Huffman-coded
+    /// (`None` when it was compressed with literal compression off).
+    fn record(&mut self, huffman: Option<bool>) {
+        match huffman {
+            None => self.skip_left = self.skip_left.saturating_sub(1),
+            Some(true) => self.raw_run = 0,
+            Some(false) => {
+                self.raw_run += 1;
+                if self.raw_run >= RAW_LITERALS_RUN {
+                    self.skip_left = SKIP_LITERALS_BLOCKS;
+                    // One more block of raw literals (the next probe) skips again.
+                    self.raw_run = RAW_LITERALS_RUN - 1;
+                }
+            }
+        }
+    }
+}
+
+/// Whether the first block of a zstd frame has Huffman-coded literals (compressed or
+/// treeless), from the frame header, block header and literals section header (RFC 8878
+/// §3.1.1); false for a raw or RLE block, `None` when `frame` is too short to tell.
+fn huffman_literals(frame: &[u8]) -> Option<bool> {
+    let descriptor = *frame.get(4)?;
+    let single_segment = descriptor & 0x20 != 0;
+    let dictionary_id = match descriptor & 3 {
+        0 => 0,
+        1 => 1,
+        2 => 2,
+        _ => 4,
+    };
+    let content_size = match descriptor >> 6 {
+        0 => usize::from(single_segment),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let block = 5 + usize::from(!single_segment) + dictionary_id + content_size;
+    let block_type = (*frame.get(block)? >> 1) & 3;
+    if block_type != 2 {
+        return Some(false);
+    }
+    Some(matches!(*frame.get(block + 3)? & 3, 2 | 3))
+}
+
 /// Compresses blocks, reusing its buffers and codec contexts.
 pub(crate) struct BlockEncoder {
     compression: Compression,
     zstd: Option<zstd::bulk::Compressor<'static>>,
+    literals: LiteralSkip,
+    /// Blocks compressed with literal compression off (tests).
+    #[cfg(test)]
+    skipped: usize,
     /// Compressed bytes are `scratch[..scratch_len]`. The buffer keeps its length between
     /// blocks, so LZ4 (which needs an initialized output) does not zero it for every block.
     scratch: Vec<u8>,
@@ -95,6 +188,9 @@ impl BlockEncoder {
         Ok(BlockEncoder {
             compression,
             zstd,
+            literals: LiteralSkip::default(),
+            #[cfg(test)]
+            skipped: 0,
             scratch: Vec::new(),
             scratch_len: 0,
         })
@@ -115,10 +211,32 @@ impl BlockEncoder {
             Compression::Zstd { .. } => {
                 let mut ok = false;
                 if let Some(z) = self.zstd.as_mut() {
+                    let skip = self.literals.skip_next(section);
+                    if skip != self.literals.disabled {
+                        let mode = if skip { ParamSwitch::Disable } else { ParamSwitch::Auto };
+                        z.set_parameter(CParameter::LiteralCompressionMode(mode))
+                            .map_err(|e| FormatError::invalid_input(format!("zstd literal compression mode: {e}")))?;
+                        self.literals.disabled = skip;
+                    }
                     self.scratch.clear();
                     self.scratch.reserve(zstd::zstd_safe::compress_bound(raw.len()));
                     ok = z.compress_to_buffer(raw, &mut self.scratch).is_ok() && self.scratch.len() < raw.len();
                     self.scratch_len = self.scratch.len();
+                    if skip {
+                        self.literals.record(None);
+                        #[cfg(test)]
+                        {
+                            self.skipped += 1;
+                        }
+                    } else {
+                        // A block that did not shrink has no literals worth coding either.
+                        let huffman = if ok {
+                            huffman_literals(&self.scratch).unwrap_or(true)
+                        } else {
+                            false
+                        };
+                        self.literals.record(Some(huffman));
+                    }
                 }
                 if ok && !within_expansion(self.scratch_len as u64, raw.len() as u64) {
                     // Too compressible for the readers' expansion bound: LZ4 always fits it.
@@ -418,5 +536,150 @@ mod tests {
         let mut enc = BlockEncoder::new(Compression::Zstd { level: 3 }).expect("encoder");
         let b = enc.encode(&zeros, 0, 1).expect("encode");
         assert_eq!(b.header[16], CODEC_LZ4);
+    }
+
+    /// Pseudo-random bytes (xorshift).
+    fn noise(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// Records whose literals do not compress: 24 random bytes, then 200 repeated ones
+    /// (the benchmark's state has this shape).
+    fn random_literal_block(seed: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        for r in 0..256u64 {
+            b.extend_from_slice(&noise(seed * 1000 + r, 24));
+            b.extend(std::iter::repeat_n(b'a', 200));
+        }
+        b
+    }
+
+    /// English-like text: few distinct letters, so Huffman-coded literals pay.
+    fn text_block(seed: u64) -> Vec<u8> {
+        const WORDS: [&str; 12] = [
+            "state",
+            "key",
+            "group",
+            "savepoint",
+            "operator",
+            "value",
+            "list",
+            "map",
+            "flink",
+            "the",
+            "of",
+            "and",
+        ];
+        noise(seed, 12_000)
+            .iter()
+            .flat_map(|&r| [WORDS[usize::from(r) % WORDS.len()], " "])
+            .flat_map(str::bytes)
+            .collect()
+    }
+
+    /// The stored bytes of each block, encoded in order as blocks of `section`.
+    fn encode_all(enc: &mut BlockEncoder, blocks: &[Vec<u8>], section: u32) -> Vec<Vec<u8>> {
+        blocks
+            .iter()
+            .map(|raw| {
+                let b = enc.encode(raw, section, 1).expect("encode");
+                assert_eq!(b.header[16], CODEC_ZSTD);
+                b.payload.to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn literal_types_are_read_from_frames() {
+        let level1 = |raw: &[u8]| zstd::bulk::compress(raw, 1).expect("compress");
+        assert_eq!(huffman_literals(&level1(&text_block(1))), Some(true));
+        assert_eq!(huffman_literals(&level1(&random_literal_block(1))), Some(false));
+        // Incompressible data is a raw block; a frame of nothing has an empty raw block.
+        assert_eq!(huffman_literals(&level1(&noise(7, 5000))), Some(false));
+        assert_eq!(huffman_literals(&level1(&[])), Some(false));
+        // Without a content size, with a checksum, and truncated.
+        let mut c = zstd::bulk::Compressor::new(1).expect("compressor");
+        c.set_parameter(CParameter::ContentSizeFlag(false)).expect("flag");
+        c.set_parameter(CParameter::ChecksumFlag(true)).expect("flag");
+        let frame = c.compress(&text_block(2)).expect("compress");
+        assert_eq!(huffman_literals(&frame), Some(true));
+        for n in 0..8 {
+            assert_eq!(huffman_literals(frame.get(..n).expect("prefix")), None, "{n} bytes");
+        }
+    }
+
+    #[test]
+    fn skipping_literal_coding_writes_level_one_bytes_where_it_does_not_pay() {
+        for level in [1, 3, -1] {
+            let plain = |raw: &[u8]| zstd::bulk::compress(raw, level).expect("compress");
+            let blocks: Vec<Vec<u8>> = (0..100).map(random_literal_block).collect();
+            let mut enc = BlockEncoder::new(Compression::Zstd { level }).expect("encoder");
+            let got = encode_all(&mut enc, &blocks, 0);
+            for (i, (raw, stored)) in blocks.iter().zip(&got).enumerate() {
+                assert_eq!(*stored, plain(raw), "level {level}, block {i}");
+            }
+            // All but the two blocks that found the coding does not pay and, after them,
+            // the probe that ends every 32 skipped blocks.
+            assert_eq!(enc.skipped, 98 - 98 / 33, "level {level}");
+            // Where the coding pays, it is never skipped.
+            let text: Vec<Vec<u8>> = (0..40).map(text_block).collect();
+            let mut enc = BlockEncoder::new(Compression::Zstd { level: 1 }).expect("encoder");
+            let got = encode_all(&mut enc, &text, 0);
+            assert_eq!(enc.skipped, 0);
+            for (raw, stored) in text.iter().zip(&got) {
+                assert_eq!(*stored, zstd::bulk::compress(raw, 1).expect("compress"));
+            }
+        }
+    }
+
+    #[test]
+    fn literal_coding_returns_within_a_probe_and_restarts_with_each_section() {
+        let plain = |raw: &[u8]| zstd::bulk::compress(raw, 1).expect("compress");
+        // Literals that stop paying, then start paying again mid-section.
+        let mut blocks: Vec<Vec<u8>> = (0..10).map(random_literal_block).collect();
+        blocks.extend((0..60).map(text_block));
+        let mut enc = BlockEncoder::new(Compression::Zstd { level: 1 }).expect("encoder");
+        let got = encode_all(&mut enc, &blocks, 5);
+        let differing: Vec<usize> = (0..blocks.len()).filter(|&i| got[i] != plain(&blocks[i])).collect();
+        assert!(
+            !differing.is_empty(),
+            "the text right after the skip starts keeps raw literals"
+        );
+        assert!(
+            differing
+                .iter()
+                .all(|&i| (10..10 + SKIP_LITERALS_BLOCKS as usize).contains(&i)),
+            "{differing:?}"
+        );
+        let (mut dec, mut file) = (BlockDecoder::new(), Vec::new());
+        for raw in &blocks {
+            let b = enc.encode(raw, 6, 1).expect("encode");
+            file.clear();
+            file.extend_from_slice(&b.header);
+            file.extend_from_slice(b.payload);
+            let (_, back) = dec.read(&file, 0, file.len() as u64, "f").expect("read");
+            assert_eq!(back, &raw[..]);
+        }
+        // A section's bytes do not depend on the sections encoded before it on the same
+        // encoder (encoder threads take key groups in any order): here the section before
+        // ends while skipping.
+        let skipping: Vec<Vec<u8>> = (20..30).map(random_literal_block).collect();
+        encode_all(&mut enc, &skipping, 6);
+        let tail: Vec<Vec<u8>> = (50..60).map(text_block).collect();
+        let after = encode_all(&mut enc, &tail, 7);
+        let alone = encode_all(
+            &mut BlockEncoder::new(Compression::Zstd { level: 1 }).expect("encoder"),
+            &tail,
+            7,
+        );
+        assert_eq!(after, alone);
     }
 }
