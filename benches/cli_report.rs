@@ -11,8 +11,9 @@
 //! * `statekit convert` of the large savepoint (canonical → canonical, recompressed lz4 → zstd
 //!   and lz4 → lz4; canonical → native and native → canonical), `statekit rewrite
 //!   --max-parallelism` (time beside the plain convert, peak RSS) and `rewrite --rename-uid
-//!   --link`, beside `cp -r` of the same directory followed by `sync` (`--migrate-only` runs
-//!   just this section; rates are of the canonical input's bytes);
+//!   --link`, each beside `cp -r` of its own input directory followed by `sync` (the
+//!   native input for native → canonical; `--migrate-only` runs just this section; rates are
+//!   of each line's input bytes);
 //! * with `--s3-only` (needs `STATEKIT_MOTO`, the venv's `moto_server`): the large savepoint
 //!   uploaded to a real S3 API server on loopback, then `statekit show` (requests: one GET)
 //!   and `statekit dump --key` of one key (bytes the store served beside the savepoint's
@@ -428,11 +429,12 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
     let clean = || {
         let _ = std::fs::remove_dir_all(&out);
     };
-    let cp_sync = || {
+    // The anchor copies the line's own input (the native one for native -> canonical).
+    let cp_sync = |from: &Path| {
         clean();
         let r = measure(Command::new("sh").arg("-c").arg(format!(
             "cp -r '{}' '{}' && sync",
-            input.display(),
+            from.display(),
             out.display()
         )));
         clean();
@@ -515,7 +517,7 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
         let mut anchor_best = Duration::MAX;
         let mut out_bytes = 0;
         let (t, rss) = best(3, || {
-            anchor_best = anchor_best.min(cp_sync().0);
+            anchor_best = anchor_best.min(cp_sync(from).0);
             clean();
             let (cmd, rest) = args.split_first().expect("a command");
             let r = measure(
@@ -532,9 +534,17 @@ fn migrate_section(statekit: &Path, tmp: &Path, input: &Path) {
             clean();
             r
         });
-        fastest_cp = fastest_cp.min(anchor_best);
-        let anchor = mb / anchor_best.as_secs_f64();
-        let rate = mb / t.as_secs_f64();
+        // Rates in MB of the line's input (the ratio is the anchor's time over the line's).
+        let line_mb = if from == input {
+            mb
+        } else {
+            dir_bytes(from).0 as f64 / 1e6
+        };
+        if from == input {
+            fastest_cp = fastest_cp.min(anchor_best);
+        }
+        let anchor = line_mb / anchor_best.as_secs_f64();
+        let rate = line_mb / t.as_secs_f64();
         if what == "convert native -> canonical" {
             let _ = std::fs::remove_dir_all(&native_in);
         }
