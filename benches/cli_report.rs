@@ -136,11 +136,20 @@ fn best(n: usize, mut f: impl FnMut() -> (Duration, i64)) -> (Duration, i64) {
 fn dir_bytes(p: &Path) -> (u64, Vec<PathBuf>) {
     let mut files = Vec::new();
     let mut total = 0;
-    for e in std::fs::read_dir(p).expect("read_dir") {
-        let e = e.expect("entry");
-        total += e.metadata().expect("md").len();
-        files.push(e.path());
+    let mut dirs = vec![p.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let e = e.expect("entry");
+            let md = e.metadata().expect("md");
+            if md.is_dir() {
+                dirs.push(e.path());
+            } else {
+                total += md.len();
+                files.push(e.path());
+            }
+        }
     }
+    files.sort();
     (total, files)
 }
 
