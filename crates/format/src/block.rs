@@ -682,4 +682,62 @@ mod tests {
         );
         assert_eq!(after, alone);
     }
+
+    /// A small block: `records` records whose literals pay Huffman coding (text) or not.
+    fn small_block(text: bool, seed: u64, records: usize) -> Vec<u8> {
+        let mut b = Vec::new();
+        for r in 0..records as u64 {
+            if text {
+                // Lower-case letters: 4.7 bits each, so coding them saves about two fifths.
+                b.extend(noise(seed * 1000 + r, 96).iter().map(|&x| b'a' + x % 26));
+            } else {
+                b.extend_from_slice(&noise(seed * 1000 + r, 24));
+            }
+            b.extend(std::iter::repeat_n(b'a', 120));
+        }
+        b
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// Whatever the blocks and however sections follow each other on one encoder, each
+        /// section's bytes are those a fresh encoder writes for it alone (encoder threads take
+        /// key groups in any order), every block round-trips, and a section whose literals all
+        /// pay Huffman coding is exactly plain zstd.
+        #[test]
+        fn sections_encode_alike_on_any_encoder(
+            sections in proptest::collection::vec(
+                proptest::collection::vec((proptest::bool::ANY, 0u64..1000, 8usize..48), 0..45),
+                1..5,
+            ),
+            level in proptest::prop_oneof![proptest::strategy::Just(1), proptest::strategy::Just(3), proptest::strategy::Just(-1)],
+        ) {
+            let compression = Compression::Zstd { level };
+            let mut shared = BlockEncoder::new(compression).expect("encoder");
+            let mut dec = BlockDecoder::new();
+            for (section, kinds) in sections.iter().enumerate() {
+                let blocks: Vec<Vec<u8>> = kinds.iter().map(|&(text, seed, n)| small_block(text, seed, n)).collect();
+                for (raw, kind) in blocks.iter().zip(kinds) {
+                    // The generator makes both kinds of block.
+                    let plain = zstd::bulk::compress(raw, 1).expect("compress");
+                    proptest::prop_assert_eq!(huffman_literals(&plain), Some(kind.0));
+                }
+                let mut fresh = BlockEncoder::new(compression).expect("encoder");
+                for raw in &blocks {
+                    let a = shared.encode(raw, section as u32, 1).expect("encode");
+                    let mut file = a.header.to_vec();
+                    file.extend_from_slice(a.payload);
+                    let b = fresh.encode(raw, section as u32, 1).expect("encode");
+                    proptest::prop_assert_eq!(&file[BLOCK_HEADER_LEN..], b.payload);
+                    proptest::prop_assert_eq!(&file[..BLOCK_HEADER_LEN], &b.header[..]);
+                    let (_, back) = dec.read(&file, 0, file.len() as u64, "f").expect("read");
+                    proptest::prop_assert_eq!(back, &raw[..]);
+                }
+                if level == 1 && kinds.iter().all(|k| k.0) {
+                    proptest::prop_assert_eq!(fresh.skipped, 0);
+                }
+            }
+        }
+    }
 }
