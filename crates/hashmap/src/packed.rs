@@ -99,22 +99,19 @@ impl Shape {
     /// The shape of an entry, when it is short enough to pack.
     #[inline]
     fn of(p: &Probe<'_>, value: &[u8], ttl: bool) -> Option<Shape> {
-        if p.key().len() + p.namespace().len() > MAX_PACKED_KEY || value.len() > MAX_PACKED_VALUE {
-            return None;
-        }
-        Some(Shape::new(
-            p.key().len() as u8,
-            p.namespace().len() as u8,
-            0,
-            value.len() as u8,
-            ttl,
-            false,
-        ))
+        Self::packable(p, &[], value, ttl, false)
     }
 
     /// The shape of a map entry, when it is short enough to pack.
     #[inline]
     pub(crate) fn of_map(p: &Probe<'_>, user_key: &[u8], value: &[u8], ttl: bool) -> Option<Shape> {
+        Self::packable(p, user_key, value, ttl, true)
+    }
+
+    /// The shape of an entry of either kind (a single-value one has no user key), when it is
+    /// short enough to pack.
+    #[inline(always)]
+    fn packable(p: &Probe<'_>, user_key: &[u8], value: &[u8], ttl: bool, map: bool) -> Option<Shape> {
         if p.key().len() + p.namespace().len() + user_key.len() > MAX_PACKED_KEY || value.len() > MAX_PACKED_VALUE {
             return None;
         }
@@ -124,14 +121,14 @@ impl Shape {
             user_key.len() as u8,
             value.len() as u8,
             ttl,
-            true,
+            map,
         ))
     }
 
     /// Whether a map entry has this shape.
     #[inline(always)]
     pub(crate) fn map_fits(self, p: &Probe<'_>, user_key: &[u8], value: &[u8], ttl: bool) -> bool {
-        self.keys_fit(p) && user_key.len() == usize::from(self.user_key) && self.fits(p, value, ttl)
+        user_key.len() == usize::from(self.user_key) && self.fits(p, value, ttl)
     }
 
     /// Whether the table keeps timestamps.
