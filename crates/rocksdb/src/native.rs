@@ -396,6 +396,9 @@ impl NativeCut {
     }
 }
 
+/// Write buffer of [`write_native`]'s scratch database.
+const SCRATCH_WRITE_BUFFER: usize = 1 << 20;
+
 /// What [`write_native`] wrote.
 #[derive(Clone, Debug)]
 pub struct NativeWritten {
@@ -436,7 +439,12 @@ pub fn write_native(
         key_group_range: range,
         clock: statekit_core::ManualClock::new(clock_ms),
     };
-    let mut backend = crate::RocksDbBackend::new(config, options.clone())?;
+    // The scratch database's memtables only take what is too small to go into an SST file
+    // and live until the cut's flush: a small write buffer spares allocating (and zeroing)
+    // a full-size memtable and its bloom filter per state.
+    let mut options = options.clone();
+    options.write_buffer_bytes = options.write_buffer_bytes.min(SCRATCH_WRITE_BUFFER);
+    let mut backend = crate::RocksDbBackend::new(config, options)?;
     let entries = backend.bulk_load(view, threads)?;
     let states = backend.descriptors();
     let cut = backend.native_snapshot(checkpoint_id)?;
