@@ -354,9 +354,9 @@ impl Finding {
             Finding::StateNotDeclared { uid, state } => {
                 Some(format!("statekit rewrite IN OUT --drop-state {uid}/{state}"))
             }
-            Finding::MaxParallelism { uid, job, .. } => Some(format!(
-                "statekit rewrite IN OUT --max-parallelism {uid}={job} (not in this build yet)"
-            )),
+            Finding::MaxParallelism { uid, job, .. } => {
+                Some(format!("statekit rewrite IN OUT --max-parallelism {uid}={job}"))
+            }
             _ => None,
         }
     }

@@ -124,6 +124,55 @@ fn every_incompatibility_is_found_and_notes_are_not_incompatible() {
     assert!(r.findings[0].fix().is_none());
 }
 
+/// The other directions and fields: TTL switched on, the key, namespace and user-key types
+/// changed; and each finding a `rewrite` resolves names the command that does.
+#[test]
+fn ttl_switched_on_and_every_type_field_are_incompatible_and_fixes_name_the_rewrite() {
+    let snap = snapshot_schema();
+    let mut job = snap.clone();
+    let wc = job.operators.iter_mut().find(|o| o.uid == "word-counter").expect("op");
+    wc.max_parallelism = 128;
+    let state = |o: &mut statekit_migrate::schema::OperatorSchema, n: &str| {
+        o.keyed_states.iter().position(|k| k.name == n).expect("state")
+    };
+    let i = state(wc, "count");
+    wc.keyed_states[i].ttl_ms = Some(5_000);
+    wc.keyed_states[i].key = "i64".into();
+    let i = state(wc, "total");
+    wc.keyed_states[i].namespace = "i64".into();
+    let i = state(wc, "per-window");
+    wc.keyed_states[i].user_key = Some("i64".into());
+    job.operators.retain(|o| o.uid != "enricher");
+    let r = check(&snap, &job);
+    assert!(!r.is_compatible());
+    let has = |f: &dyn Fn(&Finding) -> bool| r.findings.iter().any(f);
+    assert!(has(
+        &|f| matches!(f, Finding::TtlSwitched { state, snapshot: false, .. } if state == "count")
+    ));
+    for (s, field) in [("count", "key"), ("total", "namespace"), ("per-window", "user_key")] {
+        assert!(
+            has(&|f| matches!(f, Finding::TypeChanged { state, field: x, .. } if state == s && x == field)),
+            "{s}/{field}: {:#?}",
+            r.findings
+        );
+    }
+    let fix = |pick: &dyn Fn(&Finding) -> bool| r.findings.iter().find(|f| pick(f)).and_then(Finding::fix);
+    assert_eq!(
+        fix(&|f| matches!(f, Finding::MaxParallelism { .. })).as_deref(),
+        Some("statekit rewrite IN OUT --max-parallelism word-counter=128")
+    );
+    assert_eq!(
+        fix(&|f| matches!(f, Finding::NotRestored { .. })).as_deref(),
+        Some("statekit rewrite IN OUT --drop-operator enricher")
+    );
+    // Each incompatible finding is printed on a line of its own, naming operator and state.
+    for f in r.findings.iter().filter(|f| f.is_incompatible()) {
+        let line = f.to_string();
+        assert!(!line.contains('\n'), "{line}");
+        assert!(line.contains("word-counter") || line.contains("enricher"), "{line}");
+    }
+}
+
 /// Every state of the fixture's schema turns back into the descriptor it was printed from;
 /// a bad kind, mode or type is refused naming the state and field.
 #[test]
