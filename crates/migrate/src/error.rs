@@ -73,6 +73,17 @@ pub enum MigrateError {
         /// The max parallelism asked for.
         max_parallelism: u32,
     },
+    /// An edit on an operator whose states are of a kind it cannot apply to (keys kept or
+    /// dropped where there is no keyed state).
+    #[error("{edit} {uid}: {why}")]
+    NotApplicable {
+        /// The edit, as its flag (`--keep-keys`).
+        edit: String,
+        /// The operator.
+        uid: String,
+        /// What the operator has instead.
+        why: String,
+    },
     /// An edit this build cannot apply yet.
     #[error("{what} is not supported yet")]
     NotSupported {
@@ -168,6 +179,7 @@ impl MigrateError {
             | MigrateError::StateNameTaken { .. }
             | MigrateError::BadParallelism { .. }
             | MigrateError::BadMaxParallelism { .. }
+            | MigrateError::NotApplicable { .. }
             | MigrateError::OutputExists { .. }
             | MigrateError::InvalidShard { .. }
             | MigrateError::ShardMissing { .. }

@@ -383,14 +383,14 @@ impl Plan {
                     op.max_parallelism = *max_parallelism;
                 }
                 Edit::KeepKeys { uid, keys } => {
-                    let op = find(&mut ops, uid)?;
+                    let op = keyed(find(&mut ops, uid)?, "--keep-keys")?;
                     op.keys.keep = Some(match &op.keys.keep {
                         Some(k) => Arc::new(k.intersection(keys).cloned().collect()),
                         None => keys.clone(),
                     });
                 }
                 Edit::DropKeys { uid, keys } => {
-                    let op = find(&mut ops, uid)?;
+                    let op = keyed(find(&mut ops, uid)?, "--drop-keys")?;
                     op.keys.drop = Some(match &op.keys.drop {
                         Some(d) => Arc::new(d.union(keys).cloned().collect()),
                         None => keys.clone(),
@@ -553,6 +553,30 @@ fn find<'p>(ops: &'p mut [OperatorPlan], uid: &str) -> Result<&'p mut OperatorPl
             uid: uid.to_string(),
             known,
         })
+}
+
+/// `op`, if it has keyed state for the key edit `edit` to apply to.
+fn keyed<'p>(op: &'p mut OperatorPlan, edit: &str) -> Result<&'p mut OperatorPlan, MigrateError> {
+    if op.keyed_states.is_empty() {
+        let why = if op.operator_states.is_empty() {
+            "the operator has no state".to_string()
+        } else {
+            format!(
+                "the operator has no keyed state, only operator state ({}): keys are kept or dropped in keyed state",
+                op.operator_states
+                    .iter()
+                    .map(|s| s.target.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        return Err(MigrateError::NotApplicable {
+            edit: edit.to_string(),
+            uid: op.uid.clone(),
+            why,
+        });
+    }
+    Ok(op)
 }
 
 fn state_names(op: &OperatorPlan) -> Vec<String> {

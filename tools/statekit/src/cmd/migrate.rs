@@ -387,7 +387,12 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
                 .filter(|o| only.is_none_or(|u| u == o.uid) && !o.keyed_states.is_empty())
                 .collect();
             if targets.is_empty() {
-                bail!("{flag} {spec}: no operator with keyed state to apply it to");
+                match only {
+                    Some(uid) => bail!(
+                        "{flag} {spec}: operator {uid:?} has no keyed state (keys are kept or dropped in keyed state)"
+                    ),
+                    None => bail!("{flag} {spec}: no operator with keyed state to apply it to"),
+                }
             }
             let text = std::fs::read_to_string(file).with_context(|| format!("{flag}: reading {file}"))?;
             for op in targets {
