@@ -205,6 +205,34 @@ fn bad_edits_and_outputs_are_refused_before_anything_is_written() {
             ],
             "no operator",
         ),
+        // Keys are kept or dropped in keyed state: not in an operator left with operator
+        // state only.
+        (
+            vec![
+                Edit::DropState {
+                    uid: "enricher".into(),
+                    state: "last-seen".into(),
+                },
+                Edit::KeepKeys {
+                    uid: "enricher".into(),
+                    keys: Arc::new(std::collections::BTreeSet::from([b"k".to_vec()])),
+                },
+            ],
+            "no keyed state, only operator state (pending)",
+        ),
+        (
+            vec![
+                Edit::DropState {
+                    uid: "enricher".into(),
+                    state: "last-seen".into(),
+                },
+                Edit::DropKeys {
+                    uid: "enricher".into(),
+                    keys: Arc::new(std::collections::BTreeSet::new()),
+                },
+            ],
+            "--drop-keys enricher",
+        ),
     ];
     for (edits, words) in bad {
         let e = Plan::new(&reader, &edits, PlanOptions::default()).expect_err("refused");
@@ -428,6 +456,9 @@ struct Model {
     keyed: BTreeMap<Named, Vec<KeyedRow>>,
     operator: BTreeMap<Named, Vec<Pair>>,
     parallelism: BTreeMap<String, u32>,
+    /// The input's operator ids and the uid each operator has now (`SetUid` finds operators
+    /// by the id they had in the input, whatever they were renamed to since).
+    uids_by_id: BTreeMap<String, String>,
 }
 
 impl Model {
@@ -454,12 +485,21 @@ impl Model {
                 if let Some(p) = self.parallelism.remove(from) {
                     self.parallelism.insert(to.clone(), p);
                 }
+                for u in self.uids_by_id.values_mut().filter(|u| *u == from) {
+                    u.clone_from(to);
+                }
+            }
+            Edit::SetUid { operator_id, uid } => {
+                if let Some(from) = self.uids_by_id.get(&operator_id.to_ascii_lowercase()).cloned() {
+                    self.apply(&Edit::RenameUid { from, to: uid.clone() });
+                }
             }
             Edit::DropOperator { uid } => {
                 let f = |k: &(String, String)| (&k.0 != uid).then(|| k.clone());
                 rekey(&mut self.keyed, &f);
                 rekey(&mut self.operator, &f);
                 self.parallelism.remove(uid);
+                self.uids_by_id.retain(|_, u| u != uid);
             }
             Edit::DropState { uid, state } => {
                 let f = |k: &(String, String)| (!(&k.0 == uid && &k.1 == state)).then(|| k.clone());
@@ -494,6 +534,8 @@ impl Model {
                     }
                 }
             }
+            // The input has no TTL, so a purge keeps everything; max parallelism moves keys
+            // between key groups, which the model does not see.
             _ => {}
         }
     }
@@ -679,8 +721,12 @@ fn write_input(
         }
     }
     writer.finish().expect("finish");
-    model.parallelism.insert("a".into(), p);
-    model.parallelism.insert("b".into(), p);
+    for uid in ["a", "b"] {
+        model.parallelism.insert(uid.into(), p);
+        model
+            .uids_by_id
+            .insert(statekit_core::OperatorId::from_uid(uid).to_string(), uid.into());
+    }
     model
 }
 
@@ -779,11 +825,28 @@ fn edit_strategy() -> impl Strategy<Value = Edit> {
         }),
         // Multiples of the input's 16 up to 4x split key groups without the sort; 8 and 80
         // take the sort (restores go up to parallelism 6).
-        (uid, prop::sample::select(vec![8u32, 32, 48, 64, 80])).prop_map(|(u, m)| Edit::MaxParallelism {
+        (uid.clone(), prop::sample::select(vec![8u32, 32, 48, 64, 80])).prop_map(|(u, m)| Edit::MaxParallelism {
             uid: u.into(),
             max_parallelism: m
         }),
+        // Ids of the input's operators (and of one it does not have), in either case.
+        (prop::sample::select(vec!["a", "b", "c"]), uid.clone(), any::<bool>()).prop_map(|(of, u, upper)| {
+            let id = statekit_core::OperatorId::from_uid(of).to_string();
+            Edit::SetUid {
+                operator_id: if upper { id.to_uppercase() } else { id },
+                uid: u.into(),
+            }
+        }),
+        Just(Edit::PurgeExpired),
+        (uid.clone(), key_set()).prop_map(|(u, keys)| Edit::KeepKeys { uid: u.into(), keys }),
+        (uid, key_set()).prop_map(|(u, keys)| Edit::DropKeys { uid: u.into(), keys }),
     ]
+}
+
+/// Some of the keys `write_input` writes (`u16`s below 200, big-endian).
+fn key_set() -> impl Strategy<Value = Arc<std::collections::BTreeSet<Vec<u8>>>> {
+    prop::collection::btree_set(0u16..200, 0..150)
+        .prop_map(|s| Arc::new(s.into_iter().map(|k| k.to_be_bytes().to_vec()).collect()))
 }
 
 proptest! {
@@ -952,13 +1015,14 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
     let native = output_formats().last().copied().unwrap_or_default();
     // 32 and 64 (2x and 4x the input's 16) split each key group without sorting; 128 (8x)
     // and 7 sort.
-    for (memory, new_max, format) in [
-        (1usize << 30, 128u32, OutputFormat::Canonical),
-        (2048, 128, native),
-        (2048, 32, OutputFormat::Canonical),
-        (2048, 64, native),
-        (512, 7, OutputFormat::Canonical),
-        (4096, 1, native),
+    // (memory, new max parallelism, output format, whether the sort must spill)
+    for (memory, new_max, format, spills) in [
+        (1usize << 30, 128u32, OutputFormat::Canonical, Some(false)),
+        (2048, 128, native, Some(true)),
+        (2048, 32, OutputFormat::Canonical, Some(false)),
+        (2048, 64, native, Some(false)),
+        (512, 7, OutputFormat::Canonical, Some(true)),
+        (4096, 1, native, None),
     ] {
         let spill = dir.path().join(format!("spill-{memory}-{new_max}"));
         std::fs::create_dir(&spill).expect("spill dir");
@@ -984,7 +1048,15 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
         )
         .expect("plan");
         let out = dir.path().join(format!("out-{memory}-{new_max}"));
-        migrate(&reader, &input, &plan, &out, &MigrateOptions::default(), &|_| {}).expect("migrate");
+        let summary = migrate(&reader, &input, &plan, &out, &MigrateOptions::default(), &|_| {}).expect("migrate");
+        if let Some(spills) = spills {
+            assert_eq!(
+                summary.spilled_runs > 0,
+                spills,
+                "memory {memory}, max parallelism {new_max}: {} sorted runs spilled",
+                summary.spilled_runs
+            );
+        }
         assert_eq!(
             std::fs::read_dir(&spill).expect("spill").count(),
             0,
@@ -1029,6 +1101,16 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
         PlanOptions::default(),
     )
     .expect_err("too many key groups");
+    assert!(matches!(e, MigrateError::BadMaxParallelism { .. }), "{e}");
+    let e = Plan::new(
+        &reader,
+        &[Edit::MaxParallelism {
+            uid: "a".into(),
+            max_parallelism: 0,
+        }],
+        PlanOptions::default(),
+    )
+    .expect_err("no key groups");
     assert!(matches!(e, MigrateError::BadMaxParallelism { .. }), "{e}");
 }
 
