@@ -41,10 +41,12 @@ enum Command {
     /// they differ).
     Diff(cmd::diff::DiffArgs),
     /// Write any readable snapshot (savepoint or checkpoint, canonical, native, incremental or
-    /// changelog) as a self-contained canonical savepoint, optionally at a new parallelism.
+    /// changelog) as a self-contained savepoint, canonical or native (RocksDB), with any
+    /// compression, optionally at a new parallelism.
     Convert(cmd::migrate::ConvertArgs),
-    /// Write a savepoint with edits: renamed or dropped operators and states, a new
-    /// parallelism, TTL-expired data purged (one streaming pass; the input is only read).
+    /// Write a savepoint with edits: uids set or renamed, operators and states dropped or
+    /// renamed, a new parallelism or max parallelism, TTL-expired data purged, keys kept or
+    /// dropped (one streaming pass; the input is only read).
     Rewrite(cmd::migrate::RewriteArgs),
     /// Print a snapshot's state schema (operators, states, kinds, types, TTL); --json writes
     /// the file `check --against` reads.
