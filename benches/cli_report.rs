@@ -8,7 +8,8 @@
 //!   state each (default 1024) that differ in 1% of their keys, beside `cat` of both
 //!   directories and `statekit verify` (full decode) of both.
 //!
-//! * `statekit convert` of the large savepoint (canonical → canonical, recompressed lz4 → zstd
+//! * `statekit convert` of a savepoint of about 1 GB (`--migrate-mb`, default 2048 MB of state)
+//!   (canonical → canonical, recompressed lz4 → zstd
 //!   and lz4 → lz4; canonical → native and native → canonical), `statekit rewrite
 //!   --max-parallelism` (time beside the plain convert, peak RSS) and `rewrite --rename-uid
 //!   --link`, each beside `cp -r` of its own input directory followed by `sync` (the
@@ -24,7 +25,7 @@
 //!
 //! ```text
 //! cargo build --release -p statekit
-//! cargo run --release -p statekit-benches --bin cli_report -- [--small-mb 10] [--large-mb 1024] [--dir DIR]
+//! cargo run --release -p statekit-benches --bin cli_report -- [--small-mb 10] [--large-mb 1024] [--migrate-mb 2048] [--dir DIR]
 //! cargo run --release -p statekit-benches --bin cli_report -- --diff-only --diff-mb 50
 //! ```
 
@@ -329,6 +330,8 @@ fn main() -> std::process::ExitCode {
     warn_if_stale(&statekit);
     let small_mb: u64 = arg("--small-mb", "10").parse().expect("--small-mb");
     let large_mb: u64 = arg("--large-mb", "1024").parse().expect("--large-mb");
+    // The migration lines run on a savepoint of about 1 GB (2 GB of state, lz4).
+    let migrate_mb: u64 = arg("--migrate-mb", "2048").parse().expect("--migrate-mb");
     let base = arg(
         "--dir",
         &std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into()),
@@ -341,8 +344,8 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::SUCCESS;
     }
     if args.iter().any(|a| a == "--migrate-only") {
-        let large = generate(tmp.path(), large_mb);
-        migrate_section(&statekit, tmp.path(), &large);
+        let input = generate(tmp.path(), migrate_mb);
+        migrate_section(&statekit, tmp.path(), &input);
         return std::process::ExitCode::SUCCESS;
     }
     if args.iter().any(|a| a == "--s3-only") {
@@ -419,7 +422,13 @@ fn main() -> std::process::ExitCode {
         v / c
     );
     inspect_section(&exe, &small, &large, small_bytes, large_bytes);
-    migrate_section(&statekit, tmp.path(), &large);
+    if migrate_mb == large_mb {
+        migrate_section(&statekit, tmp.path(), &large);
+    } else {
+        let input = generate(tmp.path(), migrate_mb);
+        migrate_section(&statekit, tmp.path(), &input);
+        let _ = std::fs::remove_dir_all(&input);
+    }
     tables_section(&statekit, tmp.path(), &large);
     if with_diff {
         diff_section(&statekit, tmp.path());
