@@ -170,22 +170,18 @@ fn a_rewrite_with_every_kind_of_edit_runs_from_the_command_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = fixture("savepoint-basic");
     let input_s = input.to_str().expect("utf-8");
-    // Renames only: the renamed operator's files are linked, the other's rewritten.
-    let dry = run(
-        dir.path(),
-        &[
-            "rewrite",
-            input_s,
-            "linked",
-            "--rename-uid",
-            "enricher=enriched",
-            "--drop-state",
-            "word-counter/avg",
-            "--link",
-            "--dry-run",
-            "--json",
-        ],
-    );
+    // The renamed operator's files are linked, the other's rewritten (a state is dropped).
+    let edits = [
+        "rewrite",
+        input_s,
+        "linked",
+        "--rename-uid",
+        "enricher=enriched",
+        "--drop-state",
+        "word-counter/avg",
+        "--link",
+    ];
+    let dry = run(dir.path(), &[&edits[..], &["--dry-run", "--json"]].concat());
     assert_eq!(dry.status.code(), Some(0), "{}", String::from_utf8_lossy(&dry.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&dry.stdout).expect("one JSON document");
     let (wc, en) = (
@@ -200,19 +196,7 @@ fn a_rewrite_with_every_kind_of_edit_runs_from_the_command_line() {
         "{doc:#}"
     );
     assert!(names(dir.path()).is_empty());
-    let real = run(
-        dir.path(),
-        &[
-            "rewrite",
-            input_s,
-            "linked",
-            "--rename-uid",
-            "enricher=enriched",
-            "--drop-state",
-            "word-counter/avg",
-            "--link",
-        ],
-    );
+    let real = run(dir.path(), &edits);
     assert_eq!(real.status.code(), Some(0), "{}", String::from_utf8_lossy(&real.stderr));
     assert_eq!(operator_bytes(&dir.path().join("linked"), "enriched"), en);
     // Everything else: renames, drops, a new parallelism and max parallelism (a spilling
