@@ -20,6 +20,12 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// The one JSON document a run that must succeed printed.
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
 #[test]
 fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -123,15 +129,13 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
             "--json",
         ],
     );
-    assert_eq!(out.status.code(), Some(0));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = json_of(&out);
     assert_eq!(doc["dry_run"], true);
     assert_eq!(doc["changes"][0], "rename operator \"word-counter\" to \"counter\"");
     assert!(names(dir.path()).is_empty());
     // A real run: one JSON document; then the output exists and is refused without --force.
     let out = run(dir.path(), &["convert", input, "out", "--json", "--parallelism", "3"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = json_of(&out);
     assert_eq!(doc["subtasks"], 6);
     assert!(
         out.stderr.is_empty(),
@@ -182,8 +186,7 @@ fn a_rewrite_with_every_kind_of_edit_runs_from_the_command_line() {
         "--link",
     ];
     let dry = run(dir.path(), &[&edits[..], &["--dry-run", "--json"]].concat());
-    assert_eq!(dry.status.code(), Some(0), "{}", String::from_utf8_lossy(&dry.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&dry.stdout).expect("one JSON document");
+    let doc = json_of(&dry);
     let (wc, en) = (
         operator_bytes(&input, "word-counter"),
         operator_bytes(&input, "enricher"),
@@ -230,8 +233,7 @@ fn a_rewrite_with_every_kind_of_edit_runs_from_the_command_line() {
             "--json",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = json_of(&out);
     assert!(doc["spilled_runs"].as_u64().unwrap_or(0) > 0, "{doc:#}");
     let verify = run(dir.path(), &["verify", "out"]);
     assert_eq!(
@@ -377,8 +379,7 @@ fn link_copies_where_the_output_is_on_another_file_system() {
             "--json",
         ],
     );
-    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&r.stdout).expect("one JSON document");
+    let doc = json_of(&r);
     assert_eq!(doc["bytes_linked"], 0, "{doc:#}");
     assert_eq!(doc["bytes_copied"], both, "{doc:#}");
     for e in std::fs::read_dir(&out).expect("out") {
@@ -429,8 +430,7 @@ fn native_round_trip_through_the_command_line() {
     let input = fixture("savepoint-basic");
     let input = input.to_str().expect("utf-8");
     let out = run(dir.path(), &["convert", input, "nat", "--format", "native", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = json_of(&out);
     assert_eq!(doc["format"], "native");
     assert_eq!(run(dir.path(), &["verify", "nat"]).status.code(), Some(0));
     // Built the RocksDB way: every table file was written by `SstFileWriter` and ingested
