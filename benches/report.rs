@@ -768,18 +768,19 @@ fn flink_section(o: &Opts) {
         println!("  {case:<26} per key: {what}");
     }
     let rocks_base = base_dir(o);
-    let rocks_opts = w::rocksdb_options(&rocks_base);
     let sides: [(&str, &str, f64); 2] = [("heap", "hashmap", 3.0), ("RocksDB", "rocksdb", 1.5)];
     for (ours_name, flink_name, target) in sides {
         if (ours_name == "heap" && o.rocksdb_only) || (ours_name == "RocksDB" && o.skip_rocksdb) {
             continue;
         }
-        let ours = if ours_name == "heap" {
-            let mut b = w::backend();
-            flink::statebench_ours(&mut b, n, 3)
-        } else {
-            let mut b = w::rocksdb_backend(&rocks_opts);
-            flink::statebench_ours(&mut b, n, 3)
+        // Like Flink's StateBench in its fresh JVM, ours runs in a fresh process: the same
+        // program, none of this report's earlier allocations in its heap.
+        let ours = match statebench_child(flink_name, n, &rocks_base) {
+            Ok(ours) => ours,
+            Err(e) => {
+                println!("  statekit {ours_name}: not measured: {e}");
+                continue;
+            }
         };
         println!(
             "  {:<26} {:>12} {:>12} {:>8}   (target >= {target:.1}x)",
@@ -855,6 +856,61 @@ fn flink_section(o: &Opts) {
         (ours, theirs) => println!("  memory per entry: not measured (statekit: {ours:?}, Flink: {theirs:?})"),
     }
 }
+/// Runs StateBench's workload on our `backend` (`hashmap` or `rocksdb`, Flink's names) in a
+/// child process of this report (`--statebench BACKEND KEYS DIR`, [`statebench_in_child`]);
+/// its cases' passes, in [`flink::CASES`]' order.
+fn statebench_child(backend: &str, keys: usize, dir: &std::path::Path) -> Result<Vec<flink::CaseRate>, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .args(["--statebench", backend, &keys.to_string()])
+        .arg(dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "the child exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut rates = Vec::new();
+    for &(case, _) in flink::CASES {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(case))
+            .ok_or_else(|| format!("the child printed no line for {case}: {text}"))?;
+        let nums: Vec<f64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        let (median, passes) = nums
+            .split_first()
+            .ok_or_else(|| format!("the child's line for {case} has no figures: {line}"))?;
+        rates.push(flink::CaseRate {
+            case,
+            median: *median,
+            passes: passes.to_vec(),
+        });
+    }
+    Ok(rates)
+}
+
+/// `report --statebench BACKEND KEYS DIR`: StateBench's workload on a fresh backend of ours in
+/// this (child) process; one line per case: its name, the median pass's rate, every pass's.
+fn statebench_in_child(args: &[String]) {
+    let backend = args.get(2).map_or("hashmap", String::as_str);
+    let keys = args.get(3).and_then(|x| x.parse().ok()).unwrap_or(1_000_000);
+    let dir = std::path::PathBuf::from(args.get(4).map_or("/var/tmp", String::as_str));
+    let rates = if backend == "rocksdb" {
+        let mut b = w::rocksdb_backend(&w::rocksdb_options(&dir));
+        flink::statebench_ours(&mut b, keys, 3)
+    } else {
+        let mut b = w::backend();
+        flink::statebench_ours(&mut b, keys, 3)
+    };
+    for c in rates {
+        let passes: Vec<String> = c.passes.iter().map(|r| format!("{r:.1}")).collect();
+        println!("{} {:.1} {}", c.case, c.median, passes.join(" "));
+    }
+}
 
 fn main() {
     // `report --footprint N`: the child that measures the heap backend's RSS growth alone.
@@ -862,6 +918,10 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--footprint") {
         let n = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(1_000_000);
         println!("{:.1}", flink::heap_bytes_per_entry(n));
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("--statebench") {
+        statebench_in_child(&args);
         return;
     }
     let o = parse();
