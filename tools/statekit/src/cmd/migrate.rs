@@ -381,40 +381,22 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
                 Some((uid, file)) if plan.operators.iter().any(|o| o.uid == uid) => (Some(uid), file),
                 _ => (None, spec.as_str()),
             };
+            // A named operator gets the edit whatever it holds (the plan refuses it where it
+            // has no keyed state, naming what it has); otherwise every operator with keyed state.
             let targets: Vec<_> = plan
                 .operators
                 .iter()
-                .filter(|o| only.is_none_or(|u| u == o.uid) && !o.keyed_states.is_empty())
+                .filter(|o| only.map_or(!o.keyed_states.is_empty(), |u| u == o.uid))
                 .collect();
             if targets.is_empty() {
-                match only {
-                    Some(uid) => bail!(
-                        "{flag} {spec}: operator {uid:?} has no keyed state (keys are kept or dropped in keyed state)"
-                    ),
-                    None => bail!("{flag} {spec}: no operator with keyed state to apply it to"),
-                }
+                bail!("{flag} {spec}: no operator with keyed state to apply it to");
             }
             let text = std::fs::read_to_string(file).with_context(|| format!("{flag}: reading {file}"))?;
             for op in targets {
-                let schema = op
-                    .keyed_states
-                    .first()
-                    .map(|s| &s.target.key_schema)
-                    .context("no keyed state")?;
-                let mut keys = std::collections::BTreeSet::new();
-                for (n, line) in text.lines().enumerate() {
-                    if line.is_empty() {
-                        continue;
-                    }
-                    let key = crate::render::parse_key(line, schema, args.key_format).map_err(|e| {
-                        anyhow::anyhow!(
-                            "{file}: line {}: {line:?} is not a key of operator {:?} (type {schema}): {e}",
-                            n + 1,
-                            op.uid
-                        )
-                    })?;
-                    keys.insert(key);
-                }
+                let keys = match op.keyed_states.first() {
+                    Some(s) => parse_keys(&text, file, &op.uid, &s.target.key_schema, args.key_format)?,
+                    None => std::collections::BTreeSet::new(),
+                };
                 let keys = std::sync::Arc::new(keys);
                 let uid = op.uid.clone();
                 edits.push(if keep {
@@ -426,6 +408,31 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
         }
     }
     run_with(&args.out, reader, &edits, args.now, memory)
+}
+
+/// The keys of a `--keep-keys`/`--drop-keys` file (`text`, read from `file`), one per line,
+/// as keys of type `schema` of operator `uid`; blank lines are skipped.
+fn parse_keys(
+    text: &str,
+    file: &str,
+    uid: &str,
+    schema: &statekit_core::TypeSchema,
+    format: crate::render::KeyFormat,
+) -> Result<std::collections::BTreeSet<Vec<u8>>> {
+    let mut keys = std::collections::BTreeSet::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let key = crate::render::parse_key(line, schema, format).map_err(|e| {
+            anyhow::anyhow!(
+                "{file}: line {}: {line:?} is not a key of operator {uid:?} (type {schema}): {e}",
+                n + 1
+            )
+        })?;
+        keys.insert(key);
+    }
+    Ok(keys)
 }
 
 fn run(args: &OutputArgs, reader: SnapshotReader, edits: &[Edit], now: Option<i64>) -> Result<ExitCode> {
