@@ -221,6 +221,18 @@ pub struct CaseRate {
 }
 
 impl CaseRate {
+    /// A case's rates from its passes, in the order they ran; the median is StateBench's
+    /// (the middle of the sorted passes).
+    pub fn from_passes(case: &'static str, passes: Vec<f64>) -> CaseRate {
+        let mut sorted = passes.clone();
+        sorted.sort_by(f64::total_cmp);
+        CaseRate {
+            case,
+            median: sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
+            passes,
+        }
+    }
+
     /// Operations per second over all passes together (all operations over all their time):
     /// unlike the median, it counts a slow pass (one that pays a write-back, say) in full.
     pub fn overall(&self) -> f64 {
@@ -238,13 +250,7 @@ fn timed_passes(case: &'static str, passes: usize, n: usize, mut pass: impl FnMu
             rate(n, t)
         })
         .collect();
-    let mut sorted = rates.clone();
-    sorted.sort_by(f64::total_cmp);
-    CaseRate {
-        case,
-        median: sorted[sorted.len() / 2],
-        passes: rates,
-    }
+    CaseRate::from_passes(case, rates)
 }
 
 /// StateBench's workload on a statekit backend: the same keys, order, warm-up, cases and
@@ -336,12 +342,7 @@ fn statebench_on<B: KeyedStateBackend + ?Sized>(b: &mut B, perm: &[i64], passes:
         };
         b.put(vs, &key, &[], &v.to_be_bytes()).expect("put");
     }
-    let first = rate(keys, t);
-    res.push(CaseRate {
-        case: "value_insert_get_update",
-        median: first,
-        passes: vec![first],
-    });
+    res.push(CaseRate::from_passes("value_insert_get_update", vec![rate(keys, t)]));
 
     res.push(timed_passes("value_get_update", passes, keys, |_| {
         for &k in perm {

@@ -773,8 +773,7 @@ fn flink_section(o: &Opts) {
         if (ours_name == "heap" && o.rocksdb_only) || (ours_name == "RocksDB" && o.skip_rocksdb) {
             continue;
         }
-        // Like Flink's StateBench in its fresh JVM, ours runs in a fresh process: the same
-        // program, none of this report's earlier allocations in its heap.
+        // Like Flink's StateBench in its fresh JVM, ours runs in a fresh process.
         let ours = match statebench_child(flink_name, n, &rocks_base) {
             Ok(ours) => ours,
             Err(e) => {
@@ -856,6 +855,7 @@ fn flink_section(o: &Opts) {
         (ours, theirs) => println!("  memory per entry: not measured (statekit: {ours:?}, Flink: {theirs:?})"),
     }
 }
+
 /// Runs StateBench's workload on our `backend` (`hashmap` or `rocksdb`, Flink's names) in a
 /// child process of this report (`--statebench BACKEND KEYS DIR`, [`statebench_in_child`]);
 /// its cases' passes, in [`flink::CASES`]' order.
@@ -880,21 +880,17 @@ fn statebench_child(backend: &str, keys: usize, dir: &std::path::Path) -> Result
             .lines()
             .find(|l| l.split_whitespace().next() == Some(case))
             .ok_or_else(|| format!("the child printed no line for {case}: {text}"))?;
-        let nums: Vec<f64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-        let (median, passes) = nums
-            .split_first()
-            .ok_or_else(|| format!("the child's line for {case} has no figures: {line}"))?;
-        rates.push(flink::CaseRate {
-            case,
-            median: *median,
-            passes: passes.to_vec(),
-        });
+        let passes: Vec<f64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        if passes.is_empty() {
+            return Err(format!("the child's line for {case} has no figures: {line}"));
+        }
+        rates.push(flink::CaseRate::from_passes(case, passes));
     }
     Ok(rates)
 }
 
 /// `report --statebench BACKEND KEYS DIR`: StateBench's workload on a fresh backend of ours in
-/// this (child) process; one line per case: its name, the median pass's rate, every pass's.
+/// this (child) process; one line per case: its name and every pass's rate, in order.
 fn statebench_in_child(args: &[String]) {
     let backend = args.get(2).map_or("hashmap", String::as_str);
     let keys = args.get(3).and_then(|x| x.parse().ok()).unwrap_or(1_000_000);
@@ -908,7 +904,7 @@ fn statebench_in_child(args: &[String]) {
     };
     for c in rates {
         let passes: Vec<String> = c.passes.iter().map(|r| format!("{r:.1}")).collect();
-        println!("{} {:.1} {}", c.case, c.median, passes.join(" "));
+        println!("{} {}", c.case, passes.join(" "));
     }
 }
 
