@@ -165,7 +165,7 @@ fn ttl_switched_on_and_every_type_field_are_incompatible_and_fixes_name_the_rewr
         fix(&|f| matches!(f, Finding::NotRestored { .. })).as_deref(),
         Some("statekit rewrite IN OUT --drop-operator enricher")
     );
-    // Each incompatible finding is printed on a line of its own, naming operator and state.
+    // Each incompatible finding is printed on a line of its own, naming its operator.
     for f in r.findings.iter().filter(|f| f.is_incompatible()) {
         let line = f.to_string();
         assert!(!line.contains('\n'), "{line}");

@@ -20,10 +20,23 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Asserts that a run exited 0 (showing its standard error where it did not).
+fn succeeded(out: &std::process::Output) {
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// The one JSON document a run that must succeed printed.
 fn json_of(out: &std::process::Output) -> serde_json::Value {
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    succeeded(out);
     serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+/// Asserts that `statekit verify PATH`, run in `dir`, finds the snapshot sound.
+fn verifies(dir: &Path, path: &str) {
+    let v = run(dir, &["verify", path]);
+    let report = String::from_utf8_lossy(&v.stdout);
+    assert_eq!(v.status.code(), Some(0), "{path}: {report}");
+    assert!(report.contains("OK"), "{path}: {report}");
 }
 
 #[test]
@@ -146,13 +159,7 @@ fn refusals_exit_2_and_write_nothing_dry_runs_exit_0() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
     let forced = run(dir.path(), &["convert", input, "out", "--force"]);
     assert_eq!(forced.status.code(), Some(0));
-    let verify = run(dir.path(), &["verify", "out"]);
-    assert_eq!(
-        verify.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    verifies(dir.path(), "out");
     assert_eq!(names(dir.path()), ["out"]);
 }
 
@@ -200,7 +207,7 @@ fn a_rewrite_with_every_kind_of_edit_runs_from_the_command_line() {
     );
     assert!(names(dir.path()).is_empty());
     let real = run(dir.path(), &edits);
-    assert_eq!(real.status.code(), Some(0), "{}", String::from_utf8_lossy(&real.stderr));
+    succeeded(&real);
     assert_eq!(operator_bytes(&dir.path().join("linked"), "enriched"), en);
     // Everything else: renames, drops, a new parallelism and max parallelism (a spilling
     // sort), TTL purge and a keys file, in one pass.
@@ -235,13 +242,7 @@ fn a_rewrite_with_every_kind_of_edit_runs_from_the_command_line() {
     );
     let doc = json_of(&out);
     assert!(doc["spilled_runs"].as_u64().unwrap_or(0) > 0, "{doc:#}");
-    let verify = run(dir.path(), &["verify", "out"]);
-    assert_eq!(
-        verify.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    verifies(dir.path(), "out");
     let r = SnapshotReader::open(dir.path().join("out")).expect("open");
     assert!(r.operator("enricher").is_err() && r.operator("word-counter").is_err());
     let op = r.operator("counter").expect("counter");
@@ -254,7 +255,7 @@ fn a_rewrite_with_every_kind_of_edit_runs_from_the_command_line() {
     // The count state without the dropped keys, every other key as it was.
     let dump = |path: &str, uid: &str, state: &str| -> Vec<String> {
         let out = run(dir.path(), &["dump", path, "--uid", uid, "--state", state]);
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        succeeded(&out);
         let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.split_once(" key=").map(|(_, rest)| rest.to_string()))
@@ -296,7 +297,7 @@ fn an_incremental_checkpoint_converts_to_a_self_contained_savepoint() {
             "words",
         ],
     );
-    assert_eq!(demo.status.code(), Some(0), "{}", String::from_utf8_lossy(&demo.stderr));
+    succeeded(&demo);
     // The newest checkpoint, and that it shares table files with older ones.
     let job = std::fs::read_dir(dir.path().join("ck"))
         .expect("ck")
@@ -321,7 +322,7 @@ fn an_incremental_checkpoint_converts_to_a_self_contained_savepoint() {
     let chk = chk.to_str().expect("utf-8");
     for (out, format) in [("conv", "canonical"), ("nat", "native")] {
         let c = run(dir.path(), &["convert", chk, out, "--format", format]);
-        assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stderr));
+        succeeded(&c);
         let diff = run(dir.path(), &["diff", chk, out]);
         assert_eq!(
             diff.status.code(),
@@ -332,14 +333,7 @@ fn an_incremental_checkpoint_converts_to_a_self_contained_savepoint() {
     }
     std::fs::remove_dir_all(dir.path().join("ck")).expect("remove checkpoints");
     for out in ["conv", "nat"] {
-        let v = run(dir.path(), &["verify", out]);
-        assert_eq!(
-            v.status.code(),
-            Some(0),
-            "{out}: {}",
-            String::from_utf8_lossy(&v.stdout)
-        );
-        assert!(String::from_utf8_lossy(&v.stdout).contains("OK"), "{out}");
+        verifies(dir.path(), out);
     }
 }
 
@@ -361,7 +355,7 @@ fn link_copies_where_the_output_is_on_another_file_system() {
     }
     let fixture = fixture("savepoint-basic");
     let c = run(dir.path(), &["convert", fixture.to_str().expect("utf-8"), "in"]);
-    assert_eq!(c.status.code(), Some(0), "{}", String::from_utf8_lossy(&c.stderr));
+    succeeded(&c);
     // Neither operator changes but for a uid: both are copied.
     let both =
         operator_bytes(&dir.path().join("in"), "enricher") + operator_bytes(&dir.path().join("in"), "word-counter");
@@ -387,8 +381,7 @@ fn link_copies_where_the_output_is_on_another_file_system() {
         assert_eq!(md.nlink(), 1, "a copy, not a link");
     }
     std::fs::remove_dir_all(dir.path().join("in")).expect("remove input");
-    let v = run(dir.path(), &["verify", out_s]);
-    assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stdout));
+    verifies(dir.path(), out_s);
 }
 
 /// On a terminal (`script` gives the run a pseudo-terminal) `convert` draws a progress bar
@@ -432,7 +425,7 @@ fn native_round_trip_through_the_command_line() {
     let out = run(dir.path(), &["convert", input, "nat", "--format", "native", "--json"]);
     let doc = json_of(&out);
     assert_eq!(doc["format"], "native");
-    assert_eq!(run(dir.path(), &["verify", "nat"]).status.code(), Some(0));
+    verifies(dir.path(), "nat");
     // Built the RocksDB way: every table file was written by `SstFileWriter` and ingested
     // (only such files carry the `rocksdb.external_sst_file.*` properties, found by their
     // stored suffix, since the properties block shares key prefixes; a flushed memtable's
@@ -469,7 +462,7 @@ fn native_round_trip_through_the_command_line() {
     let diff = run(dir.path(), &["diff", input, "nat"]);
     assert_eq!(diff.status.code(), Some(0), "{}", String::from_utf8_lossy(&diff.stdout));
     let back = run(dir.path(), &["convert", "nat", "back", "--compression", "zstd"]);
-    assert_eq!(back.status.code(), Some(0), "{}", String::from_utf8_lossy(&back.stderr));
+    succeeded(&back);
     assert_eq!(run(dir.path(), &["diff", input, "back"]).status.code(), Some(0));
     let refused = run(
         dir.path(),
