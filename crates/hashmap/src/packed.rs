@@ -18,7 +18,9 @@
 //! probed group by group from a start chosen by the hash's low 32 bits with a multiply (so a
 //! table may have any number of groups, not only a power of two), and matched eight at a time
 //! with word arithmetic. Tables are rebuilt at 7/8 full to about 3/5, so they stay between
-//! those loads instead of hashbrown's 7/16 to 7/8 after doubling. The shards sit under the
+//! those loads instead of hashbrown's 7/16 to 7/8 after doubling; map tables, whose entries of
+//! one map share a probe start (so groups probed linearly cluster sooner), at 3/4 to 1/2. The
+//! shards sit under the
 //! same copy-on-write directory as every other table ([`crate::table::Dir`]).
 
 use crate::backend::Cell;
@@ -206,9 +208,9 @@ pub(crate) struct PackedShard {
 }
 
 impl PackedShard {
-    /// An empty shard with room for `n` entries at about 3/5 load.
+    /// An empty shard with room for `n` entries at about 3/5 load (a map table's at 1/2).
     pub(crate) fn for_len(shape: Shape, n: usize) -> Self {
-        let groups = (n * 5 / 3).div_ceil(8).max(1);
+        let groups = if shape.map { n * 2 } else { n * 5 / 3 }.div_ceil(8).max(1);
         PackedShard {
             shape,
             ctrl: vec![0; groups],
@@ -262,13 +264,6 @@ impl PackedShard {
         self.find_tagged(p, p.hash(), |_| true)
     }
 
-    /// Whether the group a probe for `hash` starts at has an empty slot: then the probe path
-    /// of `hash` is that one group.
-    #[inline(always)]
-    pub(crate) fn first_group_open(&self, hash: u64) -> bool {
-        zero_bytes(self.ctrl[self.first_group(hash)]) != 0
-    }
-
     /// Starts loading the first slots of group `g` while its control word is read: the slot
     /// an entry is found in is most often in the group its probe starts at, so its cache miss
     /// then overlaps the control word's instead of following it.
@@ -320,7 +315,32 @@ impl PackedShard {
     /// satisfy `rest` (a map table's user key; always true in a single-value table).
     #[inline(always)]
     pub(crate) fn find_tagged(&self, p: &Probe<'_>, tag_hash: u64, rest: impl Fn(&[u8]) -> bool) -> Option<usize> {
+        self.probe_tagged::<false>(p, tag_hash, rest).ok()
+    }
+
+    /// [`Self::find_tagged`], or when there is no such slot, the number of full slots on the
+    /// probe path of `p` (a bound on the entries of its map, all of which lie on that path).
+    #[inline(always)]
+    pub(crate) fn find_tagged_or_path(
+        &self,
+        p: &Probe<'_>,
+        tag_hash: u64,
+        rest: impl Fn(&[u8]) -> bool,
+    ) -> Result<usize, usize> {
+        self.probe_tagged::<true>(p, tag_hash, rest)
+    }
+
+    /// The probe of [`Self::find_tagged`]: `Err` holds the full slots on the path when
+    /// `COUNT`, else 0.
+    #[inline(always)]
+    fn probe_tagged<const COUNT: bool>(
+        &self,
+        p: &Probe<'_>,
+        tag_hash: u64,
+        rest: impl Fn(&[u8]) -> bool,
+    ) -> Result<usize, usize> {
         let groups = self.ctrl.len();
+        let mut full = 0;
         let tag = LO * u64::from(Self::tag(tag_hash));
         let (kl, nl) = (usize::from(self.shape.key), usize::from(self.shape.namespace));
         let mut g = self.first_group(p.hash());
@@ -332,19 +352,22 @@ impl PackedShard {
                 let i = g * 8 + (m.trailing_zeros() / 8) as usize;
                 let s = self.slot(i);
                 if bytes_eq(&s[..kl], p.key()) && bytes_eq(&s[kl..kl + nl], p.namespace()) && rest(s) {
-                    return Some(i);
+                    return Ok(i);
                 }
                 m &= m - 1;
             }
+            if COUNT {
+                full += (word & HI).count_ones() as usize;
+            }
             if zero_bytes(word) != 0 {
-                return None;
+                return Err(full);
             }
             g += 1;
             if g == groups {
                 g = 0;
             }
         }
-        None
+        Err(full)
     }
 
     /// Calls `f` with the index and bytes of every slot holding `p`'s key and namespace,
@@ -411,13 +434,19 @@ impl PackedShard {
         }
     }
 
-    /// Whether one more entry would take the table past 7/8 full (deleted slots count).
+    /// Whether one more entry would take the table past 7/8 full (a map table's past 3/4;
+    /// deleted slots count).
     #[inline(always)]
     pub(crate) fn needs_room(&self) -> bool {
-        (self.len + self.deleted + 1) * 8 > self.ctrl.len() * 8 * 7
+        let used = (self.len + self.deleted + 1) * 8;
+        if self.shape.map {
+            used > self.ctrl.len() * 8 * 6
+        } else {
+            used > self.ctrl.len() * 8 * 7
+        }
     }
 
-    /// Rebuilds the table for its entries and one more at about 3/5 load.
+    /// Rebuilds the table for its entries and one more at about 3/5 load (a map table's at 1/2).
     #[cold]
     #[inline(never)]
     pub(crate) fn make_room(&mut self) {
