@@ -16,11 +16,14 @@ struct Faulty {
     slow: AtomicU32,
     slow_ms: AtomicU64,
     creates: AtomicU32,
+    /// Slowed commits that have returned.
+    slow_done: Arc<AtomicU32>,
 }
 
 struct SlowWriter {
     inner: Box<dyn StorageWriter>,
     delay: Option<Duration>,
+    done: Arc<AtomicU32>,
 }
 
 impl std::io::Write for SlowWriter {
@@ -34,10 +37,13 @@ impl std::io::Write for SlowWriter {
 
 impl StorageWriter for SlowWriter {
     fn commit(self: Box<Self>) -> Result<u64, StorageError> {
-        if let Some(d) = self.delay {
-            std::thread::sleep(d);
-        }
-        self.inner.commit()
+        let Some(d) = self.delay else {
+            return self.inner.commit();
+        };
+        std::thread::sleep(d);
+        let r = self.inner.commit();
+        self.done.fetch_add(1, Ordering::SeqCst);
+        r
     }
 }
 
@@ -59,6 +65,7 @@ impl StorageHooks for Faulty {
         Ok(Box::new(SlowWriter {
             inner: inner.create(path)?,
             delay,
+            done: self.slow_done.clone(),
         }))
     }
 }
@@ -126,22 +133,34 @@ fn an_upload_failing_every_attempt_fails_one_persist_only() {
 fn a_slow_attempt_gets_a_second_one_and_the_loser_is_deleted() {
     let f = faulty();
     f.hooks().slow.store(1, Ordering::SeqCst);
-    f.hooks().slow_ms.store(1_500, Ordering::SeqCst);
+    f.hooks().slow_ms.store(5_000, Ordering::SeqCst);
     let st = ChangelogStorage::new(f.clone(), "dstl", config()).expect("storage");
     let mut w = st.writer();
     w.append(1, &put(b"v"));
     let t = std::time::Instant::now();
     let segs = w.persist(0).expect("persist").wait().expect("hedged attempt wins");
+    // Well before the slow attempt's 5 s (the second starts after the 300 ms timeout; the
+    // margin is for a loaded machine).
     assert!(
-        t.elapsed() < Duration::from_millis(1_400),
+        t.elapsed() < Duration::from_millis(4_000),
         "waited for the slow attempt: {:?}",
         t.elapsed()
     );
     assert_eq!(f.hooks().creates.load(Ordering::SeqCst), 2);
-    // The slow attempt finishes later; its file is deleted, the winner's stays.
-    std::thread::sleep(Duration::from_millis(1_800));
-    let names: Vec<String> = f.list("dstl").expect("list").into_iter().map(|e| e.name).collect();
-    assert_eq!(names, vec![segs[0].path.clone()]);
+    // The slow attempt commits later; then its file is deleted and the winner's stays.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while f.hooks().slow_done.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the slow attempt never committed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    loop {
+        let names: Vec<String> = f.list("dstl").expect("list").into_iter().map(|e| e.name).collect();
+        if names.len() == 1 || std::time::Instant::now() > deadline {
+            assert_eq!(names, vec![segs[0].path.clone()]);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

@@ -747,8 +747,15 @@ fn socket_input_as_the_seed_types_it() {
     expect(&rx, "(b,1)");
     conn.write_all(b"a\n").expect("send");
     expect(&rx, "(a,2)");
-    // Quiet for a while: checkpoints go on by the interval.
-    std::thread::sleep(std::time::Duration::from_millis(900));
+    // Quiet for a while: checkpoints go on by the interval (at least one completes).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !has_completed_checkpoint(&d.join("statekit-data/checkpoints")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no interval checkpoint completed within 30 s while quiet"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // SIGTERM while the socket is open and quiet: a savepoint, exit 0.
     // SAFETY: FFI call sending SIGTERM to our own child.
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -780,6 +787,20 @@ fn socket_input_as_the_seed_types_it() {
     drop(conn); // the stream ends: a last savepoint, exit 0
     let o = child.wait_with_output().expect("wait");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// Whether some `JOB/chk-N/_metadata` exists under `base` (a checkpoint completed).
+fn has_completed_checkpoint(base: &std::path::Path) -> bool {
+    let dirs = |p: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(p)
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    dirs(base).iter().any(|job| {
+        dirs(job).iter().any(|c| {
+            c.file_name().is_some_and(|n| n.to_string_lossy().starts_with("chk-")) && c.join("_metadata").is_file()
+        })
+    })
 }
 
 /// `show` (and every command taking one snapshot) of a directory of snapshots says so and

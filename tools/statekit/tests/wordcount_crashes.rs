@@ -316,7 +316,13 @@ fn sigterm_stops_with_a_savepoint_and_the_restore_continues_exactly() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    std::thread::sleep(Duration::from_millis(300));
+    // SIGTERM once the first checkpoint committed output (a fixed sleep could land before the
+    // handler is installed on a loaded machine, or after the end on a fast one).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while committed_lines(&d.join("out")).is_empty() {
+        assert!(Instant::now() < deadline, "no checkpoint committed output in a minute");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // SAFETY: FFI call sending SIGTERM to our own child.
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     assert_eq!(rc, 0);
