@@ -11,7 +11,7 @@
 const C1_32: u32 = 0xcc9e_2d51;
 const C2_32: u32 = 0x1b87_3593;
 
-#[inline]
+#[inline(always)]
 fn fmix32(mut h: u32) -> u32 {
     h ^= h >> 16;
     h = h.wrapping_mul(0x85eb_ca6b);
@@ -62,6 +62,27 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
     }
     h1 ^= data.len() as u32;
     fmix32(h1)
+}
+
+/// [`murmur3_x86_32`] of exactly eight bytes, with the two blocks unrolled (no loop).
+///
+/// ```
+/// use statekit_core::hash::{murmur3_x86_32, murmur3_x86_32_of8};
+/// let k = 42i64.to_be_bytes();
+/// assert_eq!(murmur3_x86_32_of8(&k, 0), murmur3_x86_32(&k, 0));
+/// ```
+#[inline(always)]
+pub fn murmur3_x86_32_of8(data: &[u8; 8], seed: u32) -> u32 {
+    let [a0, a1, a2, a3, b0, b1, b2, b3] = *data;
+    let mut h1 = seed;
+    for k in [
+        u32::from_le_bytes([a0, a1, a2, a3]),
+        u32::from_le_bytes([b0, b1, b2, b3]),
+    ] {
+        h1 ^= k.wrapping_mul(C1_32).rotate_left(15).wrapping_mul(C2_32);
+        h1 = h1.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    fmix32(h1 ^ 8)
 }
 
 /// MurmurHash3, x64 128-bit variant, returned as Guava's `HashCode.asBytes()`:

@@ -142,6 +142,20 @@ fn remove_entry<V: Clone>(t: &mut KgTable<V>, p: &Probe<'_>) -> Option<V> {
     t.remove(p)
 }
 
+/// Sets `out` (empty) to an 8-byte value: one word store when `out` has room.
+#[inline(always)]
+fn set_word(out: &mut Vec<u8>, word: [u8; 8]) {
+    if out.capacity() >= 8 {
+        for (d, s) in out.spare_capacity_mut().iter_mut().zip(word) {
+            d.write(s);
+        }
+        // SAFETY: `out` is empty and the loop initialised its first 8 bytes of capacity.
+        unsafe { out.set_len(8) };
+    } else {
+        out.extend_from_slice(&word);
+    }
+}
+
 /// Sets `out` (empty) to `bytes`: up to 32 bytes as one fixed-size copy, no `memcpy` call.
 #[inline(always)]
 fn set_short(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -436,6 +450,233 @@ impl HashMapBackend {
         Ok((i, idx as usize, kh))
     }
 
+    /// The value of an 8-byte key without namespace in a packed `(8-byte key, 8-byte value)`
+    /// table without TTL: `Some(found)`; `None` for every other case, which
+    /// [`Self::get_general`] serves. Short, so that [`KeyedStateBackend::get`] inlines into
+    /// its caller's loop: at 1 M keys a `get` waits on one cache miss, and fewer instructions
+    /// per `get` let the next one's miss start while this one's is outstanding.
+    #[inline(always)]
+    fn get_word(&mut self, state: StateHandle, key: &[u8], namespace: &[u8]) -> Option<Option<[u8; 8]>> {
+        let k8 = <&[u8; 8]>::try_from(key).ok()?;
+        if !namespace.is_empty() {
+            return None;
+        }
+        let st = self.states.get(state.0 as usize)?;
+        let (Tables::Single(tables), None) = (&st.tables, st.desc.ttl) else {
+            return None;
+        };
+        let (kh, idx) = self.word_route(k8);
+        let found = tables
+            .get(idx as usize)?
+            .get_word(u64::from_ne_bytes(*k8), crate::table::table_hash(kh, &[]))
+            .ok()?;
+        self.last.set(key, kh, idx);
+        Some(found)
+    }
+
+    /// `(key hash, table index)` of an 8-byte key, computed (the index may be out of range:
+    /// the tables' `get` then finds nothing and the general path reports it).
+    #[inline(always)]
+    fn word_route(&self, k8: &[u8; 8]) -> (u32, u32) {
+        let kh = statekit_core::hash::murmur3_x86_32_of8(k8, 0);
+        (kh, self.key_group_of.rem(kh).wrapping_sub(self.range_start))
+    }
+
+    /// [`Self::word_route`] through the [`LastKey`] memo, which it updates; `None` when the
+    /// key group is not this backend's.
+    #[inline(always)]
+    fn word_route_memo(&mut self, k8: &[u8; 8]) -> Option<(u32, u32)> {
+        if let Some(hit) = self.last.get(k8) {
+            return Some(hit);
+        }
+        let (kh, idx) = self.word_route(k8);
+        if idx >= self.range_len {
+            return None;
+        }
+        self.last.set(k8, kh, idx);
+        Some((kh, idx))
+    }
+
+    /// [`KeyedStateBackend::map_get`] in a packed table of [`crate::packed::Shape::is_word_map`]
+    /// without TTL: `None` for every other case, which [`Self::map_get_general`] serves
+    /// (see [`Self::get_word`]).
+    #[inline(always)]
+    fn map_get_word(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+    ) -> Option<Option<[u8; 8]>> {
+        let k8 = <&[u8; 8]>::try_from(key).ok()?;
+        let u8s = <&[u8; 8]>::try_from(user_key).ok()?;
+        if !namespace.is_empty() {
+            return None;
+        }
+        let st = self.states.get(state.0 as usize)?;
+        let (Tables::Map(tables), None) = (&st.tables, st.desc.ttl) else {
+            return None;
+        };
+        let (kh, idx) = self.word_route(k8);
+        let found = tables
+            .get(idx as usize)?
+            .get_word(k8, u8s, crate::table::table_hash(kh, &[]))
+            .ok()?;
+        self.last.set(key, kh, idx);
+        Some(found)
+    }
+
+    /// [`KeyedStateBackend::map_put`] of an 8-byte value in a packed table of
+    /// [`crate::packed::Shape::is_word_map`] without TTL: `None` for every other case, which
+    /// [`Self::map_put_general`] serves.
+    #[inline(always)]
+    fn map_put_word(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Option<()> {
+        let k8 = <&[u8; 8]>::try_from(key).ok()?;
+        let u8s = <&[u8; 8]>::try_from(user_key).ok()?;
+        let v8 = <[u8; 8]>::try_from(value).ok()?;
+        if !namespace.is_empty() {
+            return None;
+        }
+        let (kh, idx) = self.word_route_memo(k8)?;
+        let st = self.states.get_mut(state.0 as usize)?;
+        let (Tables::Map(tables), None) = (&mut st.tables, st.desc.ttl) else {
+            return None;
+        };
+        tables
+            .get_mut(idx as usize)?
+            .put_word(k8, u8s, crate::table::table_hash(kh, &[]), v8)
+            .ok()
+    }
+
+    /// [`KeyedStateBackend::get`] for every case [`Self::get_word`] does not serve (and its
+    /// errors).
+    #[inline(never)]
+    fn get_general(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, StateError> {
+        let (i, idx, kh) = self.locate_mut(state, key)?;
+        let st = &mut self.states[i];
+        let Tables::Single(tables) = &mut st.tables else {
+            return Err(StateError::wrong_kind(&st.desc, SINGLE));
+        };
+        let p = Probe::with_key_hash(key, namespace, kh);
+        if let Some(cfg) = st.desc.ttl {
+            let ttl = Ttl {
+                cfg: Some(cfg),
+                now: self.clock.now_ms(),
+            };
+            return Ok(get_ttl(&mut tables[idx], &p, ttl, out));
+        }
+        match tables[idx].get(&p) {
+            Some(cell) => {
+                set_short(out, cell.bytes);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// [`KeyedStateBackend::put`] of an 8-byte value under an 8-byte key without namespace
+    /// into a packed table of that shape without TTL: `None` for every other case, which
+    /// [`Self::put_general`] serves (see [`Self::get_word`]).
+    #[inline(always)]
+    fn put_word(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Option<()> {
+        let k8 = <&[u8; 8]>::try_from(key).ok()?;
+        let v8 = <[u8; 8]>::try_from(value).ok()?;
+        if !namespace.is_empty() {
+            return None;
+        }
+        let (kh, idx) = self.word_route_memo(k8)?;
+        let st = self.states.get_mut(state.0 as usize)?;
+        let (Tables::Single(tables), None) = (&mut st.tables, st.desc.ttl) else {
+            return None;
+        };
+        tables
+            .get_mut(idx as usize)?
+            .put_word(k8, crate::table::table_hash(kh, &[]), v8)
+            .ok()
+    }
+
+    /// [`KeyedStateBackend::put`] for every case [`Self::put_word`] does not serve.
+    #[inline(never)]
+    fn put_general(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
+        let Tables::Single(tables) = &mut st.tables else {
+            return Err(StateError::wrong_kind(&st.desc, SINGLE));
+        };
+        let p = Probe::with_key_hash(key, namespace, kh);
+        tables[idx].put(&p, ttl.now, value, ttl.cfg.is_some());
+        Ok(())
+    }
+
+    /// [`KeyedStateBackend::map_get`] for every case [`Self::map_get_word`] does not serve.
+    #[inline(never)]
+    fn map_get_general(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, StateError> {
+        let (i, idx, kh) = self.locate_mut(state, key)?;
+        let st = &mut self.states[i];
+        let Tables::Map(tables) = &mut st.tables else {
+            return Err(StateError::wrong_kind(&st.desc, MAP));
+        };
+        let p = Probe::with_key_hash(key, namespace, kh);
+        if let Some(cfg) = st.desc.ttl {
+            let ttl = Ttl {
+                cfg: Some(cfg),
+                now: self.clock.now_ms(),
+            };
+            return Ok(map_get_ttl(&mut tables[idx], &p, user_key, ttl, out));
+        }
+        match tables[idx].get(&p, user_key) {
+            Some(cell) => {
+                set_short(out, cell.bytes);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// [`KeyedStateBackend::map_put`] for every case [`Self::map_put_word`] does not serve.
+    #[inline(never)]
+    fn map_put_general(
+        &mut self,
+        state: StateHandle,
+        key: &[u8],
+        namespace: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        let (st, idx, kh, ttl) = self.parts(state, key)?;
+        let Tables::Map(tables) = &mut st.tables else {
+            return Err(StateError::wrong_kind(&st.desc, MAP));
+        };
+        let p = Probe::with_key_hash(key, namespace, kh);
+        tables[idx].put(&p, user_key, ttl.now, value, ttl.cfg.is_some());
+        Ok(())
+    }
+
     /// `(key hash, table index)` of a key, or the out-of-range error.
     #[inline(always)]
     fn key_group_index(&self, key: &[u8]) -> Result<(u32, u32), StateError> {
@@ -602,40 +843,25 @@ impl KeyedStateBackend for HashMapBackend {
         self.states.iter().map(|s| s.desc.clone()).collect()
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], out: &mut Vec<u8>) -> Result<bool, StateError> {
         out.clear();
-        let (i, idx, kh) = self.locate_mut(state, key)?;
-        let st = &mut self.states[i];
-        let Tables::Single(tables) = &mut st.tables else {
-            return Err(StateError::wrong_kind(&st.desc, SINGLE));
-        };
-        let p = Probe::with_key_hash(key, namespace, kh);
-        if let Some(cfg) = st.desc.ttl {
-            let ttl = Ttl {
-                cfg: Some(cfg),
-                now: self.clock.now_ms(),
-            };
-            return Ok(get_ttl(&mut tables[idx], &p, ttl, out));
-        }
-        match tables[idx].get(&p) {
-            Some(cell) => {
-                set_short(out, cell.bytes);
+        match self.get_word(state, key, namespace) {
+            Some(Some(v)) => {
+                set_word(out, v);
                 Ok(true)
             }
-            None => Ok(false),
+            Some(None) => Ok(false),
+            None => self.get_general(state, key, namespace, out),
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn put(&mut self, state: StateHandle, key: &[u8], namespace: &[u8], value: &[u8]) -> Result<(), StateError> {
-        let (st, idx, kh, ttl) = self.parts(state, key)?;
-        let Tables::Single(tables) = &mut st.tables else {
-            return Err(StateError::wrong_kind(&st.desc, SINGLE));
-        };
-        let p = Probe::with_key_hash(key, namespace, kh);
-        tables[idx].put(&p, ttl.now, value, ttl.cfg.is_some());
-        Ok(())
+        if self.put_word(state, key, namespace, value).is_some() {
+            return Ok(());
+        }
+        self.put_general(state, key, namespace, value)
     }
 
     #[inline]
@@ -775,7 +1001,7 @@ impl KeyedStateBackend for HashMapBackend {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn map_get(
         &mut self,
         state: StateHandle,
@@ -785,29 +1011,17 @@ impl KeyedStateBackend for HashMapBackend {
         out: &mut Vec<u8>,
     ) -> Result<bool, StateError> {
         out.clear();
-        let (i, idx, kh) = self.locate_mut(state, key)?;
-        let st = &mut self.states[i];
-        let Tables::Map(tables) = &mut st.tables else {
-            return Err(StateError::wrong_kind(&st.desc, MAP));
-        };
-        let p = Probe::with_key_hash(key, namespace, kh);
-        if let Some(cfg) = st.desc.ttl {
-            let ttl = Ttl {
-                cfg: Some(cfg),
-                now: self.clock.now_ms(),
-            };
-            return Ok(map_get_ttl(&mut tables[idx], &p, user_key, ttl, out));
-        }
-        match tables[idx].get(&p, user_key) {
-            Some(cell) => {
-                set_short(out, cell.bytes);
+        match self.map_get_word(state, key, namespace, user_key) {
+            Some(Some(v)) => {
+                set_word(out, v);
                 Ok(true)
             }
-            None => Ok(false),
+            Some(None) => Ok(false),
+            None => self.map_get_general(state, key, namespace, user_key, out),
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn map_put(
         &mut self,
         state: StateHandle,
@@ -816,13 +1030,10 @@ impl KeyedStateBackend for HashMapBackend {
         user_key: &[u8],
         value: &[u8],
     ) -> Result<(), StateError> {
-        let (st, idx, kh, ttl) = self.parts(state, key)?;
-        let Tables::Map(tables) = &mut st.tables else {
-            return Err(StateError::wrong_kind(&st.desc, MAP));
-        };
-        let p = Probe::with_key_hash(key, namespace, kh);
-        tables[idx].put(&p, user_key, ttl.now, value, ttl.cfg.is_some());
-        Ok(())
+        if self.map_put_word(state, key, namespace, user_key, value).is_some() {
+            return Ok(());
+        }
+        self.map_put_general(state, key, namespace, user_key, value)
     }
 
     fn map_remove(

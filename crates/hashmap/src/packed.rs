@@ -133,6 +133,13 @@ impl Shape {
         user_key.len() == usize::from(self.user_key) && self.fits(p, value, ttl)
     }
 
+    /// Whether this is the shape of `MapState<Long, Long>` under `Long` keys without
+    /// namespace or TTL: 24-byte slots of three words, key, user key and value.
+    #[inline(always)]
+    pub(crate) fn is_word_map(self) -> bool {
+        self.map && self.key == 8 && self.namespace == 0 && self.user_key == 8 && self.value == 8 && !self.ttl
+    }
+
     /// Whether the table keeps timestamps.
     #[inline(always)]
     pub(crate) fn ttl(self) -> bool {
@@ -281,7 +288,7 @@ impl PackedShard {
     /// and in [`Self::find_tagged`]: one loop shared through a closure cost `get` 12–16 more
     /// instructions, callgrind.)
     #[inline(always)]
-    fn find_word(&self, key: u64, hash: u64) -> Option<usize> {
+    pub(crate) fn find_word(&self, key: u64, hash: u64) -> Option<usize> {
         let groups = self.ctrl.len();
         let w = self.shape.width();
         let tag = LO * u64::from(Self::tag(hash));
@@ -368,6 +375,66 @@ impl PackedShard {
             }
         }
         Err(full)
+    }
+
+    /// In a table of [`Shape::is_word_map`], the slot of `key` and `user_key` (as native
+    /// words) tagged by `tag_hash`, or (when `COUNT`) the full slots on the probe path of
+    /// `hash`: [`Self::find_tagged_or_path`] without a probe's byte compares.
+    #[inline(always)]
+    pub(crate) fn probe_pair<const COUNT: bool>(
+        &self,
+        key: u64,
+        user_key: u64,
+        hash: u64,
+        tag_hash: u64,
+    ) -> Result<usize, usize> {
+        let groups = self.ctrl.len();
+        let tag = LO * u64::from(Self::tag(tag_hash));
+        let mut g = self.first_group(hash);
+        self.prefetch_group(g);
+        let mut full = 0;
+        for _ in 0..groups {
+            let Some(&word) = self.ctrl.get(g) else {
+                return Err(full);
+            };
+            let mut m = zero_bytes(word ^ tag);
+            while m != 0 {
+                let i = g * 8 + (m.trailing_zeros() / 8) as usize;
+                if let Some(s) = self.slots.get(i * 24..i * 24 + 16) {
+                    let (k, u) = s.split_at(8);
+                    if k == key.to_ne_bytes() && u == user_key.to_ne_bytes() {
+                        return Ok(i);
+                    }
+                }
+                m &= m - 1;
+            }
+            if COUNT {
+                full += (word & HI).count_ones() as usize;
+            }
+            if zero_bytes(word) != 0 {
+                return Err(full);
+            }
+            g += 1;
+            if g == groups {
+                g = 0;
+            }
+        }
+        Err(full)
+    }
+
+    /// The bytes of slot `i` as a `[u8; N]` window from `at`, writable (a packed shape's
+    /// word; `None` past the end, which a valid index never is).
+    #[inline(always)]
+    pub(crate) fn word_mut(&mut self, i: usize, at: usize) -> Option<&mut [u8]> {
+        let w = self.shape.width();
+        self.slots.get_mut(i * w + at..i * w + at + 8)
+    }
+
+    /// The 8 bytes of slot `i` from `at`.
+    #[inline(always)]
+    pub(crate) fn word(&self, i: usize, at: usize) -> Option<[u8; 8]> {
+        let w = self.shape.width();
+        self.slots.get(i * w + at..i * w + at + 8)?.try_into().ok()
     }
 
     /// Calls `f` with the index and bytes of every slot holding `p`'s key and namespace,
@@ -635,6 +702,58 @@ impl SingleTable {
             SingleTable::Packed(_, d) => d.len(),
             SingleTable::Slots(t) => t.len(),
         }
+    }
+
+    /// The 8-byte value stored for the 8-byte key `key` (no namespace) placed by `hash`, when
+    /// the table is packed with exactly that shape and no timestamps; `Err` when it is not
+    /// (the caller then takes the general path).
+    #[inline(always)]
+    pub(crate) fn get_word(&self, key: u64, hash: u64) -> Result<Option<[u8; 8]>, ()> {
+        match self {
+            SingleTable::Packed(Some(shape), d) if shape.word_key && shape.value == 8 && !shape.ttl => {
+                let Some(t) = d.shard(hash) else {
+                    return Ok(None);
+                };
+                Ok(t.find_word(key, hash).and_then(|i| t.word(i, 8)))
+            }
+            _ => Err(()),
+        }
+    }
+
+    /// Sets the 8-byte key `key` (no namespace) placed by `hash` to the 8-byte `value`,
+    /// creating the entry if needed, when the table is packed with exactly that shape and no
+    /// timestamps; `Err` when it is not (the caller then takes the general path, which also
+    /// gives an empty table its shape).
+    #[inline(always)]
+    pub(crate) fn put_word(&mut self, key: &[u8; 8], hash: u64, value: [u8; 8]) -> Result<(), ()> {
+        let SingleTable::Packed(Some(shape), d) = self else {
+            return Err(());
+        };
+        let shape = *shape;
+        if !(shape.word_key && shape.value == 8 && !shape.ttl) {
+            return Err(());
+        }
+        // A put writes either way, so the shard is made writable (copied if shared) before
+        // the one probe.
+        let (t, len) = d.shard_for_insert(hash, || PackedShard::for_len(shape, 0));
+        let i = match t.find_word(u64::from_ne_bytes(*key), hash) {
+            Some(i) => i,
+            None => {
+                if t.needs_room() {
+                    t.make_room();
+                }
+                let i = t.claim(hash);
+                *len += 1;
+                if let Some(k) = t.word_mut(i, 0) {
+                    k.copy_from_slice(key);
+                }
+                i
+            }
+        };
+        if let Some(v) = t.word_mut(i, 8) {
+            v.copy_from_slice(&value);
+        }
+        Ok(())
     }
 
     /// The value of `p`.

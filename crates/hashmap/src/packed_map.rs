@@ -102,6 +102,67 @@ impl MapTable {
         }
     }
 
+    /// The value of `user_key` in the map of the 8-byte key `key` (no namespace) placed by
+    /// `hash`, when the table is packed as [`Shape::is_word_map`]; `Err` when it is not (the
+    /// caller then takes the general path).
+    #[inline(always)]
+    pub(crate) fn get_word(&self, key: &[u8; 8], user_key: &[u8; 8], hash: u64) -> Result<Option<[u8; 8]>, ()> {
+        match self {
+            MapTable::Packed(Some(shape), d) if shape.is_word_map() => {
+                let Some(t) = d.shard(hash) else {
+                    return Ok(None);
+                };
+                let found = t.probe_pair::<false>(
+                    u64::from_ne_bytes(*key),
+                    u64::from_ne_bytes(*user_key),
+                    hash,
+                    map_tag_hash(hash, user_key),
+                );
+                Ok(found.ok().and_then(|i| t.word(i, 16)))
+            }
+            _ => Err(()),
+        }
+    }
+
+    /// Sets `user_key` of the map of the 8-byte key `key` (no namespace) placed by `hash` to
+    /// the 8-byte `value`, when the table is packed as [`Shape::is_word_map`] and the map may
+    /// take the entry without being counted (see [`MapTable::put`]); `Err` otherwise (the
+    /// caller then takes the general path).
+    #[inline(always)]
+    pub(crate) fn put_word(&mut self, key: &[u8; 8], user_key: &[u8; 8], hash: u64, value: [u8; 8]) -> Result<(), ()> {
+        let MapTable::Packed(Some(shape), d) = self else {
+            return Err(());
+        };
+        let shape = *shape;
+        if !shape.is_word_map() {
+            return Err(());
+        }
+        let (t, len) = d.shard_for_insert(hash, || PackedShard::for_len(shape, 0));
+        let tag_hash = map_tag_hash(hash, user_key);
+        let i = match t.probe_pair::<true>(u64::from_ne_bytes(*key), u64::from_ne_bytes(*user_key), hash, tag_hash) {
+            Ok(i) => i,
+            Err(on_path) if on_path < MAX_PACKED_MAP => {
+                if t.needs_room() {
+                    t.make_room();
+                }
+                let i = t.claim_tagged(hash, tag_hash);
+                *len += 1;
+                if let Some(k) = t.word_mut(i, 0) {
+                    k.copy_from_slice(key);
+                }
+                if let Some(u) = t.word_mut(i, 8) {
+                    u.copy_from_slice(user_key);
+                }
+                i
+            }
+            Err(_) => return Err(()),
+        };
+        if let Some(v) = t.word_mut(i, 16) {
+            v.copy_from_slice(&value);
+        }
+        Ok(())
+    }
+
     /// The cell of `user_key` in `p`'s map.
     #[inline(always)]
     pub(crate) fn get(&self, p: &Probe<'_>, user_key: &[u8]) -> Option<CellRef<'_>> {

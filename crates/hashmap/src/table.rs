@@ -40,9 +40,13 @@ const NS_SEED: u64 = 0x5eed_57a7_e0b1_0c55;
 
 /// The key's murmur3 hash: the one that also picks its key group
 /// ([`statekit_core::key_group_for_key`]), so an operation hashes the key bytes once.
-#[inline]
+#[inline(always)]
 pub(crate) fn key_hash(key: &[u8]) -> u32 {
-    murmur3_x86_32(key, 0)
+    // The common `Long` key without the generic loops.
+    match <&[u8; 8]>::try_from(key) {
+        Ok(k) => statekit_core::hash::murmur3_x86_32_of8(k, 0),
+        Err(_) => murmur3_x86_32(key, 0),
+    }
 }
 
 /// The table hash of a composite `(key, namespace)` given the key's [`key_hash`], the same
@@ -51,7 +55,7 @@ pub(crate) fn key_hash(key: &[u8]) -> u32 {
 /// table); a non-empty namespace is folded in with foldhash. Flink's heap backend does the
 /// same: its `CopyOnWriteStateMap` mixes the key's `hashCode` (the one that picks the key
 /// group) with the namespace's.
-#[inline]
+#[inline(always)]
 pub(crate) fn table_hash(key_hash: u32, namespace: &[u8]) -> u64 {
     let ns = if namespace.is_empty() {
         0

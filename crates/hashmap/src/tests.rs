@@ -829,3 +829,156 @@ fn packed_and_converted_map_tables_snapshot_and_restore_alike() -> R {
     }
     Ok(())
 }
+
+/// One operation of [`word_fast_paths_match_a_model`].
+#[derive(Clone, Debug)]
+enum WordOp {
+    Get(u16),
+    Put(u16, u8),
+    MapGet(u16, u8),
+    MapPut(u16, u8, u8),
+    Clear(u16),
+    MapRemove(u16, u8),
+    /// Take a snapshot and hold it (writes then copy the shards they touch).
+    Snapshot,
+}
+
+/// A key of [`word_fast_paths_match_a_model`]: mostly 8 bytes (the fast paths' shape), every
+/// 37th 4 bytes; a value: mostly 8 bytes, value 255 a 3-byte one (both take the general path
+/// and convert the key group's table for good).
+fn word_key(k: u16) -> Vec<u8> {
+    if k % 37 == 36 {
+        u32::from(k).to_be_bytes().to_vec()
+    } else {
+        i64::from(k).to_be_bytes().to_vec()
+    }
+}
+fn word_value(v: u8) -> Vec<u8> {
+    if v == 255 {
+        vec![v; 3]
+    } else {
+        (i64::from(v) << 40).to_be_bytes().to_vec()
+    }
+}
+
+fn word_op() -> impl proptest::strategy::Strategy<Value = WordOp> {
+    use proptest::prelude::*;
+    let k = 0u16..400;
+    let u = 0u8..20;
+    prop_oneof![
+        6 => k.clone().prop_map(WordOp::Get),
+        8 => (k.clone(), any::<u8>()).prop_map(|(k, v)| WordOp::Put(k, v)),
+        6 => (k.clone(), u.clone()).prop_map(|(k, u)| WordOp::MapGet(k, u)),
+        8 => (k.clone(), u.clone(), any::<u8>()).prop_map(|(k, u, v)| WordOp::MapPut(k, u, v)),
+        1 => k.clone().prop_map(WordOp::Clear),
+        2 => (k, u).prop_map(|(k, u)| WordOp::MapRemove(k, u)),
+        1 => Just(WordOp::Snapshot),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 48, ..Default::default() })]
+
+    /// The `get`/`put`/`map_get`/`map_put` paths for 8-byte keys and values in packed tables
+    /// agree with a `BTreeMap` model, beside the general paths they fall back to (other key
+    /// and value lengths, key groups of another subtask, held snapshots), and snapshots keep
+    /// what they saw. Maps hold up to 20 user keys, past the 16 of a packed map.
+    #[test]
+    fn word_fast_paths_match_a_model(ops in proptest::collection::vec(word_op(), 1..600)) {
+        use std::collections::BTreeMap;
+        // Subtask 0 of 2: about half of the keys are another subtask's.
+        let cfg = BackendConfig::for_subtask(128, 2, 0)?;
+        let mut b = HashMapBackend::new(cfg)?;
+        let v = b.register(StateDescriptor::value("v", TypeSchema::I64, TypeSchema::I64), StateFunctions::None)?;
+        let m = b.register(
+            StateDescriptor::map("m", TypeSchema::I64, TypeSchema::I64, TypeSchema::I64),
+            StateFunctions::None,
+        )?;
+        let mine = {
+            let range = b.key_group_range();
+            move |key: &[u8]| range.contains(key_group_for_key(key, 128))
+        };
+        let mut values: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut maps: BTreeMap<(Vec<u8>, Vec<u8>), Vec<u8>> = BTreeMap::new();
+        let mut held = None;
+        let mut out = Vec::new();
+        let uk = |u: u8| i64::from(u).to_be_bytes().to_vec();
+        for op in ops {
+            match op {
+                WordOp::Get(k) => {
+                    let key = word_key(k);
+                    match b.get(v, &key, b"", &mut out) {
+                        Ok(found) => {
+                            proptest::prop_assert!(mine(&key));
+                            proptest::prop_assert_eq!(found.then(|| out.clone()), values.get(&key).cloned());
+                        }
+                        Err(StateError::KeyGroupOutOfRange { .. }) => proptest::prop_assert!(!mine(&key)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                WordOp::Put(k, x) => {
+                    let key = word_key(k);
+                    match b.put(v, &key, b"", &word_value(x)) {
+                        Ok(()) => {
+                            proptest::prop_assert!(mine(&key));
+                            values.insert(key, word_value(x));
+                        }
+                        Err(StateError::KeyGroupOutOfRange { .. }) => proptest::prop_assert!(!mine(&key)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                WordOp::MapGet(k, u) => {
+                    let key = word_key(k);
+                    match b.map_get(m, &key, b"", &uk(u), &mut out) {
+                        Ok(found) => {
+                            proptest::prop_assert!(mine(&key));
+                            proptest::prop_assert_eq!(found.then(|| out.clone()), maps.get(&(key, uk(u))).cloned());
+                        }
+                        Err(StateError::KeyGroupOutOfRange { .. }) => proptest::prop_assert!(!mine(&key)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                WordOp::MapPut(k, u, x) => {
+                    let key = word_key(k);
+                    match b.map_put(m, &key, b"", &uk(u), &word_value(x)) {
+                        Ok(()) => {
+                            proptest::prop_assert!(mine(&key));
+                            maps.insert((key, uk(u)), word_value(x));
+                        }
+                        Err(StateError::KeyGroupOutOfRange { .. }) => proptest::prop_assert!(!mine(&key)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                WordOp::Clear(k) => {
+                    let key = word_key(k);
+                    if mine(&key) {
+                        b.clear(v, &key, b"")?;
+                        values.remove(&key);
+                    }
+                }
+                WordOp::MapRemove(k, u) => {
+                    let key = word_key(k);
+                    if mine(&key) {
+                        b.map_remove(m, &key, b"", &uk(u))?;
+                        maps.remove(&(key, uk(u)));
+                    }
+                }
+                WordOp::Snapshot => held = Some((b.snapshot(1)?, values.clone(), maps.clone())),
+            }
+        }
+        // Every entry, read back through the snapshot of the end and the one held.
+        let end = (b.snapshot(2)?, values, maps);
+        for (view, values, maps) in held.iter().chain([&end]) {
+            let mut seen_values = BTreeMap::new();
+            let mut seen_maps = BTreeMap::new();
+            for e in assert_canonical(view.as_ref()) {
+                match e.user_key {
+                    None => seen_values.insert(e.key, e.value),
+                    Some(u) => seen_maps.insert((e.key, u), e.value),
+                };
+            }
+            proptest::prop_assert_eq!(&seen_values, values);
+            proptest::prop_assert_eq!(&seen_maps, maps);
+        }
+    }
+}
