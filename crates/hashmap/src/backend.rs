@@ -146,11 +146,12 @@ fn remove_entry<V: Clone>(t: &mut KgTable<V>, p: &Probe<'_>) -> Option<V> {
 #[inline(always)]
 fn set_word(out: &mut Vec<u8>, word: [u8; 8]) {
     if out.capacity() >= 8 {
-        for (d, s) in out.spare_capacity_mut().iter_mut().zip(word) {
-            d.write(s);
+        // SAFETY: `out` has room for 8 bytes (checked above), written here as one unaligned
+        // store before its length covers them (`out` is empty, so nothing is overwritten).
+        unsafe {
+            out.as_mut_ptr().cast::<[u8; 8]>().write_unaligned(word);
+            out.set_len(8);
         }
-        // SAFETY: `out` is empty and the loop initialised its first 8 bytes of capacity.
-        unsafe { out.set_len(8) };
     } else {
         out.extend_from_slice(&word);
     }
