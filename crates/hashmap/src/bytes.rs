@@ -51,6 +51,28 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     }
 }
 
+/// Hints the CPU to load the two cache lines at `at` and `at + 64` of `bytes` (nothing when
+/// `at` is past the end): the first two lines of a group of slots, without a bounds check
+/// per line.
+#[inline(always)]
+pub(crate) fn prefetch_two_lines(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < bytes.len() {
+        let p = bytes.as_ptr().wrapping_add(at);
+        // SAFETY: `_mm_prefetch` is a hint with no architectural effect: it never faults,
+        // whatever the address (the second line may lie past the end of `bytes`), and reads
+        // nothing into the program. `wrapping_add` makes no claim about the address. SSE is
+        // part of the x86_64 baseline.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(p.cast());
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64).cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
+}
+
 /// Asks the CPU to start loading the cache line that holds the start of `bytes` (nothing for
 /// an empty slice).
 #[inline(always)]

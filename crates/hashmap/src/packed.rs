@@ -70,6 +70,10 @@ pub(crate) struct Shape {
     value_at: u8,
     width: u8,
     word_key: bool,
+    /// Derived: `word_key` with an 8-byte value and no timestamp (the word fast paths'
+    /// single-value shape), and the same for a map with an 8-byte user key.
+    word_value: bool,
+    word_map: bool,
 }
 
 /// The hash whose top bits tag a map entry's control byte: the entry's placement hash (of its
@@ -95,6 +99,8 @@ impl Shape {
             value_at,
             width: value_at + value,
             word_key: key == 8 && namespace == 0 && !map,
+            word_value: key == 8 && namespace == 0 && !map && value == 8 && !ttl,
+            word_map: map && key == 8 && namespace == 0 && user_key == 8 && value == 8 && !ttl,
         }
     }
 
@@ -137,7 +143,7 @@ impl Shape {
     /// namespace or TTL: 24-byte slots of three words, key, user key and value.
     #[inline(always)]
     pub(crate) fn is_word_map(self) -> bool {
-        self.map && self.key == 8 && self.namespace == 0 && self.user_key == 8 && self.value == 8 && !self.ttl
+        self.word_map
     }
 
     /// Whether the table keeps timestamps.
@@ -276,12 +282,8 @@ impl PackedShard {
     /// then overlaps the control word's instead of following it.
     #[inline(always)]
     fn prefetch_group(&self, g: usize) {
-        let at = g * 8 * self.shape.width();
         // Two lines: the group's first 128 bytes (eight 16-byte slots, five of 24 bytes).
-        if let Some(s) = self.slots.get(at..) {
-            crate::bytes::prefetch_line(s);
-            crate::bytes::prefetch_line(s.get(64..).unwrap_or_default());
-        }
+        crate::bytes::prefetch_two_lines(&self.slots, g * 8 * self.shape.width());
     }
 
     /// [`Self::find`] for 8-byte keys without a namespace. (The probe loop is written out here
@@ -710,7 +712,7 @@ impl SingleTable {
     #[inline(always)]
     pub(crate) fn get_word(&self, key: u64, hash: u64) -> Result<Option<[u8; 8]>, ()> {
         match self {
-            SingleTable::Packed(Some(shape), d) if shape.word_key && shape.value == 8 && !shape.ttl => {
+            SingleTable::Packed(Some(shape), d) if shape.word_value => {
                 let Some(t) = d.shard(hash) else {
                     return Ok(None);
                 };
@@ -730,7 +732,7 @@ impl SingleTable {
             return Err(());
         };
         let shape = *shape;
-        if !(shape.word_key && shape.value == 8 && !shape.ttl) {
+        if !shape.word_value {
             return Err(());
         }
         // A put writes either way, so the shard is made writable (copied if shared) before

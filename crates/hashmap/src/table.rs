@@ -362,8 +362,29 @@ impl<T: ShardTable> Dir<T> {
 
     /// The writable table an entry of `hash` is to be inserted into, and the entry count to
     /// update: the first shard is made with `make`, and a full shard is split first.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn shard_for_insert(&mut self, hash: u64, make: impl FnOnce() -> T) -> (&mut T, &mut usize) {
+        // The common case inline (a shard with room); the first shard and splits out of line.
+        let si = match self.shard_index(hash) {
+            Some(si)
+                if self
+                    .shards
+                    .get(si)
+                    .is_some_and(|s| s.table.len() < T::MAX_LEN || s.depth >= MAX_DEPTH) =>
+            {
+                si
+            }
+            _ => self.make_shard_room(hash, make),
+        };
+        let Dir { shards, len, .. } = self;
+        (&mut make_mut(&mut shards[si]).table, len)
+    }
+
+    /// [`Self::shard_for_insert`]'s uncommon cases: the table's first shard, or a full shard
+    /// split first. Returns the shard index for `hash`.
+    #[cold]
+    #[inline(never)]
+    fn make_shard_room(&mut self, hash: u64, make: impl FnOnce() -> T) -> usize {
         let mut si = match self.shard_index(hash) {
             Some(si) => si,
             None => self.first_shard(make()),
@@ -372,8 +393,7 @@ impl<T: ShardTable> Dir<T> {
             self.split(si);
             si = self.shard_index(hash).expect("a shard after the split");
         }
-        let Dir { shards, len, .. } = self;
-        (&mut make_mut(&mut shards[si]).table, len)
+        si
     }
 
     /// Keeps the entries of every shard for which `f` (given a writable shard table, copied
