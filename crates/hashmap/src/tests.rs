@@ -966,6 +966,14 @@ proptest::proptest! {
                 WordOp::Snapshot => held = Some((b.snapshot(1)?, values.clone(), maps.clone())),
             }
         }
+        // The entry counts the tables keep (a fast-path insert that forgot its count would
+        // leave them behind).
+        let map_keys: std::collections::BTreeSet<&Vec<u8>> = maps.keys().map(|(k, _)| k).collect();
+        proptest::prop_assert_eq!(b.entry_count(), values.len() + map_keys.len());
+        let Tables::Map(map_tables) = b.tables_for_test(m.0 as usize) else {
+            panic!("m is a map state")
+        };
+        proptest::prop_assert_eq!(map_tables.iter().map(|t| t.entry_count()).sum::<usize>(), maps.len());
         // Every entry, read back through the snapshot of the end and the one held.
         let end = (b.snapshot(2)?, values, maps);
         for (view, values, maps) in held.iter().chain([&end]) {
