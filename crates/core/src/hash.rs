@@ -11,6 +11,21 @@
 const C1_32: u32 = 0xcc9e_2d51;
 const C2_32: u32 = 0x1b87_3593;
 
+/// Murmur3's scrambling of one 4-byte block.
+#[inline(always)]
+fn scramble(k1: u32) -> u32 {
+    k1.wrapping_mul(C1_32).rotate_left(15).wrapping_mul(C2_32)
+}
+
+/// Murmur3's mixing of one full 4-byte block into the state `h1`.
+#[inline(always)]
+fn mix_block(h1: u32, k1: u32) -> u32 {
+    (h1 ^ scramble(k1))
+        .rotate_left(13)
+        .wrapping_mul(5)
+        .wrapping_add(0xe654_6b64)
+}
+
 #[inline(always)]
 fn fmix32(mut h: u32) -> u32 {
     h ^= h >> 16;
@@ -41,13 +56,7 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
     let mut h1 = seed;
     let mut chunks = data.chunks_exact(4);
     for block in &mut chunks {
-        let mut k1 = u32::from_le_bytes([block[0], block[1], block[2], block[3]]);
-        k1 = k1.wrapping_mul(C1_32);
-        k1 = k1.rotate_left(15);
-        k1 = k1.wrapping_mul(C2_32);
-        h1 ^= k1;
-        h1 = h1.rotate_left(13);
-        h1 = h1.wrapping_mul(5).wrapping_add(0xe654_6b64);
+        h1 = mix_block(h1, u32::from_le_bytes([block[0], block[1], block[2], block[3]]));
     }
     let tail = chunks.remainder();
     let mut k1: u32 = 0;
@@ -55,10 +64,7 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
         k1 ^= u32::from(*b) << (8 * i);
     }
     if !tail.is_empty() {
-        k1 = k1.wrapping_mul(C1_32);
-        k1 = k1.rotate_left(15);
-        k1 = k1.wrapping_mul(C2_32);
-        h1 ^= k1;
+        h1 ^= scramble(k1);
     }
     h1 ^= data.len() as u32;
     fmix32(h1)
@@ -74,14 +80,8 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
 #[inline(always)]
 pub fn murmur3_x86_32_of8(data: &[u8; 8], seed: u32) -> u32 {
     let [a0, a1, a2, a3, b0, b1, b2, b3] = *data;
-    let mut h1 = seed;
-    for k in [
-        u32::from_le_bytes([a0, a1, a2, a3]),
-        u32::from_le_bytes([b0, b1, b2, b3]),
-    ] {
-        h1 ^= k.wrapping_mul(C1_32).rotate_left(15).wrapping_mul(C2_32);
-        h1 = h1.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
-    }
+    let h1 = mix_block(seed, u32::from_le_bytes([a0, a1, a2, a3]));
+    let h1 = mix_block(h1, u32::from_le_bytes([b0, b1, b2, b3]));
     fmix32(h1 ^ 8)
 }
 

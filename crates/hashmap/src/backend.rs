@@ -466,36 +466,13 @@ impl HashMapBackend {
         let (Tables::Single(tables), None) = (&st.tables, st.desc.ttl) else {
             return None;
         };
-        let (kh, idx) = self.word_route(k8);
+        let (kh, idx) = self.key_group_index(key).ok()?;
         let found = tables
             .get(idx as usize)?
             .get_word(u64::from_ne_bytes(*k8), crate::table::table_hash(kh, &[]))
             .ok()?;
         self.last.set(key, kh, idx);
         Some(found)
-    }
-
-    /// `(key hash, table index)` of an 8-byte key, computed (the index may be out of range:
-    /// the tables' `get` then finds nothing and the general path reports it).
-    #[inline(always)]
-    fn word_route(&self, k8: &[u8; 8]) -> (u32, u32) {
-        let kh = statekit_core::hash::murmur3_x86_32_of8(k8, 0);
-        (kh, self.key_group_of.rem(kh).wrapping_sub(self.range_start))
-    }
-
-    /// [`Self::word_route`] through the [`LastKey`] memo, which it updates; `None` when the
-    /// key group is not this backend's.
-    #[inline(always)]
-    fn word_route_memo(&mut self, k8: &[u8; 8]) -> Option<(u32, u32)> {
-        if let Some(hit) = self.last.get(k8) {
-            return Some(hit);
-        }
-        let (kh, idx) = self.word_route(k8);
-        if idx >= self.range_len {
-            return None;
-        }
-        self.last.set(k8, kh, idx);
-        Some((kh, idx))
     }
 
     /// [`KeyedStateBackend::map_get`] in a packed table of [`crate::packed::Shape::is_word_map`]
@@ -518,7 +495,7 @@ impl HashMapBackend {
         let (Tables::Map(tables), None) = (&st.tables, st.desc.ttl) else {
             return None;
         };
-        let (kh, idx) = self.word_route(k8);
+        let (kh, idx) = self.key_group_index(key).ok()?;
         let found = tables
             .get(idx as usize)?
             .get_word(k8, u8s, crate::table::table_hash(kh, &[]))
@@ -545,13 +522,13 @@ impl HashMapBackend {
         if !namespace.is_empty() {
             return None;
         }
-        let (kh, idx) = self.word_route_memo(k8)?;
-        let st = self.states.get_mut(state.0 as usize)?;
+        let (i, idx, kh) = self.locate_mut(state, key).ok()?;
+        let st = &mut self.states[i];
         let (Tables::Map(tables), None) = (&mut st.tables, st.desc.ttl) else {
             return None;
         };
         tables
-            .get_mut(idx as usize)?
+            .get_mut(idx)?
             .put_word(k8, u8s, crate::table::table_hash(kh, &[]), v8)
             .ok()
     }
@@ -598,13 +575,13 @@ impl HashMapBackend {
         if !namespace.is_empty() {
             return None;
         }
-        let (kh, idx) = self.word_route_memo(k8)?;
-        let st = self.states.get_mut(state.0 as usize)?;
+        let (i, idx, kh) = self.locate_mut(state, key).ok()?;
+        let st = &mut self.states[i];
         let (Tables::Single(tables), None) = (&mut st.tables, st.desc.ttl) else {
             return None;
         };
         tables
-            .get_mut(idx as usize)?
+            .get_mut(idx)?
             .put_word(k8, crate::table::table_hash(kh, &[]), v8)
             .ok()
     }

@@ -296,7 +296,7 @@ impl PackedShard {
     }
 
     /// [`Self::find`] for 8-byte keys without a namespace. (The probe loop is written out here
-    /// and in [`Self::find_tagged`]: one loop shared through a closure cost `get` 12–16 more
+    /// and in [`Self::probe`]: one loop shared through a closure cost `get` 12–16 more
     /// instructions, callgrind.)
     #[inline(always)]
     pub(crate) fn find_word(&self, key: u64, hash: u64) -> Option<usize> {
@@ -348,8 +348,7 @@ impl PackedShard {
         self.probe_tagged::<true>(p, tag_hash, rest)
     }
 
-    /// The probe of [`Self::find_tagged`]: `Err` holds the full slots on the path when
-    /// `COUNT`, else 0.
+    /// The probe of [`Self::find_tagged`]: `p`'s key and namespace, and `rest`.
     #[inline(always)]
     fn probe_tagged<const COUNT: bool>(
         &self,
@@ -357,19 +356,32 @@ impl PackedShard {
         tag_hash: u64,
         rest: impl Fn(&[u8]) -> bool,
     ) -> Result<usize, usize> {
+        let (kl, nl) = (usize::from(self.shape.key), usize::from(self.shape.namespace));
+        self.probe::<COUNT>(p.hash(), tag_hash, |s| {
+            bytes_eq(&s[..kl], p.key()) && bytes_eq(&s[kl..kl + nl], p.namespace()) && rest(s)
+        })
+    }
+
+    /// The slot on the probe path of `hash` tagged by `tag_hash` whose bytes satisfy
+    /// `matches`; `Err` holds the full slots on the path when `COUNT`, else 0.
+    #[inline(always)]
+    fn probe<const COUNT: bool>(
+        &self,
+        hash: u64,
+        tag_hash: u64,
+        matches: impl Fn(&[u8]) -> bool,
+    ) -> Result<usize, usize> {
         let groups = self.ctrl.len();
         let mut full = 0;
         let tag = LO * u64::from(Self::tag(tag_hash));
-        let (kl, nl) = (usize::from(self.shape.key), usize::from(self.shape.namespace));
-        let mut g = self.first_group(p.hash());
+        let mut g = self.first_group(hash);
         self.prefetch_group(g);
         for _ in 0..groups {
             let word = self.ctrl[g];
             let mut m = zero_bytes(word ^ tag);
             while m != 0 {
                 let i = g * 8 + (m.trailing_zeros() / 8) as usize;
-                let s = self.slot(i);
-                if bytes_eq(&s[..kl], p.key()) && bytes_eq(&s[kl..kl + nl], p.namespace()) && rest(s) {
+                if matches(self.slot(i)) {
                     return Ok(i);
                 }
                 m &= m - 1;
@@ -390,7 +402,7 @@ impl PackedShard {
 
     /// In a table of [`Shape::is_word_map`], the slot of `key` and `user_key` (as native
     /// words) tagged by `tag_hash`, or (when `COUNT`) the full slots on the probe path of
-    /// `hash`: [`Self::find_tagged_or_path`] without a probe's byte compares.
+    /// `hash`: [`Self::find_tagged_or_path`] comparing two words instead of a probe's bytes.
     #[inline(always)]
     pub(crate) fn probe_pair<const COUNT: bool>(
         &self,
@@ -399,38 +411,11 @@ impl PackedShard {
         hash: u64,
         tag_hash: u64,
     ) -> Result<usize, usize> {
-        let groups = self.ctrl.len();
-        let tag = LO * u64::from(Self::tag(tag_hash));
-        let mut g = self.first_group(hash);
-        self.prefetch_group(g);
-        let mut full = 0;
-        for _ in 0..groups {
-            let Some(&word) = self.ctrl.get(g) else {
-                return Err(full);
-            };
-            let mut m = zero_bytes(word ^ tag);
-            while m != 0 {
-                let i = g * 8 + (m.trailing_zeros() / 8) as usize;
-                if let Some(s) = self.slots.get(i * 24..i * 24 + 16) {
-                    let (k, u) = s.split_at(8);
-                    if k == key.to_ne_bytes() && u == user_key.to_ne_bytes() {
-                        return Ok(i);
-                    }
-                }
-                m &= m - 1;
-            }
-            if COUNT {
-                full += (word & HI).count_ones() as usize;
-            }
-            if zero_bytes(word) != 0 {
-                return Err(full);
-            }
-            g += 1;
-            if g == groups {
-                g = 0;
-            }
-        }
-        Err(full)
+        // The slot's first 16 bytes as one 128-bit word: key, then user key.
+        let mut pair = [0u8; 16];
+        pair[..8].copy_from_slice(&key.to_ne_bytes());
+        pair[8..].copy_from_slice(&user_key.to_ne_bytes());
+        self.probe::<COUNT>(hash, tag_hash, |s| s.get(..16) == Some(pair.as_slice()))
     }
 
     /// The bytes of slot `i` as a `[u8; N]` window from `at`, writable (a packed shape's
@@ -476,15 +461,20 @@ impl PackedShard {
         }
     }
 
-    /// A free slot for a new entry of `hash` (the caller made room), marked full.
+    /// A free slot for a new entry of `hash`, marked full (the table is rebuilt first when
+    /// the entry would take it past its load).
     #[inline(always)]
     pub(crate) fn claim(&mut self, hash: u64) -> usize {
         self.claim_tagged(hash, hash)
     }
 
-    /// A free slot for a new entry placed by `hash` and tagged by `tag_hash`, marked full.
+    /// A free slot for a new entry placed by `hash` and tagged by `tag_hash`, marked full
+    /// (the table is rebuilt first when the entry would take it past its load).
     #[inline(always)]
     pub(crate) fn claim_tagged(&mut self, hash: u64, tag_hash: u64) -> usize {
+        if self.needs_room() {
+            self.make_room();
+        }
         self.claim_with(hash, Self::tag(tag_hash))
     }
 
@@ -515,7 +505,7 @@ impl PackedShard {
     /// Whether one more entry would take the table past 7/8 full (a map table's past 3/4;
     /// deleted slots count).
     #[inline(always)]
-    pub(crate) fn needs_room(&self) -> bool {
+    fn needs_room(&self) -> bool {
         let used = (self.len + self.deleted + 1) * 8;
         if self.shape.map {
             used > self.ctrl.len() * 8 * 6
@@ -527,7 +517,7 @@ impl PackedShard {
     /// Rebuilds the table for its entries and one more at about 3/5 load (a map table's at 1/2).
     #[cold]
     #[inline(never)]
-    pub(crate) fn make_room(&mut self) {
+    fn make_room(&mut self) {
         let mut fresh = PackedShard::for_len(self.shape, self.len + 1);
         for i in self.full_slots() {
             let s = self.slot(i);
@@ -750,9 +740,6 @@ impl SingleTable {
         let i = match t.find_word(u64::from_ne_bytes(*key), hash) {
             Some(i) => i,
             None => {
-                if t.needs_room() {
-                    t.make_room();
-                }
                 let i = t.claim(hash);
                 *len += 1;
                 if let Some(k) = t.word_mut(i, 0) {
@@ -806,9 +793,6 @@ impl SingleTable {
                 if let Some(i) = t.find(p) {
                     PackedShard::write_cell(shape, t.slot_mut(i), ts, value);
                     return false;
-                }
-                if t.needs_room() {
-                    t.make_room();
                 }
                 let i = t.claim(p.hash());
                 t.write(i, p, ts, value);
@@ -1153,9 +1137,6 @@ mod probe_tests {
         for k in 0..n {
             let key = k.to_be_bytes();
             let p = Probe::new(&key, b"");
-            if s.needs_room() {
-                s.make_room();
-            }
             let i = s.claim(p.hash());
             displaced += usize::from(i / 8 != s.first_group(p.hash()));
             s.write(i, &p, 0, &key);

@@ -142,9 +142,6 @@ impl MapTable {
         let i = match t.probe_pair::<true>(u64::from_ne_bytes(*key), u64::from_ne_bytes(*user_key), hash, tag_hash) {
             Ok(i) => i,
             Err(on_path) if on_path < MAX_PACKED_MAP => {
-                if t.needs_room() {
-                    t.make_room();
-                }
                 let i = t.claim_tagged(hash, tag_hash);
                 *len += 1;
                 if let Some(k) = t.word_mut(i, 0) {
@@ -217,9 +214,6 @@ impl MapTable {
                     t.walk_all(p, |_, _| in_map += 1);
                 }
                 if in_map < MAX_PACKED_MAP {
-                    if t.needs_room() {
-                        t.make_room();
-                    }
                     let i = t.claim_tagged(p.hash(), tag_hash);
                     t.write(i, p, ts, value);
                     copy_short(&mut t.slot_mut(i)[shape.key_len()..shape.ts_at()], user_key);
