@@ -189,11 +189,18 @@ fn best<F: FnMut() -> Duration>(rounds: usize, mut f: F) -> Duration {
 }
 
 /// Where the benchmarks write: `--dir`, else `$CARGO_TARGET_DIR`, else `/var/tmp`.
+/// Where the report's scratch directories go: `--dir` (created when missing), else the cargo
+/// target directory or `/var/tmp`.
 fn base_dir(o: &Opts) -> std::path::PathBuf {
-    match &o.dir {
+    let dir = match &o.dir {
         Some(d) => std::path::PathBuf::from(d),
         None => std::path::PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "/var/tmp".into())),
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("report: cannot create {}: {e}", dir.display());
+        std::process::exit(2);
     }
+    dir
 }
 
 fn mops(n: usize, d: Duration) -> f64 {
