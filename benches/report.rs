@@ -64,6 +64,9 @@ struct Opts {
     flink_only: bool,
     /// With `--flink`: statekit's side only, Flink not run (for profiling; prints no ratios).
     ours_only: bool,
+    /// With `--flink`: rounds of StateBench, each Flink's run then ours (heap, RocksDB) in
+    /// fresh processes; every case's ratio is the median of the rounds' ratios.
+    flink_rounds: usize,
     /// Run only the checkpoint half of the section beside real Flink (its CheckpointBench).
     flink_checkpoints_only: bool,
     /// With `--flink`: leave the checkpoint half out.
@@ -95,6 +98,7 @@ fn parse() -> Opts {
         l0_trigger: None,
         flink_only: false,
         ours_only: false,
+        flink_rounds: 3,
         flink_checkpoints_only: false,
         skip_flink_checkpoints: false,
         ck_keys: 1_000_000,
@@ -141,6 +145,10 @@ fn parse() -> Opts {
             "--rocksdb" => o.rocksdb_only = true,
             "--flink" => o.flink_only = true,
             "--ours-only" => o.ours_only = true,
+            "--flink-rounds" => {
+                o.flink_rounds = val().parse::<usize>().expect("--flink-rounds N").max(1);
+                i += 1;
+            }
             "--flink-checkpoints" => o.flink_checkpoints_only = true,
             "--skip-flink-checkpoints" => o.skip_flink_checkpoints = true,
             "--ck-keys" => {
@@ -173,7 +181,7 @@ fn parse() -> Opts {
             "--skip-changelog" => o.skip_changelog = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--ours-only] [--skip-rocksdb] [--skip-flink-checkpoints]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)\n       report --flink-checkpoints [--ck-keys N] [--ck-value-bytes B] [--ck-checkpoints N] [--ck-config NAME]... [--dir DIR] [--ours-only] [--skip-rocksdb]   (the checkpoint half alone)\n       report --ck-growth 100000,1000000,4000000 [--ck-value-bytes B] [--ck-checkpoints N] [--dir DIR]   (incremental and changelog checkpoint time as the state grows; statekit only)"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--flink-rounds N] [--ours-only] [--skip-rocksdb] [--skip-flink-checkpoints]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)\n       report --flink-checkpoints [--ck-keys N] [--ck-value-bytes B] [--ck-checkpoints N] [--ck-config NAME]... [--dir DIR] [--ours-only] [--skip-rocksdb]   (the checkpoint half alone)\n       report --ck-growth 100000,1000000,4000000 [--ck-value-bytes B] [--ck-checkpoints N] [--dir DIR]   (incremental and changelog checkpoint time as the state grows; statekit only)"
                 );
                 std::process::exit(0);
             }
@@ -201,6 +209,13 @@ fn base_dir(o: &Opts) -> std::path::PathBuf {
         std::process::exit(2);
     }
     dir
+}
+
+/// The median of `xs` (the upper middle for an even count; 0 for none).
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn mops(n: usize, d: Duration) -> f64 {
@@ -750,79 +765,114 @@ fn rocksdb_ops(o: &Opts) {
 /// memory per `ValueState<Long>` entry beside Flink heap's, all measured in this run.
 fn flink_section(o: &Opts) {
     let n = o.keys;
-    let flink = if o.ours_only {
-        Ok(flink::FlinkStateBench {
-            header: "not run (--ours-only)".into(),
-            version: "-".into(),
-            rates: Default::default(),
-        })
-    } else {
-        flink::run_statebench(n, &["hashmap", "rocksdb"])
-    };
-    let flink = match flink {
-        Ok(f) => f,
-        Err(e) => {
-            println!("\n== beside real Flink: not measured: {e} ==");
-            return;
+    let rounds = if o.ours_only { 1 } else { o.flink_rounds.max(1) };
+    let sides: [(&str, &str, f64); 2] = [("heap", "hashmap", 3.0), ("RocksDB", "rocksdb", 1.5)];
+    let sides: Vec<(&str, &str, f64)> = sides
+        .into_iter()
+        .filter(|(ours_name, _, _)| !((*ours_name == "heap" && o.rocksdb_only) || (*ours_name == "RocksDB" && o.skip_rocksdb)))
+        .collect();
+    let rocks_base = base_dir(o);
+    // Each round: Flink's StateBench in a fresh JVM, then ours in fresh processes, so that each
+    // pair is measured minutes apart at most; the machine's speed drifts more than that.
+    let mut flink_rounds: Vec<flink::FlinkStateBench> = Vec::new();
+    // ours[side][round]: that round's cases (or why it was not measured).
+    let mut ours: Vec<Vec<Result<Vec<flink::CaseRate>, String>>> = vec![Vec::new(); sides.len()];
+    for round in 0..rounds {
+        let flink = if o.ours_only {
+            Ok(flink::FlinkStateBench {
+                header: "not run (--ours-only)".into(),
+                version: "-".into(),
+                rates: Default::default(),
+            })
+        } else {
+            flink::run_statebench(n, &["hashmap", "rocksdb"])
+        };
+        match flink {
+            Ok(f) => flink_rounds.push(f),
+            Err(e) => {
+                println!("\n== beside real Flink: not measured (round {}): {e} ==", round + 1);
+                return;
+            }
         }
+        for (i, (_, flink_name, _)) in sides.iter().enumerate() {
+            // Like Flink's StateBench in its fresh JVM, ours runs in a fresh process.
+            ours[i].push(statebench_child(flink_name, n, &rocks_base));
+        }
+    }
+    let Some(first) = flink_rounds.first() else {
+        return;
     };
     println!(
-        "\n== keyed state operations beside real Flink {} (its StateBench, this run): {n} Long keys, Long values, java.util.Random(42) order, 1 thread, median of 3 passes ==",
-        flink.version
+        "\n== keyed state operations beside real Flink {} (its StateBench, this run): {n} Long keys, Long values, java.util.Random(42) order, 1 thread, median of 3 passes; {rounds} round{} of Flink then ours, each ratio the median of the rounds' ==",
+        first.version,
+        if rounds == 1 { "" } else { "s" }
     );
-    println!("  Flink: {}", flink.header);
+    println!("  Flink: {}", first.header);
     for (case, what) in flink::CASES {
         println!("  {case:<26} per key: {what}");
     }
-    let rocks_base = base_dir(o);
-    let sides: [(&str, &str, f64); 2] = [("heap", "hashmap", 3.0), ("RocksDB", "rocksdb", 1.5)];
-    for (ours_name, flink_name, target) in sides {
-        if (ours_name == "heap" && o.rocksdb_only) || (ours_name == "RocksDB" && o.skip_rocksdb) {
+    for (i, (ours_name, flink_name, target)) in sides.iter().enumerate() {
+        let measured: Vec<&Vec<flink::CaseRate>> = ours[i].iter().filter_map(|r| r.as_ref().ok()).collect();
+        if measured.len() < ours[i].len() {
+            for e in ours[i].iter().filter_map(|r| r.as_ref().err()) {
+                println!("  statekit {ours_name}: not measured: {e}");
+            }
             continue;
         }
-        // Like Flink's StateBench in its fresh JVM, ours runs in a fresh process.
-        let ours = match statebench_child(flink_name, n, &rocks_base) {
-            Ok(ours) => ours,
-            Err(e) => {
-                println!("  statekit {ours_name}: not measured: {e}");
-                continue;
-            }
-        };
         println!(
-            "  {:<26} {:>12} {:>12} {:>8}   (target >= {target:.1}x)",
+            "  {:<26} {:>12} {:>12} {:>8}   (target >= {target:.1}x){}",
             "case",
             format!("statekit {ours_name}"),
             format!("Flink {flink_name}"),
-            "ratio"
+            "ratio",
+            if rounds > 1 { "   each round's ratio" } else { "" }
         );
-        for c in &ours {
-            let (case, ops) = (c.case, c.median);
-            match flink.rates.get(&(flink_name.to_string(), case.to_string())) {
-                Some(&f) => println!(
-                    "  {case:<26} {:>10.2} M {:>10.2} M {:>7.2}x {}",
-                    ops / 1e6,
-                    f / 1e6,
-                    ops / f,
-                    if ops / f >= target { "ok" } else { "BELOW TARGET" }
-                ),
-                None => println!(
-                    "  {case:<26} {:>10.2} M {:>12} (Flink printed no figure)",
-                    ops / 1e6,
-                    "-"
-                ),
+        for &(case, _) in flink::CASES {
+            let ours_r: Vec<f64> = measured
+                .iter()
+                .filter_map(|m| m.iter().find(|x| x.case == case))
+                .map(|x| x.median)
+                .collect();
+            let flink_r: Vec<Option<f64>> = flink_rounds
+                .iter()
+                .map(|f| f.rates.get(&(flink_name.to_string(), case.to_string())).copied())
+                .collect();
+            let ratios: Vec<f64> = ours_r
+                .iter()
+                .zip(&flink_r)
+                .filter_map(|(a, b)| b.map(|b| a / b))
+                .collect();
+            let ours_m = median(&ours_r);
+            if ratios.len() < ours_r.len() || ratios.is_empty() {
+                println!("  {case:<26} {:>10.2} M {:>12} (Flink printed no figure)", ours_m / 1e6, "-");
+                continue;
             }
+            let flink_m = median(&flink_r.iter().flatten().copied().collect::<Vec<_>>());
+            let ratio = median(&ratios);
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!(
+                "  {case:<26} {:>10.2} M {:>10.2} M {:>7.2}x {}{}",
+                ours_m / 1e6,
+                flink_m / 1e6,
+                ratio,
+                if ratio >= *target { "ok" } else { "BELOW TARGET" },
+                if rounds > 1 { format!("   {}", each.join(" / ")) } else { String::new() }
+            );
         }
         // The median hides a slow pass (the one that pays a write-back, say): every pass of
         // ours, and all of them together, so the table's figure can be read against them.
-        println!("  statekit {ours_name}, every pass (M/s, in order) and all passes together:");
-        for c in ours.iter().filter(|c| c.passes.len() > 1) {
-            let passes: Vec<String> = c.passes.iter().map(|r| format!("{:.2}", r / 1e6)).collect();
-            println!(
-                "  {:<26} {:>20}   together {:>6.2} M",
-                c.case,
-                passes.join(" / "),
-                c.overall() / 1e6
-            );
+        println!("  statekit {ours_name}, every pass (M/s, in order) and all passes together, by round:");
+        for (round, m) in measured.iter().enumerate() {
+            for c in m.iter().filter(|c| c.passes.len() > 1) {
+                let passes: Vec<String> = c.passes.iter().map(|r| format!("{:.2}", r / 1e6)).collect();
+                println!(
+                    "  {:<26} {:>5} {:>20}   together {:>6.2} M",
+                    c.case,
+                    format!("#{}", round + 1),
+                    passes.join(" / "),
+                    c.overall() / 1e6
+                );
+            }
         }
     }
     if !o.rocksdb_only {
