@@ -769,7 +769,9 @@ fn flink_section(o: &Opts) {
     let sides: [(&str, &str, f64); 2] = [("heap", "hashmap", 3.0), ("RocksDB", "rocksdb", 1.5)];
     let sides: Vec<(&str, &str, f64)> = sides
         .into_iter()
-        .filter(|(ours_name, _, _)| !((*ours_name == "heap" && o.rocksdb_only) || (*ours_name == "RocksDB" && o.skip_rocksdb)))
+        .filter(|(ours_name, _, _)| {
+            !((*ours_name == "heap" && o.rocksdb_only) || (*ours_name == "RocksDB" && o.skip_rocksdb))
+        })
         .collect();
     let rocks_base = base_dir(o);
     // Each round: Flink's StateBench in a fresh JVM, then ours in fresh processes, so that each
@@ -844,7 +846,11 @@ fn flink_section(o: &Opts) {
                 .collect();
             let ours_m = median(&ours_r);
             if ratios.len() < ours_r.len() || ratios.is_empty() {
-                println!("  {case:<26} {:>10.2} M {:>12} (Flink printed no figure)", ours_m / 1e6, "-");
+                println!(
+                    "  {case:<26} {:>10.2} M {:>12} (Flink printed no figure)",
+                    ours_m / 1e6,
+                    "-"
+                );
                 continue;
             }
             let flink_m = median(&flink_r.iter().flatten().copied().collect::<Vec<_>>());
@@ -856,7 +862,11 @@ fn flink_section(o: &Opts) {
                 flink_m / 1e6,
                 ratio,
                 if ratio >= *target { "ok" } else { "BELOW TARGET" },
-                if rounds > 1 { format!("   {}", each.join(" / ")) } else { String::new() }
+                if rounds > 1 {
+                    format!("   {}", each.join(" / "))
+                } else {
+                    String::new()
+                }
             );
         }
         // The median hides a slow pass (the one that pays a write-back, say): every pass of

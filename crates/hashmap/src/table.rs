@@ -50,11 +50,15 @@ pub(crate) fn key_hash(key: &[u8]) -> u32 {
 }
 
 /// The table hash of a composite `(key, namespace)` given the key's [`key_hash`], the same
-/// for owned and borrowed forms. The 32-bit key hash is spread over 64 bits with murmur3's
-/// 64-bit finaliser (the low bits of the key hash alone are the key group's, constant in a
-/// table); a non-empty namespace is folded in with foldhash. Flink's heap backend does the
-/// same: its `CopyOnWriteStateMap` mixes the key's `hashCode` (the one that picks the key
-/// group) with the namespace's.
+/// for owned and borrowed forms. The key hash is already murmur3's finalised output, so one
+/// multiply by an odd 64-bit constant spreads it over 64 bits (its low bits alone are the key
+/// group's, constant in a table; the probe start takes bits 0..32 scaled, so mostly their top,
+/// the directory bits 32.. and the control tag the top 7, all of which the multiply's carries
+/// fill from every bit of the key hash). A non-empty namespace is folded in with foldhash.
+/// Flink's heap backend does the same: its `CopyOnWriteStateMap` mixes the key's `hashCode`
+/// (the one that picks the key group) with the namespace's. (Until 2026-12-05 murmur3's
+/// 64-bit finaliser spread it: two multiplies and three shifts more on the way from the key
+/// to its first cache miss, and StateBench's `value_get` ran 23–45 % slower, design note 0002.)
 #[inline(always)]
 pub(crate) fn table_hash(key_hash: u32, namespace: &[u8]) -> u64 {
     let ns = if namespace.is_empty() {
@@ -64,23 +68,13 @@ pub(crate) fn table_hash(key_hash: u32, namespace: &[u8]) -> u64 {
         h.write(namespace);
         h.finish()
     };
-    fmix64(u64::from(key_hash) ^ ns)
+    (u64::from(key_hash) ^ ns).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// Hash of a composite `(key, namespace)` from its bytes (tests and rehashing).
 #[inline]
 pub(crate) fn hash_key_ns(key: &[u8], namespace: &[u8]) -> u64 {
     table_hash(key_hash(key), namespace)
-}
-
-#[inline(always)]
-fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^= k >> 33;
-    k
 }
 
 /// Longest `key ‖ namespace` kept inline in a slot.
