@@ -96,7 +96,10 @@ fn inspect_in_tmux() {
 
     // The operators, from _metadata.
     let s = t.wait_for("the operator list", |s| {
-        s.contains("word-counter") && s.contains("enricher")
+        s.contains("word-counter")
+            && s.contains("enricher")
+            && s.contains("6b8045dea34a1e845b5d3f58ebf57018")
+            && s.lines().count() == 24
     });
     assert!(
         s.contains("6b8045dea34a1e845b5d3f58ebf57018"),
@@ -110,7 +113,9 @@ fn inspect_in_tmux() {
     t.keys(&["Enter"]);
     t.wait_for("the entries of count", |s| s.contains("entries 1-8 of 8"));
     t.keys(&["/", "heidi", "Enter"]);
-    let s = t.wait_for("heidi found", |s| s.contains("key group 6"));
+    let s = t.wait_for("heidi found", |s| {
+        s.contains("key group 6") && s.contains("\"heidi\"") && s.contains("value: 8")
+    });
     let row = s
         .lines()
         .find(|l| l.contains("\"heidi\""))
@@ -120,8 +125,12 @@ fn inspect_in_tmux() {
 
     // The help overlay lists every key; any key closes it.
     t.keys(&["?"]);
-    let s = t.wait_for("the help overlay", |s| s.contains("keys (any key closes)"));
-    for k in ["j / Down", "PgDn / PgUp", "n / N", "q / Ctrl-C"] {
+    // tmux shows a frame as it arrives: wait for the whole overlay, not its title alone.
+    let help_keys = ["j / Down", "PgDn / PgUp", "n / N", "q / Ctrl-C"];
+    let s = t.wait_for("the help overlay", |s| {
+        s.contains("keys (any key closes)") && help_keys.iter().all(|k| s.contains(k))
+    });
+    for k in help_keys {
         assert!(s.contains(k), "help lists {k}:\n{s}");
     }
     t.keys(&["Escape"]);
@@ -133,7 +142,9 @@ fn inspect_in_tmux() {
         s.contains("per-window") && !s.contains("entries 1-8")
     });
     t.keys(&["/", "rules", "Enter", "Enter"]);
-    let s = t.wait_for("the rules entries", |s| s.contains("rules op broadcast · 1-4 of 4"));
+    let s = t.wait_for("the rules entries", |s| {
+        s.contains("rules op broadcast · 1-4 of 4") && s.contains("operator state: rules (op broadcast)")
+    });
     assert!(s.contains("\"stop-word\"") && s.contains("\"min-length\""), "{s}");
     assert!(s.contains("operator state: rules (op broadcast)"), "the pane:\n{s}");
     t.keys(&["Escape"]);
@@ -191,7 +202,9 @@ fn inspect_diff_in_tmux() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The comparison runs on the worker; its summary and rows arrive.
-    let s = t.wait_for("the diff summary", |s| s.contains("differences:"));
+    let s = t.wait_for("the diff summary", |s| {
+        s.contains("differences:") && s.contains("word-counter")
+    });
     assert!(s.contains("word-counter"), "{s}");
     // Search a row; the pane shows it in full.
     t.keys(&["/", "followers", "Enter"]);
