@@ -37,13 +37,22 @@ impl Tmux {
         );
     }
 
-    /// Waits until the screen satisfies `ok` (10 s at most); returns it.
+    /// Waits until the screen satisfies `ok` and is a whole frame (10 s at most); returns it.
+    /// tmux shows a frame as it arrives, so a screen that satisfies `ok` is taken only when a
+    /// second capture 50 ms later is the same: a frame half drawn (a help overlay with its
+    /// title and not yet its last lines) is not.
     fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
+        let mut last: Option<String> = None;
         loop {
             let s = self.screen();
             if ok(&s) {
-                return s;
+                if last.as_deref() == Some(s.as_str()) {
+                    return s;
+                }
+                last = Some(s.clone());
+            } else {
+                last = None;
             }
             if start.elapsed() > Duration::from_secs(10) {
                 panic!("timed out waiting for {what}; the screen:\n{s}");
@@ -96,10 +105,7 @@ fn inspect_in_tmux() {
 
     // The operators, from _metadata.
     let s = t.wait_for("the operator list", |s| {
-        s.contains("word-counter")
-            && s.contains("enricher")
-            && s.contains("6b8045dea34a1e845b5d3f58ebf57018")
-            && s.lines().count() == 24
+        s.contains("word-counter") && s.contains("enricher")
     });
     assert!(
         s.contains("6b8045dea34a1e845b5d3f58ebf57018"),
@@ -113,9 +119,7 @@ fn inspect_in_tmux() {
     t.keys(&["Enter"]);
     t.wait_for("the entries of count", |s| s.contains("entries 1-8 of 8"));
     t.keys(&["/", "heidi", "Enter"]);
-    let s = t.wait_for("heidi found", |s| {
-        s.contains("key group 6") && s.contains("\"heidi\"") && s.contains("value: 8")
-    });
+    let s = t.wait_for("heidi found", |s| s.contains("key group 6"));
     let row = s
         .lines()
         .find(|l| l.contains("\"heidi\""))
@@ -125,12 +129,8 @@ fn inspect_in_tmux() {
 
     // The help overlay lists every key; any key closes it.
     t.keys(&["?"]);
-    // tmux shows a frame as it arrives: wait for the whole overlay, not its title alone.
-    let help_keys = ["j / Down", "PgDn / PgUp", "n / N", "q / Ctrl-C"];
-    let s = t.wait_for("the help overlay", |s| {
-        s.contains("keys (any key closes)") && help_keys.iter().all(|k| s.contains(k))
-    });
-    for k in help_keys {
+    let s = t.wait_for("the help overlay", |s| s.contains("keys (any key closes)"));
+    for k in ["j / Down", "PgDn / PgUp", "n / N", "q / Ctrl-C"] {
         assert!(s.contains(k), "help lists {k}:\n{s}");
     }
     t.keys(&["Escape"]);
@@ -142,9 +142,7 @@ fn inspect_in_tmux() {
         s.contains("per-window") && !s.contains("entries 1-8")
     });
     t.keys(&["/", "rules", "Enter", "Enter"]);
-    let s = t.wait_for("the rules entries", |s| {
-        s.contains("rules op broadcast · 1-4 of 4") && s.contains("operator state: rules (op broadcast)")
-    });
+    let s = t.wait_for("the rules entries", |s| s.contains("rules op broadcast · 1-4 of 4"));
     assert!(s.contains("\"stop-word\"") && s.contains("\"min-length\""), "{s}");
     assert!(s.contains("operator state: rules (op broadcast)"), "the pane:\n{s}");
     t.keys(&["Escape"]);
@@ -202,9 +200,7 @@ fn inspect_diff_in_tmux() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The comparison runs on the worker; its summary and rows arrive.
-    let s = t.wait_for("the diff summary", |s| {
-        s.contains("differences:") && s.contains("word-counter")
-    });
+    let s = t.wait_for("the diff summary", |s| s.contains("differences:"));
     assert!(s.contains("word-counter"), "{s}");
     // Search a row; the pane shows it in full.
     t.keys(&["/", "followers", "Enter"]);
