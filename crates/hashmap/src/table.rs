@@ -290,7 +290,7 @@ pub(crate) struct Dir<T> {
 ///
 /// Invariant, kept by every `&mut` method of [`Dir`]: `ptr == Arc::as_ptr(&shards[index])`.
 /// The `Arc` in `shards` keeps the shard alive while the directory holds it, and nothing
-/// replaces or moves it without refreshing the slots that name it ([`Dir::refresh`]).
+/// replaces or copies it without repointing the slots that name it ([`writable`]).
 #[derive(Debug)]
 struct DirSlot<T> {
     index: u32,
@@ -323,6 +323,18 @@ fn point_slots<T>(dir: &mut [DirSlot<T>], si: usize, ptr: *const Shard<T>) {
     }
 }
 
+/// Shard `si` (`shard`, of the directory `dir`), writable: copied first if a snapshot shares
+/// it, and the slots of `dir` that name it pointed at the copy.
+#[inline(always)]
+fn writable<'s, T: Clone>(dir: &mut [DirSlot<T>], si: usize, shard: &'s mut Arc<Shard<T>>) -> &'s mut Shard<T> {
+    let before = Arc::as_ptr(shard);
+    let s = make_mut(shard);
+    if !std::ptr::eq(&*s, before) {
+        point_slots(dir, si, &*s);
+    }
+    s
+}
+
 /// The table of one state in one key group, over hashbrown slots.
 pub(crate) type KgTable<V> = Dir<HashTable<Slot<V>>>;
 
@@ -351,14 +363,6 @@ impl<T> Dir<T> {
     #[inline]
     fn shard_index(&self, hash: u64) -> Option<usize> {
         self.slot(hash).map(|s| s.index as usize)
-    }
-
-    /// Points the directory slots of shard `si` at its current allocation (after the shard
-    /// was made writable, which copies a shard a snapshot shares, or replaced).
-    fn refresh(&mut self, si: usize) {
-        if let Some(shard) = self.shards.get(si) {
-            point_slots(&mut self.dir, si, Arc::as_ptr(shard));
-        }
     }
 
     /// Number of entries.
@@ -419,21 +423,8 @@ impl<T: ShardTable> Dir<T> {
     #[inline]
     pub(crate) fn shard_mut(&mut self, hash: u64) -> Option<&mut T> {
         let si = self.shard_index(hash)?;
-        self.writable(si).map(|s| &mut s.table)
-    }
-
-    /// Shard `si`, writable (copied first if a snapshot shares it, and the directory pointed
-    /// at the copy).
-    #[inline(always)]
-    fn writable(&mut self, si: usize) -> Option<&mut Shard<T>> {
         let Dir { dir, shards, .. } = self;
-        let shard = shards.get_mut(si)?;
-        let before = Arc::as_ptr(shard);
-        let s = make_mut(shard);
-        if !std::ptr::eq(&*s, before) {
-            point_slots(dir, si, &*s);
-        }
-        Some(s)
+        shards.get_mut(si).map(|s| &mut writable(dir, si, s).table)
     }
 
     /// The writable table an entry of `hash` is to be inserted into, and the entry count to
@@ -453,13 +444,7 @@ impl<T: ShardTable> Dir<T> {
             _ => self.make_shard_room(hash, make),
         };
         let Dir { dir, shards, len, .. } = self;
-        let shard = &mut shards[si];
-        let before = Arc::as_ptr(shard);
-        let s = make_mut(shard);
-        if !std::ptr::eq(&*s, before) {
-            point_slots(dir, si, &*s);
-        }
-        (&mut s.table, len)
+        (&mut writable(dir, si, &mut shards[si]).table, len)
     }
 
     /// [`Self::shard_for_insert`]'s uncommon cases: the table's first shard, or a full shard
@@ -482,16 +467,14 @@ impl<T: ShardTable> Dir<T> {
     /// first if shared) says so; `f` returns the entries left. Visits every non-empty shard.
     pub(crate) fn retain_shards(&mut self, mut f: impl FnMut(&mut T) -> usize) {
         let mut len = 0;
-        for shard in &mut self.shards {
+        let Dir { dir, shards, .. } = self;
+        for (si, shard) in shards.iter_mut().enumerate() {
             if shard.table.len() == 0 {
                 continue;
             }
-            len += f(&mut make_mut(shard).table);
+            len += f(&mut writable(dir, si, shard).table);
         }
         self.len = len;
-        for si in 0..self.shards.len() {
-            self.refresh(si);
-        }
     }
 
     /// Creates the first shard of an empty table.
@@ -517,7 +500,7 @@ impl<T: ShardTable> Dir<T> {
         }
         let new_index = self.shards.len() as u32;
         let bit = 1u64 << depth;
-        let old = make_mut(&mut self.shards[si]);
+        let old = writable(&mut self.dir, si, &mut self.shards[si]);
         old.depth = depth + 1;
         let moved = old.table.split_off(bit);
         let moved = Arc::new(Shard {
@@ -526,7 +509,6 @@ impl<T: ShardTable> Dir<T> {
         });
         let moved_ptr = Arc::as_ptr(&moved);
         self.shards.push(moved);
-        self.refresh(si);
         for (j, slot) in self.dir.iter_mut().enumerate() {
             if slot.index as usize == si && (j as u64) & bit != 0 {
                 *slot = DirSlot {
