@@ -209,6 +209,14 @@ fn rate(n: usize, t: Instant) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
+/// The median of `xs` as StateBench takes it: the middle of the sorted values (the upper
+/// middle for an even count; 0 for none).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut sorted = xs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// One case's result: the median pass (what StateBench reports) and every pass in order.
 #[derive(Clone, Debug)]
 pub struct CaseRate {
@@ -224,11 +232,9 @@ impl CaseRate {
     /// A case's rates from its passes, in the order they ran; the median is StateBench's
     /// (the middle of the sorted passes).
     pub fn from_passes(case: &'static str, passes: Vec<f64>) -> CaseRate {
-        let mut sorted = passes.clone();
-        sorted.sort_by(f64::total_cmp);
         CaseRate {
             case,
-            median: sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
+            median: median(&passes),
             passes,
         }
     }

@@ -211,13 +211,6 @@ fn base_dir(o: &Opts) -> std::path::PathBuf {
     dir
 }
 
-/// The median of `xs` (the upper middle for an even count; 0 for none).
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 fn mops(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64() / 1e6
 }
@@ -844,7 +837,7 @@ fn flink_section(o: &Opts) {
                 .zip(&flink_r)
                 .filter_map(|(a, b)| b.map(|b| a / b))
                 .collect();
-            let ours_m = median(&ours_r);
+            let ours_m = flink::median(&ours_r);
             if ratios.len() < ours_r.len() || ratios.is_empty() {
                 println!(
                     "  {case:<26} {:>10.2} M {:>12} (Flink printed no figure)",
@@ -853,8 +846,8 @@ fn flink_section(o: &Opts) {
                 );
                 continue;
             }
-            let flink_m = median(&flink_r.iter().flatten().copied().collect::<Vec<_>>());
-            let ratio = median(&ratios);
+            let flink_m = flink::median(&flink_r.iter().flatten().copied().collect::<Vec<_>>());
+            let ratio = flink::median(&ratios);
             let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
             println!(
                 "  {case:<26} {:>10.2} M {:>10.2} M {:>7.2}x {}{}",
