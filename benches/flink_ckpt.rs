@@ -424,58 +424,121 @@ const CONFIGS: [&str; 5] = [
 ];
 
 /// Runs our side of every config (`skip_rocksdb`: the heap ones only; `only`, when not
-/// empty: those) and Flink's (unless `ours_only`), and prints each row beside Flink's with the
-/// ratio Flink / statekit (above 1: statekit is faster).
-pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, only: &[String]) {
-    let flink = if ours_only {
-        Err("not run (--ours-only)".to_string())
-    } else {
-        run_ckbench(shape, base)
-    };
-    let (version, header) = match &flink {
-        Ok(f) => (f.version.clone(), f.header.clone()),
-        Err(e) => ("-".to_string(), e.clone()),
+/// empty: those) and Flink's (unless `ours_only`), `rounds` times — each round Flink's
+/// CheckpointBench, then ours — and prints each row beside Flink's: the median over the rounds
+/// of either side's time, and the median of the rounds' ratios Flink / statekit (above 1:
+/// statekit is faster), each round's ratio beside it. A checkpoint of 10 MB takes tens of
+/// milliseconds here, and either side's can take twice as long once in a while (both write
+/// fresh page-cache pages, which this machine's host backs anew; `docs/performance.md`): a
+/// single pair says more about that than about the two implementations.
+pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, only: &[String], rounds: usize) {
+    let rounds = rounds.max(1);
+    let configs: Vec<&str> = CONFIGS
+        .iter()
+        .copied()
+        .filter(|c| !(skip_rocksdb && c.contains("rocksdb")) && (only.is_empty() || only.iter().any(|o| o == c)))
+        .collect();
+    // Per round (aligned with `ours`): Flink's result, `None` when it failed or was not run.
+    let mut flinks: Vec<Option<FlinkCk>> = Vec::new();
+    let mut flink_err: Option<String> = ours_only.then(|| "not run (--ours-only)".to_string());
+    let mut ours: Vec<BTreeMap<&str, Ours>> = Vec::new();
+    for round in 1..=rounds {
+        if rounds > 1 {
+            eprintln!("# CheckpointBench round {round} of {rounds}");
+        }
+        flinks.push(if ours_only {
+            None
+        } else {
+            run_ckbench(shape, base).map_err(|e| flink_err = Some(e)).ok()
+        });
+        ours.push(configs.iter().map(|c| (*c, run_config(c, &shape, base))).collect());
+    }
+    let (version, header) = match (flinks.iter().flatten().next(), &flink_err) {
+        (Some(f), _) => (f.version.clone(), f.header.clone()),
+        (None, Some(e)) => ("-".to_string(), e.clone()),
+        (None, None) => ("-".to_string(), "no result".to_string()),
     };
     println!(
-        "\n== checkpoints, savepoints and restores beside real Flink {version} (its CheckpointBench, this run): {} Long keys x {} B values, 1 subtask, max parallelism 128, {} checkpoints (the first after the load, then 1% churn before each) ==",
+        "\n== checkpoints, savepoints and restores beside real Flink {version} (its CheckpointBench, this run): {} Long keys x {} B values, 1 subtask, max parallelism 128, {} checkpoints (the first after the load, then 1% churn before each); {rounds} round(s), each Flink's run then ours ==",
         shape.keys, shape.value_bytes, shape.checkpoints
     );
     println!("  Flink: {header}");
+    if let (Some(e), true) = (&flink_err, flinks.iter().any(Option::is_some)) {
+        println!("  Flink failed in a round ({e}); its rows are the medians of the other rounds");
+    }
     println!("  Flink's checkpoints go to the page cache without fsync; statekit fsyncs what it commits. Flink's restores are job submission -> first record (its job start without state: `baseline`); statekit's the backend's restore alone");
+    println!(
+        "  times: the median over the rounds; Flink/us: the median of the rounds' ratios (each round's in brackets)"
+    );
     println!(
         "  {:<22} {:<30} {:>10} {:>10} {:>8}   {:>10} {:>10}",
         "config", "row", "statekit", "Flink", "Flink/us", "our MB", "Flink MB"
     );
-    for config in CONFIGS {
-        if (skip_rocksdb && config.contains("rocksdb")) || !(only.is_empty() || only.iter().any(|c| c == config)) {
+    for config in &configs {
+        let Some(rows) = ours.first().and_then(|r| r.get(config)) else {
             continue;
-        }
-        let ours = run_config(config, &shape, base);
-        for (row, (t, bytes)) in &ours.rows {
-            let theirs = flink.as_ref().ok().and_then(|f| f.get(config, row));
-            let (ft, fb) = theirs.map_or((f64::NAN, 0), |(t, b)| (t, b));
+        };
+        for row in rows.rows.keys() {
+            let mine: Vec<(f64, u64)> = ours
+                .iter()
+                .filter_map(|r| r.get(config).and_then(|o| o.rows.get(row)).copied())
+                .collect();
+            let theirs: Vec<Option<(f64, u64)>> = flinks
+                .iter()
+                .map(|f| f.as_ref().and_then(|f| f.get(config, row)))
+                .collect();
+            let t = crate::flink::median(&mine.iter().map(|m| m.0).collect::<Vec<_>>());
+            let bytes = crate::flink::median(&mine.iter().map(|m| m.1 as f64).collect::<Vec<_>>());
+            let ft: Vec<f64> = theirs.iter().flatten().map(|x| x.0).collect();
+            let fb = crate::flink::median(&theirs.iter().flatten().map(|x| x.1 as f64).collect::<Vec<_>>());
+            // Per round: Flink's time over ours of the same round.
+            let ratios: Vec<f64> = theirs
+                .iter()
+                .zip(mine.iter())
+                .filter_map(|(f, m)| f.map(|f| f.0 / m.0))
+                .collect();
+            let (flink_t, ratio) = if ft.is_empty() {
+                (f64::NAN, f64::NAN)
+            } else {
+                (crate::flink::median(&ft), crate::flink::median(&ratios))
+            };
             let label = match row.parse::<u32>() {
                 Ok(1) => "checkpoint 1 (after the load)".to_string(),
                 Ok(n) => format!("checkpoint {n} (1% churn)"),
                 Err(_) => row.clone(),
             };
-            let baseline = flink.as_ref().ok().and_then(|f| f.get(config, "baseline")).map(|b| b.0);
-            let net = match (row.contains("restore"), baseline) {
-                (true, Some(b)) => format!(
+            let baselines: Vec<f64> = flinks
+                .iter()
+                .flatten()
+                .filter_map(|f| f.get(config, "baseline"))
+                .map(|b| b.0)
+                .collect();
+            let net = if row.contains("restore") && !baselines.is_empty() && !ft.is_empty() {
+                let b = crate::flink::median(&baselines);
+                format!(
                     "   (Flink less its {b:.0} ms job start: {:.0} ms, {:.2}x)",
-                    ft - b,
-                    (ft - b) / t
-                ),
-                _ => String::new(),
+                    flink_t - b,
+                    (flink_t - b) / t
+                )
+            } else {
+                String::new()
+            };
+            let each = if ratios.len() > 1 {
+                format!(
+                    "   ({})",
+                    ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" / ")
+                )
+            } else {
+                String::new()
             };
             println!(
-                "  {config:<22} {label:<30} {:>8.0} ms {:>7.0} ms {:>7.2}x   {:>10.1} {:>10.1}{}{net}",
+                "  {config:<22} {label:<30} {:>8.0} ms {:>7.0} ms {:>7.2}x   {:>10.1} {:>10.1}{}{each}{net}",
                 t,
-                ft,
-                ft / t,
-                *bytes as f64 / 1e6,
-                fb as f64 / 1e6,
-                if theirs.is_some() && ft < *t { "   BEHIND" } else { "" }
+                flink_t,
+                ratio,
+                bytes / 1e6,
+                fb / 1e6,
+                if ratio < 1.0 { "   BEHIND" } else { "" }
             );
         }
     }

@@ -67,6 +67,8 @@ struct Opts {
     /// With `--flink`: rounds of StateBench, each Flink's run then ours (heap, RocksDB) in
     /// fresh processes; every case's ratio is the median of the rounds' ratios.
     flink_rounds: usize,
+    /// Rounds of CheckpointBench (each Flink's, then ours).
+    ck_rounds: usize,
     /// Run only the checkpoint half of the section beside real Flink (its CheckpointBench).
     flink_checkpoints_only: bool,
     /// With `--flink`: leave the checkpoint half out.
@@ -99,6 +101,7 @@ fn parse() -> Opts {
         flink_only: false,
         ours_only: false,
         flink_rounds: 3,
+        ck_rounds: 3,
         flink_checkpoints_only: false,
         skip_flink_checkpoints: false,
         ck_keys: 1_000_000,
@@ -145,6 +148,10 @@ fn parse() -> Opts {
             "--rocksdb" => o.rocksdb_only = true,
             "--flink" => o.flink_only = true,
             "--ours-only" => o.ours_only = true,
+            "--ck-rounds" => {
+                o.ck_rounds = val().parse::<usize>().expect("--ck-rounds N").max(1);
+                i += 1;
+            }
             "--flink-rounds" => {
                 o.flink_rounds = val().parse::<usize>().expect("--flink-rounds N").max(1);
                 i += 1;
@@ -181,7 +188,7 @@ fn parse() -> Opts {
             "--skip-changelog" => o.skip_changelog = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--flink-rounds N] [--ours-only] [--skip-rocksdb] [--skip-flink-checkpoints]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)\n       report --flink-checkpoints [--ck-keys N] [--ck-value-bytes B] [--ck-checkpoints N] [--ck-config NAME]... [--dir DIR] [--ours-only] [--skip-rocksdb]   (the checkpoint half alone)\n       report --ck-growth 100000,1000000,4000000 [--ck-value-bytes B] [--ck-checkpoints N] [--dir DIR]   (incremental and changelog checkpoint time as the state grows; statekit only)"
+                    "usage: report [--keys N] [--state-mb MB] [--dir DIR] [--rounds N] [--skip-io] [--rocksdb | --skip-rocksdb] [--skip-changelog]\n       report --checkpoints [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--l0-trigger N] [--dir DIR]\n       report --changelog [--checkpoint-state-mb MB] [--checkpoint-rounds N] [--rounds N] [--skip-rocksdb] [--dir DIR]\n       report --flink [--keys N] [--dir DIR] [--flink-rounds N] [--ck-rounds N] [--ours-only] [--skip-rocksdb] [--skip-flink-checkpoints]   (real Flink beside statekit: needs java 17; fetches Flink's jars once)\n       report --flink-checkpoints [--ck-keys N] [--ck-value-bytes B] [--ck-checkpoints N] [--ck-config NAME]... [--ck-rounds N] [--dir DIR] [--ours-only] [--skip-rocksdb]   (the checkpoint half alone)\n       report --ck-growth 100000,1000000,4000000 [--ck-value-bytes B] [--ck-checkpoints N] [--dir DIR]   (incremental and changelog checkpoint time as the state grows; statekit only)"
                 );
                 std::process::exit(0);
             }
@@ -1011,7 +1018,8 @@ fn main() {
             };
             let base = base_dir(&o);
             let dir = tempfile::tempdir_in(&base).expect("tempdir");
-            flink_ckpt::section(shape, dir.path(), o.ours_only, o.skip_rocksdb, &o.ck_configs);
+            let rounds = if o.ours_only { 1 } else { o.ck_rounds };
+            flink_ckpt::section(shape, dir.path(), o.ours_only, o.skip_rocksdb, &o.ck_configs, rounds);
         }
         return;
     }
