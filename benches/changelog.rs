@@ -262,7 +262,8 @@ impl<D: KeyedStateBackend> Cl<D> {
     }
 
     /// A changelog checkpoint: cut, wait for the tail, `_metadata` commit (then the
-    /// subsumed checkpoints' deletions, timed apart).
+    /// subsumed checkpoints' deletions, timed apart). `STATEKIT_CK_DETAIL` set: prints the
+    /// split on standard error.
     pub(crate) fn checkpoint(&mut self) -> ClCheckpoint {
         self.id += 1;
         let id = self.id;
@@ -289,6 +290,14 @@ impl<D: KeyedStateBackend> Cl<D> {
         let now = self.storage.stats().bytes;
         let log_bytes = now - self.uploaded;
         self.uploaded = now;
+        if std::env::var_os("STATEKIT_CK_DETAIL").is_some() {
+            eprintln!(
+                "# changelog checkpoint {id}: cut {:.1} ms, tail durable {:.1} ms (the log: {tail_bytes} B, {tail_records} records), commit {:.1} ms, {log_bytes} B uploaded since the last",
+                ms(sync),
+                ms(tail_wait),
+                ms(total - sync - tail_wait)
+            );
+        }
         ClCheckpoint {
             total,
             sync,
