@@ -217,6 +217,11 @@ pub fn median(xs: &[f64]) -> f64 {
     sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// The rounds' ratios as the report prints them beside their median: `a / b / c`.
+pub fn each_round(ratios: &[f64]) -> String {
+    ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" / ")
+}
+
 /// One case's result: the median pass (what StateBench reports) and every pass in order.
 #[derive(Clone, Debug)]
 pub struct CaseRate {

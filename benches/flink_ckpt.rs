@@ -479,23 +479,24 @@ pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, o
             continue;
         };
         for row in rows.rows.keys() {
-            let mine: Vec<(f64, u64)> = ours
+            // Per round, aligned with `theirs`.
+            let mine: Vec<Option<(f64, u64)>> = ours
                 .iter()
-                .filter_map(|r| r.get(config).and_then(|o| o.rows.get(row)).copied())
+                .map(|r| r.get(config).and_then(|o| o.rows.get(row)).copied())
                 .collect();
             let theirs: Vec<Option<(f64, u64)>> = flinks
                 .iter()
                 .map(|f| f.as_ref().and_then(|f| f.get(config, row)))
                 .collect();
-            let t = crate::flink::median(&mine.iter().map(|m| m.0).collect::<Vec<_>>());
-            let bytes = crate::flink::median(&mine.iter().map(|m| m.1 as f64).collect::<Vec<_>>());
+            let t = crate::flink::median(&mine.iter().flatten().map(|m| m.0).collect::<Vec<_>>());
+            let bytes = crate::flink::median(&mine.iter().flatten().map(|m| m.1 as f64).collect::<Vec<_>>());
             let ft: Vec<f64> = theirs.iter().flatten().map(|x| x.0).collect();
             let fb = crate::flink::median(&theirs.iter().flatten().map(|x| x.1 as f64).collect::<Vec<_>>());
             // Per round: Flink's time over ours of the same round.
             let ratios: Vec<f64> = theirs
                 .iter()
-                .zip(mine.iter())
-                .filter_map(|(f, m)| f.map(|f| f.0 / m.0))
+                .zip(&mine)
+                .filter_map(|(f, m)| Some(f.as_ref()?.0 / m.as_ref()?.0))
                 .collect();
             let (flink_t, ratio) = if ft.is_empty() {
                 (f64::NAN, f64::NAN)
@@ -524,10 +525,7 @@ pub fn section(shape: Shape, base: &Path, ours_only: bool, skip_rocksdb: bool, o
                 String::new()
             };
             let each = if ratios.len() > 1 {
-                format!(
-                    "   ({})",
-                    ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" / ")
-                )
+                format!("   ({})", crate::flink::each_round(&ratios))
             } else {
                 String::new()
             };

@@ -855,7 +855,6 @@ fn flink_section(o: &Opts) {
             }
             let flink_m = flink::median(&flink_r.iter().flatten().copied().collect::<Vec<_>>());
             let ratio = flink::median(&ratios);
-            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
             println!(
                 "  {case:<26} {:>10.2} M {:>10.2} M {:>7.2}x {}{}",
                 ours_m / 1e6,
@@ -863,7 +862,7 @@ fn flink_section(o: &Opts) {
                 ratio,
                 if ratio >= *target { "ok" } else { "BELOW TARGET" },
                 if rounds > 1 {
-                    format!("   {}", each.join(" / "))
+                    format!("   {}", flink::each_round(&ratios))
                 } else {
                     String::new()
                 }
