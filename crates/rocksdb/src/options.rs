@@ -313,7 +313,7 @@ impl RocksDbOptions {
             o.set_compression_per_level(&[self.l0_compression.to_rocksdb(), c, c, c, c, c, c]);
         }
         o.set_bottommost_compression_type(self.bottommost_compression.to_rocksdb());
-        let lz4_only = [self.compression, self.bottommost_compression]
+        let lz4_only = [self.l0_compression, self.compression, self.bottommost_compression]
             .iter()
             .all(|c| *c != Compression::Zstd);
         if self.lz4_acceleration > 1 && lz4_only {
