@@ -20,8 +20,8 @@
 //! Value, reducing and aggregating states whose entries all have one shape — the same key,
 //! namespace and value lengths, as typed serializers give — are *packed* (`packed.rs`): a
 //! slot is exactly `key ‖ namespace ‖ [timestamp] ‖ value`, 16 bytes for a
-//! `ValueState<Long>` under `Long` keys, in open-addressing shards kept between 3/5 and 7/8
-//! full. The first entry of another shape turns that key group's table into the general
+//! `ValueState<Long>` under `Long` keys, in open-addressing shards kept between 7/10 and
+//! 15/16 full. The first entry of another shape turns that key group's table into the general
 //! slots described next, for good.
 //!
 //! Map states of one shape are packed the same way (`packed_map.rs`), one slot per map entry,

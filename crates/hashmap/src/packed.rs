@@ -17,11 +17,12 @@
 //! control bytes in groups of eight (empty, deleted, or full with seven bits of the hash),
 //! probed group by group from a start chosen by the hash's low 32 bits with a multiply (so a
 //! table may have any number of groups, not only a power of two), and matched eight at a time
-//! with word arithmetic. Tables are rebuilt at 7/8 full to about 3/5, so they stay between
-//! those loads instead of hashbrown's 7/16 to 7/8 after doubling; map tables, whose entries of
-//! one map share a probe start (so groups probed linearly cluster sooner), at 3/4 to 1/2. The
-//! shards sit under the
-//! same copy-on-write directory as every other table ([`crate::table::Dir`]).
+//! with word arithmetic. Tables are rebuilt at 15/16 full to about 7/10, so they stay between
+//! those loads instead of hashbrown's 7/16 to 7/8 after doubling: a smaller table keeps more
+//! of itself in the CPU caches and TLB, which the lookups of a large state wait on (design
+//! note 0002, "Denser value tables"). Map tables, whose entries of one map share a probe start
+//! (so groups probed linearly cluster sooner), are kept at 1/2 to 3/4. The shards sit under
+//! the same copy-on-write directory as every other table ([`crate::table::Dir`]).
 
 use crate::backend::Cell;
 use crate::bytes::{bytes_eq, copy_short, Bytes};
@@ -230,9 +231,9 @@ pub(crate) struct PackedShard {
 }
 
 impl PackedShard {
-    /// An empty shard with room for `n` entries at about 3/5 load (a map table's at 1/2).
+    /// An empty shard with room for `n` entries at about 7/10 load (a map table's at 1/2).
     pub(crate) fn for_len(shape: Shape, n: usize) -> Self {
-        let groups = if shape.map { n * 2 } else { n * 5 / 3 }.div_ceil(8).max(1);
+        let groups = if shape.map { n * 2 } else { n * 10 / 7 }.div_ceil(8).max(1);
         PackedShard {
             shape,
             ctrl: vec![0; groups],
@@ -502,32 +503,103 @@ impl PackedShard {
         }
     }
 
-    /// Whether one more entry would take the table past 7/8 full (a map table's past 3/4;
+    /// Whether one more entry would take the table past 15/16 full (a map table's past 3/4;
     /// deleted slots count).
     #[inline(always)]
     fn needs_room(&self) -> bool {
-        let used = (self.len + self.deleted + 1) * 8;
+        let used = (self.len + self.deleted + 1) * 16;
         if self.shape.map {
-            used > self.ctrl.len() * 8 * 6
+            used > self.ctrl.len() * 8 * 12
         } else {
-            used > self.ctrl.len() * 8 * 7
+            used > self.ctrl.len() * 8 * 15
         }
     }
 
-    /// Rebuilds the table for its entries and one more at about 3/5 load (a map table's at 1/2).
+    /// Rebuilds the table for its entries and one more at about 7/10 load (a map table's at 1/2).
     #[cold]
     #[inline(never)]
     fn make_room(&mut self) {
         let mut fresh = PackedShard::for_len(self.shape, self.len + 1);
-        for i in self.full_slots() {
-            let s = self.slot(i);
-            fresh.copy_in(self.placement_hash(s), self.ctrl_of(i), s);
-        }
+        self.move_into(&mut fresh, None);
         *self = fresh;
     }
 
+    /// Copies every entry into the empty `stay`, or into the empty `moved.0` when its
+    /// placement hash has bit `moved.1` of the directory bits set (a split).
+    fn move_into(&self, stay: &mut PackedShard, moved: Option<(&mut PackedShard, u64)>) {
+        match self.shape.width() {
+            16 => self.move_into_w::<16>(stay, moved),
+            24 => self.move_into_w::<24>(stay, moved),
+            _ => self.move_into_any(stay, moved),
+        }
+    }
+
+    /// [`Self::move_into`] for slots of `W` bytes.
+    fn move_into_w<const W: usize>(&self, stay: &mut PackedShard, mut moved: Option<(&mut PackedShard, u64)>) {
+        for (g, &word) in self.ctrl.iter().enumerate() {
+            let mut m = word & HI;
+            while m != 0 {
+                let b = (m.trailing_zeros() / 8) as usize;
+                m &= m - 1;
+                let i = g * 8 + b;
+                let Some(bytes) = self.slots.get(i * W..i * W + W) else {
+                    continue;
+                };
+                let hash = self.placement_hash(bytes);
+                let ctrl = (word >> (b * 8)) as u8;
+                let to = match &mut moved {
+                    Some((t, bit)) if (hash >> DIR_SHIFT) & *bit != 0 => &mut **t,
+                    _ => &mut *stay,
+                };
+                let j = to.claim_fresh(hash, ctrl);
+                if let (Some(d), Ok(src)) = (to.slots.get_mut(j * W..j * W + W), <&[u8; W]>::try_from(bytes)) {
+                    d.copy_from_slice(src);
+                }
+            }
+        }
+    }
+
+    /// [`Self::move_into`] for slots of any width.
+    fn move_into_any(&self, stay: &mut PackedShard, mut moved: Option<(&mut PackedShard, u64)>) {
+        for i in self.full_slots() {
+            let bytes = self.slot(i);
+            let hash = self.placement_hash(bytes);
+            let to = match &mut moved {
+                Some((t, bit)) if (hash >> DIR_SHIFT) & *bit != 0 => &mut **t,
+                _ => &mut *stay,
+            };
+            to.copy_in(hash, self.ctrl_of(i), bytes);
+        }
+    }
+
+    /// [`Self::claim_with`] in a table being filled by [`Self::move_into`], which has no
+    /// deleted slots and room for every entry.
+    #[inline(always)]
+    fn claim_fresh(&mut self, hash: u64, ctrl: u8) -> usize {
+        let groups = self.ctrl.len();
+        let mut g = self.first_group(hash);
+        for _ in 0..groups {
+            let Some(word) = self.ctrl.get_mut(g) else {
+                break;
+            };
+            let free = !*word & HI;
+            if free != 0 {
+                let b = (free.trailing_zeros() / 8) as usize;
+                *word |= u64::from(ctrl) << (b * 8);
+                self.len += 1;
+                return g * 8 + b;
+            }
+            g += 1;
+            if g == groups {
+                g = 0;
+            }
+        }
+        // Not reached: the table was sized for every entry it is given.
+        self.claim_with(hash, ctrl)
+    }
+
     /// The hash that places a slot's entry: of its key and namespace.
-    #[inline]
+    #[inline(always)]
     fn placement_hash(&self, s: &[u8]) -> u64 {
         let kl = usize::from(self.shape.key);
         hash_key_ns(&s[..kl], &s[kl..self.shape.key_len()])
@@ -658,23 +730,14 @@ impl ShardTable for PackedShard {
     }
 
     fn split_off(&mut self, bit: u64) -> Self {
-        let shape = self.shape;
-        let kl = usize::from(shape.key);
-        let moves: Vec<(usize, u64)> = self
-            .full_slots()
-            .map(|i| {
-                let s = self.slot(i);
-                (i, hash_key_ns(&s[..kl], &s[kl..shape.key_len()]))
-            })
-            .collect();
         let away = |hash: u64| (hash >> DIR_SHIFT) & bit != 0;
-        let moved_n = moves.iter().filter(|m| away(m.1)).count();
-        let mut stay = PackedShard::for_len(shape, self.len - moved_n);
-        let mut moved = PackedShard::for_len(shape, moved_n);
-        for &(i, hash) in &moves {
-            let side = if away(hash) { &mut moved } else { &mut stay };
-            side.copy_in(hash, self.ctrl_of(i), self.slot(i));
-        }
+        let moved_n = self
+            .full_slots()
+            .filter(|&i| away(self.placement_hash(self.slot(i))))
+            .count();
+        let mut stay = PackedShard::for_len(self.shape, self.len - moved_n);
+        let mut moved = PackedShard::for_len(self.shape, moved_n);
+        self.move_into(&mut stay, Some((&mut moved, bit)));
         *self = stay;
         moved
     }
@@ -1102,12 +1165,38 @@ pub(crate) mod tests {
         }
         assert!(t.is_packed());
         assert_eq!(t.len(), 20_000);
-        // Control byte and 16-byte slot per bucket, at 3/5 to 7/8 load.
+        // Control byte and 16-byte slot per bucket, at 7/10 to 15/16 load.
         let per_entry = t.approx_bytes(0) as f64 / 20_000.0;
-        assert!(per_entry < 17.0 / 0.55, "{per_entry} bytes per entry");
+        assert!(per_entry < 17.0 / 0.65, "{per_entry} bytes per entry");
         for k in 0..20_000u64 {
             let got = t.get(&Probe::new(&k.to_be_bytes(), b"")).map(|c| c.bytes.to_vec());
             assert_eq!(got, Some(k.to_le_bytes().to_vec()));
+        }
+    }
+
+    /// Rebuilds and splits move entries with loops of their own for 16- and 24-byte slots
+    /// and a general one for other widths: every entry survives them, with its timestamp.
+    #[test]
+    fn rebuilds_and_splits_keep_every_entry_of_every_width() {
+        for (value_len, ttl) in [(8usize, false), (8, true), (4, false), (13, true)] {
+            let mut t = SingleTable::default();
+            let value = |k: u64| k.to_le_bytes().repeat(2)[..value_len].to_vec();
+            for k in 0..20_000u64 {
+                t.put(&Probe::new(&k.to_be_bytes(), b""), k as i64, &value(k), ttl);
+            }
+            for k in (0..20_000u64).step_by(3) {
+                assert!(t.remove(&Probe::new(&k.to_be_bytes(), b"")).is_some());
+            }
+            for k in 20_000..30_000u64 {
+                t.put(&Probe::new(&k.to_be_bytes(), b""), k as i64, &value(k), ttl);
+            }
+            assert!(t.is_packed());
+            for k in 0..30_000u64 {
+                let got = t.get(&Probe::new(&k.to_be_bytes(), b"")).map(|c| (c.ts, c.bytes.to_vec()));
+                let want = (k >= 20_000 || k % 3 != 0).then(|| (if ttl { k as i64 } else { 0 }, value(k)));
+                assert_eq!(got, want, "key {k}, value length {value_len}, ttl {ttl}");
+            }
+            assert_eq!(t.len(), 30_000 - 20_000usize.div_ceil(3));
         }
     }
 
