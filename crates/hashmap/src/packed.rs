@@ -1192,7 +1192,9 @@ pub(crate) mod tests {
             }
             assert!(t.is_packed());
             for k in 0..30_000u64 {
-                let got = t.get(&Probe::new(&k.to_be_bytes(), b"")).map(|c| (c.ts, c.bytes.to_vec()));
+                let got = t
+                    .get(&Probe::new(&k.to_be_bytes(), b""))
+                    .map(|c| (c.ts, c.bytes.to_vec()));
                 let want = (k >= 20_000 || k % 3 != 0).then(|| (if ttl { k as i64 } else { 0 }, value(k)));
                 assert_eq!(got, want, "key {k}, value length {value_len}, ttl {ttl}");
             }
