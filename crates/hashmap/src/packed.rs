@@ -26,7 +26,7 @@
 
 use crate::backend::Cell;
 use crate::bytes::{bytes_eq, copy_short, Bytes};
-use crate::table::{hash_key_ns, Dir, KgTable, Probe, ShardTable, DIR_SHIFT};
+use crate::table::{hash_key_ns, splits_away, Dir, KgTable, Probe, ShardTable};
 
 /// Longest `key ‖ namespace` of a packed entry.
 const MAX_PACKED_KEY: usize = 32;
@@ -547,10 +547,7 @@ impl PackedShard {
                 };
                 let hash = self.placement_hash(bytes);
                 let ctrl = (word >> (b * 8)) as u8;
-                let to = match &mut moved {
-                    Some((t, bit)) if (hash >> DIR_SHIFT) & *bit != 0 => &mut **t,
-                    _ => &mut *stay,
-                };
+                let to = Self::side(stay, &mut moved, hash);
                 let j = to.claim_fresh(hash, ctrl);
                 if let (Some(d), Ok(src)) = (to.slots.get_mut(j * W..j * W + W), <&[u8; W]>::try_from(bytes)) {
                     d.copy_from_slice(src);
@@ -564,11 +561,21 @@ impl PackedShard {
         for i in self.full_slots() {
             let bytes = self.slot(i);
             let hash = self.placement_hash(bytes);
-            let to = match &mut moved {
-                Some((t, bit)) if (hash >> DIR_SHIFT) & *bit != 0 => &mut **t,
-                _ => &mut *stay,
-            };
-            to.copy_in(hash, self.ctrl_of(i), bytes);
+            Self::side(stay, &mut moved, hash).copy_in(hash, self.ctrl_of(i), bytes);
+        }
+    }
+
+    /// Where [`Self::move_into`] puts the entry of `hash`: `moved.0` when a split moves it
+    /// away, else `stay`.
+    #[inline(always)]
+    fn side<'a>(
+        stay: &'a mut PackedShard,
+        moved: &'a mut Option<(&mut PackedShard, u64)>,
+        hash: u64,
+    ) -> &'a mut PackedShard {
+        match moved {
+            Some((t, bit)) if splits_away(hash, *bit) => t,
+            _ => stay,
         }
     }
 
@@ -730,10 +737,9 @@ impl ShardTable for PackedShard {
     }
 
     fn split_off(&mut self, bit: u64) -> Self {
-        let away = |hash: u64| (hash >> DIR_SHIFT) & bit != 0;
         let moved_n = self
             .full_slots()
-            .filter(|&i| away(self.placement_hash(self.slot(i))))
+            .filter(|&i| splits_away(self.placement_hash(self.slot(i)), bit))
             .count();
         let mut stay = PackedShard::for_len(self.shape, self.len - moved_n);
         let mut moved = PackedShard::for_len(self.shape, moved_n);

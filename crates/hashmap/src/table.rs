@@ -36,6 +36,13 @@ const MAX_DEPTH: u8 = 20;
 /// bucket and the top 7 bits for its tag, so the middle bits are free.
 pub(crate) const DIR_SHIFT: u32 = 32;
 
+/// Whether a split of a shard on directory bit `bit` ([`ShardTable::split_off`]) moves the
+/// entry of `hash` to the new shard.
+#[inline(always)]
+pub(crate) fn splits_away(hash: u64, bit: u64) -> bool {
+    (hash >> DIR_SHIFT) & bit != 0
+}
+
 const NS_SEED: u64 = 0x5eed_57a7_e0b1_0c55;
 
 /// The key's murmur3 hash: the one that also picks its key group
@@ -537,11 +544,7 @@ impl<V: Clone> ShardTable for HashTable<Slot<V>> {
         let mut moved = HashTable::with_capacity(MAX_SHARD_LEN);
         for slot in std::mem::take(self) {
             let hash = slot.hash();
-            let side = if (hash >> DIR_SHIFT) & bit != 0 {
-                &mut moved
-            } else {
-                &mut stay
-            };
+            let side = if splits_away(hash, bit) { &mut moved } else { &mut stay };
             side.insert_unique(hash, slot, Slot::hash);
         }
         *self = stay;
