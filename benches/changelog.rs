@@ -292,10 +292,11 @@ impl<D: KeyedStateBackend> Cl<D> {
         self.uploaded = now;
         if std::env::var_os("STATEKIT_CK_DETAIL").is_some() {
             eprintln!(
-                "# changelog checkpoint {id}: cut {:.1} ms, tail durable {:.1} ms (the log: {tail_bytes} B, {tail_records} records), commit {:.1} ms, {log_bytes} B uploaded since the last",
+                "# changelog checkpoint {id}: cut {:.1} ms, tail durable {:.1} ms (the log: {tail_bytes} B, {tail_records} records), commit {:.1} ms, {log_bytes} B uploaded since the last, {} prepared files used so far",
                 ms(sync),
                 ms(tail_wait),
-                ms(total - sync - tail_wait)
+                ms(total - sync - tail_wait),
+                self.storage.stats().prepared_files_used
             );
         }
         ClCheckpoint {

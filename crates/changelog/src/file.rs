@@ -34,6 +34,11 @@ pub const TRAILER_LEN: usize = 24;
 
 const CS_HAS_META: u8 = 1;
 
+/// Header flag bit 0: zero bytes follow the trailer up to the end of the file (a file written
+/// in place into a prepared, zero-filled file; `docs/changelog-format.md#padding`). The file's
+/// logical size — what a checkpoint's reference records — ends at the trailer.
+pub const FLAG_PADDED: u32 = 1;
+
 type Result<T> = std::result::Result<T, FormatError>;
 
 /// Identifies one log: the changes of one backend instance (random, 16 bytes).
@@ -255,10 +260,60 @@ fn crc_of(parts: &[&[u8]]) -> u32 {
     h.finalize()
 }
 
+/// Where a [`LogFileWriter`] writes.
+enum Sink {
+    Storage(Box<dyn StorageWriter>),
+    Memory(Vec<u8>),
+}
+
+impl Sink {
+    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::Storage(w) => w.write_all(b),
+            Sink::Memory(v) => {
+                v.extend_from_slice(b);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The header of a log file.
+fn header_bytes(upload_id: &[u8; 16], created_ms: i64, flags: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&FILE_MAGIC);
+    h[4..8].copy_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&flags.to_le_bytes());
+    h[12..28].copy_from_slice(upload_id);
+    h[28..36].copy_from_slice(&created_ms.to_le_bytes());
+    let crc = crc32fast::hash(&h[..36]);
+    h[36..40].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Sets [`FLAG_PADDED`] in the header of an encoded log file (`bytes` from
+/// [`LogFileWriter::finish_bytes`]) and renews the header's CRC: the file is about to be
+/// written into a larger, zero-filled one. Bytes that do not start with a log file header are
+/// left alone.
+pub fn mark_padded(bytes: &mut [u8]) {
+    let Some(h) = bytes.first_chunk_mut::<HEADER_LEN>() else {
+        return;
+    };
+    if h[..4] != FILE_MAGIC {
+        return;
+    }
+    let (Ok(id), Ok(ms)) = (<[u8; 16]>::try_from(&h[12..28]), <[u8; 8]>::try_from(&h[28..36])) else {
+        return;
+    };
+    let flags = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) | FLAG_PADDED;
+    *h = header_bytes(&id, i64::from_le_bytes(ms), flags);
+}
+
 /// Writes one log file: the header, the change sets, the index and the trailer, streaming
-/// into a storage writer (temp file; visible under its name only once committed).
+/// into a storage writer (temp file; visible under its name only once committed) or into
+/// memory ([`LogFileWriter::in_memory`]).
 pub struct LogFileWriter {
-    out: Box<dyn StorageWriter>,
+    out: Sink,
     pos: u64,
     index: Vec<IndexEntry>,
     compression: LogCompression,
@@ -275,22 +330,27 @@ impl LogFileWriter {
         compression: LogCompression,
     ) -> Result<Self> {
         let mut out = storage.create(path)?;
-        let mut h = Vec::with_capacity(HEADER_LEN);
-        h.extend_from_slice(&FILE_MAGIC);
-        h.extend_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
-        h.extend_from_slice(&0u32.to_le_bytes());
-        h.extend_from_slice(&upload_id);
-        h.extend_from_slice(&created_ms.to_le_bytes());
-        let crc = crc32fast::hash(&h);
-        h.extend_from_slice(&crc.to_le_bytes());
-        out.write_all(&h).map_err(|e| io(storage, path, e))?;
+        out.write_all(&header_bytes(&upload_id, created_ms, 0))
+            .map_err(|e| io(storage, path, e))?;
         Ok(LogFileWriter {
-            out,
+            out: Sink::Storage(out),
             pos: HEADER_LEN as u64,
             index: Vec::new(),
             compression,
             buf: Vec::new(),
         })
+    }
+
+    /// Starts a log file in memory (taken by [`LogFileWriter::finish_bytes`]), for a write in
+    /// one piece, e.g. into a prepared file.
+    pub fn in_memory(upload_id: [u8; 16], created_ms: i64, compression: LogCompression) -> Self {
+        LogFileWriter {
+            out: Sink::Memory(header_bytes(&upload_id, created_ms, 0).to_vec()),
+            pos: HEADER_LEN as u64,
+            index: Vec::new(),
+            compression,
+            buf: Vec::new(),
+        }
     }
 
     /// Appends a change set; returns where it went.
@@ -340,8 +400,32 @@ impl LogFileWriter {
     }
 
     /// Writes index and trailer and commits the file (fsync, rename); returns its size and
-    /// the index.
+    /// the index. A writer [`LogFileWriter::in_memory`] only returns the size it would have.
     pub fn finish(mut self) -> Result<(u64, Vec<IndexEntry>)> {
+        self.seal()?;
+        let size = match self.out {
+            Sink::Storage(w) => w.commit()?,
+            Sink::Memory(v) => v.len() as u64,
+        };
+        Ok((size, self.index))
+    }
+
+    /// Writes index and trailer; returns the whole file and its index (for a writer
+    /// [`LogFileWriter::in_memory`]; a storage writer is committed and its file read back is
+    /// not returned: empty bytes).
+    pub fn finish_bytes(mut self) -> Result<(Vec<u8>, Vec<IndexEntry>)> {
+        self.seal()?;
+        match self.out {
+            Sink::Storage(w) => {
+                w.commit()?;
+                Ok((Vec::new(), self.index))
+            }
+            Sink::Memory(v) => Ok((v, self.index)),
+        }
+    }
+
+    /// Writes the index and the trailer.
+    fn seal(&mut self) -> Result<()> {
         let mut idx = Vec::new();
         put_varint(&mut idx, self.index.len() as u64);
         for e in &self.index {
@@ -371,8 +455,7 @@ impl LogFileWriter {
         self.out
             .write_all(&t)
             .map_err(|e| FormatError::corrupt(&name, self.pos, "trailer", e.to_string()))?;
-        let size = self.out.commit()?;
-        Ok((size, self.index))
+        Ok(())
     }
 }
 
@@ -399,6 +482,9 @@ pub struct LogFileReader {
     file: String,
     header: LogFileHeader,
     index: Vec<IndexEntry>,
+    /// Up to the end of the trailer (a padded file's padding excluded).
+    size: u64,
+    padded: bool,
 }
 
 impl fmt::Debug for LogFileReader {
@@ -424,6 +510,13 @@ impl LogFileReader {
         let size = b.len() as u64;
         let corrupt = |off: u64, field: &str, why: String| FormatError::corrupt(file, off, field, why);
         let too_short = || corrupt(size, "file size", format!("{size} bytes is too short; truncated?"));
+        if !b.is_empty() && b.iter().all(|&x| x == 0) {
+            return Err(corrupt(
+                0,
+                "file",
+                format!("all {size} bytes are zero: a prepared log file that was never written (a crash left it; nothing references it)"),
+            ));
+        }
         if b.get(..4) != Some(&FILE_MAGIC[..]) {
             return Err(FormatError::BadMagic {
                 file: file.to_string(),
@@ -440,8 +533,11 @@ impl LogFileReader {
                 supported: LOG_FORMAT_VERSION,
             });
         }
-        if let Some(want) = expected_size {
-            if want != size {
+        // A padded file (header flag) ends at its trailer; zeros follow. The flag is read here
+        // only to find that end: the header's CRC and the flags are checked below.
+        let padded = le_u32(b, 8).is_some_and(|f| f & FLAG_PADDED != 0);
+        let end = match (expected_size, padded) {
+            (Some(want), false) if want != size => {
                 return Err(corrupt(
                     size.min(want),
                     "file size",
@@ -451,7 +547,22 @@ impl LogFileReader {
                     ),
                 ));
             }
-        }
+            (Some(want), true) if want > size => {
+                return Err(corrupt(
+                    size,
+                    "file size",
+                    format!("{size} bytes but the reference records {want} before the padding (truncated)"),
+                ));
+            }
+            (Some(want), _) => want,
+            // The last byte that is not padding is the trailer magic's last.
+            (None, true) => b.iter().rposition(|&x| x != 0).map_or(0, |i| i as u64 + 1),
+            (None, false) => size,
+        };
+        let b = usize::try_from(end)
+            .ok()
+            .and_then(|e| b.get(..e))
+            .ok_or_else(too_short)?;
         // The header and, after it, the trailer.
         let Some((head, trailer)) = b
             .split_first_chunk::<HEADER_LEN>()
@@ -474,7 +585,7 @@ impl LogFileReader {
                 format!("checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"),
             ));
         }
-        if flags != 0 {
+        if flags & !FLAG_PADDED != 0 {
             return Err(corrupt(8, "header.flags", format!("unknown feature flags {flags:#x}")));
         }
         let header = LogFileHeader { upload_id, created_ms };
@@ -539,6 +650,8 @@ impl LogFileReader {
             file: file.to_string(),
             header,
             index,
+            size: end,
+            padded,
         })
     }
 
@@ -557,9 +670,16 @@ impl LogFileReader {
         &self.index
     }
 
-    /// Size of the file.
+    /// Size of the file up to the end of its trailer (a padded file's padding excluded): what
+    /// a checkpoint's reference records.
     pub fn size(&self) -> u64 {
-        self.blob.bytes().len() as u64
+        self.size
+    }
+
+    /// True when the file was written into a prepared file (header flag [`FLAG_PADDED`]):
+    /// zeros may follow its trailer.
+    pub fn padded(&self) -> bool {
+        self.padded
     }
 
     /// The change set at `offset` (which must be an index entry's), CRC checked and

@@ -32,7 +32,7 @@ pub use config::{ChangelogConfig, ConfigError, ConfigNote, StorageKind};
 pub use error::ChangelogError;
 pub use file::{
     ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, RecordsError,
-    SealedChangeSet, META_KEY_GROUP,
+    SealedChangeSet, FLAG_PADDED, META_KEY_GROUP,
 };
 pub use materialize::{MaterializationPolicy, Materializer, MATERIALIZATION_DIR};
 pub use record::{Change, Op, ReadKind, Record};

@@ -11,9 +11,9 @@
 //! persist, not every later one.
 
 use crate::error::ChangelogError;
-use crate::file::{ChangeSetBuffer, IndexEntry, LogCompression, LogFileWriter, LogId, SealedChangeSet};
+use crate::file::{mark_padded, ChangeSetBuffer, IndexEntry, LogCompression, LogFileWriter, LogId, SealedChangeSet};
 use crate::record::Change;
-use statekit_core::storage::{join, Storage};
+use statekit_core::storage::{join, PreparedFile, Storage};
 use statekit_core::StateDescriptor;
 use statekit_format::{FileRef, FileScope};
 
@@ -48,6 +48,12 @@ pub struct UploadConfig {
     pub retry_delay: Duration,
     /// Compression of change sets (`dstl.dfs.compression.enabled`).
     pub compression: LogCompression,
+    /// statekit's own (no Flink key): on a storage that can prepare files
+    /// ([`Storage::prepare`], the local filesystem), keep one zero-filled log file ready and
+    /// write a checkpoint's upload into it in place, so making it durable is one `fdatasync`
+    /// that waits for no file system journal commit (`docs/design/0006-changelog.md`,
+    /// "Prepared files"). Such a file is padded with zeros after its trailer. Default on.
+    pub prepared_files: bool,
 }
 
 impl Default for UploadConfig {
@@ -61,6 +67,7 @@ impl Default for UploadConfig {
             timeout: Duration::from_secs(1),
             retry_delay: Duration::from_millis(500),
             compression: LogCompression::None,
+            prepared_files: true,
         }
     }
 }
@@ -157,7 +164,33 @@ struct StorageInner {
     wake: Condvar,
     files: Mutex<HashMap<String, FileUse>>,
     stats: Mutex<UploadStats>,
+    spare: Mutex<Spare>,
 }
+
+/// The prepared files the next checkpoints' uploads write into
+/// ([`UploadConfig::prepared_files`]).
+#[derive(Debug, Default)]
+struct Spare {
+    /// Files ready, by name (in `dir`), oldest first.
+    ready: std::collections::VecDeque<(String, Box<dyn PreparedFile>)>,
+    /// Threads preparing one.
+    preparing: usize,
+    /// The storage cannot prepare files, or preparing failed: no more attempts.
+    off: bool,
+    /// The size of the last checkpoint's upload (sizes the next spares; 0 before the first).
+    recent: u64,
+}
+
+/// How many spares are kept ready: checkpoints can follow each other faster than one is
+/// prepared.
+const SPARES: usize = 2;
+/// How long after a spare is used the next one is prepared.
+const SPARE_DELAY: Duration = Duration::from_millis(50);
+/// A prepared file is never smaller than this.
+const SPARE_MIN: u64 = 256 << 10;
+/// A spare older than this is not used but replaced: `statekit gc` leaves files younger than
+/// its `--min-age` (10 minutes by default) alone, and an old spare could be taken for an orphan.
+const SPARE_MAX_AGE: Duration = Duration::from_secs(120);
 
 /// Counters of the upload service.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -177,6 +210,8 @@ pub struct UploadStats {
     /// The most bytes ever queued or in flight at once (bounded by `max_in_flight` plus one
     /// change set).
     pub peak_pending_bytes: u64,
+    /// Files written in place into a prepared file ([`UploadConfig::prepared_files`]).
+    pub prepared_files_used: u64,
 }
 
 /// The upload service of one job process: one background thread that writes the change sets
@@ -248,6 +283,7 @@ impl ChangelogStorage {
             ));
         }
         storage.create_dir_all(dir)?;
+        let config_prepared = config.prepared_files;
         let inner = Arc::new(StorageInner {
             storage,
             dir: dir.to_string(),
@@ -257,7 +293,12 @@ impl ChangelogStorage {
             wake: Condvar::new(),
             files: Mutex::new(HashMap::new()),
             stats: Mutex::new(UploadStats::default()),
+            spare: Mutex::new(Spare {
+                off: !config_prepared,
+                ..Spare::default()
+            }),
         });
+        prepare_spare(&inner);
         let worker = inner.clone();
         let handle = std::thread::Builder::new()
             .name("statekit-dstl-upload".into())
@@ -456,23 +497,30 @@ fn upload_loop(inner: &Arc<StorageInner>) {
             }
             let tasks = std::mem::take(&mut q.tasks);
             let bytes = std::mem::take(&mut q.queued_bytes);
+            let urgent = q.flush;
             q.first_queued = None;
             q.flush = false;
             q.in_flight_bytes += bytes;
-            (tasks, bytes)
+            (tasks, bytes, urgent)
         };
-        let (tasks, bytes) = batch;
-        upload_batch(inner, tasks);
+        let (tasks, bytes, urgent) = batch;
+        upload_batch(inner, tasks, urgent);
         lock(&inner.queue).in_flight_bytes -= bytes;
         inner.wake.notify_all();
     }
 }
 
-/// Seals the change sets (grouping by key group) and writes them into one file, with retries
-/// and a hedged second attempt when one is slow; reports every result to its writer.
-fn upload_batch(inner: &Arc<StorageInner>, tasks: Vec<Task>) {
+/// Seals the change sets (grouping by key group) and writes them into one file — a
+/// checkpoint's (`urgent`) into the prepared spare when one is ready and large enough, else
+/// with retries and a hedged second attempt when one is slow; reports every result to its
+/// writer.
+fn upload_batch(inner: &Arc<StorageInner>, tasks: Vec<Task>, urgent: bool) {
     let sealed: Arc<Vec<SealedChangeSet>> = Arc::new(tasks.iter().map(|t| t.buffer.seal(t.log, t.sqn)).collect());
-    let result = write_with_retries(inner, sealed);
+    let in_place = if urgent { write_prepared(inner, &sealed) } else { None };
+    let result = match in_place {
+        Some(done) => Ok(done),
+        None => write_with_retries(inner, sealed),
+    };
     match result {
         Ok((path, size, entries)) => {
             {
@@ -523,6 +571,119 @@ fn upload_batch(inner: &Arc<StorageInner>, tasks: Vec<Task>) {
                 }
                 task.writer.changed.notify_all();
             }
+        }
+    }
+}
+
+/// Starts threads preparing spares until [`SPARES`] are ready or being prepared (none when
+/// the storage cannot prepare files).
+fn prepare_spare(inner: &Arc<StorageInner>) {
+    loop {
+        let size = {
+            let mut sp = lock(&inner.spare);
+            if sp.off || sp.preparing + sp.ready.len() >= SPARES {
+                return;
+            }
+            sp.preparing += 1;
+            // Room for the last checkpoint's upload twice over (before the first: the most
+            // one can hold, as the active change sets stay below the pre-emptive threshold),
+            // in 64 KiB steps.
+            let cap = (inner.config.preemptive_persist_threshold as u64)
+                .saturating_add(1 << 20)
+                .max(SPARE_MIN);
+            let want = if sp.recent == 0 {
+                cap
+            } else {
+                sp.recent.saturating_mul(2)
+            };
+            want.clamp(SPARE_MIN, cap).div_ceil(64 << 10) * (64 << 10)
+        };
+        let worker = inner.clone();
+        let spawned = std::thread::Builder::new()
+            .name("statekit-dstl-prepare".into())
+            .spawn(move || {
+                // Not at once: the upload that used the last spare belongs to a checkpoint
+                // still completing (its `_metadata` commit next), and this thread's syncs would
+                // compete with it.
+                std::thread::sleep(SPARE_DELAY);
+                let name = new_file_name();
+                let made = if lock(&worker.queue).closed {
+                    Ok(None)
+                } else {
+                    worker.storage.prepare(&join(&worker.dir, &name), size)
+                };
+                let closed = lock(&worker.queue).closed;
+                let mut sp = lock(&worker.spare);
+                sp.preparing -= 1;
+                match made {
+                    Ok(Some(file)) if !closed => sp.ready.push_back((name, file)),
+                    // Closed meanwhile: dropping the file deletes it.
+                    Ok(Some(_)) => {}
+                    Ok(None) => sp.off = !closed,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not prepare a log file; checkpoints' uploads create theirs");
+                        sp.off = true;
+                    }
+                }
+            });
+        if spawned.is_err() {
+            let mut sp = lock(&inner.spare);
+            sp.preparing -= 1;
+            sp.off = true;
+            return;
+        }
+    }
+}
+
+/// Writes a checkpoint's upload in place into a spare (`None`: none is ready, or large and
+/// young enough, or the write failed — the caller creates a file instead). Spares too small or
+/// too old are deleted; new ones are prepared.
+fn write_prepared(inner: &Arc<StorageInner>, sets: &[SealedChangeSet]) -> Option<Written> {
+    if lock(&inner.spare).ready.is_empty() {
+        prepare_spare(inner);
+        return None;
+    }
+    let mut w = LogFileWriter::in_memory(rand::random(), now_ms(), inner.config.compression);
+    for cs in sets {
+        w.append(cs).ok()?;
+    }
+    let (mut bytes, entries) = w.finish_bytes().ok()?;
+    let size = bytes.len() as u64;
+    let (taken, stale) = {
+        let mut sp = lock(&inner.spare);
+        sp.recent = size;
+        let fit = sp
+            .ready
+            .iter()
+            .position(|(_, f)| size <= f.capacity() && f.age() < SPARE_MAX_AGE);
+        let taken = fit.and_then(|i| sp.ready.remove(i));
+        // What no upload of this size fits is replaced.
+        let stale: Vec<_> = sp
+            .ready
+            .iter()
+            .position(|(_, f)| size > f.capacity() || f.age() >= SPARE_MAX_AGE)
+            .and_then(|i| sp.ready.remove(i))
+            .into_iter()
+            .collect();
+        (taken, stale)
+    };
+    drop(stale);
+    let Some((name, mut file)) = taken else {
+        prepare_spare(inner);
+        return None;
+    };
+    mark_padded(&mut bytes);
+    let written = file.write_at(0, &bytes).and_then(|()| file.commit());
+    prepare_spare(inner);
+    match written {
+        Ok(()) => {
+            lock(&inner.stats).prepared_files_used += 1;
+            Some((name, size, entries))
+        }
+        Err(e) => {
+            tracing::debug!(file = %name, error = %e, "writing into a prepared log file failed; creating one");
+            lock(&inner.stats).failed_attempts += 1;
+            None
         }
     }
 }

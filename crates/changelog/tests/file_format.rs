@@ -1,8 +1,10 @@
 //! The log file format: round trips (with and without compression), key-group range reads
 //! through the index, and damage — every single-bit flip and every truncation of a small file
-//! is detected, random bytes never panic, a future version is reported as such.
+//! is detected, random bytes never panic, a future version is reported as such; padded files
+//! (written into a prepared file) read up to their trailer, with or without a reference.
 
 use proptest::prelude::*;
+use statekit_changelog::file::mark_padded;
 use statekit_changelog::{
     Change, ChangeSetBuffer, LogCompression, LogFileReader, LogFileWriter, LogId, Op, Record, META_KEY_GROUP,
 };
@@ -160,6 +162,93 @@ fn a_future_version_is_reported_as_such() {
         Err(FormatError::UnsupportedVersion { found: 9, .. }) => {}
         other => panic!("{other:?}"),
     }
+}
+
+/// The sample file marked padded, and `pad` zeros after it.
+fn padded(pad: usize) -> (Vec<u8>, u64) {
+    let s = MemoryStorage::new();
+    let mut bytes = write(&s, &sample_sets(), LogCompression::Lz4);
+    let logical = bytes.len() as u64;
+    mark_padded(&mut bytes);
+    bytes.resize(bytes.len() + pad, 0);
+    (bytes, logical)
+}
+
+#[test]
+fn padded_files_read_up_to_their_trailer_with_or_without_a_reference() {
+    let s = MemoryStorage::new();
+    let plain = write(&s, &sample_sets(), LogCompression::Lz4);
+    let want = read_all(
+        &LogFileReader::from_blob(Arc::new(plain), "plain", None).expect("plain"),
+        None,
+    );
+    let (bytes, logical) = padded(1000);
+    for reference in [Some(logical), None] {
+        let r = LogFileReader::from_blob(Arc::new(bytes.clone()), "padded", reference).expect("open");
+        assert!(r.padded());
+        assert_eq!(r.size(), logical, "the padding is not part of the file's size");
+        assert_eq!(read_all(&r, None), want);
+        assert_eq!(r.verify().expect("verify"), (3, 7));
+    }
+    // The padding may be cut away (nothing of the file is lost), the file may not.
+    let r = LogFileReader::from_blob(Arc::new(bytes[..logical as usize].to_vec()), "cut", Some(logical));
+    assert!(r.is_ok(), "{r:?}");
+    for n in [logical - 1, logical / 2] {
+        let r = LogFileReader::from_blob(Arc::new(bytes[..n as usize].to_vec()), "cut", Some(logical));
+        assert!(r.is_err(), "cut to {n} of {logical} bytes went unnoticed");
+    }
+    // A reference that does not end at the trailer, or beyond the file, is refused.
+    for wrong in [logical + 1, logical - 1, bytes.len() as u64 + 1] {
+        assert!(
+            LogFileReader::from_blob(Arc::new(bytes.clone()), "padded", Some(wrong)).is_err(),
+            "reference of {wrong} bytes accepted"
+        );
+    }
+}
+
+#[test]
+fn every_bit_flip_of_a_padded_file_is_detected() {
+    let (bytes, logical) = padded(64);
+    let check = |b: &[u8], reference: Option<u64>| -> Result<(), FormatError> {
+        LogFileReader::from_blob(Arc::new(b.to_vec()), "damaged", reference)?
+            .verify()
+            .map(|_| ())
+    };
+    check(&bytes, Some(logical)).expect("pristine");
+    for i in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut b = bytes.clone();
+            b[i] ^= 1 << bit;
+            // Within the file: with its reference or without. In the padding: without one (a
+            // reader with a reference does not read the padding; `verify` of the checkpoint
+            // checks it is zeros).
+            if (i as u64) < logical {
+                assert!(
+                    check(&b, Some(logical)).is_err(),
+                    "flip of bit {bit} of byte {i} went unnoticed"
+                );
+            }
+            assert!(
+                check(&b, None).is_err(),
+                "flip of bit {bit} of byte {i} went unnoticed (no reference)"
+            );
+        }
+    }
+}
+
+#[test]
+fn zeros_after_an_unpadded_file_and_an_unwritten_prepared_file_are_errors() {
+    let s = MemoryStorage::new();
+    let mut bytes = write(&s, &sample_sets(), LogCompression::None);
+    let n = bytes.len() as u64;
+    bytes.resize(bytes.len() + 100, 0);
+    assert!(LogFileReader::from_blob(Arc::new(bytes.clone()), "f", Some(n)).is_err());
+    assert!(LogFileReader::from_blob(Arc::new(bytes), "f", None).is_err());
+    let e = LogFileReader::from_blob(Arc::new(vec![0u8; 4096]), "spare.skcl", None).expect_err("zeros");
+    assert!(
+        e.to_string().contains("prepared log file that was never written"),
+        "{e}"
+    );
 }
 
 proptest! {

@@ -1,7 +1,8 @@
 //! The upload service under injected faults: failed attempts are retried, a slow attempt gets a
 //! second one beside it (and the loser's file is deleted), an upload that fails every attempt
 //! fails one persist only — the next persist uploads the same change sets again — and the
-//! bytes queued or in flight stay within the bound.
+//! bytes queued or in flight stay within the bound. On local files a checkpoint's upload goes
+//! into a prepared file, padded, and unused prepared files do not outlive the service.
 
 use statekit_changelog::{Change, ChangelogStorage, LogFileReader, Op, UploadConfig};
 use statekit_core::storage::{join, HookedStorage, MemoryStorage, Storage, StorageError, StorageHooks, StorageWriter};
@@ -195,4 +196,106 @@ fn in_flight_bytes_stay_bounded_and_appends_wait() {
     let records: u32 = segs.iter().map(|s| s.records).sum();
     assert_eq!(records, 400, "nothing lost");
     assert!(st.stats().files >= 4);
+}
+
+/// Names in `dstl` of a local storage.
+fn local_files(s: &dyn Storage) -> Vec<(String, u64)> {
+    s.list("dstl")
+        .expect("list")
+        .into_iter()
+        .map(|e| (e.name, e.size))
+        .collect()
+}
+
+/// Waits (bounded) until `cond` holds.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{what}: not within 5 s");
+}
+
+#[test]
+fn checkpoint_uploads_go_into_prepared_files_and_unused_ones_are_deleted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local: Arc<dyn Storage> = Arc::new(statekit_core::storage::LocalStorage::new(dir.path()));
+    let cfg = UploadConfig {
+        preemptive_persist_threshold: 64 << 10,
+        ..config()
+    };
+    let st = ChangelogStorage::new(local.clone(), "dstl", cfg).expect("storage");
+    // Spares are prepared in the background: zeros, under final names.
+    eventually("two spares", || {
+        let f = local_files(local.as_ref());
+        f.len() == 2 && f.iter().all(|(n, _)| n.ends_with(".skcl"))
+    });
+    for (name, size) in local_files(local.as_ref()) {
+        assert!(name.ends_with(".skcl"), "{name}");
+        assert!(size >= 64 << 10, "{size}");
+    }
+    let mut w = st.writer();
+    // Past the pre-emptive threshold: an upload of its own, not a checkpoint's; a new file.
+    for i in 0..100u32 {
+        w.append(i % 8, &put(&[i as u8; 1000]));
+    }
+    w.append(3, &put(b"tail"));
+    let segs = w.persist(0).expect("persist").wait().expect("durable");
+    assert_eq!(st.stats().prepared_files_used, 1, "the checkpoint's upload only");
+    let tail = segs.last().expect("tail");
+    let physical = local
+        .list("dstl")
+        .expect("list")
+        .into_iter()
+        .find(|e| e.name == tail.path)
+        .expect("tail file");
+    assert!(
+        physical.size > tail.file_size,
+        "padded: {} > {}",
+        physical.size,
+        tail.file_size
+    );
+    for s in &segs {
+        let r = LogFileReader::open(local.as_ref(), &join("dstl", &s.path), Some(s.file_size)).expect("open");
+        assert_eq!(r.padded(), s.path == tail.path);
+        assert_eq!(r.size(), s.file_size);
+        r.verify().expect("verify");
+    }
+    let mut want: Vec<String> = segs.iter().map(|s| s.path.clone()).collect();
+    want.sort();
+    want.dedup();
+    // Used spares are replaced; when the service goes, the unused ones go too.
+    eventually("replaced", || {
+        let f = local_files(local.as_ref());
+        f.len() == want.len() + 2 && f.iter().all(|(n, _)| n.ends_with(".skcl"))
+    });
+    drop(w);
+    drop(st);
+    eventually("spares deleted", || {
+        let mut now: Vec<String> = local_files(local.as_ref()).into_iter().map(|f| f.0).collect();
+        now.sort();
+        now == want
+    });
+}
+
+#[test]
+fn prepared_files_can_be_turned_off() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local: Arc<dyn Storage> = Arc::new(statekit_core::storage::LocalStorage::new(dir.path()));
+    let cfg = UploadConfig {
+        prepared_files: false,
+        ..config()
+    };
+    let st = ChangelogStorage::new(local.clone(), "dstl", cfg).expect("storage");
+    let mut w = st.writer();
+    w.append(1, &put(b"v"));
+    let segs = w.persist(0).expect("persist").wait().expect("durable");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(st.stats().prepared_files_used, 0);
+    assert_eq!(
+        local_files(local.as_ref()),
+        vec![(segs[0].path.clone(), segs[0].file_size)]
+    );
 }

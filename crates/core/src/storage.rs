@@ -223,6 +223,28 @@ pub trait StorageWriter: Write + Send {
     fn commit(self: Box<Self>) -> Result<u64, StorageError>;
 }
 
+/// A file prepared ahead of its use ([`Storage::prepare`]): it exists under its final name,
+/// `capacity` bytes long, every byte zero and durable. Writing into it and
+/// [`PreparedFile::commit`] (`fdatasync`) change no file system metadata — no block is
+/// allocated, the size stays — so the commit waits for no journal commit, and it does not queue
+/// behind other writers' syncs on the same file system the way a new file's `fsync`, rename and
+/// directory `fsync` do.
+///
+/// Its content until committed is whatever was written (zeros at first): a reader must not be
+/// pointed at it before the commit returns. Dropped uncommitted, the file is deleted.
+pub trait PreparedFile: Send + fmt::Debug {
+    /// Its size: how much can be written into it.
+    fn capacity(&self) -> u64;
+    /// How long ago it was prepared (garbage collectors leave young files alone: an old spare
+    /// may have been taken for an orphan).
+    fn age(&self) -> std::time::Duration;
+    /// Writes `buf` at `offset`; `offset + buf.len()` must not exceed the capacity.
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StorageError>;
+    /// Makes what was written durable (`fdatasync`) and checks the file is still the one under
+    /// its name (a garbage collector may have deleted it).
+    fn commit(self: Box<Self>) -> Result<(), StorageError>;
+}
+
 /// Where checkpoint and savepoint files live.
 pub trait Storage: Send + Sync + fmt::Debug {
     /// The full location of `path`, for messages (e.g. `/data/chk/job/chk-3/_metadata`).
@@ -286,6 +308,14 @@ pub trait Storage: Send + Sync + fmt::Debug {
             return Err(StorageError::AlreadyExists(self.describe(path)));
         }
         self.put_atomic(path, bytes)
+    }
+
+    /// Prepares `path` to be written in place later ([`PreparedFile`]): creates it, `size`
+    /// zero bytes, durable under its name. Its directory must exist (a preparation running
+    /// late must not recreate a directory deleted meanwhile). `Ok(None)` when this storage cannot (the default; an
+    /// object store has no in-place writes) — the caller writes through [`Storage::create`].
+    fn prepare(&self, _path: &str, _size: u64) -> Result<Option<Box<dyn PreparedFile>>, StorageError> {
+        Ok(None)
     }
 
     /// Writes a whole file atomically.
@@ -660,7 +690,134 @@ impl Drop for LocalWriter {
     }
 }
 
+/// A [`PreparedFile`] on the local filesystem.
+#[cfg(unix)]
+#[derive(Debug)]
+struct LocalPrepared {
+    file: File,
+    dest: PathBuf,
+    display: String,
+    capacity: u64,
+    prepared: std::time::Instant,
+    committed: bool,
+}
+
+#[cfg(unix)]
+impl PreparedFile for LocalPrepared {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn age(&self) -> std::time::Duration {
+        self.prepared.elapsed()
+    }
+
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StorageError> {
+        use std::os::unix::fs::FileExt;
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|e| e > self.capacity) {
+            return Err(StorageError::Io {
+                path: self.display.clone(),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} bytes at {offset} do not fit a prepared file of {} bytes",
+                        buf.len(),
+                        self.capacity
+                    ),
+                ),
+            });
+        }
+        self.file.write_all_at(buf, offset).map_err(|e| StorageError::Io {
+            path: self.display.clone(),
+            source: e,
+        })
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StorageError> {
+        use std::os::unix::fs::MetadataExt;
+        let err = |e| StorageError::Io {
+            path: self.display.clone(),
+            source: e,
+        };
+        // Data only: an fsync would also write the inode's new mtime, through the journal.
+        self.file.sync_data().map_err(err)?;
+        let ours = self.file.metadata().map_err(err)?;
+        let named = match fs::metadata(&self.dest) {
+            Ok(md) => Some(md),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(err(e)),
+        };
+        if named.is_none_or(|named| (ours.dev(), ours.ino()) != (named.dev(), named.ino())) {
+            return Err(StorageError::NotFound(format!(
+                "{} (the prepared file was deleted or replaced before it was committed)",
+                self.display
+            )));
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+impl Drop for LocalPrepared {
+    fn drop(&mut self) {
+        if !self.committed {
+            use std::os::unix::fs::MetadataExt;
+            // Only if the name is still this file.
+            if let (Ok(ours), Ok(named)) = (self.file.metadata(), fs::metadata(&self.dest)) {
+                if (ours.dev(), ours.ino()) == (named.dev(), named.ino()) {
+                    let _ = fs::remove_file(&self.dest);
+                }
+            }
+        }
+    }
+}
+
 impl Storage for LocalStorage {
+    /// Writes `size` zeros to a temporary file, fsyncs it, renames it to `path` and fsyncs the
+    /// directory: every block is allocated and initialised, so writes into the file later are
+    /// overwrites (`fallocate` would leave unwritten extents, whose first write is a metadata
+    /// change).
+    #[cfg(unix)]
+    fn prepare(&self, path: &str, size: u64) -> Result<Option<Box<dyn PreparedFile>>, StorageError> {
+        let dest = self.path(path)?;
+        let parent = dest.parent().unwrap_or(&self.root).to_path_buf();
+        let tmp = parent.join(format!(
+            ".prepared.{}.{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let made = (|| -> io::Result<File> {
+            let mut f = OpenOptions::new().read(true).write(true).create_new(true).open(&tmp)?;
+            let zeros = vec![0u8; (1 << 20).min(usize::try_from(size).unwrap_or(usize::MAX)).max(1)];
+            let mut left = size;
+            while left > 0 {
+                let n = left.min(zeros.len() as u64) as usize;
+                f.write_all(&zeros[..n])?;
+                left -= n as u64;
+            }
+            f.sync_all()?;
+            fs::rename(&tmp, &dest)?;
+            sync_dir(&parent)?;
+            Ok(f)
+        })();
+        match made {
+            Ok(file) => Ok(Some(Box::new(LocalPrepared {
+                file,
+                dest,
+                display: self.describe(path),
+                capacity: size,
+                prepared: std::time::Instant::now(),
+                committed: false,
+            }))),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(self.io(path, e))
+            }
+        }
+    }
+
     fn absolute_path(&self, path: &str) -> Option<PathBuf> {
         let p = self.path(path).ok()?;
         std::path::absolute(p).ok()
@@ -1016,6 +1173,9 @@ impl Storage for SubdirStorage {
     fn url(&self, path: &str) -> Option<String> {
         self.inner.url(&self.full(path).ok()?)
     }
+    fn prepare(&self, path: &str, size: u64) -> Result<Option<Box<dyn PreparedFile>>, StorageError> {
+        self.inner.prepare(&self.full(path)?, size)
+    }
 }
 
 /// What a [`HookedStorage`] does for the calls it intercepts; each method's default forwards
@@ -1045,7 +1205,9 @@ pub trait StorageHooks: Send + Sync + fmt::Debug {
 }
 
 /// A storage whose `create`, `open`, `list` and deletions go through [`StorageHooks`] (fault
-/// injection, instrumentation); everything else goes straight to the wrapped storage.
+/// injection, instrumentation); everything else goes straight to the wrapped storage, except
+/// [`Storage::prepare`], which it does not offer: every file written through it passes its
+/// `create` hook.
 #[derive(Debug)]
 pub struct HookedStorage<H> {
     inner: Arc<dyn Storage>,
@@ -1128,6 +1290,50 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         exercise(&LocalStorage::new(dir.path()));
     }
+
+    #[cfg(unix)]
+    #[test]
+    fn prepared_files_are_zeros_under_their_name_then_written_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let local = LocalStorage::new(dir.path());
+        local.create_dir_all("d").expect("dir");
+        let mut f = local
+            .prepare("d/a.skcl", 8192)
+            .expect("prepare")
+            .expect("local files can");
+        assert_eq!(f.capacity(), 8192);
+        assert_eq!(local.open("d/a.skcl").expect("open").bytes(), &[0u8; 8192][..]);
+        assert!(f.write_at(8000, &[1; 200]).is_err(), "past the capacity");
+        f.write_at(0, b"hello").expect("write");
+        f.commit().expect("commit");
+        let got = local.open("d/a.skcl").expect("open");
+        assert_eq!(&got.bytes()[..6], b"hello\0");
+        assert_eq!(got.bytes().len(), 8192, "the size stays");
+        // Dropped uncommitted: deleted. No temporary file is left either way.
+        drop(local.prepare("d/b.skcl", 100).expect("prepare"));
+        assert!(!local.exists("d/b.skcl").expect("exists"));
+        let names: Vec<String> = local.list("d").expect("list").into_iter().map(|e| e.name).collect();
+        assert_eq!(names, vec!["a.skcl"]);
+        // Deleted before its commit (a garbage collector): the commit says so.
+        let mut c = local.prepare("d/c.skcl", 100).expect("prepare").expect("c");
+        local.delete_file("d/c.skcl").expect("delete");
+        c.write_at(0, b"x").expect("write");
+        assert!(matches!(c.commit(), Err(StorageError::NotFound(_))));
+        // The directory must exist; other storages cannot prepare.
+        assert!(local.prepare("missing/x", 10).is_err());
+        assert!(MemoryStorage::new().prepare("x", 10).expect("memory").is_none());
+        let hooked = HookedStorage::new(Arc::new(local.clone()), NoHooks);
+        assert!(hooked.prepare("d/h", 10).expect("hooked").is_none());
+        let sub = SubdirStorage::new(Arc::new(local.clone()), "d").expect("sub");
+        assert!(sub
+            .prepare("s", 10)
+            .expect("subdir forwards")
+            .is_some_and(|f| f.capacity() == 10));
+    }
+
+    #[derive(Debug)]
+    struct NoHooks;
+    impl StorageHooks for NoHooks {}
 
     #[test]
     fn memory_storage() {
