@@ -5,7 +5,8 @@
 //! subtasks — over the heap backend, then over RocksDB — checkpointing every 100 records into
 //! a real `CheckpointStore` (2 retained), uploading log files continuously and materializing
 //! often, through a storage where some uploads and materializations are slow (they sleep
-//! mid-write and before their fsync + rename, after printing a marker). The parent waits for a
+//! mid-write and before their fsync + rename, after printing a marker), and so are some writes
+//! into prepared files (mid-write and before their fdatasync). The parent waits for a
 //! marker — of a slow upload, of a slow materialization, or just a completed checkpoint — and
 //! kills the child with SIGKILL a random moment later. Then:
 //!
@@ -19,8 +20,9 @@
 //! * the job restarts from the newest checkpoint (in this process), goes on and checkpoints
 //!   again successfully; the next child restarts from that checkpoint.
 //!
-//! Over all rounds, kills must have left partial files of both kinds (a log upload and a
-//! materialization), or the test did not exercise what it is for.
+//! Over all rounds, kills must have left partial files of all three kinds (a log upload, a
+//! materialization, and a checkpoint's upload being written in place into a prepared file), or
+//! the test did not exercise what it is for.
 
 use statekit_changelog::{restore_into, LogFileReader};
 use statekit_checkpoint::{apply_gc, plan_gc, CheckpointStore, OrphanReason, SnapshotReader};
@@ -42,13 +44,15 @@ use std::time::{Duration, Instant};
 const CHILD_ENV: &str = "STATEKIT_CHANGELOG_CRASH_CHILD";
 const TEST_NAME: &str = "sigkill_mid_upload_and_mid_materialization_leaves_restorable_checkpoints";
 /// Rounds per delegate: kills after a slow upload, a slow materialization, anywhere; twice.
-const ROUNDS: usize = 6;
+const ROUNDS: usize = 8;
 
 /// Where a round kills the child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum KillPoint {
     Upload,
     Materialization,
+    /// Inside a checkpoint's upload written in place into a prepared file.
+    PreparedWrite,
     Anywhere,
 }
 
@@ -70,6 +74,10 @@ struct Seen {
     temp_materializations: usize,
     /// Complete files nothing references, in `dstl/` and `taskowned/`.
     unreferenced_uploads: usize,
+    /// Of those in `dstl/`: prepared files a kill interrupted while a checkpoint's upload was
+    /// written into them (padded, not all zeros), and spares never written (all zeros).
+    interrupted_prepared: usize,
+    unused_prepared: usize,
     unreferenced_materializations: usize,
     /// Incomplete checkpoint directories, and their files.
     incomplete_checkpoints: usize,
@@ -192,7 +200,15 @@ fn check_after_kill(dir: &Path, seen: &mut Seen) -> u64 {
         let in_dir = |d: &str| o.path.starts_with(base.join(JOB).join(d));
         match (in_dir("dstl"), in_dir("taskowned"), is_temp(&o.path)) {
             (true, _, true) => seen.temp_uploads += 1,
-            (true, _, false) => seen.unreferenced_uploads += 1,
+            (true, _, false) => {
+                seen.unreferenced_uploads += 1;
+                let b = std::fs::read(&o.path).unwrap_or_default();
+                if !b.is_empty() && b.iter().all(|&x| x == 0) {
+                    seen.unused_prepared += 1;
+                } else if b.get(8).is_some_and(|f| f & 1 != 0) {
+                    seen.interrupted_prepared += 1;
+                }
+            }
             (_, true, true) => seen.temp_materializations += 1,
             (_, true, false) => seen.unreferenced_materializations += 1,
             _ => {}
@@ -255,6 +271,7 @@ fn run_and_kill(dir: &Path, delegate: Delegate, point: KillPoint) {
             && match point {
                 KillPoint::Upload => line.starts_with("slow-upload "),
                 KillPoint::Materialization => line.starts_with("slow-materialization "),
+                KillPoint::PreparedWrite => line.starts_with("slow-prepared-write "),
                 KillPoint::Anywhere => completed >= 2 && line.starts_with("completed "),
             };
         if hit {
@@ -290,7 +307,12 @@ fn sigkill_mid_upload_and_mid_materialization_leaves_restorable_checkpoints() {
     for delegate in [Delegate::Heap, Delegate::RocksDb] {
         let tmp = tempfile::tempdir().expect("tempdir");
         for round in 0..ROUNDS {
-            let point = [KillPoint::Upload, KillPoint::Materialization, KillPoint::Anywhere][round % 3];
+            let point = [
+                KillPoint::Upload,
+                KillPoint::Materialization,
+                KillPoint::PreparedWrite,
+                KillPoint::Anywhere,
+            ][round % 4];
             run_and_kill(tmp.path(), delegate, point);
             let records = check_after_kill(tmp.path(), &mut seen);
             continue_job(tmp.path(), delegate, records);
@@ -298,7 +320,7 @@ fn sigkill_mid_upload_and_mid_materialization_leaves_restorable_checkpoints() {
     }
     eprintln!("{seen:?}");
     assert!(
-        seen.temp_uploads > 0 && seen.temp_materializations > 0,
-        "no kill landed inside a log upload and inside a materialization: {seen:?}"
+        seen.temp_uploads > 0 && seen.temp_materializations > 0 && seen.interrupted_prepared > 0,
+        "no kill landed inside a log upload, inside a materialization and inside a write into a prepared file: {seen:?}"
     );
 }

@@ -91,8 +91,18 @@ pub fn container(b: &mut [u8]) {
 /// Changelog log files: `header (40 bytes, crc at 36) ‖ change sets ‖ index ‖ trailer (index
 /// offset u64, index length u32, index crc, count, "SKCE")`. Each change set is a 48-byte
 /// header (stored_len at 40, crc at 44 over the first 44 bytes and the stored bytes) and its
-/// stored bytes.
+/// stored bytes. A padded file (header flag bit 0) is repaired up to its last non-zero byte.
 pub fn changelog(b: &mut [u8]) {
+    if u32_at(b, 8).is_some_and(|f| f & 1 != 0) {
+        let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+        if let Some(logical) = b.get_mut(..end) {
+            return changelog_to_trailer(logical);
+        }
+    }
+    changelog_to_trailer(b)
+}
+
+fn changelog_to_trailer(b: &mut [u8]) {
     const HEADER: usize = 40;
     const TRAILER: usize = 24;
     const CS_HEADER: usize = 48;

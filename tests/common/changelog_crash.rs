@@ -12,7 +12,9 @@
 
 use statekit_changelog::{ChangelogBackend, ChangelogStorage, MaterializationPolicy, Materializer, UploadConfig};
 use statekit_checkpoint::{CheckpointStore, SnapshotReader};
-use statekit_core::storage::{HookedStorage, LocalStorage, Storage, StorageError, StorageHooks, StorageWriter};
+use statekit_core::storage::{
+    HookedStorage, LocalStorage, PreparedFile, Storage, StorageError, StorageHooks, StorageWriter,
+};
 use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, StateHandle, TypeSchema};
 use statekit_hashmap::HashMapBackend;
 use std::collections::BTreeMap;
@@ -88,12 +90,16 @@ pub fn rocksdb_dir(dir: &Path) -> PathBuf {
 /// materialization (`…/taskowned/…`) is written slowly: it prints `slow-upload <path>` or
 /// `slow-materialization <path>` when created, then sleeps [`SLOW`] after its second write
 /// (with what was written so far flushed to the temporary file) and again before its commit
-/// (fsync and rename). With `slow` false it is plain local storage.
+/// (fsync and rename). It offers prepared files (a checkpoint's upload is written in place into
+/// one), and every second write into one is slow too: `slow-prepared-write <name>`, half the
+/// bytes, [`SLOW`], the rest, [`SLOW`] before its commit (`fdatasync`). With `slow` false it is
+/// plain local storage.
 #[derive(Debug)]
 pub struct Slow {
     slow: bool,
     uploads: AtomicU64,
     materializations: AtomicU64,
+    prepared_writes: Arc<AtomicU64>,
 }
 
 /// Local storage rooted at `root`, slowed by [`Slow`] hooks.
@@ -104,8 +110,45 @@ pub fn slow_storage(root: &Path, slow: bool) -> HookedStorage<Slow> {
             slow,
             uploads: AtomicU64::new(0),
             materializations: AtomicU64::new(0),
+            prepared_writes: Arc::new(AtomicU64::new(0)),
         },
     )
+}
+
+/// A prepared file of [`Slow`] storage.
+#[derive(Debug)]
+struct SlowPrepared {
+    inner: Box<dyn PreparedFile>,
+    path: String,
+    slow: bool,
+    writes: Arc<AtomicU64>,
+    slowed: bool,
+}
+
+impl PreparedFile for SlowPrepared {
+    fn capacity(&self) -> u64 {
+        self.inner.capacity()
+    }
+    fn age(&self) -> Duration {
+        self.inner.age()
+    }
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StorageError> {
+        self.slowed = self.slow && self.writes.fetch_add(1, Ordering::Relaxed) % 2 == 1;
+        if !self.slowed {
+            return self.inner.write_at(offset, buf);
+        }
+        marker(&format!("slow-prepared-write {}", self.path));
+        let (a, b) = buf.split_at(buf.len() / 2);
+        self.inner.write_at(offset, a)?;
+        std::thread::sleep(SLOW);
+        self.inner.write_at(offset + a.len() as u64, b)
+    }
+    fn commit(self: Box<Self>) -> Result<(), StorageError> {
+        if self.slowed {
+            std::thread::sleep(SLOW);
+        }
+        self.inner.commit()
+    }
 }
 
 struct SlowWriter {
@@ -167,6 +210,23 @@ impl StorageHooks for Slow {
             }
         ));
         Ok(Box::new(SlowWriter { inner: w, writes: 0 }))
+    }
+
+    fn prepare(
+        &self,
+        inner: &dyn Storage,
+        path: &str,
+        size: u64,
+    ) -> Result<Option<Box<dyn PreparedFile>>, StorageError> {
+        Ok(inner.prepare(path, size)?.map(|f| {
+            Box::new(SlowPrepared {
+                inner: f,
+                path: path.to_string(),
+                slow: self.slow,
+                writes: self.prepared_writes.clone(),
+                slowed: false,
+            }) as Box<dyn PreparedFile>
+        }))
     }
 }
 

@@ -6,6 +6,8 @@
 //!
 //! * `changelog-log/golden.skcl`: a standalone log file, byte for byte deterministic
 //!   (`tests/golden.rs` regenerates it and compares);
+//! * `changelog-log/golden-padded.skcl`: the same file as written into a prepared file of
+//!   4 KiB (header flag `PADDED`, zeros after the trailer);
 //! * `changelog-checkpoint/`: a job directory holding a changelog checkpoint (a materialization
 //!   per subtask plus a tail); its log and materialization ids are random, so it is written
 //!   once and checked by content;
@@ -29,6 +31,10 @@ fn main() {
     std::fs::create_dir_all(&log_dir).expect("mkdir");
     fixture::write_log(&LocalStorage::new(&log_dir), "golden.skcl");
     let golden = std::fs::read(log_dir.join("golden.skcl")).expect("read");
+    let mut padded = golden.clone();
+    statekit_changelog::file::mark_padded(&mut padded);
+    padded.resize(4096, 0);
+    std::fs::write(log_dir.join("golden-padded.skcl"), padded).expect("write");
     // ... claiming a version this build does not know.
     let mut v2 = golden.clone();
     v2[4] = 2;

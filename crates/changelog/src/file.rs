@@ -291,6 +291,13 @@ fn header_bytes(upload_id: &[u8; 16], created_ms: i64, flags: u32) -> [u8; HEADE
     h
 }
 
+/// True for a prepared log file never written: non-empty, every byte zero. The upload service
+/// keeps such spares ready under final names (`docs/changelog-format.md#padding`); one a crash
+/// left behind is an orphan. Not a log file, and not a damaged one.
+pub fn is_unwritten_prepared(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && bytes.iter().all(|&x| x == 0)
+}
+
 /// Sets [`FLAG_PADDED`] in the header of an encoded log file (`bytes` from
 /// [`LogFileWriter::finish_bytes`]) and renews the header's CRC: the file is about to be
 /// written into a larger, zero-filled one. Bytes that do not start with a log file header are
@@ -510,7 +517,7 @@ impl LogFileReader {
         let size = b.len() as u64;
         let corrupt = |off: u64, field: &str, why: String| FormatError::corrupt(file, off, field, why);
         let too_short = || corrupt(size, "file size", format!("{size} bytes is too short; truncated?"));
-        if !b.is_empty() && b.iter().all(|&x| x == 0) {
+        if is_unwritten_prepared(b) {
             return Err(corrupt(
                 0,
                 "file",

@@ -39,6 +39,27 @@ fn the_log_file_is_written_byte_for_byte_as_before() {
 }
 
 #[test]
+fn the_padded_log_file_is_the_golden_one_marked_and_reads_the_same() {
+    let dir = fixture_dir("changelog-log");
+    let golden = std::fs::read(dir.join("golden.skcl")).expect("fixture");
+    let mut want = golden.clone();
+    statekit_changelog::file::mark_padded(&mut want);
+    want.resize(4096, 0);
+    let padded = std::fs::read(dir.join("golden-padded.skcl")).expect("fixture");
+    assert_eq!(padded, want, "marking a file padded changed: that is a format change");
+    let storage = LocalStorage::new(&dir);
+    let plain = LogFileReader::open(&storage, "golden.skcl", None).expect("open");
+    for reference in [Some(golden.len() as u64), None] {
+        let r = LogFileReader::open(&storage, "golden-padded.skcl", reference).expect("open");
+        assert!(r.padded() && !plain.padded());
+        assert_eq!(r.size(), golden.len() as u64);
+        assert_eq!(r.index(), plain.index());
+        assert_eq!(r.header(), plain.header());
+        assert_eq!(r.verify().expect("verify"), plain.verify().expect("verify"));
+    }
+}
+
+#[test]
 fn the_log_file_decodes_to_its_records() {
     let storage = LocalStorage::new(fixture_dir("changelog-log"));
     let r = LogFileReader::open(&storage, "golden.skcl", None).expect("open");

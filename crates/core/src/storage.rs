@@ -1202,12 +1202,23 @@ pub trait StorageHooks: Send + Sync + fmt::Debug {
     fn delete_dir_all(&self, inner: &dyn Storage, dir: &str) -> Result<(), StorageError> {
         inner.delete_dir_all(dir)
     }
+    /// [`Storage::prepare`]. Default: not offered (`Ok(None)`), so every file written through
+    /// the hooked storage passes its `create` hook; a hook that forwards to `inner` sees the
+    /// prepared files too (and may wrap them).
+    fn prepare(
+        &self,
+        _inner: &dyn Storage,
+        _path: &str,
+        _size: u64,
+    ) -> Result<Option<Box<dyn PreparedFile>>, StorageError> {
+        Ok(None)
+    }
 }
 
-/// A storage whose `create`, `open`, `list` and deletions go through [`StorageHooks`] (fault
-/// injection, instrumentation); everything else goes straight to the wrapped storage, except
-/// [`Storage::prepare`], which it does not offer: every file written through it passes its
-/// `create` hook.
+/// A storage whose `create`, `open`, `list`, deletions and `prepare` go through
+/// [`StorageHooks`] (fault injection, instrumentation); everything else goes straight to the
+/// wrapped storage. By default it offers no prepared files ([`StorageHooks::prepare`]), so
+/// every file written through it passes its `create` hook.
 #[derive(Debug)]
 pub struct HookedStorage<H> {
     inner: Arc<dyn Storage>,
@@ -1252,6 +1263,9 @@ impl<H: StorageHooks> Storage for HookedStorage<H> {
     }
     fn delete_dir_all(&self, dir: &str) -> Result<(), StorageError> {
         self.hooks.delete_dir_all(self.inner.as_ref(), dir)
+    }
+    fn prepare(&self, path: &str, size: u64) -> Result<Option<Box<dyn PreparedFile>>, StorageError> {
+        self.hooks.prepare(self.inner.as_ref(), path, size)
     }
     fn create_dir_all(&self, dir: &str) -> Result<(), StorageError> {
         self.inner.create_dir_all(dir)

@@ -320,6 +320,14 @@ fn sqn_ranges(tail: &[LogSegmentRef]) -> Json {
 // ----------------------------------------------------------------------------------------
 // verify
 
+/// Its size when `path` is a prepared log file not yet written (all zeros): a spare of a
+/// running job's upload service, or an orphan a crash left (`statekit gc` deletes it).
+pub fn unwritten_prepared(path: &Path) -> Result<Option<u64>> {
+    let blob = map_lone(path)?;
+    let b = blob.bytes();
+    Ok(statekit_changelog::file::is_unwritten_prepared(b).then_some(b.len() as u64))
+}
+
 /// `statekit verify <file.skcl>`: decodes a lone log file in full.
 pub fn verify_log_file(path: &Path) -> Result<(LogCheck, Vec<Problem>)> {
     let shown = path.display().to_string();
@@ -493,6 +501,10 @@ pub fn dump_changes(
     if is_log_file(path) {
         if uid.is_some() {
             bail!("{}: a lone log file has no operators: drop --uid", path.display());
+        }
+        if unwritten_prepared(path)?.is_some() {
+            // A spare: no change records (yet).
+            return Ok(());
         }
         let reader = open_lone(path)?;
         reader.verify().map_err(|e| anyhow!(problem_text(&e)))?;
