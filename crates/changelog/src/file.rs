@@ -291,11 +291,15 @@ fn header_bytes(upload_id: &[u8; 16], created_ms: i64, flags: u32) -> [u8; HEADE
     h
 }
 
-/// True for a prepared log file never written: non-empty, every byte zero. The upload service
-/// keeps such spares ready under final names (`docs/changelog-format.md#padding`); one a crash
-/// left behind is an orphan. Not a log file, and not a damaged one.
+/// The largest prepared log file the upload service makes.
+pub const MAX_PREPARED_BYTES: u64 = 256 << 20;
+
+/// True for a prepared log file never written: non-empty, at most [`MAX_PREPARED_BYTES`], every
+/// byte zero. The upload service keeps such spares ready under final names
+/// (`docs/changelog-format.md#padding`); one a crash left behind is an orphan. Not a log file,
+/// and not a damaged one. (A larger file of zeros is neither: it is not even read.)
 pub fn is_unwritten_prepared(bytes: &[u8]) -> bool {
-    !bytes.is_empty() && bytes.iter().all(|&x| x == 0)
+    !bytes.is_empty() && bytes.len() as u64 <= MAX_PREPARED_BYTES && bytes.iter().all(|&x| x == 0)
 }
 
 /// Sets [`FLAG_PADDED`] in the header of an encoded log file (`bytes` from
@@ -517,11 +521,12 @@ impl LogFileReader {
         let size = b.len() as u64;
         let corrupt = |off: u64, field: &str, why: String| FormatError::corrupt(file, off, field, why);
         let too_short = || corrupt(size, "file size", format!("{size} bytes is too short; truncated?"));
-        if is_unwritten_prepared(b) {
+        // A zero magic: an unwritten prepared file (bounded; scanned only then) says so.
+        if b.get(..4) == Some(&[0u8; 4][..]) && is_unwritten_prepared(b) {
             return Err(corrupt(
                 0,
-                "file",
-                format!("all {size} bytes are zero: a prepared log file that was never written (a crash left it; nothing references it)"),
+                "header",
+                format!("all {size} bytes are zero: a prepared log file that was never written (a spare of a running job, or an orphan a crash left)"),
             ));
         }
         if b.get(..4) != Some(&FILE_MAGIC[..]) {

@@ -590,7 +590,7 @@ fn prepare_spare(inner: &Arc<StorageInner>) {
             // in 64 KiB steps.
             let cap = (inner.config.preemptive_persist_threshold as u64)
                 .saturating_add(1 << 20)
-                .max(SPARE_MIN);
+                .clamp(SPARE_MIN, crate::file::MAX_PREPARED_BYTES);
             let want = if sp.recent == 0 {
                 cap
             } else {
