@@ -132,6 +132,9 @@ impl PreparedFile for SlowPrepared {
     fn age(&self) -> Duration {
         self.inner.age()
     }
+    fn refresh(&mut self) -> Result<(), StorageError> {
+        self.inner.refresh()
+    }
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StorageError> {
         self.slowed = self.slow && self.writes.fetch_add(1, Ordering::Relaxed) % 2 == 1;
         if !self.slowed {

@@ -49,8 +49,8 @@ pub struct UploadConfig {
     /// Compression of change sets (`dstl.dfs.compression.enabled`).
     pub compression: LogCompression,
     /// statekit's own (no Flink key): on a storage that can prepare files
-    /// ([`Storage::prepare`], the local filesystem), keep one zero-filled log file ready and
-    /// write a checkpoint's upload into it in place, so making it durable is one `fdatasync`
+    /// ([`Storage::prepare`], the local filesystem), keep two zero-filled log files ready and
+    /// write a checkpoint's upload into one in place, so making it durable is one `fdatasync`
     /// that waits for no file system journal commit (`docs/design/0006-changelog.md`,
     /// "Prepared files"). Such a file is padded with zeros after its trailer. Default on.
     pub prepared_files: bool,
@@ -188,8 +188,11 @@ const SPARES: usize = 2;
 const SPARE_DELAY: Duration = Duration::from_millis(50);
 /// A prepared file is never smaller than this.
 const SPARE_MIN: u64 = 256 << 10;
-/// A spare older than this is not used but replaced: `statekit gc` leaves files younger than
-/// its `--min-age` (10 minutes by default) alone, and an old spare could be taken for an orphan.
+/// Spares are refreshed (their mtime) this often, and one not refreshed for twice as long is
+/// not used but replaced: `statekit gc` leaves files modified less than its `--min-age`
+/// (10 minutes by default) ago alone, and an old spare could be taken for an orphan. (Were it
+/// deleted anyway, its commit would notice and the upload would create a file instead.)
+const SPARE_REFRESH: Duration = Duration::from_secs(60);
 const SPARE_MAX_AGE: Duration = Duration::from_secs(120);
 
 /// Counters of the upload service.
@@ -472,8 +475,13 @@ fn release(inner: &StorageInner, path: &str) {
 
 /// The uploader thread: batches queued change sets into files.
 fn upload_loop(inner: &Arc<StorageInner>) {
+    let mut refreshed = Instant::now();
     loop {
-        let batch = {
+        if refreshed.elapsed() >= SPARE_REFRESH {
+            refresh_spares(inner);
+            refreshed = Instant::now();
+        }
+        let batch = 'take: {
             let mut q = lock(&inner.queue);
             loop {
                 if q.tasks.is_empty() {
@@ -481,7 +489,14 @@ fn upload_loop(inner: &Arc<StorageInner>) {
                         return;
                     }
                     q.flush = false;
-                    q = inner.wake.wait(q).unwrap_or_else(|p| p.into_inner());
+                    let (g, waited) = inner
+                        .wake
+                        .wait_timeout(q, SPARE_REFRESH)
+                        .unwrap_or_else(|p| p.into_inner());
+                    q = g;
+                    if waited.timed_out() && q.tasks.is_empty() {
+                        break 'take None;
+                    }
                     continue;
                 }
                 let age = q.first_queued.map(|t| t.elapsed()).unwrap_or_default();
@@ -501,9 +516,10 @@ fn upload_loop(inner: &Arc<StorageInner>) {
             q.first_queued = None;
             q.flush = false;
             q.in_flight_bytes += bytes;
-            (tasks, bytes, urgent)
+            Some((tasks, bytes, urgent))
         };
-        let (tasks, bytes, urgent) = batch;
+        // Idle for a while: time to refresh the spares.
+        let Some((tasks, bytes, urgent)) = batch else { continue };
         upload_batch(inner, tasks, urgent);
         lock(&inner.queue).in_flight_bytes -= bytes;
         inner.wake.notify_all();
@@ -635,6 +651,28 @@ fn prepare_spare(inner: &Arc<StorageInner>) {
     }
 }
 
+/// Refreshes every ready spare's modification time (a spare that cannot be refreshed is
+/// dropped, which deletes it; new ones are prepared).
+fn refresh_spares(inner: &Arc<StorageInner>) {
+    let dropped: Vec<_> = {
+        let mut sp = lock(&inner.spare);
+        let ready = std::mem::take(&mut sp.ready);
+        let (keep, dropped): (Vec<_>, Vec<_>) = ready
+            .into_iter()
+            .map(|(name, mut f)| {
+                let ok = f.refresh().is_ok();
+                (ok, (name, f))
+            })
+            .partition(|(ok, _)| *ok);
+        sp.ready = keep.into_iter().map(|(_, x)| x).collect();
+        dropped
+    };
+    if !dropped.is_empty() {
+        drop(dropped);
+        prepare_spare(inner);
+    }
+}
+
 /// Writes a checkpoint's upload in place into a spare (`None`: none is ready, or large and
 /// young enough, or the write failed — the caller creates a file instead). Spares too small or
 /// too old are deleted; new ones are prepared.
@@ -657,14 +695,11 @@ fn write_prepared(inner: &Arc<StorageInner>, sets: &[SealedChangeSet]) -> Option
             .iter()
             .position(|(_, f)| size <= f.capacity() && f.age() < SPARE_MAX_AGE);
         let taken = fit.and_then(|i| sp.ready.remove(i));
-        // What no upload of this size fits is replaced.
-        let stale: Vec<_> = sp
-            .ready
-            .iter()
-            .position(|(_, f)| size > f.capacity() || f.age() >= SPARE_MAX_AGE)
-            .and_then(|i| sp.ready.remove(i))
+        // What no upload of this size fits, or is too old, is replaced.
+        let (keep, stale): (Vec<_>, Vec<_>) = std::mem::take(&mut sp.ready)
             .into_iter()
-            .collect();
+            .partition(|(_, f)| size <= f.capacity() && f.age() < SPARE_MAX_AGE);
+        sp.ready = keep.into();
         (taken, stale)
     };
     drop(stale);

@@ -235,9 +235,12 @@ pub trait StorageWriter: Write + Send {
 pub trait PreparedFile: Send + fmt::Debug {
     /// Its size: how much can be written into it.
     fn capacity(&self) -> u64;
-    /// How long ago it was prepared (garbage collectors leave young files alone: an old spare
-    /// may have been taken for an orphan).
+    /// How long ago it was prepared or last [refreshed](PreparedFile::refresh) (garbage
+    /// collectors leave young files alone: an old spare may have been taken for an orphan).
     fn age(&self) -> std::time::Duration;
+    /// Marks it modified now (its mtime), so a garbage collector that spares files younger than
+    /// some age spares it again; [`PreparedFile::age`] counts from here.
+    fn refresh(&mut self) -> Result<(), StorageError>;
     /// Writes `buf` at `offset`; `offset + buf.len()` must not exceed the capacity.
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StorageError>;
     /// Makes what was written durable (`fdatasync`) and checks the file is still the one under
@@ -710,6 +713,17 @@ impl PreparedFile for LocalPrepared {
 
     fn age(&self) -> std::time::Duration {
         self.prepared.elapsed()
+    }
+
+    fn refresh(&mut self) -> Result<(), StorageError> {
+        self.file
+            .set_modified(std::time::SystemTime::now())
+            .map_err(|e| StorageError::Io {
+                path: self.display.clone(),
+                source: e,
+            })?;
+        self.prepared = std::time::Instant::now();
+        Ok(())
     }
 
     fn write_at(&mut self, offset: u64, buf: &[u8]) -> Result<(), StorageError> {
@@ -1318,6 +1332,17 @@ mod tests {
         assert_eq!(f.capacity(), 8192);
         assert_eq!(local.open("d/a.skcl").expect("open").bytes(), &[0u8; 8192][..]);
         assert!(f.write_at(8000, &[1; 200]).is_err(), "past the capacity");
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let old = fs::metadata(dir.path().join("d/a.skcl"))
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        assert!(f.age() >= std::time::Duration::from_millis(30));
+        f.refresh().expect("refresh");
+        assert!(f.age() < std::time::Duration::from_millis(30));
+        let new = fs::metadata(dir.path().join("d/a.skcl"))
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        assert!(new > old, "refresh moves the mtime");
         f.write_at(0, b"hello").expect("write");
         f.commit().expect("commit");
         let got = local.open("d/a.skcl").expect("open");
