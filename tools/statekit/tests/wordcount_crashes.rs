@@ -148,9 +148,14 @@ fn run_with_kills_opts(
             .expect("spawn");
         if round < kills {
             // A whole uninterrupted run of this input takes well under a second (0.8 s in a
-            // debug build here), and each restore resumes from the last checkpoint (every
-            // 1500 words): a kill must land early for later runs to be hit at all.
-            let mut sleep = rng.gen_range(50..450);
+            // debug build here, 0.3 s in a release build), and each restore resumes from the
+            // last checkpoint (every 1500 words): a kill must land early for later runs to be
+            // hit at all.
+            let mut sleep = if cfg!(debug_assertions) {
+                rng.gen_range(50..450)
+            } else {
+                rng.gen_range(15..150)
+            };
             if guarantee == "at-most-once" {
                 // A kill before this run's first auto-commit loses nothing (it resumes where
                 // the last run committed), and on a loaded machine start-up alone can outlast
