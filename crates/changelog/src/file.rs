@@ -313,11 +313,10 @@ pub fn mark_padded(bytes: &mut [u8]) {
     if h[..4] != FILE_MAGIC {
         return;
     }
-    let (Ok(id), Ok(ms)) = (<[u8; 16]>::try_from(&h[12..28]), <[u8; 8]>::try_from(&h[28..36])) else {
-        return;
-    };
     let flags = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) | FLAG_PADDED;
-    *h = header_bytes(&id, i64::from_le_bytes(ms), flags);
+    h[8..12].copy_from_slice(&flags.to_le_bytes());
+    let crc = crc32fast::hash(&h[..36]);
+    h[36..40].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Writes one log file: the header, the change sets, the index and the trailer, streaming
@@ -521,8 +520,8 @@ impl LogFileReader {
         let size = b.len() as u64;
         let corrupt = |off: u64, field: &str, why: String| FormatError::corrupt(file, off, field, why);
         let too_short = || corrupt(size, "file size", format!("{size} bytes is too short; truncated?"));
-        // A zero magic: an unwritten prepared file (bounded; scanned only then) says so.
-        if b.get(..4) == Some(&[0u8; 4][..]) && is_unwritten_prepared(b) {
+        // An unwritten prepared file says so (the scan stops at the first non-zero byte).
+        if is_unwritten_prepared(b) {
             return Err(corrupt(
                 0,
                 "header",

@@ -706,6 +706,27 @@ struct LocalPrepared {
 }
 
 #[cfg(unix)]
+impl LocalPrepared {
+    fn io(&self, e: io::Error) -> StorageError {
+        StorageError::Io {
+            path: self.display.clone(),
+            source: e,
+        }
+    }
+
+    /// True while its name still names this file (not deleted or replaced since).
+    fn still_named(&self) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let ours = self.file.metadata()?;
+        match fs::metadata(&self.dest) {
+            Ok(named) => Ok((ours.dev(), ours.ino()) == (named.dev(), named.ino())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(unix)]
 impl PreparedFile for LocalPrepared {
     fn capacity(&self) -> u64 {
         self.capacity
@@ -718,10 +739,7 @@ impl PreparedFile for LocalPrepared {
     fn refresh(&mut self) -> Result<(), StorageError> {
         self.file
             .set_modified(std::time::SystemTime::now())
-            .map_err(|e| StorageError::Io {
-                path: self.display.clone(),
-                source: e,
-            })?;
+            .map_err(|e| self.io(e))?;
         self.prepared = std::time::Instant::now();
         Ok(())
     }
@@ -730,39 +748,22 @@ impl PreparedFile for LocalPrepared {
         use std::os::unix::fs::FileExt;
         let end = offset.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > self.capacity) {
-            return Err(StorageError::Io {
-                path: self.display.clone(),
-                source: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "{} bytes at {offset} do not fit a prepared file of {} bytes",
-                        buf.len(),
-                        self.capacity
-                    ),
+            return Err(self.io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} bytes at {offset} do not fit a prepared file of {} bytes",
+                    buf.len(),
+                    self.capacity
                 ),
-            });
+            )));
         }
-        self.file.write_all_at(buf, offset).map_err(|e| StorageError::Io {
-            path: self.display.clone(),
-            source: e,
-        })
+        self.file.write_all_at(buf, offset).map_err(|e| self.io(e))
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StorageError> {
-        use std::os::unix::fs::MetadataExt;
-        let err = |e| StorageError::Io {
-            path: self.display.clone(),
-            source: e,
-        };
         // Data only: an fsync would also write the inode's new mtime, through the journal.
-        self.file.sync_data().map_err(err)?;
-        let ours = self.file.metadata().map_err(err)?;
-        let named = match fs::metadata(&self.dest) {
-            Ok(md) => Some(md),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(err(e)),
-        };
-        if named.is_none_or(|named| (ours.dev(), ours.ino()) != (named.dev(), named.ino())) {
+        self.file.sync_data().map_err(|e| self.io(e))?;
+        if !self.still_named().map_err(|e| self.io(e))? {
             return Err(StorageError::NotFound(format!(
                 "{} (the prepared file was deleted or replaced before it was committed)",
                 self.display
@@ -776,14 +777,9 @@ impl PreparedFile for LocalPrepared {
 #[cfg(unix)]
 impl Drop for LocalPrepared {
     fn drop(&mut self) {
-        if !self.committed {
-            use std::os::unix::fs::MetadataExt;
-            // Only if the name is still this file.
-            if let (Ok(ours), Ok(named)) = (self.file.metadata(), fs::metadata(&self.dest)) {
-                if (ours.dev(), ours.ino()) == (named.dev(), named.ino()) {
-                    let _ = fs::remove_file(&self.dest);
-                }
-            }
+        // Only if the name is still this file.
+        if !self.committed && self.still_named().unwrap_or(false) {
+            let _ = fs::remove_file(&self.dest);
         }
     }
 }
