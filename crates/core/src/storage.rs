@@ -643,6 +643,41 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) {
 #[cfg(not(target_os = "linux"))]
 pub fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
 
+/// Asks the kernel to read the first `len` bytes of `file` into the page cache in the
+/// background (`posix_fadvise(WILLNEED)`): for a file just written by a writer that dropped
+/// it from the cache, and soon to be read. Linux reads at most the device's largest request
+/// per call, so the range is asked for in pieces of [`READ_AHEAD_PIECE`]. Failure is ignored
+/// (it only means the bytes are read when they are needed).
+#[cfg(target_os = "linux")]
+pub fn read_ahead(file: &File, len: u64) {
+    use std::os::unix::io::AsRawFd;
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(READ_AHEAD_PIECE);
+        // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is valid for
+        // the lifetime of `file`.
+        let r = unsafe {
+            libc::posix_fadvise(
+                file.as_raw_fd(),
+                at as libc::off_t,
+                n as libc::off_t,
+                libc::POSIX_FADV_WILLNEED,
+            )
+        };
+        if r != 0 {
+            return;
+        }
+        at += n;
+    }
+}
+
+/// The piece of a file [`read_ahead`] asks the kernel for at once.
+pub const READ_AHEAD_PIECE: u64 = 1 << 20;
+
+/// Asks the kernel to read `file` into the page cache (nothing on this platform).
+#[cfg(not(target_os = "linux"))]
+pub fn read_ahead(_file: &File, _len: u64) {}
+
 impl Write for LocalWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;

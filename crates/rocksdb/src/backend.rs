@@ -18,7 +18,7 @@ use statekit_core::{
     StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{FileRef, NativeStateStats, NativeStats, ResolvedNativeHandle};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::ControlFlow;
@@ -40,9 +40,34 @@ pub(crate) use statekit_core::TtlContext as Ttl;
 use statekit_core::state::accepts::{ADDABLE, LIST, MAP, MERGEABLE, SINGLE};
 
 /// The open database, the column-family handles and the options every call uses.
+/// Flushes the memtables of the column families `cfs` and waits for it.
+fn flush_all(db: &Db, cfs: &[Arc<rocksdb::BoundColumnFamily<'_>>]) -> Result<(), StateError> {
+    let refs: Vec<&Arc<rocksdb::BoundColumnFamily<'_>>> = cfs.iter().collect();
+    if refs.is_empty() {
+        return Ok(());
+    }
+    db.flush_cfs_opt(&refs, &rocksdb::FlushOptions::default())
+        .map_err(db_err("flush"))
+}
+
+/// Large write-backs of the cache through SST files ([`Store::sync_and_flush`]).
+struct FileWriteBack {
+    /// Dirty key and value bytes from which a write-back goes into files.
+    min_bytes: usize,
+    /// A file is rolled over at this size.
+    file_bytes: u64,
+    /// The files' options: the column families', compressed as level 0 is (ingested files
+    /// overlapping what is stored land in level 0).
+    options: rocksdb::Options,
+    /// Write-backs into files so far (names their directories).
+    done: Cell<u64>,
+}
+
 pub(crate) struct Store {
     cfs: DbCfs,
     pub(crate) cf_options: rocksdb::Options,
+    /// How large write-backs of the cache go into SST files ([`Store::sync_and_flush`]).
+    file_write_back: FileWriteBack,
     read: ReadOptions,
     write: WriteOptions,
     /// CRC32 of the SST files ingested, taken as they were written.
@@ -63,30 +88,100 @@ impl Store {
         self.cfs.borrow_owner()
     }
 
-    /// Writes every dirty cached entry to RocksDB in one batch (each state's in key order).
-    /// After it, RocksDB holds the backend's state; the cache keeps its (now clean) entries.
+    /// Writes every dirty cached entry to RocksDB, each state's in key order, in write
+    /// batches of at most `FileWriteBack::min_bytes` (so that no memtable grows far past its
+    /// size). After it, RocksDB holds the backend's state; the cache keeps its (now clean)
+    /// entries.
     pub(crate) fn sync(&self) -> Result<(), StateError> {
         let mut cache = self.cache.borrow_mut();
         if !cache.has_dirty() {
             return Ok(());
         }
+        let chunk = self.file_write_back.min_bytes.max(1);
         self.cfs.with_dependent(|inner, cfs| {
+            let write = |batch: WriteBatch| {
+                inner
+                    .db
+                    .write_opt(batch, &self.write)
+                    .map_err(db_err("write back cached entries"))
+            };
             let mut batch = WriteBatch::default();
+            let mut failed = Ok(());
             cache.for_each_dirty(|s, k, v| {
+                if failed.is_err() {
+                    return;
+                }
                 if let Some(cf) = cfs.get(s) {
                     match v {
                         Some(v) => batch.put_cf(cf, k, v),
                         None => batch.delete_cf(cf, k),
                     }
                 }
+                if batch.size_in_bytes() >= chunk {
+                    failed = write(std::mem::take(&mut batch));
+                }
             });
-            inner
-                .db
-                .write_opt(batch, &self.write)
-                .map_err(db_err("write back cached entries"))
+            failed.and_then(|()| write(batch))
         })?;
         cache.mark_clean();
         Ok(())
+    }
+
+    /// Writes the cache back and flushes every memtable: all of the backend's state is then
+    /// in table files. A write-back of `FileWriteBack::min_bytes` or more goes into SST
+    /// files written while another thread flushes the memtables
+    /// ([`sync_to_files`](Self::sync_to_files)); a smaller one into the memtables first.
+    pub(crate) fn sync_and_flush(&self) -> Result<(), StateError> {
+        let mut cache = self.cache.borrow_mut();
+        if cache.dirty_bytes() >= self.file_write_back.min_bytes {
+            return self.sync_to_files(&mut cache);
+        }
+        drop(cache);
+        self.sync()?;
+        self.flush_memtables()
+    }
+
+    /// Writes the dirty entries into sorted SST files (in a new directory of the working
+    /// directory, compressed as level 0 is) and ingests them, moved, not copied, while
+    /// another thread flushes the memtables. Inserting a write-back of a
+    /// memtable's size into the memtables instead fills them, waits for their flushes, and
+    /// leaves it all to be flushed again — at a checkpoint's cut, in its synchronous part:
+    /// files are written in one sequential pass past the memtables. Ingested files sit above
+    /// everything in the database, as the newest writes do (RocksDB flushes memtables that
+    /// hold keys in their range first). On error the entries stay dirty and no file is left
+    /// behind.
+    fn sync_to_files(&self, cache: &mut WriteBack) -> Result<(), StateError> {
+        let n = self.file_write_back.done.get() + 1;
+        self.file_write_back.done.set(n);
+        let dir = self.inner_unsynced().dir.path().join(format!("write-back-{n}"));
+        let opts = &self.file_write_back;
+        let (flushed, files) = self.cfs.with_dependent(|inner, cfs| {
+            std::thread::scope(|scope| {
+                let flusher = scope.spawn(|| flush_all(&inner.db, cfs));
+                let files = crate::ingest::write_sorted(&opts.options, dir.clone(), opts.file_bytes, |f| {
+                    cache.for_each_dirty(|s, k, v| f(s, k, v))
+                });
+                let flushed = flusher
+                    .join()
+                    .unwrap_or_else(|_| Err(StateError::Restore("the memtable flush thread panicked".into())));
+                (flushed, files)
+            })
+        });
+        let ingested = files.and_then(|files| {
+            flushed?;
+            crate::ingest::ingest_files_by(self, files, |s, opts, paths| self.ingest_unsynced(s, opts, paths))
+        });
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not remove a write-back directory");
+        }
+        ingested?;
+        cache.mark_clean();
+        Ok(())
+    }
+
+    /// Flushes every memtable (not the cache) and waits for it.
+    fn flush_memtables(&self) -> Result<(), StateError> {
+        self.cfs.with_dependent(|inner, cfs| flush_all(&inner.db, cfs))
     }
 
     /// [`sync`](Self::sync), then forgets every cached entry: before anything writes to
@@ -247,10 +342,23 @@ impl Store {
         paths: Vec<std::path::PathBuf>,
     ) -> Result<(), StateError> {
         self.sync_and_forget()?;
+        self.ingest_unsynced(s, opts, paths)
+    }
+
+    /// Ingests SST files into state `s` without writing the cache back first.
+    fn ingest_unsynced(
+        &self,
+        s: usize,
+        opts: &rocksdb::IngestExternalFileOptions,
+        paths: Vec<std::path::PathBuf>,
+    ) -> Result<(), StateError> {
         self.cfs.with_dependent(|inner, cfs| {
+            let cf = cfs
+                .get(s)
+                .ok_or_else(|| StateError::Restore(format!("no column family for state {s}")))?;
             inner
                 .db
-                .ingest_external_file_cf_opts(&cfs[s], opts, paths)
+                .ingest_external_file_cf_opts(cf, opts, paths)
                 .map_err(db_err("ingest SST files"))
         })
     }
@@ -423,9 +531,22 @@ fn open_store(options: &RocksDbOptions, dir: tempfile::TempDir, existing: bool) 
     // The working directory is scratch space; checkpoints make state durable.
     write.disable_wal(true);
     let inner = Arc::new(Inner { db, dir });
+    let mut file_options = cf_options.clone();
+    let l0 = options.l0_compression.to_rocksdb();
+    file_options.set_compression_type(l0);
+    file_options.set_compression_per_level(&[]);
+    file_options.set_bottommost_compression_type(l0);
     Ok(Store {
         cfs: DbCfs::new(inner, |_| Vec::new()),
         cf_options,
+        file_write_back: FileWriteBack {
+            // A quarter of a memtable: below it, the fixed costs of files (create, sync,
+            // ingestion's `MANIFEST` write) outweigh the inserts.
+            min_bytes: options.write_buffer_bytes / 4,
+            file_bytes: options.target_file_bytes,
+            options: file_options,
+            done: Cell::new(0),
+        },
         read: ReadOptions::default(),
         write,
         written_crcs: Default::default(),
@@ -525,20 +646,11 @@ impl RocksDbBackend {
         &self.clock
     }
 
-    /// Flushes every memtable to SST files.
+    /// Writes the write-back cache back and flushes every memtable to SST files: the
+    /// backend's whole state is then in table files. A write-back of a quarter of a memtable
+    /// or more is written into sorted SST files, beside the memtables' flush, and ingested.
     pub fn flush(&self) -> Result<(), StateError> {
-        let store = live_store(&self.store)?;
-        store.sync()?;
-        store
-            .cfs
-            .with_dependent(|inner, cfs| {
-                let refs: Vec<&Arc<rocksdb::BoundColumnFamily<'_>>> = cfs.iter().collect();
-                if refs.is_empty() {
-                    return Ok(());
-                }
-                inner.db.flush_cfs_opt(&refs, &rocksdb::FlushOptions::default())
-            })
-            .map_err(db_err("flush"))
+        live_store(&self.store)?.sync_and_flush()
     }
 
     /// Level-0 table files over all column families (each flush adds one per state).
@@ -710,16 +822,55 @@ impl RocksDbBackend {
         ))
     }
 
+    /// Write-backs of the cache at a flush from `bytes` of dirty entries on go through SST
+    /// files (tests: the default is a quarter of a memtable).
+    #[cfg(test)]
+    pub(crate) fn write_back_files_from(&mut self, bytes: usize) {
+        if let Some(s) = self.store.as_mut() {
+            s.file_write_back.min_bytes = bytes;
+        }
+    }
+
+    /// Write-backs of the cache that went through SST files so far.
+    #[cfg(test)]
+    pub(crate) fn file_write_backs(&self) -> u64 {
+        live_store(&self.store).map_or(0, |s| s.file_write_back.done.get())
+    }
+
+    /// Entries in the memtables, active and immutable, over all column families.
+    #[cfg(test)]
+    pub(crate) fn memtable_entries(&self) -> Result<u64, StateError> {
+        let store = live_store(&self.store)?;
+        store.cfs.with_dependent(|inner, cfs| {
+            let mut n = 0;
+            for cf in cfs.iter() {
+                for p in [
+                    "rocksdb.num-entries-active-mem-table",
+                    "rocksdb.num-entries-imm-mem-tables",
+                ] {
+                    n += inner
+                        .db
+                        .property_int_value_cf(cf, p)
+                        .map_err(db_err("read a property"))?
+                        .unwrap_or(0);
+                }
+            }
+            Ok(n)
+        })
+    }
+
     /// How many ingested files' CRCs the backend remembers.
     #[cfg(test)]
     pub(crate) fn written_crc_count(&self) -> usize {
         live_store(&self.store).map_or(0, |s| s.written_crcs.lock().map_or(0, |m| m.len()))
     }
 
-    /// The synchronous part of a native snapshot for `checkpoint_id`: flushes the memtables
-    /// and creates a RocksDB checkpoint (table files hard-linked, `MANIFEST`, `CURRENT`,
-    /// `OPTIONS` copied) in a directory beside the database. Takes milliseconds whatever the
-    /// state size; write it out with [`NativeCut::upload`] (on any thread) while this backend
+    /// The synchronous part of a native snapshot for `checkpoint_id`: writes the write-back
+    /// cache's dirty entries back and flushes the memtables ([`flush`](Self::flush)), then
+    /// creates a RocksDB checkpoint (table files hard-linked, `MANIFEST`, `CURRENT`,
+    /// `OPTIONS` copied) in a directory beside the database. Its cost is that of writing what
+    /// was not yet in table files (at most the memtables and the cache's dirty limit),
+    /// whatever the state size; write it out with [`NativeCut::upload`] (on any thread) while this backend
     /// keeps processing. After the upload of a checkpoint, report its completion or abort
     /// ([`KeyedStateBackend::notify_checkpoint_complete`] / `…_aborted`): only files of
     /// completed checkpoints are referenced again by later ones.

@@ -84,6 +84,8 @@ struct Files<'s> {
     file_bytes: u64,
     /// Files created so far (names them).
     created: u64,
+    /// Read finished files back into the page cache ([`Open::finish`]).
+    read_ahead: bool,
 }
 
 /// An SST file being written.
@@ -119,12 +121,16 @@ impl Open<'_> {
         }
     }
 
-    /// Finishes the file (RocksDB syncs it) and takes its CRC.
-    fn finish(mut self, state: usize, buf: &mut Vec<u8>) -> Result<SstFile, StateError> {
+    /// Finishes the file (RocksDB syncs it) and takes its CRC; `read_ahead`: then asks the
+    /// kernel to read it back into the page cache, which `SstFileWriter` drops it from.
+    fn finish(mut self, state: usize, buf: &mut Vec<u8>, read_ahead: bool) -> Result<SstFile, StateError> {
         self.writer
             .finish()
             .map_err(db_err(format!("finish SST file {}", self.path.display())))?;
         self.hash_written(buf)?;
+        if read_ahead {
+            statekit_core::storage::read_ahead(&self.file, self.hashed);
+        }
         let md = self
             .file
             .metadata()
@@ -294,6 +300,7 @@ impl<'s> Ingest<'s> {
                 store.batch(s, |cf| match op {
                     Op::Put => cf.put(batch, key, val),
                     Op::Merge => cf.merge(batch, key, val),
+                    Op::Delete => cf.delete(batch, key),
                 });
                 if batch.size_in_bytes() >= BATCH_BYTES {
                     // Outgrown: what is batched goes in now, the rest through SST files.
@@ -362,6 +369,45 @@ impl Drop for Ingest<'_> {
 enum Op {
     Put,
     Merge,
+    Delete,
+}
+
+/// Writes sorted entries into SST files under the new directory `dir` (rolled over at
+/// `file_bytes`) and hands the finished files back, per state in key order. `each` calls
+/// its argument with every entry — state, stored key, stored value (`None`: a deletion) —
+/// each state's in key order. The write-back cache's dirty entries reach RocksDB this way
+/// at a checkpoint's cut. On error the directory is removed.
+pub(crate) fn write_sorted(
+    opts: &rocksdb::Options,
+    dir: PathBuf,
+    file_bytes: u64,
+    each: impl FnOnce(&mut dyn FnMut(usize, &[u8], Option<&[u8]>)),
+) -> Result<Vec<SstFile>, StateError> {
+    std::fs::create_dir_all(&dir).map_err(|e| StateError::io(format!("create {}", dir.display()), e))?;
+    let mut files = Files::new(dir.clone(), file_bytes);
+    // What is written back is the newest data, soon read by compactions (and by restores of
+    // the checkpoints that hold it): `SstFileWriter` drops it from the page cache, meant for
+    // bulk loads larger than memory; the kernel reads it back in the background.
+    files.read_ahead = true;
+    let mut failed = None;
+    each(&mut |s, key, value| {
+        if failed.is_none() {
+            let r = match value {
+                Some(v) => files.write(opts, s, Op::Put, key, v),
+                None => files.write(opts, s, Op::Delete, key, &[]),
+            };
+            failed = r.err();
+        }
+    });
+    let r = match failed {
+        Some(e) => Err(e),
+        None => files.finish_open().map(|()| std::mem::take(&mut files.done)),
+    };
+    if r.is_err() {
+        files.open.clear();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    r
 }
 
 impl<'s> Files<'s> {
@@ -374,6 +420,7 @@ impl<'s> Files<'s> {
             buf: Vec::new(),
             file_bytes: file_bytes.max(1 << 20),
             created: 0,
+            read_ahead: false,
         }
     }
 
@@ -415,6 +462,7 @@ impl<'s> Files<'s> {
         match op {
             Op::Put => o.writer.put(key, val),
             Op::Merge => o.writer.merge(key, val),
+            Op::Delete => o.writer.delete(key),
         }
         .map_err(|e| db_err(format!("write SST file {}", o.path.display()))(e))?;
         let size = o.writer.file_size();
@@ -427,7 +475,7 @@ impl<'s> Files<'s> {
         }
         if size >= self.file_bytes {
             if let Some(o) = slot.take() {
-                self.done.push(o.finish(s, &mut self.buf)?);
+                self.done.push(o.finish(s, &mut self.buf, self.read_ahead)?);
             }
         }
         Ok(())
@@ -437,7 +485,7 @@ impl<'s> Files<'s> {
     fn finish_open(&mut self) -> Result<(), StateError> {
         for (s, slot) in self.open.iter_mut().enumerate() {
             if let Some(o) = slot.take() {
-                self.done.push(o.finish(s, &mut self.buf)?);
+                self.done.push(o.finish(s, &mut self.buf, self.read_ahead)?);
             }
         }
         Ok(())
@@ -454,6 +502,15 @@ impl<'s> Files<'s> {
 /// ingestion per state, and records their CRC32 in the store's [`WrittenCrcs`]; returns the
 /// files ingested.
 pub(crate) fn ingest_files(store: &Store, files: Vec<SstFile>) -> Result<u64, StateError> {
+    ingest_files_by(store, files, |s, opts, paths| store.ingest(s, opts, paths))
+}
+
+/// [`ingest_files`] with `ingest(state, options, paths)` ingesting each state's files.
+pub(crate) fn ingest_files_by(
+    store: &Store,
+    files: Vec<SstFile>,
+    mut ingest: impl FnMut(usize, &IngestExternalFileOptions, Vec<PathBuf>) -> Result<(), StateError>,
+) -> Result<u64, StateError> {
     let mut opts = IngestExternalFileOptions::default();
     opts.set_move_files(true);
     let mut by_state: std::collections::BTreeMap<usize, Vec<PathBuf>> = Default::default();
@@ -467,7 +524,7 @@ pub(crate) fn ingest_files(store: &Store, files: Vec<SstFile>) -> Result<u64, St
     let mut n = 0;
     for (s, paths) in by_state {
         n += paths.len() as u64;
-        store.ingest(s, &opts, paths)?;
+        ingest(s, &opts, paths)?;
     }
     Ok(n)
 }

@@ -547,6 +547,7 @@ pub(crate) fn assemble(handle: &ResolvedNativeHandle, dir: &Path) -> Result<u64,
     std::fs::create_dir_all(dir).map_err(|e| StateError::io(format!("create {}", dir.display()), e))?;
     let mut copied = 0;
     let mut remote: Vec<&ResolvedNativeFile> = Vec::new();
+    let mut linked: Vec<(&ResolvedNativeFile, PathBuf)> = Vec::new();
     for f in &handle.files {
         let dst = dir.join(&f.file.name);
         let shown = f.storage.describe(&f.path);
@@ -559,9 +560,7 @@ pub(crate) fn assemble(handle: &ResolvedNativeHandle, dir: &Path) -> Result<u64,
                 let md = std::fs::metadata(&abs).map_err(|e| StateError::io(format!("stat {shown}"), e))?;
                 check_size(f, &shown, md.len())?;
                 if std::fs::hard_link(&abs, &dst).is_ok() {
-                    // RocksDB checks blocks only when it reads them: check the whole file now,
-                    // so damage is an error of the restore, not of some later read.
-                    check_crc(f, &shown, &dst)?;
+                    linked.push((f, dst));
                     continue;
                 }
             }
@@ -569,6 +568,9 @@ pub(crate) fn assemble(handle: &ResolvedNativeHandle, dir: &Path) -> Result<u64,
         copy_checked(f, &dst)?;
         copied += f.file.file.size;
     }
+    // RocksDB checks blocks only when it reads them: linked files are checked whole now,
+    // TRANSFER_THREADS at a time, so damage is an error of the restore, not of some later read.
+    in_parallel(&linked, |(f, dst)| check_crc(f, &f.storage.describe(&f.path), dst))?;
     // Files on a remote store: downloaded TRANSFER_THREADS at a time.
     in_parallel(&remote, |f| copy_checked(f, &dir.join(&f.file.name)))?;
     copied += remote.iter().map(|f| f.file.file.size).sum::<u64>();

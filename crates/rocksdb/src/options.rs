@@ -74,7 +74,7 @@ pub enum Compression {
 }
 
 impl Compression {
-    fn to_rocksdb(self) -> rocksdb::DBCompressionType {
+    pub(crate) fn to_rocksdb(self) -> rocksdb::DBCompressionType {
         match self {
             Compression::None => rocksdb::DBCompressionType::None,
             Compression::Lz4 => rocksdb::DBCompressionType::Lz4,

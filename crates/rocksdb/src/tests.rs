@@ -1309,6 +1309,7 @@ enum CacheOp {
     Reduce(u8, u8),
     Snapshot,
     Advance,
+    Flush,
 }
 
 fn cache_op() -> impl Strategy<Value = CacheOp> {
@@ -1326,6 +1327,7 @@ fn cache_op() -> impl Strategy<Value = CacheOp> {
         2 => (k, any::<u8>()).prop_map(|(k, v)| CacheOp::Reduce(k, v)),
         1 => Just(CacheOp::Snapshot),
         1 => Just(CacheOp::Advance),
+        1 => Just(CacheOp::Flush),
     ]
 }
 
@@ -1366,6 +1368,7 @@ fn observe(b: &mut RocksDbBackend, [v, l, m, r, _]: [StateHandle; 5], clock: &Ma
             clock.advance(40);
             String::new()
         }
+        CacheOp::Flush => format!("{:?}", b.flush().is_ok()),
     }
 }
 
@@ -1373,17 +1376,20 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// The write-back cache is invisible: a backend whose cache is off, one whose cache is so
-    /// small it is written back every few operations, and one whose cache never fills observe
-    /// the same results for every operation (with and without TTL) and snapshot the same
-    /// entries.
+    /// small it is written back every few operations, one whose cache never fills, and one
+    /// whose every write-back at a flush goes through ingested SST files observe the same
+    /// results for every operation (with and without TTL) and snapshot the same entries.
     #[test]
     fn the_write_back_cache_is_invisible(ops in proptest::collection::vec(cache_op(), 1..120), with_ttl in any::<bool>()) {
         let ttl = with_ttl.then_some(TtlConfig { ttl_ms: 100, update_type: TtlUpdateType::OnReadAndWrite });
         let mut sides = Vec::new();
-        for cache in [0usize, 200, 64 << 20] {
+        for (cache, files_from) in [(0usize, None), (200, None), (64 << 20, None), (64 << 20, Some(1))] {
             let clock = ManualClock::new(1_000);
             let cfg = BackendConfig::for_subtask(128, 1, 0).expect("config").with_clock(clock.clone());
             let mut b = RocksDbBackend::new(cfg, RocksDbOptions::default().with_write_back_cache_bytes(cache)).expect("backend");
+            if let Some(bytes) = files_from {
+                b.write_back_files_from(bytes);
+            }
             let h = all_kinds(&mut b, ttl);
             sides.push((b, h, clock));
         }
@@ -1391,11 +1397,84 @@ proptest! {
             let seen: Vec<String> = sides.iter_mut().map(|(b, h, c)| observe(b, *h, c, op)).collect();
             prop_assert_eq!(&seen[0], &seen[1], "op {} {:?}: cache off vs tiny cache", i, op);
             prop_assert_eq!(&seen[0], &seen[2], "op {} {:?}: cache off vs large cache", i, op);
+            prop_assert_eq!(&seen[0], &seen[3], "op {} {:?}: cache off vs write-backs into files", i, op);
         }
         let last: Vec<String> = sides.iter_mut().map(|(b, h, c)| observe(b, *h, c, &CacheOp::Snapshot)).collect();
         prop_assert_eq!(&last[0], &last[1]);
         prop_assert_eq!(&last[0], &last[2]);
+        prop_assert_eq!(&last[0], &last[3]);
     }
+}
+
+/// A checkpoint's write-back of a large dirty cache goes into ingested SST files — puts
+/// and deletions, of keys only cached and of keys already in the database — and the
+/// database then holds exactly the model's entries, in table files: the memtables are
+/// empty and a native cut restores them.
+#[test]
+fn large_write_backs_at_a_cut_go_through_ingested_files() {
+    let clock = ManualClock::new(1_000);
+    let cfg = BackendConfig::for_subtask(128, 1, 0).expect("config").with_clock(clock);
+    let opts = RocksDbOptions {
+        write_buffer_bytes: 128 << 10,
+        ..RocksDbOptions::default()
+    };
+    let mut b = RocksDbBackend::new(cfg, opts).expect("backend");
+    let v = b
+        .register(
+            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+            StateFunctions::None,
+        )
+        .expect("register");
+    let mut model = std::collections::BTreeMap::new();
+    let key = |i: u32| format!("key-{i:05}").into_bytes();
+    for i in 0..2_000u32 {
+        let value = vec![(i % 251) as u8; 100];
+        b.put(v, &key(i), b"", &value).expect("put");
+        model.insert(key(i), value);
+    }
+    b.flush().expect("first flush");
+    assert_eq!(
+        b.file_write_backs(),
+        1,
+        "2000 x 110 B dirty: over a quarter of a 128 KiB memtable"
+    );
+    // Keys in the database and keys only in the cache, deleted and overwritten.
+    for i in (0..3_000u32).step_by(3) {
+        if i % 2 == 0 {
+            b.clear(v, &key(i), b"").expect("clear");
+            model.remove(&key(i));
+        } else {
+            let value = vec![7u8; 90];
+            b.put(v, &key(i), b"", &value).expect("put");
+            model.insert(key(i), value);
+        }
+    }
+    let cut = b.native_snapshot(1).expect("cut");
+    assert_eq!(b.file_write_backs(), 2);
+    assert_eq!(b.memtable_entries().expect("memtable entries"), 0);
+    for i in 0..3_000u32 {
+        assert_eq!(get(&mut b, v, &key(i), b""), model.get(&key(i)).cloned(), "key {i}");
+    }
+    let view = b.snapshot(2).expect("snapshot");
+    let copy = MemoryView::collect(view.as_ref(), view.key_group_range()).expect("read view");
+    let mut seen: Vec<(Vec<u8>, Vec<u8>)> = copy
+        .entries()
+        .iter()
+        .map(|e| (e.key.clone(), e.value.clone()))
+        .collect();
+    seen.sort();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    assert_eq!(seen, want);
+    // No scratch directory is left behind.
+    let dir = b.path().expect("path").parent().expect("working dir").to_path_buf();
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .expect("list")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("write-back-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    drop(cut);
 }
 
 #[test]

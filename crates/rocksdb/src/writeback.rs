@@ -101,6 +101,11 @@ impl WriteBack {
         self.dirty > 0
     }
 
+    /// Key and value bytes of the dirty entries.
+    pub(crate) fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes
+    }
+
     /// Whether the cache is over its budget (the caller then writes it back and empties it).
     pub(crate) fn over_budget(&self) -> bool {
         self.bytes > self.limit
