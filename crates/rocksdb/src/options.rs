@@ -182,8 +182,11 @@ pub struct RocksDbOptions {
     /// dirty entries reach RocksDB in one sorted batch before every scan, merge, snapshot and
     /// checkpoint. Each entry is charged its key, its value and 96 bytes. Dirty entries are
     /// also written back (and stay cached) once their keys and values exceed what the
-    /// memtables hold (`write_buffer_bytes` × `max_write_buffers`), so the synchronous part of
-    /// a checkpoint never writes back and flushes more than RocksDB's own memtables would.
+    /// memtables hold (`write_buffer_bytes` × `max_write_buffers`), in write batches of a
+    /// quarter memtable each, so that no memtable grows past its size. At a checkpoint's
+    /// synchronous cut, a write-back of a quarter memtable or more goes into sorted SST
+    /// files, written while the memtables are flushed, and ingested: the cut writes at most
+    /// the memtables and that bound, side by side.
     pub write_back_cache_bytes: usize,
 }
 
