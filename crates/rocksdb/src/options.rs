@@ -184,7 +184,7 @@ pub struct RocksDbOptions {
     /// also written back (and stay cached) once their keys and values exceed what the
     /// memtables hold (`write_buffer_bytes` × `max_write_buffers`), in write batches of a
     /// quarter memtable each, so that no memtable grows past its size. At a checkpoint's
-    /// synchronous cut, a write-back of a quarter memtable or more goes into sorted SST
+    /// synchronous cut, a write-back of 1/64 of a memtable or more goes into sorted SST
     /// files, written while the memtables are flushed, and ingested: the cut writes at most
     /// the memtables and that bound, side by side.
     pub write_back_cache_bytes: usize,

@@ -1436,7 +1436,7 @@ fn large_write_backs_at_a_cut_go_through_ingested_files() {
     assert_eq!(
         b.file_write_backs(),
         1,
-        "2000 x 110 B dirty: over a quarter of a 128 KiB memtable"
+        "2000 x 110 B dirty: over 1/64 of a 128 KiB memtable"
     );
     // Keys in the database and keys only in the cache, deleted and overwritten.
     for i in (0..3_000u32).step_by(3) {
