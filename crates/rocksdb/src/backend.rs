@@ -39,7 +39,6 @@ pub(crate) use statekit_core::TtlContext as Ttl;
 
 use statekit_core::state::accepts::{ADDABLE, LIST, MAP, MERGEABLE, SINGLE};
 
-/// The open database, the column-family handles and the options every call uses.
 /// Flushes the memtables of the column families `cfs` and waits for it.
 fn flush_all(db: &Db, cfs: &[Arc<rocksdb::BoundColumnFamily<'_>>]) -> Result<(), StateError> {
     let refs: Vec<&Arc<rocksdb::BoundColumnFamily<'_>>> = cfs.iter().collect();
@@ -65,6 +64,7 @@ struct FileWriteBack {
     done: Cell<u64>,
 }
 
+/// The open database, the column-family handles and the options every call uses.
 pub(crate) struct Store {
     cfs: DbCfs,
     pub(crate) cf_options: rocksdb::Options,
@@ -165,7 +165,7 @@ impl Store {
                 });
                 let flushed = flusher
                     .join()
-                    .unwrap_or_else(|_| Err(StateError::Restore("the memtable flush thread panicked".into())));
+                    .unwrap_or_else(|_| Err(StateError::Other("the memtable flush thread panicked".into())));
                 (flushed, files)
             })
         });
@@ -357,7 +357,7 @@ impl Store {
         self.cfs.with_dependent(|inner, cfs| {
             let cf = cfs
                 .get(s)
-                .ok_or_else(|| StateError::Restore(format!("no column family for state {s}")))?;
+                .ok_or_else(|| StateError::UnknownState(format!("state {s} has no column family")))?;
             inner
                 .db
                 .ingest_external_file_cf_opts(cf, opts, paths)
