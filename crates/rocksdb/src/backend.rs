@@ -171,7 +171,7 @@ impl Store {
         });
         let ingested = files.and_then(|files| {
             flushed?;
-            crate::ingest::ingest_files_by(self, files, |s, opts, paths| self.ingest_unsynced(s, opts, paths))
+            crate::ingest::ingest_files_unsynced(self, files)
         });
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             tracing::warn!(dir = %dir.display(), error = %e, "could not remove a write-back directory");
@@ -188,7 +188,7 @@ impl Store {
 
     /// [`sync`](Self::sync), then forgets every cached entry: before anything writes to
     /// RocksDB other than through the cache.
-    fn sync_and_forget(&self) -> Result<(), StateError> {
+    pub(crate) fn sync_and_forget(&self) -> Result<(), StateError> {
         self.sync()?;
         self.cache.borrow_mut().clear();
         Ok(())
@@ -336,19 +336,10 @@ impl Store {
             .map_err(db_err("write batch"))
     }
 
-    /// Ingests the SST files `paths` (non-overlapping, in key order) into state `s`.
+    /// Ingests the SST files `paths` (non-overlapping, in key order) into state `s`, without
+    /// writing the cache back first: a caller whose files may change what the cache holds
+    /// calls [`sync_and_forget`](Self::sync_and_forget) before.
     pub(crate) fn ingest(
-        &self,
-        s: usize,
-        opts: &rocksdb::IngestExternalFileOptions,
-        paths: Vec<std::path::PathBuf>,
-    ) -> Result<(), StateError> {
-        self.sync_and_forget()?;
-        self.ingest_unsynced(s, opts, paths)
-    }
-
-    /// Ingests SST files into state `s` without writing the cache back first.
-    fn ingest_unsynced(
         &self,
         s: usize,
         opts: &rocksdb::IngestExternalFileOptions,
@@ -660,15 +651,22 @@ impl RocksDbBackend {
 
     /// Level-0 table files over all column families (each flush adds one per state).
     pub fn level0_files(&self) -> Result<u64, StateError> {
+        self.property_sum(&["rocksdb.num-files-at-level0"])
+    }
+
+    /// The sum of RocksDB's integer properties `names` over all column families.
+    fn property_sum(&self, names: &[&str]) -> Result<u64, StateError> {
         let store = live_store(&self.store)?;
         store.cfs.with_dependent(|inner, cfs| {
             let mut n = 0;
             for cf in cfs.iter() {
-                n += inner
-                    .db
-                    .property_int_value_cf(cf, "rocksdb.num-files-at-level0")
-                    .map_err(db_err("read a property"))?
-                    .unwrap_or(0);
+                for name in names {
+                    n += inner
+                        .db
+                        .property_int_value_cf(cf, *name)
+                        .map_err(db_err("read a property"))?
+                        .unwrap_or(0);
+                }
             }
             Ok(n)
         })
@@ -845,23 +843,10 @@ impl RocksDbBackend {
     /// Entries in the memtables, active and immutable, over all column families.
     #[cfg(test)]
     pub(crate) fn memtable_entries(&self) -> Result<u64, StateError> {
-        let store = live_store(&self.store)?;
-        store.cfs.with_dependent(|inner, cfs| {
-            let mut n = 0;
-            for cf in cfs.iter() {
-                for p in [
-                    "rocksdb.num-entries-active-mem-table",
-                    "rocksdb.num-entries-imm-mem-tables",
-                ] {
-                    n += inner
-                        .db
-                        .property_int_value_cf(cf, p)
-                        .map_err(db_err("read a property"))?
-                        .unwrap_or(0);
-                }
-            }
-            Ok(n)
-        })
+        self.property_sum(&[
+            "rocksdb.num-entries-active-mem-table",
+            "rocksdb.num-entries-imm-mem-tables",
+        ])
     }
 
     /// How many ingested files' CRCs the backend remembers.
@@ -875,8 +860,8 @@ impl RocksDbBackend {
     /// creates a RocksDB checkpoint (table files hard-linked, `MANIFEST`, `CURRENT`,
     /// `OPTIONS` copied) in a directory beside the database. Its cost is that of writing what
     /// was not yet in table files (at most the memtables and the cache's dirty limit),
-    /// whatever the state size; write it out with [`NativeCut::upload`] (on any thread) while this backend
-    /// keeps processing. After the upload of a checkpoint, report its completion or abort
+    /// whatever the state size; write it out with [`NativeCut::upload`] (on any thread) while
+    /// this backend keeps processing. After the upload of a checkpoint, report its completion or abort
     /// ([`KeyedStateBackend::notify_checkpoint_complete`] / `…_aborted`): only files of
     /// completed checkpoints are referenced again by later ones.
     pub fn native_snapshot(&mut self, checkpoint_id: u64) -> Result<NativeCut, StateError> {

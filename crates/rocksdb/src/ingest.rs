@@ -376,7 +376,7 @@ enum Op {
 /// `file_bytes`) and hands the finished files back, per state in key order. `each` calls
 /// its argument with every entry — state, stored key, stored value (`None`: a deletion) —
 /// each state's in key order. The write-back cache's dirty entries reach RocksDB this way
-/// at a checkpoint's cut. On error the directory is removed.
+/// at a checkpoint's cut. The caller removes `dir` once the files are ingested or on error.
 pub(crate) fn write_sorted(
     opts: &rocksdb::Options,
     dir: PathBuf,
@@ -384,7 +384,7 @@ pub(crate) fn write_sorted(
     each: impl FnOnce(&mut dyn FnMut(usize, &[u8], Option<&[u8]>)),
 ) -> Result<Vec<SstFile>, StateError> {
     std::fs::create_dir_all(&dir).map_err(|e| StateError::io(format!("create {}", dir.display()), e))?;
-    let mut files = Files::new(dir.clone(), file_bytes);
+    let mut files = Files::new(dir, file_bytes);
     // What is written back is the newest data, soon read by compactions (and by restores of
     // the checkpoints that hold it): `SstFileWriter` drops it from the page cache, meant for
     // bulk loads larger than memory; the kernel reads it back in the background.
@@ -399,15 +399,10 @@ pub(crate) fn write_sorted(
             failed = r.err();
         }
     });
-    let r = match failed {
+    match failed {
         Some(e) => Err(e),
         None => files.finish_open().map(|()| std::mem::take(&mut files.done)),
-    };
-    if r.is_err() {
-        files.open.clear();
-        let _ = std::fs::remove_dir_all(&dir);
     }
-    r
 }
 
 impl<'s> Files<'s> {
@@ -499,18 +494,18 @@ impl<'s> Files<'s> {
 }
 
 /// Ingests SST files — per state non-overlapping and in key order — moving them, one
-/// ingestion per state, and records their CRC32 in the store's [`WrittenCrcs`]; returns the
-/// files ingested.
+/// ingestion per state, and records their CRC32 in the store's [`WrittenCrcs`], after writing
+/// the cache back and emptying it; returns the files ingested.
 pub(crate) fn ingest_files(store: &Store, files: Vec<SstFile>) -> Result<u64, StateError> {
-    ingest_files_by(store, files, |s, opts, paths| store.ingest(s, opts, paths))
+    // Restored entries may replace cached ones: the cache is written back and emptied first.
+    if !files.is_empty() {
+        store.sync_and_forget()?;
+    }
+    ingest_files_unsynced(store, files)
 }
 
-/// [`ingest_files`] with `ingest(state, options, paths)` ingesting each state's files.
-pub(crate) fn ingest_files_by(
-    store: &Store,
-    files: Vec<SstFile>,
-    mut ingest: impl FnMut(usize, &IngestExternalFileOptions, Vec<PathBuf>) -> Result<(), StateError>,
-) -> Result<u64, StateError> {
+/// [`ingest_files`] without writing the cache back first: for the cache's own write-back.
+pub(crate) fn ingest_files_unsynced(store: &Store, files: Vec<SstFile>) -> Result<u64, StateError> {
     let mut opts = IngestExternalFileOptions::default();
     opts.set_move_files(true);
     let mut by_state: std::collections::BTreeMap<usize, Vec<PathBuf>> = Default::default();
@@ -524,7 +519,7 @@ pub(crate) fn ingest_files_by(
     let mut n = 0;
     for (s, paths) in by_state {
         n += paths.len() as u64;
-        ingest(s, &opts, paths)?;
+        store.ingest(s, &opts, paths)?;
     }
     Ok(n)
 }
