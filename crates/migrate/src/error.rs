@@ -135,11 +135,14 @@ pub enum MigrateError {
         /// The output.
         path: PathBuf,
     },
-    /// `force` replaces snapshot directories (or empty ones) only.
-    #[error("{}: exists and is not a snapshot directory: --force replaces only a snapshot (or an empty directory)", path.display())]
+    /// `force` replaces only an empty directory or a snapshot statekit wrote and nothing else
+    /// ([`crate::check_local_replaceable`]); nothing was deleted.
+    #[error("{}: not replaced: {reason} (--force replaces only an empty directory or a statekit snapshot: its _metadata and the files that references, nothing else)", path.display())]
     OutputNotReplaceable {
         /// The output.
         path: PathBuf,
+        /// What in it is not the snapshot's.
+        reason: String,
     },
     /// The output would overwrite, or lie inside, the input.
     #[error("{}: the output may not be the input or lie inside it ({})", output.display(), input.display())]

@@ -28,12 +28,14 @@
 mod error;
 mod plan;
 mod rebucket;
+mod replace;
 mod run;
 pub mod schema;
 mod view;
 
 pub use error::MigrateError;
 pub use plan::{Edit, KeyFilter, KeyedStatePlan, OperatorPlan, OperatorStatePlan, OutputFormat, Plan, PlanOptions};
+pub use replace::{check_local_replaceable, check_stored_replaceable};
 pub use rebucket::{EntrySorter, SortedEntries, SortedView};
 pub use run::{finish_shards, migrate, migrate_to, MigrateOptions, OutputTarget, Progress, Summary, SHARDS_DIR};
 pub use schema::{check, CheckReport, Finding, JobSchema};

@@ -185,9 +185,7 @@ pub fn migrate_to(
         if !options.force {
             return Err(MigrateError::OutputExists { path: shown });
         }
-        if !existing.iter().any(|e| !e.is_dir && e.name == METADATA_FILE_NAME) {
-            return Err(MigrateError::OutputNotReplaceable { path: shown });
-        }
+        crate::check_stored_replaceable(storage.as_ref(), &prefix, &shown)?;
         storage.delete_dir_all(&prefix).map_err(CheckpointError::from)?;
     }
     let scratch = tempfile::Builder::new()
@@ -868,21 +866,20 @@ impl OutputTarget {
                     path: output.to_path_buf(),
                 })
             }
-            Ok(md) => {
-                // Only a snapshot (or an empty directory) is replaced: --force never deletes
-                // a directory of something else.
-                let empty = md.is_dir()
-                    && std::fs::read_dir(&output_abs)
-                        .map_err(|e| MigrateError::io(output, e))?
-                        .next()
-                        .is_none();
-                let snapshot = md.is_dir() && output_abs.join(METADATA_FILE_NAME).is_file();
-                if !(empty || snapshot) {
-                    return Err(MigrateError::OutputNotReplaceable {
-                        path: output.to_path_buf(),
-                    });
-                }
+            Ok(md) if md.is_dir() => {
+                // Only an empty directory or a snapshot statekit wrote (and nothing else) is
+                // replaced: --force never deletes a directory of something else.
+                crate::check_local_replaceable(&output_abs, output)?;
                 true
+            }
+            Ok(md) => {
+                return Err(MigrateError::OutputNotReplaceable {
+                    path: output.to_path_buf(),
+                    reason: format!(
+                        "it is {}, not a directory",
+                        statekit_core::storage::file_type_name(md.file_type())
+                    ),
+                })
             }
         };
         remove_stale_temps(&parent, &name);

@@ -181,14 +181,8 @@ pub fn import_to(
         if !options.force {
             return Err(TableError::OutputExists { path: shown });
         }
-        if !existing
-            .iter()
-            .any(|e| !e.is_dir && e.name == statekit_format::METADATA_FILE_NAME)
-        {
-            return Err(TableError::Unsupported {
-                what: format!("{url}: --force replaces only a snapshot, and this prefix holds other objects"),
-            });
-        }
+        // Only a snapshot statekit wrote, and nothing else under the prefix, is replaced.
+        statekit_migrate::check_stored_replaceable(storage.as_ref(), &prefix, &shown)?;
         storage.delete_dir_all(&prefix)?;
     }
     let scratch = crate::scratch_dir(".statekit-import-")?;
