@@ -32,6 +32,32 @@ pub fn find_snapshot_dirs(dir: &Path, depth: usize) -> Vec<SnapshotDir> {
     out
 }
 
+/// Temporaries of killed statekit runs ([`statekit_core::temp`]) under `dir`, at most `depth`
+/// levels down, in the directories [`find_snapshot_dirs`] searches (not inside snapshot
+/// directories, and not through symlinks), in path order.
+pub fn find_dead_leftovers(dir: &Path, depth: usize) -> Vec<statekit_core::temp::Leftover> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), depth)];
+    while let Some((d, depth)) = stack.pop() {
+        if has_metadata(&d) {
+            continue;
+        }
+        out.extend(statekit_core::temp::dead_leftovers(&d));
+        if depth == 0 {
+            continue;
+        }
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let is_real_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if is_real_dir && !statekit_core::temp::is_dead_leftover(&e.file_name().to_string_lossy()) {
+                stack.push((e.path(), depth - 1));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
 fn walk(dir: &Path, depth: usize, out: &mut Vec<SnapshotDir>) {
     let is_chk = dir
         .file_name()
@@ -50,6 +76,9 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<SnapshotDir>) {
     let Ok(rd) = std::fs::read_dir(dir) else { return };
     let mut dirs: Vec<PathBuf> = rd
         .filter_map(|e| e.ok())
+        // A killed run's temporary output is no snapshot (it never got its name), even
+        // with a `_metadata` inside: `find_dead_leftovers` reports it.
+        .filter(|e| !statekit_core::temp::is_dead_leftover(&e.file_name().to_string_lossy()))
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();

@@ -25,7 +25,9 @@ mod store;
 mod writer;
 
 pub use error::CheckpointError;
-pub use find::{find_snapshot_dirs, find_snapshot_dirs_in, has_metadata, SnapshotDir, StoredSnapshotDir};
+pub use find::{
+    find_dead_leftovers, find_snapshot_dirs, find_snapshot_dirs_in, has_metadata, SnapshotDir, StoredSnapshotDir,
+};
 pub use gc::{apply_gc, apply_gc_at, plan_gc, plan_gc_at, FileId, GcPlan, Orphan, OrphanReason};
 pub use layout::{
     checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, DSTL_DIR, JOB_ID_HEX_LEN,

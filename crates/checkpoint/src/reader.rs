@@ -39,6 +39,16 @@ pub fn resolve_snapshot_path(path: &Path) -> Result<PathBuf, CheckpointError> {
             }
         }
         Ok(path.to_path_buf())
+    } else if !md.is_file() {
+        // A FIFO or device named as `_metadata` is refused by its type: opening it to read
+        // its magic would wait for a writer forever.
+        Err(CheckpointError::NotASnapshot {
+            path: shown,
+            reason: format!(
+                "it is {}, not a regular file",
+                statekit_core::storage::file_type_name(md.file_type())
+            ),
+        })
     } else {
         let parent = path
             .parent()
@@ -52,9 +62,10 @@ pub fn resolve_snapshot_path(path: &Path) -> Result<PathBuf, CheckpointError> {
 fn is_flink_file(path: &Path) -> bool {
     use std::io::Read;
     let mut head = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| statekit_flink::is_flink_metadata(&head))
+    // Opened as a regular file only: a FIFO would block the open.
+    statekit_core::storage::open_regular_file(path)
+        .ok()
+        .is_some_and(|(mut f, _)| f.read_exact(&mut head).is_ok() && statekit_flink::is_flink_metadata(&head))
 }
 
 /// A file a snapshot references, located.
@@ -670,6 +681,12 @@ fn flink_problem(e: statekit_flink::FlinkError) -> statekit_format::FormatError 
             offset,
             field,
             reason: format!("unsupported: {what}"),
+        },
+        F::Outside { metadata, handle, rule } => statekit_format::FormatError::Corrupt {
+            file: metadata,
+            offset: 0,
+            field: "file handle".into(),
+            reason: format!("{handle:?} is outside the snapshot: {rule}"),
         },
         other => {
             let (file, reason) = match &other {

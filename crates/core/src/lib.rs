@@ -24,6 +24,7 @@ pub mod schema;
 pub mod state;
 pub mod storage;
 pub mod stream;
+pub mod temp;
 
 pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
 pub use error::{register_kind_classifier, ErrorKind, KindClassifier, StateError};

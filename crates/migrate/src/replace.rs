@@ -31,7 +31,11 @@ pub fn check_local_replaceable(dir: &Path, shown: &Path) -> Result<(), MigrateEr
     let mut stack = vec![String::new()];
     let mut entries_seen = 0usize;
     while let Some(rel) = stack.pop() {
-        let here = if rel.is_empty() { dir.to_path_buf() } else { dir.join(&rel) };
+        let here = if rel.is_empty() {
+            dir.to_path_buf()
+        } else {
+            dir.join(&rel)
+        };
         let rd = std::fs::read_dir(&here).map_err(|e| MigrateError::io(&here, e))?;
         for e in rd {
             let e = e.map_err(|e| MigrateError::io(&here, e))?;
@@ -82,7 +86,8 @@ pub fn check_local_replaceable(dir: &Path, shown: &Path) -> Result<(), MigrateEr
 /// Checks that the prefix `dir` of `storage` (an object store's existing output, shown as
 /// `shown`) may be replaced: empty, or a statekit snapshot and nothing else.
 pub fn check_stored_replaceable(storage: &dyn Storage, dir: &str, shown: &Path) -> Result<(), MigrateError> {
-    let files = statekit_core::storage::files_below(storage, dir).map_err(statekit_checkpoint::CheckpointError::from)?;
+    let files =
+        statekit_core::storage::files_below(storage, dir).map_err(statekit_checkpoint::CheckpointError::from)?;
     if files.is_empty() {
         return Ok(());
     }
@@ -111,10 +116,7 @@ pub fn check_stored_replaceable(storage: &dyn Storage, dir: &str, shown: &Path) 
         .collect();
     let metadata = if found.iter().any(|f| f.path == METADATA_FILE_NAME) {
         let meta_path = statekit_core::storage::join(dir, METADATA_FILE_NAME);
-        let size = files
-            .iter()
-            .find(|(p, _)| *p == meta_path)
-            .map_or(0, |(_, e)| e.size);
+        let size = files.iter().find(|(p, _)| *p == meta_path).map_or(0, |(_, e)| e.size);
         if size > MAX_METADATA_BYTES {
             return Err(not_replaceable(
                 shown,

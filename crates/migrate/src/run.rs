@@ -188,10 +188,7 @@ pub fn migrate_to(
         crate::check_stored_replaceable(storage.as_ref(), &prefix, &shown)?;
         storage.delete_dir_all(&prefix).map_err(CheckpointError::from)?;
     }
-    let scratch = tempfile::Builder::new()
-        .prefix(".statekit-migrate-")
-        .tempdir()
-        .map_err(|e| MigrateError::io(std::env::temp_dir(), e))?;
+    let scratch = statekit_core::temp::scratch_dir("migrate").map_err(|e| MigrateError::io(std::env::temp_dir(), e))?;
     let mut plan = plan.clone();
     if plan.options.spill_dir.is_none() {
         plan.options.spill_dir = Some(scratch.path().join("spill"));
@@ -384,6 +381,17 @@ struct Written {
     spilled: usize,
 }
 
+/// Removes a directory (when it exists) when dropped.
+struct RemoveDirOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveDirOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.as_ref().filter(|p| p.exists()) {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
 /// Every subtask of every output operator, on `options.threads` threads.
 fn write_all(
     reader: &SnapshotReader,
@@ -410,6 +418,8 @@ fn write_all(
         .spill_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.spill", dir.display())));
+    // A spill directory of our own goes on every path out, errors included.
+    let _spill_guard = RemoveDirOnDrop(plan.options.spill_dir.is_none().then(|| spill_dir.clone()));
     if plan.options.format == crate::OutputFormat::Native {
         std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
     }
@@ -882,14 +892,9 @@ impl OutputTarget {
                 })
             }
         };
-        remove_stale_temps(&parent, &name);
-        let temp_name = format!(
-            ".{name}.statekit-tmp-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        );
+        // What killed runs left here (any output's temporaries whose process is gone).
+        statekit_core::temp::remove_dead_leftovers(&parent);
+        let temp_name = statekit_core::temp::temp_name(&name);
         Ok(OutputTarget {
             parent,
             output: output_abs,
@@ -912,32 +917,6 @@ impl OutputTarget {
             std::fs::rename(&temp, &self.output).map_err(|e| MigrateError::io(&self.output, e))?;
         }
         sync_dir(&self.parent)
-    }
-}
-
-/// Deletes what killed runs writing `name` left under `parent`: temporary directories
-/// `.{name}.statekit-tmp-{pid}-…` whose process is gone (checked in `/proc`; elsewhere none is
-/// deleted). Best effort: one that cannot be deleted stays, and hides nothing (its name
-/// starts with a dot and it holds no `_metadata` under the output's name).
-fn remove_stale_temps(parent: &Path, name: &str) {
-    let prefix = format!(".{name}.statekit-tmp-");
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let file_name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file_name
-            .strip_prefix(&prefix)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let alive = Path::new("/proc").join(pid.to_string()).exists() || !Path::new("/proc/self").exists();
-        if !alive && e.file_type().is_ok_and(|t| t.is_dir()) {
-            tracing::debug!(dir = %e.path().display(), "removing a killed run's temporary directory");
-            let _ = std::fs::remove_dir_all(e.path());
-        }
     }
 }
 

@@ -167,10 +167,9 @@ pub fn export_snapshot(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let staging = parent.join(format!(".{name}.export-{}.tmp", std::process::id()));
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
-    }
+    // Staged under a run-tagged name: what killed runs left here is removed first.
+    statekit_core::temp::remove_dead_leftovers(parent);
+    let staging = parent.join(statekit_core::temp::temp_name(&name));
     std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
     let result = (|| {
         let summary = export_into(reader, &staging, &operators, options, &wanted, progress)?;
@@ -256,7 +255,7 @@ pub fn export_to(
             path: PathBuf::from(&url),
         });
     }
-    let scratch = crate::scratch_dir(".statekit-export-")?;
+    let scratch = crate::scratch_dir("export")?;
     let local = scratch.path().join("tables");
     let summary = export_snapshot(reader, &local, options, progress)?;
     // On a failure the upload deletes what it wrote.
@@ -308,7 +307,7 @@ pub fn export_shard_to(
         path: p.to_path_buf(),
         source: e,
     };
-    let scratch = crate::scratch_dir(".statekit-export-shard-")?;
+    let scratch = crate::scratch_dir("export-shard")?;
     let local = scratch.path().join("tables");
     std::fs::create_dir_all(&local).map_err(|e| io(&local, e))?;
     let summary = export_into(reader, &local, &operators, options, &wanted, progress)?;

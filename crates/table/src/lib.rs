@@ -48,12 +48,11 @@ pub use arrow_array::RecordBatch;
 
 /// A local temporary directory (removed when dropped) for staging work on its way to an
 /// object store: tables exported before their upload, sort runs of an import.
-pub(crate) fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir, TableError> {
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir()
-        .map_err(|e| TableError::Io {
-            path: std::env::temp_dir(),
-            source: e,
-        })
+/// Run-tagged ([`statekit_core::temp::scratch_dir`]): what a killed run left there is
+/// removed by a later one.
+pub(crate) fn scratch_dir(what: &str) -> Result<tempfile::TempDir, TableError> {
+    statekit_core::temp::scratch_dir(what).map_err(|e| TableError::Io {
+        path: std::env::temp_dir(),
+        source: e,
+    })
 }

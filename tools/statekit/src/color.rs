@@ -78,7 +78,7 @@ pub fn status(word: &str, stream: Stream) -> String {
     match word {
         "BROKEN" => red(word, stream),
         "ok" | "OK" => green(word, stream),
-        "INCOMPLETE" => yellow(word, stream),
+        "INCOMPLETE" | "LEFTOVER" => yellow(word, stream),
         _ => word.to_string(),
     }
 }

@@ -33,9 +33,9 @@ pub fn is_log_file(path: &Path) -> bool {
     }
     use std::io::Read;
     let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| magic == statekit_changelog::file::FILE_MAGIC)
+    statekit_core::storage::open_regular_file(path)
+        .ok()
+        .is_some_and(|(mut f, _)| f.read_exact(&mut magic).is_ok() && magic == statekit_changelog::file::FILE_MAGIC)
 }
 
 /// A format error as one problem line, always naming file, offset and field (the version and

@@ -251,6 +251,11 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         stored => statekit_snapshot::find_snapshots_at(stored, 4)?,
     };
     let found = arrange(found, args.sort, args.job.as_deref());
+    // What killed statekit runs (convert, rewrite, import, export) left under the directory.
+    let leftovers = match &base {
+        statekit_core::location::Location::Local(dir) => statekit_checkpoint::find_dead_leftovers(dir, 4),
+        _ => Vec::new(),
+    };
     let progress = args
         .verify
         .then(|| crate::progress::Progress::counter("verifying", "snapshots"));
@@ -291,6 +296,24 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                     "problem": f.problem,
                 })
             })
+            .chain(leftovers.iter().map(|l| {
+                json!({
+                    "status": status::LEFTOVER,
+                    "verified": false,
+                    "path": l.path.display().to_string(),
+                    "verify_problems": null,
+                    "kind": "leftover",
+                    "id": null,
+                    "format": null,
+                    "timestamp_ms": null,
+                    "time": null,
+                    "bytes": l.bytes,
+                    "own_bytes": l.bytes,
+                    "dir_bytes": l.bytes,
+                    "complete": false,
+                    "problem": LEFTOVER_PROBLEM,
+                })
+            }))
             .collect();
         outln!("{}", serde_json::to_string_pretty(&items)?);
     } else {
@@ -334,7 +357,30 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
                 }
             }
         }
-        if found.is_empty() {
+        for l in &leftovers {
+            let status = format!(
+                "{}{}",
+                crate::color::status(status::LEFTOVER, crate::color::Stream::Out),
+                " ".repeat(12usize.saturating_sub(status::LEFTOVER.len()))
+            );
+            outln!(
+                "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {status} {}",
+                "leftover",
+                "-",
+                "-",
+                "-",
+                l.bytes,
+                l.bytes,
+                l.path.display()
+            );
+        }
+        if !leftovers.is_empty() {
+            outln!(
+                "{} leftover(s): {LEFTOVER_PROBLEM}; `statekit gc {base}` removes them",
+                leftovers.len()
+            );
+        }
+        if found.is_empty() && leftovers.is_empty() {
             outln!("(no checkpoints or savepoints under {base})");
         }
     }
@@ -355,7 +401,13 @@ pub mod status {
     pub const NOT_VERIFIED: &str = "not verified";
     /// Every byte was read and checked.
     pub const OK: &str = "ok";
+    /// A temporary a killed statekit run left behind (not a snapshot).
+    pub const LEFTOVER: &str = "LEFTOVER";
 }
+
+/// What `ls` says of a [`status::LEFTOVER`].
+const LEFTOVER_PROBLEM: &str =
+    "temporary files of a statekit run (convert, rewrite, import, export) whose process is gone";
 
 /// The status of a found snapshot: `verified` is the outcome of a verification, when one ran
 /// (`Ok(())`: no problem; `Err`: the problems).

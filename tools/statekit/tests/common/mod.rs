@@ -1,6 +1,7 @@
 //! Helpers for tests that run the real `statekit` binary.
 #![allow(dead_code)]
 
+pub mod bounded;
 pub mod moto;
 
 use std::collections::BTreeMap;
