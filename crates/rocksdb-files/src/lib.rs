@@ -1,0 +1,1 @@
+//! RocksDB's files read in safe Rust (work in progress).
