@@ -38,6 +38,19 @@ pub enum FlinkError {
         /// Why not.
         reason: String,
     },
+    /// A file handle that leads outside what the snapshot may read: a savepoint's outside its
+    /// directory, a checkpoint's outside its job directory, its job's changelog directory
+    /// and the places named with `--flink-root` (on an object store: another bucket or
+    /// prefix). The file it names is not opened.
+    #[error("{metadata}: file handle {handle:?} is outside the snapshot: {rule}")]
+    Outside {
+        /// The `_metadata` file holding the handle.
+        metadata: String,
+        /// The handle's path as `_metadata` records it.
+        handle: String,
+        /// Why it is refused: what is wrong with it and the rule it breaks.
+        rule: String,
+    },
     /// A file could not be read.
     #[error("{path}: {source}")]
     Io {
@@ -57,6 +70,9 @@ impl FlinkError {
             FlinkError::Corrupt { .. } => ErrorKind::Corrupt,
             FlinkError::Unsupported { .. } => ErrorKind::Unsupported,
             FlinkError::NotFlink { .. } => ErrorKind::Caller,
+            // A reference the snapshot may not follow: damaged or hostile data (or a moved
+            // checkpoint whose new place `--flink-root` should name).
+            FlinkError::Outside { .. } => ErrorKind::Corrupt,
             FlinkError::Io { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => ErrorKind::NotFound,
                 std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::InvalidInput => ErrorKind::Caller,

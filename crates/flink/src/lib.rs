@@ -23,6 +23,7 @@ pub mod metadata;
 #[cfg(feature = "rocksdb")]
 mod native;
 mod operator;
+pub mod scope;
 mod serializer;
 mod snapshot;
 mod value;

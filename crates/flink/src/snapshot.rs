@@ -42,6 +42,14 @@ pub enum Location {
     Remote(String),
     /// A local path that does not exist (after trying every root).
     Missing(String),
+    /// A handle that leads outside what the snapshot may read (see [`crate::scope`]): never
+    /// opened.
+    Outside {
+        /// The handle's path as `_metadata` records it.
+        handle: String,
+        /// What is wrong with it and the rule it breaks.
+        rule: String,
+    },
 }
 
 /// An open Flink snapshot.
@@ -58,6 +66,8 @@ pub struct FlinkSnapshot {
     /// the snapshot's directory in it. Relative handles are fetched from that directory;
     /// absolute paths of a snapshot that was copied there are looked for around it.
     stored: Option<(Arc<dyn Storage>, String)>,
+    /// Where its handles may lead ([`crate::scope`]).
+    scope: crate::scope::Scope,
     /// Local copies of files fetched from object stores, shared by clones and removed with
     /// the last of them; made on first use.
     cache: Arc<OnceLock<Arc<FetchCache>>>,
@@ -181,6 +191,10 @@ impl FlinkSnapshot {
                 uids.entry(id).or_insert_with(|| u.clone());
             }
         }
+        let scope = match &stored {
+            Some((_, key)) => crate::scope::Scope::stored(key, &dir.display().to_string(), &options.roots),
+            None => crate::scope::Scope::local(&dir, &options.roots),
+        };
         Ok(FlinkSnapshot {
             dir,
             metadata_file,
@@ -189,6 +203,7 @@ impl FlinkSnapshot {
             roots: options.roots.clone(),
             written_ms,
             stored,
+            scope,
             cache: Arc::new(OnceLock::new()),
         })
     }
@@ -227,18 +242,33 @@ impl FlinkSnapshot {
     /// above the one holding `_metadata` (a changelog's `<job id>/dstl/<file>` copied beside
     /// the checkpoints), then the file's name beside `_metadata`, so a checkpoint directory
     /// that was copied elsewhere still opens.
+    ///
+    /// Every place is admitted only by the confinement rule of [`crate::scope`] (a savepoint's
+    /// files inside its directory, a checkpoint's below its job directory, its job's
+    /// changelog directory or a `--flink-root`); a handle that leads nowhere else is
+    /// [`Location::Outside`], and the file it names is not opened.
     pub fn locate(&self, h: &StreamHandle) -> Location {
+        use crate::scope::Verdict;
         match h {
             StreamHandle::Bytes { .. } | StreamHandle::EmptySegment => Location::Inline,
             StreamHandle::Relative { path, .. } => {
+                let rel = match crate::scope::relative_components(path) {
+                    Ok(parts) => parts.join("/"),
+                    Err(why) => return self.outside(path, why),
+                };
                 if let Some((storage, dir)) = &self.stored {
-                    return self.fetch(storage.as_ref(), &statekit_core::storage::join(dir, path));
+                    let key = statekit_core::storage::join(dir, &rel);
+                    if !self.scope.admits_key(&key) {
+                        return self.outside(path, "it leads outside");
+                    }
+                    return self.fetch(storage.as_ref(), &key);
                 }
-                let p = self.dir.join(path);
-                if p.is_file() {
-                    Location::Local(p)
-                } else {
-                    Location::Missing(p.display().to_string())
+                let p = self.dir.join(&rel);
+                match self.scope.check_local(&p) {
+                    Verdict::Inside => Location::Local(p),
+                    Verdict::Absent => Location::Missing(p.display().to_string()),
+                    Verdict::Outside => self.outside(path, "it leads outside"),
+                    Verdict::Escapes => self.outside(path, "it leads outside through a symlink"),
                 }
             }
             StreamHandle::File { path, .. } | StreamHandle::Segment { path, .. } => self.locate_absolute(path),
@@ -290,6 +320,13 @@ impl FlinkSnapshot {
                 return Err(FlinkError::Io {
                     path: u,
                     source: std::io::Error::new(std::io::ErrorKind::Unsupported, "not a local file"),
+                })
+            }
+            Location::Outside { handle, rule } => {
+                return Err(FlinkError::Outside {
+                    metadata: self.metadata_file.display().to_string(),
+                    handle,
+                    rule,
                 })
             }
             Location::Inline => return Ok(Vec::new()),
@@ -777,10 +814,20 @@ impl FlinkSnapshot {
             Location::Local(p) => p.display().to_string(),
             Location::Inline => format!("{} (inline)", self.metadata_file.display()),
             Location::Remote(u) | Location::Missing(u) => u,
+            Location::Outside { handle, .. } => handle,
+        }
+    }
+
+    /// [`Location::Outside`] for `handle`: `why`, and the snapshot's rule.
+    fn outside(&self, handle: &str, why: &str) -> Location {
+        Location::Outside {
+            handle: handle.to_string(),
+            rule: format!("{why}; {}", self.scope.rule()),
         }
     }
 
     fn locate_absolute(&self, uri: &str) -> Location {
+        use crate::scope::Verdict;
         let local = match uri.strip_prefix("file://").or_else(|| uri.strip_prefix("file:")) {
             Some(p) => p.to_string(),
             None if uri.starts_with('/') => uri.to_string(),
@@ -788,29 +835,26 @@ impl FlinkSnapshot {
         };
         // `file:///x` and `file:/x` both name /x.
         let local = format!("/{}", local.trim_start_matches('/'));
+        if let Err(why) = crate::scope::Place::parse(&local) {
+            return self.outside(uri, why);
+        }
         if let Some((storage, dir)) = &self.stored {
             return self.locate_moved_to_store(storage.as_ref(), dir, &local);
         }
-        if Path::new(&local).is_file() {
-            return Location::Local(PathBuf::from(local));
-        }
+        // Where to look, in order; each place is admitted by the scope before it is looked at.
+        let mut tries: Vec<PathBuf> = vec![PathBuf::from(&local)];
         for (old, new) in &self.roots {
             if let Some(rest) = local.strip_prefix(old.as_str()) {
-                let p = PathBuf::from(format!("{new}{rest}"));
-                if p.is_file() {
-                    return Location::Local(p);
-                }
+                tries.push(PathBuf::from(format!("{new}{rest}")));
             }
         }
         // Moved: look for the file by its place relative to the job directory.
         let parts: Vec<&str> = local.split('/').collect();
-        let job = self.dir.parent();
-        for (i, part) in parts.iter().enumerate() {
-            if *part == "shared" || *part == "taskowned" || part.starts_with("chk-") {
-                if let (Some(job), Some(tail)) = (job, parts.get(i..)) {
-                    let p = job.join(tail.join("/"));
-                    if p.is_file() {
-                        return Location::Local(p);
+        if let Some(job) = self.dir.parent() {
+            for (i, part) in parts.iter().enumerate() {
+                if *part == "shared" || *part == "taskowned" || part.starts_with("chk-") {
+                    if let Some(tail) = parts.get(i..) {
+                        tries.push(job.join(tail.join("/")));
                     }
                 }
             }
@@ -823,35 +867,72 @@ impl FlinkSnapshot {
                 continue;
             };
             for a in self.dir.ancestors().skip(1).take(4) {
-                let p = a.join(tail.join("/"));
-                if p.is_file() {
-                    return Location::Local(p);
-                }
+                tries.push(a.join(tail.join("/")));
             }
         }
         if let Some(name) = parts.last() {
-            let p = self.dir.join(name);
-            if p.is_file() {
-                return Location::Local(p);
+            tries.push(self.dir.join(name));
+        }
+        let mut outside = false;
+        let mut escapes = false;
+        for (i, p) in tries.into_iter().enumerate() {
+            match self.scope.check_local(&p) {
+                Verdict::Inside => return Location::Local(p),
+                Verdict::Absent => {}
+                // Only the path itself counts: the other tries are guesses.
+                Verdict::Outside => outside |= i == 0,
+                Verdict::Escapes => escapes = true,
             }
         }
-        Location::Missing(local)
+        if escapes {
+            self.outside(uri, "it leads outside through a symlink")
+        } else if outside {
+            self.outside(uri, "it is outside, and no file of it is found inside either")
+        } else {
+            Location::Missing(local)
+        }
     }
 
     /// A file Flink references by a URI of another file system: an object store's, fetched
-    /// through the process's URL resolver (Flink's `s3a://`, `s3p://` and `s3n://` are S3);
-    /// any other scheme, or no resolver, is [`Location::Remote`].
+    /// through the process's URL resolver (Flink's `s3a://`, `s3p://` and `s3n://` are S3)
+    /// when the scope admits it (as it is, or re-rooted by a `--flink-root` whose both sides
+    /// are URLs) — no request is made for one it does not; any other scheme, or no resolver,
+    /// is [`Location::Remote`].
     fn locate_url(&self, uri: &str) -> Location {
-        let Some((scheme, rest)) = uri.split_once("://") else {
+        use crate::scope::Place;
+        let Some((scheme, _)) = uri.split_once("://") else {
             return Location::Remote(uri.to_string());
         };
-        let scheme = match scheme.to_ascii_lowercase().as_str() {
-            "s3" | "s3a" | "s3p" | "s3n" => "s3".to_string(),
-            "gs" | "az" | "abfs" | "abfss" => scheme.to_ascii_lowercase(),
-            _ => return Location::Remote(uri.to_string()),
+        if crate::scope::fetchable_scheme(scheme).is_none() {
+            return Location::Remote(uri.to_string());
+        }
+        let place = match Place::parse(uri) {
+            Ok(p) => p,
+            Err(why) => return self.outside(uri, why),
         };
-        let url = format!("{scheme}://{rest}");
-        match statekit_core::location::resolve_url(&url) {
+        let mut target = self.scope.admits_url(&place).then(|| place.clone());
+        for (old, new) in &self.roots {
+            if target.is_some() {
+                break;
+            }
+            let (Ok(old), Ok(new)) = (Place::parse(old), Place::parse(new)) else {
+                continue;
+            };
+            if place.is_within(&old) {
+                let mut moved = new;
+                let tail = place.parts().iter().skip(old.parts().len()).cloned();
+                match &mut moved {
+                    Place::Local(c) | Place::Url { key: c, .. } => c.extend(tail),
+                }
+                if self.scope.admits_url(&moved) {
+                    target = Some(moved);
+                }
+            }
+        }
+        let Some(target) = target else {
+            return self.outside(uri, "it names another bucket or prefix");
+        };
+        match statekit_core::location::resolve_url(&target.to_string()) {
             Ok(statekit_core::location::Location::Stored { storage, path, .. }) => self.fetch(storage.as_ref(), &path),
             _ => Location::Remote(uri.to_string()),
         }
@@ -861,7 +942,7 @@ impl FlinkSnapshot {
     /// store: looked for as on local disk ([`Self::locate_absolute`]) but in the store — its
     /// tail from `shared/`, `taskowned/` or `chk-N/` under the job directory (the parent of
     /// `dir`), then its last 4, 3 or 2 components under the 4 directories above `dir`, then
-    /// its name in `dir`. Each try is one `HEAD`; bounded.
+    /// its name in `dir`. Each try the scope admits is one `HEAD`; bounded.
     fn locate_moved_to_store(&self, storage: &dyn Storage, dir: &str, local: &str) -> Location {
         use statekit_core::storage::join;
         let parts: Vec<&str> = local.split('/').filter(|p| !p.is_empty()).collect();
@@ -899,7 +980,7 @@ impl FlinkSnapshot {
             tries.push(join(dir, name));
         }
         for t in tries {
-            if statekit_core::storage::check_path(&t).is_ok() && storage.exists(&t).unwrap_or(false) {
+            if self.scope.admits_key(&t) && storage.exists(&t).unwrap_or(false) {
                 return self.fetch(storage, &t);
             }
         }
