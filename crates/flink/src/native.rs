@@ -1,39 +1,35 @@
 //! Keyed state of Flink's RocksDB native savepoints and (incremental) checkpoints
-//! (`IncrementalRemoteKeyedStateHandle`), opened read-only with RocksDB itself.
+//! (`IncrementalRemoteKeyedStateHandle`), read with the safe-Rust RocksDB file reader
+//! (`statekit-rocksdb-files`), never with RocksDB's C++, which trusts its files.
 //!
 //! The handle lists every file of the database by its local name (`000042.sst`,
 //! `MANIFEST-000004`, `CURRENT`, `OPTIONS-…`), private ones in the checkpoint's directory
 //! and shared ones (incremental checkpoints) in `shared/`, some inline in `_metadata`. They
-//! are gathered into a temporary directory (hard links where the file system allows, else
-//! copies; inline bytes written), which RocksDB opens read-only. The meta data stream holds
-//! the keyed proxy; each state is the column family of its name. Keys and values are
-//! the canonical format's (`[key group][key][namespace][user key]`; a list is its elements
-//! joined by `,`, un-merged operands included, which RocksDB's merge operator
+//! are read in place (or from the inline bytes): CURRENT names the MANIFEST, whose version
+//! edits give each column family's live tables. The meta data stream holds the keyed
+//! proxy; each state is the column family of its name, read whole when the view opens. Keys
+//! and values are the canonical format's (`[key group][key][namespace][user key]`; a list is
+//! its elements joined by `,`, un-merged operands included, which RocksDB's merge operator
 //! `stringappendtest` joins the same way), so records decode as in a canonical savepoint.
 
 use crate::canonical::{decode_record, layout, visit_decoded, Layout};
 use crate::error::FlinkError;
 use crate::meta::KeyedProxy;
 use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError};
+use statekit_rocksdb_files::{Db, DbFile, FileData, Limits};
 use std::ops::ControlFlow;
-use std::path::Path;
 
-/// Flink's merge operator for list state: operands joined with one `,` byte.
-const MERGE_OPERATOR: &str = "stringappendtest";
-
-/// One subtask's RocksDB database, opened read-only from a snapshot's files.
+/// One subtask's RocksDB database, read from a snapshot's files.
 pub struct NativeKeyedView {
-    db: rocksdb::DB,
-    /// Column family of each state (by state id); `None` when the database has none.
-    families: Vec<Option<String>>,
+    /// Entries (key, value) of each state's column family (by state id), in key order;
+    /// `None` when the database has no such column family.
+    families: Vec<Option<(String, Vec<(Vec<u8>, Vec<u8>)>)>>,
     proxy: KeyedProxy,
     layouts: Vec<Layout>,
     states: Vec<StateDescriptor>,
     max_parallelism: u32,
     range: KeyGroupRange,
     name: String,
-    // Dropped after the database: the directory its files are in.
-    _dir: tempfile::TempDir,
 }
 
 impl std::fmt::Debug for NativeKeyedView {
@@ -41,7 +37,14 @@ impl std::fmt::Debug for NativeKeyedView {
         f.debug_struct("NativeKeyedView")
             .field("name", &self.name)
             .field("range", &self.range)
-            .field("families", &self.families)
+            .field(
+                "families",
+                &self
+                    .families
+                    .iter()
+                    .map(|f| f.as_ref().map(|(n, _)| n))
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -54,19 +57,44 @@ pub(crate) enum Source {
     Bytes(Vec<u8>),
 }
 
-fn rocks_err(name: &str, e: rocksdb::Error) -> FlinkError {
-    FlinkError::Corrupt {
-        file: name.to_string(),
-        offset: 0,
-        field: "RocksDB database".into(),
-        reason: e.to_string(),
+/// The reader's error as this crate's, `name` (the database) added to the reason.
+fn files_err(name: &str, e: statekit_rocksdb_files::Error) -> FlinkError {
+    match e {
+        statekit_rocksdb_files::Error::Corrupt {
+            file,
+            offset,
+            field,
+            reason,
+        } => FlinkError::Corrupt {
+            file,
+            offset,
+            field,
+            reason: format!("{reason} (RocksDB files of {name})"),
+        },
+        statekit_rocksdb_files::Error::Unsupported {
+            file,
+            offset,
+            field,
+            what,
+        } => FlinkError::Unsupported {
+            file,
+            offset,
+            field,
+            what: format!("{what} (RocksDB files of {name})"),
+        },
+        statekit_rocksdb_files::Error::Io { path, source } => FlinkError::Io { path, source },
+        other => FlinkError::Corrupt {
+            file: name.to_string(),
+            offset: 0,
+            field: "RocksDB files".into(),
+            reason: other.to_string(),
+        },
     }
 }
 
 impl NativeKeyedView {
-    /// Gathers `files` (local name and bytes) into a temporary directory and opens them as
-    /// a read-only database whose states `proxy` describes. `name` names the database in
-    /// errors (the `_metadata` file and the handle).
+    /// Reads `files` (local name and bytes) as a database whose states `proxy` describes.
+    /// `name` names the database in errors (the `_metadata` file and the handle).
     pub(crate) fn open(
         name: &str,
         proxy: KeyedProxy,
@@ -74,16 +102,9 @@ impl NativeKeyedView {
         max_parallelism: u32,
         range: KeyGroupRange,
     ) -> Result<Self, FlinkError> {
-        let io = |path: &Path, source: std::io::Error| FlinkError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("statekit-flink-db-")
-            .tempdir()
-            .map_err(|e| io(&std::env::temp_dir(), e))?;
+        let mut db_files = Vec::with_capacity(files.len());
         for (local, src) in files {
-            // A local name is a plain file name; anything else would leave the directory.
+            // A local name is a plain file name.
             if local.is_empty() || local.contains('/') || local.contains('\\') || local == ".." || local == "." {
                 return Err(FlinkError::Corrupt {
                     file: name.to_string(),
@@ -92,15 +113,15 @@ impl NativeKeyedView {
                     reason: format!("{local:?} is not a file name"),
                 });
             }
-            let to = dir.path().join(local);
-            match src {
-                Source::File(p) => {
-                    if std::fs::hard_link(p, &to).is_err() {
-                        std::fs::copy(p, &to).map_err(|e| io(p, e))?;
-                    }
-                }
-                Source::Bytes(b) => std::fs::write(&to, b).map_err(|e| io(&to, e))?,
-            }
+            let (display, data) = match src {
+                Source::File(p) => (format!("{} ({local})", p.display()), FileData::Path(p.clone())),
+                Source::Bytes(b) => (format!("{name}: inline {local}"), FileData::Bytes(b.clone())),
+            };
+            db_files.push(DbFile {
+                name: local.clone(),
+                display,
+                data,
+            });
         }
         let mut layouts = Vec::with_capacity(proxy.states.len());
         let mut states = Vec::with_capacity(proxy.states.len());
@@ -114,22 +135,19 @@ impl NativeKeyedView {
             layouts.push(l);
             states.push(d);
         }
-        let mut opts = rocksdb::Options::default();
-        opts.set_merge_operator_associative(MERGE_OPERATOR, join_operands);
-        let present = rocksdb::DB::list_cf(&opts, dir.path()).map_err(|e| rocks_err(name, e))?;
-        // Each column family needs the merge operator (list state may hold unmerged operands).
-        let cfs = present
-            .iter()
-            .map(|c| rocksdb::ColumnFamilyDescriptor::new(c, opts.clone()));
-        let db = rocksdb::DB::open_cf_descriptors_read_only(&opts, dir.path(), cfs, false)
-            .map_err(|e| rocks_err(name, e))?;
-        let families = proxy
-            .states
-            .iter()
-            .map(|m| present.iter().find(|c| **c == m.name).cloned())
-            .collect();
+        let db = Db::open(db_files, Limits::default()).map_err(|e| files_err(name, e))?;
+        let mut families = Vec::with_capacity(proxy.states.len());
+        for m in &proxy.states {
+            if db.column_family(&m.name).is_none() {
+                families.push(None);
+                continue;
+            }
+            let entries = db
+                .read_column_family(&m.name, &join_operands)
+                .map_err(|e| files_err(name, e))?;
+            families.push(Some((m.name.clone(), entries)));
+        }
         Ok(NativeKeyedView {
-            db,
             families,
             proxy,
             layouts,
@@ -137,7 +155,6 @@ impl NativeKeyedView {
             max_parallelism,
             range,
             name: name.to_string(),
-            _dir: dir,
         })
     }
 
@@ -150,16 +167,11 @@ impl NativeKeyedView {
         };
         let mut out = Vec::new();
         for (state, family) in self.families.iter().enumerate() {
-            let Some(family) = family else { continue };
-            let (Some(cf), Some(layout)) = (self.db.cf_handle(family), self.layouts.get(state)) else {
+            let (Some((family, entries)), Some(layout)) = (family, self.layouts.get(state)) else {
                 continue;
             };
-            let mut it = self.db.raw_iterator_cf(&cf);
-            it.seek(&prefix);
-            while it.valid() {
-                let (Some(key), Some(value)) = (it.key(), it.value()) else {
-                    break;
-                };
+            let first = entries.partition_point(|(k, _)| k.as_slice() < prefix.as_slice());
+            for (key, value) in entries.get(first..).unwrap_or(&[]) {
                 let Some(rest) = key.strip_prefix(prefix.as_slice()) else {
                     break;
                 };
@@ -171,9 +183,7 @@ impl NativeKeyedView {
                         reason,
                     }
                 })?;
-                it.next();
             }
-            it.status().map_err(|e| rocks_err(&self.name, e))?;
         }
         out.sort_by(|a, b| a.as_entry().canonical_cmp(&b.as_entry()));
         Ok(out)
@@ -181,7 +191,7 @@ impl NativeKeyedView {
 }
 
 /// `stringappendtest`: the existing value and each operand, joined by `,`.
-fn join_operands(_key: &[u8], existing: Option<&[u8]>, operands: &rocksdb::MergeOperands) -> Option<Vec<u8>> {
+fn join_operands(_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Result<Vec<u8>, String> {
     let mut out = existing.map(<[u8]>::to_vec);
     for op in operands {
         match &mut out {
@@ -192,7 +202,7 @@ fn join_operands(_key: &[u8], existing: Option<&[u8]>, operands: &rocksdb::Merge
             None => out = Some(op.to_vec()),
         }
     }
-    out
+    Ok(out.unwrap_or_default())
 }
 
 impl KeyedStateView for NativeKeyedView {
