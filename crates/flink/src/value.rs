@@ -9,6 +9,7 @@
 use crate::error::FlinkError;
 use crate::input::Input;
 use crate::serializer::FlinkType;
+use statekit_core::limits::{value_budget, MAX_EXPANSION, VALUE_BUDGET_SLACK, VALUE_NODE_BYTES};
 use statekit_core::{encode_value, TypeSchema, Value};
 
 /// Nesting bound for decoded values (serializer snapshots are bounded the same way).
@@ -20,11 +21,43 @@ pub(crate) fn width(t: &FlinkType) -> Option<usize> {
         FlinkType::Long | FlinkType::Double => Some(8),
         FlinkType::Int | FlinkType::Float => Some(4),
         FlinkType::Short | FlinkType::Char => Some(2),
-        FlinkType::Byte | FlinkType::Boolean | FlinkType::VoidNamespace | FlinkType::GlobalWindow => Some(1),
-        FlinkType::Void => Some(0),
+        // `VoidSerializer` writes one byte (0) and reads one, like the namespaces.
+        FlinkType::Byte | FlinkType::Boolean | FlinkType::Void | FlinkType::VoidNamespace | FlinkType::GlobalWindow => {
+            Some(1)
+        }
         FlinkType::TimeWindow => Some(16),
         FlinkType::Tuple { fields, .. } => fields.iter().map(width).sum(),
         _ => None,
+    }
+}
+
+/// The fewest bytes a value of `t` takes in Flink's encoding (0 for an opaque type, whose
+/// encoding is unknown, and for the degenerate tuples and legacy rows without fields).
+pub(crate) fn min_width(t: &FlinkType) -> usize {
+    if let Some(w) = width(t) {
+        return w;
+    }
+    match t {
+        // A length or null marker of at least one byte.
+        FlinkType::String
+        | FlinkType::Pojo { .. }
+        | FlinkType::Nullable(_)
+        | FlinkType::Option(_)
+        | FlinkType::Either(..) => 1,
+        // An `i32` count or ordinal.
+        FlinkType::ByteArray
+        | FlinkType::PrimitiveArray(_)
+        | FlinkType::StringArray
+        | FlinkType::List(_)
+        | FlinkType::Map(..)
+        | FlinkType::ObjectArray { .. }
+        | FlinkType::Enum { .. } => 4,
+        FlinkType::Ttl(v) => 8 + min_width(v),
+        FlinkType::Timer(k, n) => 8 + min_width(k) + min_width(n),
+        FlinkType::Tuple { fields, .. } => fields.iter().map(min_width).sum(),
+        // The mask; every field may be null.
+        FlinkType::Row { fields, legacy } => (fields.len() + if *legacy { 0 } else { 2 }).div_ceil(8),
+        _ => 0,
     }
 }
 
@@ -70,8 +103,8 @@ pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> 
         FlinkType::Short => out.extend_from_slice(&i32::from(i.u16("value").map_err(e)? as i16).to_be_bytes()),
         FlinkType::Byte => out.extend_from_slice(&i32::from(i.u8("value").map_err(e)? as i8).to_be_bytes()),
         FlinkType::Boolean => out.push(u8::from(i.bool("value").map_err(e)?)),
-        FlinkType::Void => {}
-        FlinkType::VoidNamespace | FlinkType::GlobalWindow => namespace_byte(i)?,
+        FlinkType::Void => zero_byte(i, "Void")?,
+        FlinkType::VoidNamespace | FlinkType::GlobalWindow => zero_byte(i, "namespace")?,
         FlinkType::TimeWindow => out.extend_from_slice(i.take(16, "window").map_err(e)?),
         FlinkType::ByteArray => {
             let n = i.items("length", 1).map_err(e)?;
@@ -79,7 +112,8 @@ pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> 
         }
         t if !decodable(t) => out.extend_from_slice(i.rest()),
         t => {
-            let v = read_value(t, i, 0)?;
+            let mut budget = Budget::new(i.remaining());
+            let v = read_value(t, i, 0, &mut budget)?;
             let bytes = encode_value(&t.schema(), &v).map_err(|e| e.to_string())?;
             out.extend_from_slice(&bytes);
         }
@@ -98,15 +132,76 @@ pub(crate) fn transcode_part(t: &FlinkType, what: &str, why: &str, i: &mut Input
     Ok(b)
 }
 
-/// Decodes one value of a decodable Flink type into a statekit [`Value`] of `t.schema()`.
-pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result<Value, String> {
+/// What the value being decoded may still take in memory: `statekit_core`'s bound for
+/// decoded values ([`value_budget`] of the bytes it may come from: [`VALUE_NODE_BYTES`] per
+/// node plus the bytes of its strings), so counts that claim millions of elements of little
+/// or no width in a few bytes are an error, not gigabytes and minutes.
+struct Budget {
+    left: u64,
+    limit: u64,
+    encoded: usize,
+}
+
+impl Budget {
+    /// The budget of a value read from (at most) `encoded` bytes.
+    fn new(encoded: usize) -> Self {
+        let limit = value_budget(encoded);
+        Budget {
+            left: limit,
+            limit,
+            encoded,
+        }
+    }
+
+    /// Takes `cost`, or says the value is implausibly large.
+    fn charge(&mut self, cost: u64) -> Result<(), String> {
+        self.check(cost)?;
+        self.left -= cost;
+        Ok(())
+    }
+
+    /// Fails unless `cost` is still available (takes nothing).
+    fn check(&self, cost: u64) -> Result<(), String> {
+        if cost > self.left {
+            return Err(format!(
+                "the value decodes to more than {} bytes ({MAX_EXPANSION}x the {} bytes it may come from, plus {VALUE_BUDGET_SLACK}): implausible counts",
+                self.limit, self.encoded
+            ));
+        }
+        Ok(())
+    }
+
+    /// A count of `n` elements read at `at`: each a node of the value, so `n` of them must fit.
+    fn elements(&self, n: usize, at: usize) -> Result<(), String> {
+        self.check((n as u64).saturating_mul(VALUE_NODE_BYTES))
+            .map_err(|why| format!("a count of {n} at {at}: {why}"))
+    }
+}
+
+/// A count of elements of at least `min_item` bytes each (at least one), checked against the
+/// bytes left and the value's budget.
+fn count(i: &mut Input<'_>, field: &str, min_item: usize, budget: &Budget) -> Result<usize, String> {
+    let at = i.pos();
+    let n = i.items(field, min_item.max(1)).map_err(|e| e.to_string())?;
+    budget.elements(n, at)?;
+    Ok(n)
+}
+
+/// Decodes one value of a decodable Flink type into a statekit [`Value`] of `t.schema()`,
+/// charging what it builds to `budget`.
+fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget) -> Result<Value, String> {
     if depth > MAX_DEPTH {
         return Err(format!("value nested deeper than {MAX_DEPTH}"));
     }
+    budget.charge(VALUE_NODE_BYTES)?;
     let e = |e: FlinkError| e.to_string();
     let d = depth + 1;
     Ok(match t {
-        FlinkType::String => Value::Str(read_flink_string(i)?.ok_or("a null String")?),
+        FlinkType::String => {
+            let s = read_flink_string(i)?.ok_or("a null String")?;
+            budget.charge(s.len() as u64)?;
+            Value::Str(s)
+        }
         FlinkType::Long => Value::I64(i.i64("value").map_err(e)?),
         FlinkType::Int => Value::I32(i.i32("value").map_err(e)?),
         FlinkType::Short => Value::I32(i32::from(i.u16("value").map_err(e)? as i16)),
@@ -115,9 +210,12 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
         FlinkType::Double => Value::F64(f64::from_bits(i.u64("value").map_err(e)?)),
         FlinkType::Float => Value::F32(f32::from_bits(i.i32("value").map_err(e)? as u32)),
         FlinkType::Char => Value::Str(String::from_utf16_lossy(&[i.u16("value").map_err(e)?])),
-        FlinkType::Void => Value::Unit,
+        FlinkType::Void => {
+            zero_byte(i, "Void")?;
+            Value::Unit
+        }
         FlinkType::VoidNamespace | FlinkType::GlobalWindow => {
-            namespace_byte(i)?;
+            zero_byte(i, "namespace")?;
             Value::Unit
         }
         FlinkType::TimeWindow => Value::Struct(vec![
@@ -126,42 +224,48 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
         ]),
         FlinkType::ByteArray => {
             let n = i.items("length", 1).map_err(e)?;
+            budget.charge(n as u64)?;
             Value::Bytes(i.take(n, "bytes").map_err(e)?.to_vec())
         }
         FlinkType::PrimitiveArray(el) => {
-            let n = i.items("array length", width(el).unwrap_or(1)).map_err(e)?;
+            let n = count(i, "array length", min_width(el), budget)?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
-                items.push(read_value(el, i, d)?);
+                items.push(read_value(el, i, d, budget)?);
             }
             Value::List(items)
         }
         FlinkType::StringArray => {
-            let n = i.items("array length", 1).map_err(e)?;
+            let n = count(i, "array length", 1, budget)?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
-                items.push(Value::Option(read_flink_string(i)?.map(|s| Box::new(Value::Str(s)))));
+                budget.charge(VALUE_NODE_BYTES)?;
+                let s = read_flink_string(i)?;
+                budget.charge(s.as_ref().map_or(0, |s| s.len() as u64))?;
+                items.push(Value::Option(s.map(|s| Box::new(Value::Str(s)))));
             }
             Value::List(items)
         }
         FlinkType::List(el) => {
-            let n = i.items("list size", 1).map_err(e)?;
+            let n = count(i, "list size", min_width(el), budget)?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
-                items.push(read_value(el, i, d)?);
+                items.push(read_value(el, i, d, budget)?);
             }
             Value::List(items)
         }
         FlinkType::Map(k, v) => {
-            let n = i.items("map size", 2).map_err(e)?;
+            // Each entry: the key, a null flag, the value unless null.
+            let n = count(i, "map size", min_width(k) + 1, budget)?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
-                let key = read_value(k, i, d)?;
+                budget.charge(2 * VALUE_NODE_BYTES)?;
+                let key = read_value(k, i, d, budget)?;
                 let null = i.bool("map value null flag").map_err(e)?;
                 let value = if null {
                     None
                 } else {
-                    Some(Box::new(read_value(v, i, d)?))
+                    Some(Box::new(read_value(v, i, d, budget)?))
                 };
                 items.push(Value::Tuple(vec![key, Value::Option(value)]));
             }
@@ -169,20 +273,20 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
         }
         FlinkType::Ttl(v) => {
             i.i64("TTL timestamp").map_err(e)?;
-            read_value(v, i, d)?
+            read_value(v, i, d, budget)?
         }
         FlinkType::Timer(k, n) => {
             let ts = i.i64("timer timestamp").map_err(e)? ^ i64::MIN;
             Value::Struct(vec![
                 ("timestamp".into(), Value::I64(ts)),
-                ("key".into(), read_value(k, i, d)?),
-                ("namespace".into(), read_value(n, i, d)?),
+                ("key".into(), read_value(k, i, d, budget)?),
+                ("namespace".into(), read_value(n, i, d, budget)?),
             ])
         }
         FlinkType::Tuple { fields, .. } => {
             let mut items = Vec::with_capacity(fields.len());
             for f in fields {
-                items.push(read_value(f, i, d)?);
+                items.push(read_value(f, i, d, budget)?);
             }
             Value::Tuple(items)
         }
@@ -193,12 +297,13 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
             let bits = offset + fields.len();
             let mask = i.take(bits.div_ceil(8), "row mask").map_err(e)?;
             let null = |b: usize| mask.get(b / 8).is_some_and(|m| m & (0x80 >> (b % 8)) != 0);
+            // A null field costs no budget: at most 8 of them per mask byte.
             let mut items = Vec::with_capacity(fields.len());
             for (n, f) in fields.iter().enumerate() {
                 items.push(Value::Option(if null(offset + n) {
                     None
                 } else {
-                    Some(Box::new(read_value(f, i, d)?))
+                    Some(Box::new(read_value(f, i, d, budget)?))
                 }));
             }
             Value::Tuple(items)
@@ -216,11 +321,12 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
             }
             let mut items = Vec::with_capacity(fields.len());
             for (name, f) in fields {
+                budget.charge(VALUE_NODE_BYTES)?;
                 let null = i.bool("POJO field null flag").map_err(e)?;
                 let v = if null {
                     None
                 } else {
-                    Some(Box::new(read_value(f, i, d)?))
+                    Some(Box::new(read_value(f, i, d, budget)?))
                 };
                 items.push((name.clone(), Value::Option(v)));
             }
@@ -233,6 +339,7 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
                 .ok()
                 .and_then(|o| constants.get(o))
                 .ok_or_else(|| format!("enum {class}: ordinal {ordinal} at {at}, {} constants", constants.len()))?;
+            budget.charge(name.len() as u64)?;
             Value::Str(name.clone())
         }
         FlinkType::Nullable(v) => {
@@ -240,12 +347,13 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
             Value::Option(if null {
                 None
             } else {
-                Some(Box::new(read_value(v, i, d)?))
+                Some(Box::new(read_value(v, i, d, budget)?))
             })
         }
         FlinkType::Either(l, r) => {
             let left = i.bool("Either side").map_err(e)?;
-            let v = Some(Box::new(read_value(if left { l } else { r }, i, d)?));
+            budget.charge(2 * VALUE_NODE_BYTES)?;
+            let v = Some(Box::new(read_value(if left { l } else { r }, i, d, budget)?));
             if left {
                 Value::Struct(vec![
                     ("left".into(), Value::Option(v)),
@@ -261,18 +369,20 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
         FlinkType::Option(v) => {
             let present = i.bool("Option flag").map_err(e)?;
             Value::Option(if present {
-                Some(Box::new(read_value(v, i, d)?))
+                Some(Box::new(read_value(v, i, d, budget)?))
             } else {
                 None
             })
         }
         FlinkType::ObjectArray { element, .. } => {
-            let n = i.items("array length", 1).map_err(e)?;
+            // Each element: a presence flag, then the element when present.
+            let n = count(i, "array length", 1, budget)?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
+                budget.charge(VALUE_NODE_BYTES)?;
                 let present = i.bool("element flag").map_err(e)?;
                 items.push(Value::Option(if present {
-                    Some(Box::new(read_value(element, i, d)?))
+                    Some(Box::new(read_value(element, i, d, budget)?))
                 } else {
                     None
                 }));
@@ -283,11 +393,12 @@ pub(crate) fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32) -> Result
     })
 }
 
-/// The one byte of `VoidNamespace` and `GlobalWindow`, which Flink always writes as 0.
-fn namespace_byte(i: &mut Input<'_>) -> Result<(), String> {
-    match i.u8("namespace").map_err(|e| e.to_string())? {
+/// The one byte of `Void`, `VoidNamespace` and `GlobalWindow` (`what`), which Flink always
+/// writes as 0.
+fn zero_byte(i: &mut Input<'_>, what: &str) -> Result<(), String> {
+    match i.u8(what).map_err(|e| e.to_string())? {
         0 => Ok(()),
-        b => Err(format!("a namespace byte of {b:#04x}, where Flink writes 0")),
+        b => Err(format!("a {what} byte of {b:#04x}, where Flink writes 0")),
     }
 }
 
@@ -431,6 +542,93 @@ mod tests {
         };
         assert_eq!(schema_of(&t), TypeSchema::Bytes);
         assert_eq!(round(&t, &[1, 2, 3]), Value::Bytes(vec![1, 2, 3]));
+    }
+
+    /// Issue 40 point 7: `VoidSerializer` writes one byte (0) per value and reads one; it
+    /// was read as none, so the bytes after a `Void` were misread.
+    #[test]
+    fn void_is_one_zero_byte_as_flink_writes_it() {
+        assert_eq!(width(&FlinkType::Void), Some(1));
+        let t = FlinkType::List(Box::new(FlinkType::Void));
+        let mut b = 3i32.to_be_bytes().to_vec();
+        b.extend([0, 0, 0]);
+        assert_eq!(round(&t, &b), Value::List(vec![Value::Unit; 3]));
+        let t = FlinkType::Tuple {
+            class: "org.apache.flink.api.java.tuple.Tuple2".into(),
+            fields: vec![FlinkType::Void, FlinkType::Long],
+        };
+        let mut b = vec![0];
+        b.extend_from_slice(&7i64.to_be_bytes());
+        assert_eq!(round(&t, &b), Value::Tuple(vec![Value::Unit, Value::I64(7)]));
+        // A top-level Void takes its byte too; one Flink never writes is an error.
+        let mut i = Input::new(&[0], "t");
+        transcode(&FlinkType::Void, &mut i, &mut Vec::new()).expect("void");
+        assert_eq!(i.remaining(), 0);
+        let mut i = Input::new(&[0, 0, 0, 1, 7], "t");
+        let e = transcode(&FlinkType::List(Box::new(FlinkType::Void)), &mut i, &mut Vec::new()).expect_err("byte 7");
+        assert!(e.contains("a Void byte of 0x07"), "{e}");
+    }
+
+    /// `S` bytes of `i32` counts: an outer count, then inner lists each claiming every byte
+    /// after its count.
+    fn nested_counts(s: usize) -> Vec<u8> {
+        let mut b = (((s - 4) / 4) as i32).to_be_bytes().to_vec();
+        while b.len() + 4 <= s {
+            let left = s - b.len() - 4;
+            b.extend((left as i32).to_be_bytes());
+        }
+        b
+    }
+
+    /// Issue 40 point 7: a `List<List<Void>>` of S bytes decoded to ~S²/8 elements while
+    /// `Void` took no bytes (a 33 KB value aborted at 4 GB). Now each element takes its byte.
+    #[test]
+    fn nested_lists_of_void_cannot_outgrow_their_bytes() {
+        let t = FlinkType::List(Box::new(FlinkType::List(Box::new(FlinkType::Void))));
+        let b = nested_counts(8192);
+        let started = std::time::Instant::now();
+        let mut i = Input::new(&b, "t");
+        let e = transcode(&t, &mut i, &mut Vec::new()).expect_err("inner lists claim bytes that are not zeros");
+        assert!(e.contains("Void byte"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// Defence in depth: elements that really take no bytes (a tuple or legacy row without
+    /// fields) are bounded by the value's budget (`statekit_core::limits::value_budget`).
+    #[test]
+    fn zero_width_elements_are_bounded_by_the_value_budget() {
+        for zero in [
+            FlinkType::Tuple {
+                class: "T0".into(),
+                fields: vec![],
+            },
+            FlinkType::Row {
+                fields: vec![],
+                legacy: true,
+            },
+        ] {
+            assert_eq!(min_width(&zero), 0);
+            let t = FlinkType::List(Box::new(FlinkType::List(Box::new(zero))));
+            let b = nested_counts(8192);
+            let started = std::time::Instant::now();
+            let mut i = Input::new(&b, "t");
+            let e = transcode(&t, &mut i, &mut Vec::new()).expect_err("implausible");
+            assert!(e.contains("implausible counts"), "{e}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        }
+        // Plausible values of many small elements still read.
+        let t = FlinkType::List(Box::new(FlinkType::Boolean));
+        let mut b = 100_000i32.to_be_bytes().to_vec();
+        b.extend(std::iter::repeat_n(1u8, 100_000));
+        assert_eq!(round(&t, &b), Value::List(vec![Value::Bool(true); 100_000]));
+        let t = FlinkType::List(Box::new(FlinkType::Row {
+            fields: vec![FlinkType::Void; 8],
+            legacy: true,
+        }));
+        let mut b = 20_000i32.to_be_bytes().to_vec();
+        b.extend(std::iter::repeat_n(0xFFu8, 20_000));
+        let nulls = Value::Tuple(vec![Value::Option(None); 8]);
+        assert_eq!(round(&t, &b), Value::List(vec![nulls; 20_000]));
     }
 
     #[test]
