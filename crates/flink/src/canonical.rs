@@ -16,7 +16,7 @@
 //!   Compressed, each state's part is a Snappy frame stream of its own.
 
 use crate::error::FlinkError;
-use crate::heap::HeapReader;
+use crate::heap::{HeapError, HeapReader, StreamBudget};
 use crate::input::Input;
 use crate::meta::{decode_keyed_proxy, BackendStateType, KeyedProxy, StateMeta};
 use crate::metadata::KeyGroupsHandle;
@@ -59,6 +59,8 @@ pub struct KeyGroupsView {
     proxy: KeyedProxy,
     layouts: Vec<Layout>,
     states: Vec<StateDescriptor>,
+    /// What the heap layout's value-end searches of the whole stream may spend.
+    search: StreamBudget,
 }
 
 impl KeyGroupsView {
@@ -143,6 +145,7 @@ impl KeyGroupsView {
             proxy,
             layouts,
             states,
+            search: StreamBudget::new(len),
         })
     }
 
@@ -321,6 +324,7 @@ impl KeyGroupsView {
             states: &self.states,
             key_group: kg,
             max_parallelism: self.max_parallelism,
+            budget: &self.search,
         };
         let base = start + i.pos();
         if self.proxy.compressed {
@@ -330,14 +334,31 @@ impl KeyGroupsView {
                 // part's start.
                 reader
                     .read(&data, 1, out)
-                    .map_err(|(_, field, reason)| self.corrupt(base + at, &field, reason))?;
+                    .map_err(|e| self.heap_error(kg, e, |_| base + at))?;
             }
         } else {
             reader
                 .read(i.rest(), self.layouts.len(), out)
-                .map_err(|(at, field, reason)| self.corrupt(base + at, &field, reason))?;
+                .map_err(|e| self.heap_error(kg, e, |at| base + at))?;
         }
         Ok(())
+    }
+
+    /// The error of key group `kg`'s heap-layout part; `at` maps a position in the part to
+    /// the offset errors name.
+    fn heap_error(&self, kg: u32, e: HeapError, at: impl Fn(usize) -> usize) -> FlinkError {
+        match e {
+            HeapError::Corrupt((pos, field, reason)) => self.corrupt(at(pos), &field, reason),
+            HeapError::Budget(s) => FlinkError::SearchBudget {
+                file: self.file.clone(),
+                offset: at(s.pos) as u64,
+                field: s.field,
+                key_group: kg,
+                class: s.class,
+                trials: s.trials as u64,
+                scope: s.scope,
+            },
+        }
     }
 }
 

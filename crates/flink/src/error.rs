@@ -30,6 +30,29 @@ pub enum FlinkError {
         /// What is not supported.
         what: String,
     },
+    /// The heap layout's values with no length (Kryo, Avro, a user's serializer) are found
+    /// by a search for where each ends; it spent its budget (proportional to the size of the
+    /// key group's part and of the whole stream) before proving the split. The bytes may be
+    /// sound; reading them would cost more than their size warrants.
+    #[error(
+        "{file}: offset {offset}: {field}: key group {key_group}: the search for where values of {class} end (they have no length in the heap layout) spent its budget of {trials} trials for {scope}; a canonical savepoint of the job has lengths"
+    )]
+    SearchBudget {
+        /// The stream's file.
+        file: String,
+        /// Where the first value with no length of the key group's part starts.
+        offset: u64,
+        /// The state (`state "name"`).
+        field: String,
+        /// The key group.
+        key_group: u32,
+        /// The values' serializer.
+        class: String,
+        /// The trials the budget held.
+        trials: u64,
+        /// What the budget was for (the key group's part, or the whole stream).
+        scope: String,
+    },
     /// The path is not a Flink snapshot.
     #[error("{path}: not a Flink snapshot: {reason}")]
     NotFlink {
@@ -68,7 +91,7 @@ impl FlinkError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             FlinkError::Corrupt { .. } => ErrorKind::Corrupt,
-            FlinkError::Unsupported { .. } => ErrorKind::Unsupported,
+            FlinkError::Unsupported { .. } | FlinkError::SearchBudget { .. } => ErrorKind::Unsupported,
             FlinkError::NotFlink { .. } => ErrorKind::Caller,
             // A reference the snapshot may not follow: damaged or hostile data (or a moved
             // checkpoint whose new place `--flink-root` should name).

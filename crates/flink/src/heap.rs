@@ -11,9 +11,13 @@
 //! and the next state id following. The true split always parses, so a split is taken
 //! only when the search proves it the only one: a first split found is never trusted on
 //! its own (a wrong one can reconnect to the true entries further on). The search is
-//! bounded (a budget of trials proportional to the part's size); when no split parses,
-//! when two do, or when the proof runs out of budget, the read fails naming the state,
-//! the offset and why (a canonical savepoint has lengths and always reads).
+//! bounded twice: each part by a budget of trials proportional to its size, and all the
+//! parts of one stream (a file's key groups) together by a [`StreamBudget`] proportional to
+//! the stream's size, so many small hostile key groups cannot each spend a part's minimum. A
+//! trial's price grows with the bytes it parses. When no split parses, when two do, or when
+//! the proof runs out of budget, the read fails naming the state, the offset and why (a
+//! canonical savepoint has lengths and always reads); a spent budget is its own error
+//! ([`HeapError::Budget`], `FlinkError::SearchBudget`).
 
 use crate::canonical::Layout;
 use crate::error::FlinkError;
@@ -23,15 +27,92 @@ use crate::snapshot::flink_key_group;
 use crate::value::{decodable, transcode, transcode_part};
 use statekit_core::{KeyedStateKind, OwnedEntry, StateDescriptor, TypeSchema};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A failure: the position in the part's bytes, the field and the reason.
 pub(crate) type Fail = (usize, String, String);
+
+/// Why a part could not be read.
+#[derive(Debug)]
+pub(crate) enum HeapError {
+    /// Its bytes do not parse (or not in exactly one way): position, field, reason.
+    Corrupt(Fail),
+    /// The search for where values with no length end spent its budget first.
+    Budget(Spent),
+}
+
+impl From<Fail> for HeapError {
+    fn from(f: Fail) -> Self {
+        HeapError::Corrupt(f)
+    }
+}
+
+/// A search that spent its budget.
+#[derive(Debug)]
+pub(crate) struct Spent {
+    /// Where the first value with no length starts, in the part's bytes.
+    pub(crate) pos: usize,
+    /// The state (`state "name"`).
+    pub(crate) field: String,
+    /// The values' serializer.
+    pub(crate) class: String,
+    /// The trials the budget held.
+    pub(crate) trials: usize,
+    /// What the budget was for: the part, or the whole stream and its size.
+    pub(crate) scope: String,
+}
 
 /// Trials per byte of a part a value-end search may spend, the least and the most it may
 /// (a trial is one short parse; the most is seconds of work).
 const TRIALS_PER_BYTE: usize = 64;
 const TRIALS_MIN: usize = 1 << 20;
 const TRIALS_MAX: usize = 1 << 24;
+
+/// A trial that parses more than this many bytes costs one more trial per this many (so the
+/// budget bounds the bytes parsed, not only the parses: a long key re-read at each trial).
+const BYTES_PER_TRIAL: usize = 64;
+
+/// Trials per byte of a whole stream its searches may spend together, the least and the
+/// most: a key group's part gets what its own budget allows, or what is left of its stream's
+/// if that is less.
+const STREAM_TRIALS_PER_BYTE: usize = 16;
+const STREAM_TRIALS_MIN: usize = TRIALS_MIN;
+const STREAM_TRIALS_MAX: usize = 1 << 26;
+
+/// The trials all the value-end searches of one stream (a file's key groups) may spend
+/// together: [`STREAM_TRIALS_PER_BYTE`] per byte of the stream, at least
+/// [`STREAM_TRIALS_MIN`], at most [`STREAM_TRIALS_MAX`]. Shared by the threads reading it.
+#[derive(Debug)]
+pub(crate) struct StreamBudget {
+    left: AtomicUsize,
+    total: usize,
+    len: usize,
+}
+
+impl StreamBudget {
+    /// The budget of a stream of `len` bytes.
+    pub(crate) fn new(len: usize) -> Self {
+        let total = len
+            .saturating_mul(STREAM_TRIALS_PER_BYTE)
+            .clamp(STREAM_TRIALS_MIN, STREAM_TRIALS_MAX);
+        StreamBudget {
+            left: AtomicUsize::new(total),
+            total,
+            len,
+        }
+    }
+
+    fn left(&self) -> usize {
+        self.left.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` trials (what is left, if less).
+    fn spend(&self, n: usize) {
+        let _ = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| Some(l.saturating_sub(n)));
+    }
+}
 
 /// A search node: the position right after a value with no length, and what the parse
 /// still expects there (parts, state, entries, elements).
@@ -47,6 +128,9 @@ struct Search {
     memo: HashMap<Node, u8>,
     /// Trials left.
     budget: usize,
+    /// Trials the search started with, and what they were for (the part, or its stream).
+    trials: usize,
+    scope: String,
     /// The failure that got furthest, for the error when no split parses.
     furthest: Option<Fail>,
     /// Where the first value with no length starts, for errors.
@@ -69,6 +153,8 @@ pub(crate) struct HeapReader<'a> {
     pub(crate) key_group: u32,
     /// The job's max parallelism.
     pub(crate) max_parallelism: u32,
+    /// What the searches of the whole stream may still spend.
+    pub(crate) budget: &'a StreamBudget,
 }
 
 /// Where a parse stands; cloned at each value whose end is searched for.
@@ -114,7 +200,7 @@ impl HeapReader<'_> {
     }
 
     /// Reads `parts` state parts from `data` (all of it) into `out`.
-    pub(crate) fn read(&self, data: &[u8], parts: usize, out: &mut Vec<OwnedEntry>) -> Result<(), Fail> {
+    pub(crate) fn read(&self, data: &[u8], parts: usize, out: &mut Vec<OwnedEntry>) -> Result<(), HeapError> {
         let root = At {
             parts_left: parts,
             ..At::default()
@@ -126,24 +212,45 @@ impl HeapReader<'_> {
             Step::Unbounded => out.truncate(start_len),
         }
         // Count the complete parses from the start (capped at 2), then walk the only one.
+        let own = data.len().saturating_mul(TRIALS_PER_BYTE).clamp(TRIALS_MIN, TRIALS_MAX);
+        let stream = self.budget.left();
+        let (trials, scope) = if own <= stream {
+            (own, format!("this key group's {} bytes", data.len()))
+        } else {
+            (
+                stream,
+                format!(
+                    "what was left of the {} trials of the stream's {} bytes",
+                    self.budget.total, self.budget.len
+                ),
+            )
+        };
         let mut search = Search {
             memo: HashMap::new(),
-            budget: data.len().saturating_mul(TRIALS_PER_BYTE).clamp(TRIALS_MIN, TRIALS_MAX),
+            budget: trials,
+            trials,
+            scope,
             furthest: None,
             first: at.clone(),
             heads: HashMap::new(),
         };
-        match self.completions(data, &root, &mut search)? {
+        let counted = self.completions(data, &root, &mut search);
+        self.budget.spend(trials - search.budget);
+        match counted? {
             0 => {
                 let (pos, field, reason) = search.furthest.unwrap_or_default();
-                return Err((
+                return Err(HeapError::Corrupt((
                     pos,
                     field,
                     format!("{reason} (after searching for where a value with no length ends)"),
-                ));
+                )));
             }
             1 => {}
-            _ => return Err(self.unsplittable(&search.first, "more than one split of its bytes parses")),
+            _ => {
+                return Err(self
+                    .unsplittable(&search.first, "more than one split of its bytes parses")
+                    .into())
+            }
         }
         let mut at = root;
         loop {
@@ -164,7 +271,7 @@ impl HeapReader<'_> {
     /// The number of complete parses from `root` (0, 1, or 2 for "more than one"), every
     /// node's count kept in `search.memo`. Depth-first with an explicit stack: a node is a
     /// position right after a value with no length, with the counts still to come.
-    fn completions(&self, data: &[u8], root: &At, search: &mut Search) -> Result<u8, Fail> {
+    fn completions(&self, data: &[u8], root: &At, search: &mut Search) -> Result<u8, HeapError> {
         struct Frame {
             key: Node,
             /// The parse stopped at a value with no length: its context, and the next end.
@@ -175,22 +282,24 @@ impl HeapReader<'_> {
         let mut scratch = Vec::new();
         let mut stack: Vec<Frame> = Vec::new();
         // Runs a node's parse: its count when final, else a frame to expand.
-        let mut open = |s: &mut Search, at: &mut At| -> Result<Result<u8, ()>, Fail> {
-            if s.budget == 0 {
-                return Err(self.unsplittable(&s.first, "the search for where they end ran out of trials"));
-            }
-            s.budget -= 1;
+        let mut open = |s: &mut Search, at: &mut At| -> Result<Result<u8, ()>, HeapError> {
+            self.charge(s, 1)?;
+            let start = at.pos;
             scratch.clear();
-            match self.run(data, at, &mut scratch) {
-                Ok(Step::Done) => Ok(Ok(1)),
-                Ok(Step::Unbounded) => Ok(Err(())),
+            let (reached, r) = match self.run(data, at, &mut scratch) {
+                Ok(Step::Done) => (at.pos, Ok(1)),
+                Ok(Step::Unbounded) => (at.pos, Err(())),
                 Err(f) => {
+                    let reached = f.0;
                     if s.furthest.as_ref().is_none_or(|g| f.0 >= g.0) {
                         s.furthest = Some(f);
                     }
-                    Ok(Ok(0))
+                    (reached, Ok(0))
                 }
-            }
+            };
+            // A trial that parsed far (a long key, many decodable entries) costs more.
+            self.charge(s, reached.saturating_sub(start) / BYTES_PER_TRIAL)?;
+            Ok(r)
         };
         let mut at = root.clone();
         let root_key = node(&at, at.pos);
@@ -232,7 +341,11 @@ impl HeapReader<'_> {
             // and keeps the scan of ends short).
             if top.at.inner_left == 0 && top.at.entries_left > 0 {
                 let state = top.at.state;
-                let heads = search.heads.entry(state).or_insert_with(|| self.heads(data, state));
+                if !search.heads.contains_key(&state) {
+                    let heads = self.heads(data, state, search)?;
+                    search.heads.insert(state, heads);
+                }
+                let heads = search.heads.get(&state).map_or(&[][..], Vec::as_slice);
                 let after = heads.len() - heads.partition_point(|&p| p < q);
                 if after < top.at.entries_left {
                     top.next = data.len() + 1;
@@ -262,18 +375,48 @@ impl HeapReader<'_> {
     }
 
     /// Every position of `data` where an entry head of `state` (namespace, then a key of
-    /// this key group) parses, in order.
-    fn heads(&self, data: &[u8], state: usize) -> Vec<usize> {
+    /// this key group) parses, in order; the bytes parsed are charged to the search (a long
+    /// key parsed at every position would cost the square of the part's size).
+    fn heads(&self, data: &[u8], state: usize, search: &mut Search) -> Result<Vec<usize>, HeapError> {
         let Some(layout) = self.layouts.get(state) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let mut i = Input::new(data, "");
-        (0..data.len())
-            .filter(|&p| {
-                i.seek(p);
-                self.entry_head(layout, &mut i).is_ok()
-            })
-            .collect()
+        let mut out = Vec::new();
+        let mut parsed = 0usize;
+        for p in 0..data.len() {
+            i.seek(p);
+            let ok = self.entry_head(layout, &mut i).is_ok();
+            parsed += i.pos() - p + 1;
+            if parsed >= BYTES_PER_TRIAL {
+                self.charge(search, parsed / BYTES_PER_TRIAL)?;
+                parsed %= BYTES_PER_TRIAL;
+            }
+            if ok {
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes `n` trials from the search's budget, or fails saying it is spent.
+    fn charge(&self, s: &mut Search, n: usize) -> Result<(), HeapError> {
+        if n > s.budget {
+            s.budget = 0;
+            let class = self
+                .layouts
+                .get(s.first.state)
+                .map_or_else(String::new, |l| l.value.name());
+            return Err(HeapError::Budget(Spent {
+                pos: s.first.pos,
+                field: self.field(s.first.state),
+                class,
+                trials: s.trials,
+                scope: s.scope.clone(),
+            }));
+        }
+        s.budget -= n;
+        Ok(())
     }
 
     /// An entry's head: its namespace, then its key, which must be in this key group by
@@ -508,6 +651,24 @@ mod tests {
     }
 
     fn read(key: &FlinkType, layouts: &[Layout], kg: u32, data: &[u8], parts: usize) -> Result<Vec<OwnedEntry>, Fail> {
+        read_with(key, layouts, kg, data, parts, &StreamBudget::new(data.len())).map_err(|e| match e {
+            HeapError::Corrupt(f) => f,
+            HeapError::Budget(s) => (
+                s.pos,
+                s.field,
+                format!("budget spent: {} trials for {}", s.trials, s.scope),
+            ),
+        })
+    }
+
+    fn read_with(
+        key: &FlinkType,
+        layouts: &[Layout],
+        kg: u32,
+        data: &[u8],
+        parts: usize,
+        budget: &StreamBudget,
+    ) -> Result<Vec<OwnedEntry>, HeapError> {
         let states: Vec<StateDescriptor> = (0..layouts.len())
             .map(|n| StateDescriptor::value(&format!("s{n}"), TypeSchema::Utf8, TypeSchema::Bytes))
             .collect();
@@ -518,6 +679,7 @@ mod tests {
             states: &states,
             key_group: kg,
             max_parallelism: MAXP,
+            budget,
         };
         let mut out = Vec::new();
         r.read(data, parts, &mut out).map(|()| out)
@@ -628,6 +790,73 @@ mod tests {
         assert_eq!(e.0, 7);
     }
 
+    /// A key group's data crafted to make the split search explore without end: `heads`
+    /// entry heads of key group `kg` back to back (each could start an entry), `entries`
+    /// of them claimed by a value state of opaque values (state 0), then a second part
+    /// whose state id no head lists, so no split ever completes.
+    fn hostile_part(kg: u32, heads: usize, entries: usize) -> Vec<u8> {
+        let key = keys_in(kg, 1).remove(0);
+        let mut data = vec![0, 0];
+        data.extend((entries as i32).to_be_bytes());
+        for _ in 0..heads {
+            data.push(0);
+            flink_str(&key, &mut data);
+        }
+        data.extend([0xFF; 8]);
+        data
+    }
+
+    /// Issue 40 point 8: each hostile key group spent its part's whole budget (a million
+    /// trials, ~0.45 s), so a file of many of them took minutes (hours at max parallelism
+    /// 32 768). The searches of one stream now share a budget proportional to its size: once
+    /// it is spent, every later search fails at once, saying so.
+    #[test]
+    fn the_searches_of_a_stream_share_one_budget() {
+        let layouts = [
+            layout(KeyedStateKind::Value, opaque()),
+            layout(KeyedStateKind::Value, FlinkType::Long),
+        ];
+        let parts: Vec<(u32, Vec<u8>)> = (0..12).map(|kg| (kg, hostile_part(kg, 200, 100))).collect();
+        let total: usize = parts.iter().map(|(_, p)| p.len()).sum();
+        let budget = StreamBudget::new(total);
+        assert_eq!(budget.total, STREAM_TRIALS_MIN, "a small stream gets the least");
+        let started = std::time::Instant::now();
+        let mut spent = Vec::new();
+        for (kg, data) in &parts {
+            match read_with(&FlinkType::String, &layouts, *kg, data, 2, &budget) {
+                Err(HeapError::Budget(s)) => spent.push(s),
+                other => panic!("key group {kg}: {other:?}"),
+            }
+        }
+        // The first search spends its own budget; the rest find the stream's spent.
+        assert!(spent[0].scope.contains("this key group's"), "{:?}", spent[0]);
+        for s in &spent[1..] {
+            assert!(s.scope.contains("of the stream's"), "{s:?}");
+            assert_eq!(s.trials, 0, "{s:?}");
+            assert_eq!(s.field, "state \"s0\"");
+            assert!(s.class.contains("java.util.UUID"), "{s:?}");
+        }
+        assert_eq!(budget.left(), 0);
+        // Hang detector: twelve searches of a million trials each took minutes in a debug build.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    /// The budget of a stream grows with its size up to a cap; a legitimate search (the
+    /// large key group below) spends a small part of it.
+    #[test]
+    fn a_stream_budget_is_proportional_to_its_size_and_capped() {
+        assert_eq!(StreamBudget::new(0).total, STREAM_TRIALS_MIN);
+        assert_eq!(StreamBudget::new(1 << 20).total, (1 << 20) * STREAM_TRIALS_PER_BYTE);
+        assert_eq!(StreamBudget::new(usize::MAX).total, STREAM_TRIALS_MAX);
+        let b = StreamBudget::new(10);
+        b.spend(usize::MAX);
+        assert_eq!(b.left(), 0);
+    }
+
     /// Thousands of entries of opaque values in one key group: the search stays linear
     /// (each end tried only while enough entry heads follow) and proves the one split.
     #[test]
@@ -647,7 +876,11 @@ mod tests {
             data.extend(value(i));
         }
         let layouts = [layout(KeyedStateKind::Value, opaque())];
-        let out = read(&FlinkType::String, &layouts, kg, &data, 1).expect("read");
+        let budget = StreamBudget::new(data.len());
+        let out = read_with(&FlinkType::String, &layouts, kg, &data, 1, &budget).expect("read");
+        // A few trials per byte: far inside the budget of a stream of this size.
+        let spent = budget.total - budget.left();
+        assert!(spent <= data.len() * 4, "{spent} trials for {} bytes", data.len());
         assert_eq!(out.len(), keys.len());
         for (i, e) in out.iter().enumerate() {
             assert_eq!(e.key, keys[i].as_bytes());
