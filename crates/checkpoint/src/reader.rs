@@ -316,10 +316,19 @@ impl SnapshotReader {
         if let Some(j) = job_dir {
             resolver = resolver.with_job(Arc::new(SubdirStorage::new(storage, j)?));
         }
+        // Opened by ranges (a small object comes whole with the first GET, as with `open`):
+        // a Flink `_metadata` larger than statekit reads is refused by its size before its
+        // bytes are fetched.
         let blob = snap
-            .open(METADATA_FILE_NAME)
+            .open_ranged(METADATA_FILE_NAME)
             .map_err(statekit_format::FormatError::from)?;
         let file = snap.describe(METADATA_FILE_NAME);
+        let size = blob.bytes().len() as u64;
+        blob.fetch(0, 4).map_err(statekit_format::FormatError::from)?;
+        if statekit_flink::is_flink_metadata(blob.bytes()) {
+            statekit_flink::check_metadata_size(size, &file)?;
+        }
+        blob.fetch(0, size).map_err(statekit_format::FormatError::from)?;
         if statekit_flink::is_flink_metadata(blob.bytes()) {
             // When it was written (Flink writes `_metadata` last): one listing of the directory.
             let written_ms = snap

@@ -32,9 +32,10 @@ pub use canonical::KeyGroupsView;
 pub use error::FlinkError;
 pub use meta::{decode_keyed_proxy, decode_operator_proxy, BackendStateType, KeyedProxy, OperatorProxy, StateMeta};
 pub use metadata::{
-    decode_metadata, is_flink_metadata, ChangelogFilePart, ChannelHandle, DistributionMode, FlinkKeyGroupRange,
-    FlinkMetadata, FlinkOperator, FlinkSubtask, IncrementalHandle, KeyGroupsHandle, KeyedHandle, MasterState,
-    NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle, METADATA_MAGIC,
+    check_metadata_size, decode_metadata, is_flink_metadata, ChangelogFilePart, ChannelHandle, DistributionMode,
+    FlinkKeyGroupRange, FlinkMetadata, FlinkOperator, FlinkSubtask, IncrementalHandle, KeyGroupsHandle, KeyedHandle,
+    MasterState, NativeFile, OperatorStateHandle, OperatorStatePart, SnapshotProperties, StreamHandle,
+    MAX_METADATA_BYTES, METADATA_MAGIC,
 };
 #[cfg(feature = "rocksdb")]
 pub use native::NativeKeyedView;

@@ -424,6 +424,53 @@ pub fn is_flink_metadata(bytes: &[u8]) -> bool {
     bytes.get(..4) == Some(&METADATA_MAGIC.to_be_bytes()[..])
 }
 
+/// The largest Flink `_metadata` statekit reads: 1 GiB. It is read whole into memory (and
+/// its inline state copied out of it), so a larger one is refused before any of it is read.
+/// Flink keeps state inline in `_metadata` only below `state.storage.fs.memory-threshold`
+/// (at most 1 MiB per handle) or with the JobManager's checkpoint storage (meant for small
+/// state), so real ones are far smaller; statekit's own `_metadata` holds no state at all.
+pub const MAX_METADATA_BYTES: u64 = 1 << 30;
+
+/// Fails with [`FlinkError::Unsupported`] naming `file` and its `size` when a `_metadata`
+/// of `size` bytes is larger than [`MAX_METADATA_BYTES`].
+pub fn check_metadata_size(size: u64, file: &str) -> Result<(), FlinkError> {
+    if size > MAX_METADATA_BYTES {
+        return Err(FlinkError::Unsupported {
+            file: file.to_string(),
+            offset: 0,
+            field: "file size".into(),
+            what: format!(
+                "a _metadata of {size} bytes: statekit reads one of at most {MAX_METADATA_BYTES} bytes (1 GiB)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Reads the local `_metadata` file `path` (`shown` in errors): its size is checked against
+/// [`MAX_METADATA_BYTES`] before anything is read, and no more than that is read even when it
+/// grows meanwhile. A file that does not start with Flink's magic number is read no further
+/// than its first 4 bytes (which are returned, for the caller to refuse).
+pub(crate) fn read_metadata_file(path: &std::path::Path, shown: &str) -> Result<Vec<u8>, FlinkError> {
+    use std::io::Read;
+    let io = |source| FlinkError::Io {
+        path: shown.to_string(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let size = f.metadata().map_err(io)?.len();
+    check_metadata_size(size, shown)?;
+    let mut out = Vec::with_capacity(4);
+    (&mut f).take(4).read_to_end(&mut out).map_err(io)?;
+    if !is_flink_metadata(&out) {
+        return Ok(out);
+    }
+    out.reserve(usize::try_from(size).unwrap_or(0));
+    f.take(MAX_METADATA_BYTES + 1 - 4).read_to_end(&mut out).map_err(io)?;
+    check_metadata_size(out.len() as u64, shown)?;
+    Ok(out)
+}
+
 /// Nesting limit for handles inside handles (changelog handles hold keyed handles).
 const MAX_DEPTH: u32 = 8;
 
@@ -961,15 +1008,26 @@ impl Decoder<'_> {
     }
 }
 
+/// The most bytes of the trailer after the operators that are scanned for the snapshot's
+/// properties: Flink's `CheckpointProperties` take under 1 KiB; what lies beyond is ignored.
+pub(crate) const MAX_TRAILER_SCAN: usize = 64 << 10;
+
+/// The longest Java string the trailer scan reads (the constants and names it looks for are
+/// a few characters; class and field descriptors are skipped anyway).
+const MAX_TRAILER_STRING: usize = 256;
+
 /// Reads what the Java-serialized `CheckpointProperties` trailer says, by its strings: the
 /// snapshot type's class (`SavepointType` or `CheckpointType`), the type's name and the
 /// savepoint format (`CANONICAL`, `NATIVE`). Not a Java deserializer: the trailer is a fixed
-/// shape written by Flink, and nothing else in it matters to a reader.
+/// shape written by Flink, and nothing else in it matters to a reader. Only its first
+/// [`MAX_TRAILER_SCAN`] bytes are looked at, and strings of up to [`MAX_TRAILER_STRING`]
+/// bytes, so the scan costs a bounded multiple of that window whatever follows the operators.
 fn scan_properties(trailer: &[u8]) -> Option<SnapshotProperties> {
-    let find = |needle: &[u8]| trailer.windows(needle.len()).position(|w| w == needle);
-    let savepoint = if find(b"checkpoint.SavepointType").is_some() {
+    let trailer = trailer.get(..MAX_TRAILER_SCAN).unwrap_or(trailer);
+    let find = |needle: &[u8]| trailer.windows(needle.len()).any(|w| w == needle);
+    let savepoint = if find(b"checkpoint.SavepointType") {
         true
-    } else if find(b"checkpoint.CheckpointType").is_some() {
+    } else if find(b"checkpoint.CheckpointType") {
         false
     } else {
         return None;
@@ -983,6 +1041,7 @@ fn scan_properties(trailer: &[u8]) -> Option<SnapshotProperties> {
                 .get(i + 1..i + 3)
                 .and_then(|l| <[u8; 2]>::try_from(l).ok())
                 .map(|l| usize::from(u16::from_be_bytes(l)))
+                .filter(|&l| l <= MAX_TRAILER_STRING)
             {
                 if let Some(s) = trailer.get(i + 3..i + 3 + len) {
                     if let Ok(s) = std::str::from_utf8(s) {

@@ -118,10 +118,8 @@ impl FlinkSnapshot {
             .unwrap_or(Path::new("."))
             .to_path_buf();
         let shown = metadata_file.display().to_string();
-        let bytes = std::fs::read(&metadata_file).map_err(|source| FlinkError::Io {
-            path: shown.clone(),
-            source,
-        })?;
+        // At most `MAX_METADATA_BYTES`, checked before reading.
+        let bytes = crate::metadata::read_metadata_file(&metadata_file, &shown)?;
         if !crate::metadata::is_flink_metadata(&bytes) {
             return Err(FlinkError::NotFlink {
                 path: shown,
@@ -153,6 +151,7 @@ impl FlinkSnapshot {
         options: &FlinkOpenOptions,
     ) -> Result<Self, FlinkError> {
         let shown = format!("{}/_metadata", url.trim_end_matches('/'));
+        crate::metadata::check_metadata_size(metadata.len() as u64, &shown)?;
         if !crate::metadata::is_flink_metadata(metadata) {
             return Err(FlinkError::NotFlink {
                 path: shown,
