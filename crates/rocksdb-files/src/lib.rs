@@ -49,8 +49,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use log::records as log_records;
 pub use manifest::{read_manifest, ColumnFamily, FileMeta, Manifest};
 pub use table::{
-    decode_footer, read_table, Footer, Properties, RangeTombstone, Table, TableEntry, BLOCK_BASED_MAGIC,
-    LEGACY_BLOCK_BASED_MAGIC, MAX_FORMAT_VERSION, MAX_SEQUENCE,
+    decode_footer, read_table, table_layout, Footer, Properties, RangeTombstone, Table, TableEntry, TableLayout,
+    BLOCK_BASED_MAGIC, LEGACY_BLOCK_BASED_MAGIC, MAX_FORMAT_VERSION, MAX_SEQUENCE,
 };
 
 /// Name of RocksDB's default (bytewise) comparator, the only one read.

@@ -131,17 +131,16 @@ fn decode_edit(file: &str, record: &[u8], offset: u64) -> Result<Edit> {
                             13 => {
                                 epoch_number = Cursor::new(file, field, ctag_at).varint64("new file epoch number")?;
                             }
-                            65 => {
-                                // kPathId: only path 0 (the database directory) is read here.
-                                if field != [0] {
-                                    return Err(Error::unsupported(
-                                        file,
-                                        ctag_at,
-                                        "new file path id",
-                                        "tables in other db_paths",
-                                    ));
-                                }
+                            // kPathId: only path 0 (the database directory) is read here.
+                            65 if field != [0] => {
+                                return Err(Error::unsupported(
+                                    file,
+                                    ctag_at,
+                                    "new file path id",
+                                    "tables in other db_paths",
+                                ));
                             }
+                            65 => {}
                             t if t & 64 != 0 => {
                                 return Err(Error::unsupported(
                                     file,

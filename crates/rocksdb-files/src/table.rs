@@ -516,11 +516,21 @@ fn internal_cmp(a: (&[u8], u64), b: (&[u8], u64)) -> std::cmp::Ordering {
     a.0.cmp(b.0).then(b.1.cmp(&a.1))
 }
 
-/// Reads a whole table from its bytes. `largest_seqno` is the MANIFEST's largest sequence
-/// number of the file (for ingested files' global sequence number), if known.
-pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &Limits) -> Result<Table> {
-    let footer = decode_footer(file, data)?;
-    let r = BlockReader {
+/// Where a table's blocks are: what [`table_layout`] finds before reading any data block.
+#[derive(Debug, Clone)]
+pub struct TableLayout {
+    /// The footer.
+    pub footer: Footer,
+    /// The properties.
+    pub properties: Properties,
+    /// The metaindex: meta block names and their handles.
+    pub meta_blocks: BTreeMap<Vec<u8>, BlockHandle>,
+    /// The data blocks, in key order.
+    pub data_blocks: Vec<BlockHandle>,
+}
+
+fn reader<'a>(file: &'a str, data: &'a [u8], footer: &Footer, limits: &'a Limits) -> BlockReader<'a> {
+    BlockReader {
         file,
         data,
         checksum: footer.checksum,
@@ -528,7 +538,18 @@ pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &
         format_version: footer.format_version,
         limits,
         decoded: std::cell::Cell::new(0),
-    };
+    }
+}
+
+/// Reads a table's footer, metaindex, properties and index (not its data blocks).
+pub fn table_layout(file: &str, data: &[u8], limits: &Limits) -> Result<TableLayout> {
+    let footer = decode_footer(file, data)?;
+    let r = reader(file, data, &footer, limits);
+    layout_with(&r, footer)
+}
+
+fn layout_with(r: &BlockReader<'_>, footer: Footer) -> Result<TableLayout> {
+    let file = r.file;
     let meta_block = r.read(footer.metaindex, "metaindex block")?;
     let mut meta: BTreeMap<Vec<u8>, BlockHandle> = BTreeMap::new();
     entries(
@@ -574,7 +595,6 @@ pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &
             "compression with a dictionary",
         ));
     }
-    let gseq = global_seqno(file, &properties, largest_seqno)?;
     let index = match footer.index {
         Some(h) => h,
         None => *meta.get(b"rocksdb.index".as_slice()).ok_or_else(|| {
@@ -592,13 +612,13 @@ pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &
     } else {
         ValueFormat::Plain
     };
-    let data_handles = match properties.index_type {
-        0 | 1 | 3 => index_handles(&r, index, format, first_key, "index block")?,
+    let data_blocks = match properties.index_type {
+        0 | 1 | 3 => index_handles(r, index, format, first_key, "index block")?,
         2 => {
-            let partitions = index_handles(&r, index, format, false, "top-level index block")?;
+            let partitions = index_handles(r, index, format, false, "top-level index block")?;
             let mut all: Vec<BlockHandle> = Vec::new();
             for p in partitions {
-                let hs = index_handles(&r, p, format, false, "index partition block")?;
+                let hs = index_handles(r, p, format, false, "index partition block")?;
                 if let (Some(prev), Some(first)) = (all.last(), hs.first()) {
                     if prev.end().is_none_or(|end| first.offset < end) {
                         return Err(Error::corrupt(
@@ -622,6 +642,26 @@ pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &
             ))
         }
     };
+    Ok(TableLayout {
+        footer,
+        properties,
+        meta_blocks: meta,
+        data_blocks,
+    })
+}
+
+/// Reads a whole table from its bytes. `largest_seqno` is the MANIFEST's largest sequence
+/// number of the file (for ingested files' global sequence number), if known.
+pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &Limits) -> Result<Table> {
+    let footer = decode_footer(file, data)?;
+    let r = reader(file, data, &footer, limits);
+    let TableLayout {
+        footer,
+        properties,
+        meta_blocks: meta,
+        data_blocks: data_handles,
+    } = layout_with(&r, footer)?;
+    let gseq = global_seqno(file, &properties, largest_seqno)?;
     let mut out: Vec<TableEntry> = Vec::new();
     for h in data_handles {
         let block = r.read(h, "data block")?;
