@@ -118,6 +118,15 @@ impl SnapshotReader {
         Self::open_impl(path.as_ref(), false, &statekit_flink::FlinkOpenOptions::default())
     }
 
+    /// [`SnapshotReader::open_unchecked`] with `flink` for an Apache Flink snapshot (uids,
+    /// `--flink-root` places its handles may be read from).
+    pub fn open_unchecked_with(
+        path: impl AsRef<Path>,
+        flink: &statekit_flink::FlinkOpenOptions,
+    ) -> Result<Self, CheckpointError> {
+        Self::open_impl(path.as_ref(), false, flink)
+    }
+
     fn open_impl(
         path: &Path,
         checked: bool,
@@ -135,6 +144,9 @@ impl SnapshotReader {
         let storage = resolver.snapshot().clone();
         if is_flink_file(&dir.join(&metadata_name)) {
             let flink = statekit_flink::FlinkSnapshot::open(&dir.join(&metadata_name), flink)?;
+            if checked {
+                refuse_outside_handles(&flink)?;
+            }
             return Ok(Self::from_flink(storage, resolver, flink));
         }
         let metadata = if checked {
@@ -265,6 +277,14 @@ impl SnapshotReader {
         Self::open_location_impl(location, false, &statekit_flink::FlinkOpenOptions::default())
     }
 
+    /// [`SnapshotReader::open_location_unchecked`] with `flink` for an Apache Flink snapshot.
+    pub fn open_location_unchecked_with(
+        location: &statekit_core::location::Location,
+        flink: &statekit_flink::FlinkOpenOptions,
+    ) -> Result<Self, CheckpointError> {
+        Self::open_location_impl(location, false, flink)
+    }
+
     fn open_location_impl(
         location: &statekit_core::location::Location,
         checked: bool,
@@ -345,6 +365,9 @@ impl SnapshotReader {
                 written_ms,
                 flink,
             )?;
+            if checked {
+                refuse_outside_handles(&flink)?;
+            }
             return Ok(Self::from_flink(snap, resolver, flink));
         }
         let metadata = if checked {
@@ -662,6 +685,16 @@ impl SnapshotReader {
             });
         }
         Ok(verify_snapshot_files(&self.resolver)?)
+    }
+}
+
+/// Refuses a Flink snapshot whose `_metadata` has a handle that leads outside it by its text
+/// alone ([`statekit_flink::FlinkSnapshot::handle_problems`]), as `_metadata`'s structural
+/// problems are refused: only `verify` (which opens unchecked) goes on, to list them.
+fn refuse_outside_handles(flink: &statekit_flink::FlinkSnapshot) -> Result<(), CheckpointError> {
+    match flink.handle_problems().into_iter().next() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 

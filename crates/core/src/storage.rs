@@ -491,6 +491,8 @@ pub fn join(a: &str, b: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct LocalStorage {
     root: PathBuf,
+    /// Files are read only inside `root` ([`LocalStorage::confined`]).
+    confined: bool,
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -498,12 +500,41 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 impl LocalStorage {
     /// Storage rooted at `root` (which need not exist yet).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        LocalStorage { root: root.into() }
+        LocalStorage {
+            root: root.into(),
+            confined: false,
+        }
+    }
+
+    /// Storage rooted at `root` whose files are read only inside it: a file that leads out
+    /// of it through a symlink is refused when opened, as `..` and absolute paths are refused
+    /// by every local storage (the directory a snapshot's references are relative to).
+    pub fn confined(root: impl Into<PathBuf>) -> Self {
+        LocalStorage {
+            root: root.into(),
+            confined: true,
+        }
     }
 
     /// The root directory.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Refuses a file (`p`, named `path`) that leads out of the root through a symlink: a
+    /// snapshot's reference reads only inside the directory it is relative to, as `check_path`
+    /// keeps `..` and absolute paths out (issue 40). A file that does not exist is left to the
+    /// open to report.
+    fn refuse_symlink_out(&self, path: &str, p: &Path) -> Result<(), StorageError> {
+        if let (Ok(root), Ok(target)) = (fs::canonicalize(&self.root), fs::canonicalize(p)) {
+            if !target.starts_with(&root) {
+                return Err(StorageError::NotAFile {
+                    path: self.describe(path),
+                    found: "a symlink that leads out of the directory it is read from",
+                });
+            }
+        }
+        Ok(())
     }
 
     fn path(&self, rel: &str) -> Result<PathBuf, StorageError> {
@@ -948,6 +979,9 @@ impl Storage for LocalStorage {
 
     fn open(&self, path: &str) -> Result<Arc<dyn Blob>, StorageError> {
         let p = self.path(path)?;
+        if self.confined {
+            self.refuse_symlink_out(path, &p)?;
+        }
         let (file, md) = open_regular_file(&p).map_err(|e| match e {
             OpenFileError::Io(e) => self.io(path, e),
             OpenFileError::NotAFile(found) => StorageError::NotAFile {

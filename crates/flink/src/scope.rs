@@ -402,6 +402,14 @@ impl Scope {
         }
     }
 
+    /// Whether the local path `p` lies below one of the scope's directories by its text alone
+    /// (the savepoint's directory, the job directory, a `--flink-root`; not the changelog
+    /// rule), no file looked at.
+    pub fn holds_lexically(&self, p: &Path) -> bool {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        self.local.iter().any(|r| r.holds_lexically(&abs))
+    }
+
     /// Whether the local file `p` may be read: checked by its path first (a path outside is
     /// never looked at), then, when a file is there, by where it leads (symlinks resolved).
     pub fn check_local(&self, p: &Path) -> Verdict {

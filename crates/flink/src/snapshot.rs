@@ -758,7 +758,89 @@ impl FlinkSnapshot {
                 }
             }
         }
+        // The handles outside the snapshot by their text first; each outside handle once.
+        let mut problems = self.handle_problems();
+        let mut named: std::collections::BTreeSet<String> = problems
+            .iter()
+            .filter_map(|e| match e {
+                FlinkError::Outside { handle, .. } => Some(handle.clone()),
+                _ => None,
+            })
+            .collect();
+        for e in std::mem::take(&mut r.problems) {
+            if let FlinkError::Outside { handle, .. } = &e {
+                if !named.insert(handle.clone()) {
+                    continue;
+                }
+            }
+            problems.push(e);
+        }
+        r.problems = problems;
         r
+    }
+
+    /// The handles of `_metadata` that lead outside the snapshot by their text alone, no file
+    /// looked at ([`crate::scope`]): a relative handle that is not a plain path below its
+    /// directory, an absolute one with a `.` or `..` component, a savepoint's absolute path
+    /// outside its directory, an object-store URL outside the bucket and prefix the snapshot
+    /// may read. Each handle once, in `_metadata`'s order. Readers refuse such a snapshot when
+    /// they open it (`verify` lists them); the other handles are checked when they are read.
+    pub fn handle_problems(&self) -> Vec<FlinkError> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for s in self.metadata.operators.iter().flat_map(|o| &o.subtasks) {
+            let mut streams: Vec<&StreamHandle> = Vec::new();
+            for k in [&s.managed_keyed, &s.raw_keyed].into_iter().flatten() {
+                streams.extend(k.streams());
+            }
+            streams.extend(s.managed_operator.iter().chain(&s.raw_operator).map(|h| &h.stream));
+            for h in streams {
+                if let Some(Location::Outside { handle, rule }) = self.outside_by_text(h) {
+                    if seen.insert(handle.clone()) {
+                        out.push(FlinkError::Outside {
+                            metadata: self.metadata_file.display().to_string(),
+                            handle,
+                            rule,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// [`Location::Outside`] when the handle `h` leads outside by its text alone.
+    fn outside_by_text(&self, h: &StreamHandle) -> Option<Location> {
+        match h {
+            StreamHandle::Relative { path, .. } => crate::scope::relative_components(path)
+                .err()
+                .map(|why| self.outside(path, why)),
+            StreamHandle::File { path, .. } | StreamHandle::Segment { path, .. } => {
+                let local = match path.strip_prefix("file://").or_else(|| path.strip_prefix("file:")) {
+                    Some(p) => format!("/{}", p.trim_start_matches('/')),
+                    None if path.starts_with('/') => path.clone(),
+                    None => {
+                        let (scheme, _) = path.split_once("://")?;
+                        crate::scope::fetchable_scheme(scheme)?;
+                        return match crate::scope::Place::parse(path) {
+                            Err(why) => Some(self.outside(path, why)),
+                            Ok(place) if self.url_target(&place).is_none() => {
+                                Some(self.outside(path, "it names another bucket or prefix"))
+                            }
+                            Ok(_) => None,
+                        };
+                    }
+                };
+                if let Err(why) = crate::scope::Place::parse(&local) {
+                    return Some(self.outside(path, why));
+                }
+                let savepoint_outside = !self.scope.is_checkpoint()
+                    && (self.stored.is_some() || !self.scope.holds_lexically(Path::new(&local)));
+                savepoint_outside.then(|| self.outside(path, SAVEPOINT_ABSOLUTE))
+            }
+            StreamHandle::KeyGroups(k) => self.outside_by_text(&k.stream),
+            StreamHandle::Bytes { .. } | StreamHandle::EmptySegment => None,
+        }
     }
 
     /// A RocksDB native or incremental handle's database, opened read-only.
@@ -837,6 +919,19 @@ impl FlinkSnapshot {
         if let Err(why) = crate::scope::Place::parse(&local) {
             return self.outside(uri, why);
         }
+        // A savepoint is relocatable: an absolute handle is read only where it is, inside it.
+        if !self.scope.is_checkpoint() {
+            if self.stored.is_some() {
+                return self.outside(uri, SAVEPOINT_ABSOLUTE);
+            }
+            let p = PathBuf::from(&local);
+            return match self.scope.check_local(&p) {
+                Verdict::Inside => Location::Local(p),
+                Verdict::Absent => Location::Missing(local),
+                Verdict::Outside => self.outside(uri, SAVEPOINT_ABSOLUTE),
+                Verdict::Escapes => self.outside(uri, "it leads outside through a symlink"),
+            };
+        }
         if let Some((storage, dir)) = &self.stored {
             return self.locate_moved_to_store(storage.as_ref(), dir, &local);
         }
@@ -909,11 +1004,23 @@ impl FlinkSnapshot {
             Ok(p) => p,
             Err(why) => return self.outside(uri, why),
         };
-        let mut target = self.scope.admits_url(&place).then(|| place.clone());
+        let Some(target) = self.url_target(&place) else {
+            return self.outside(uri, "it names another bucket or prefix");
+        };
+        match statekit_core::location::resolve_url(&target.to_string()) {
+            Ok(statekit_core::location::Location::Stored { storage, path, .. }) => self.fetch(storage.as_ref(), &path),
+            _ => Location::Remote(uri.to_string()),
+        }
+    }
+
+    /// Where the object `place` is fetched from: itself when the scope admits it, else its
+    /// place re-rooted by the first `--flink-root OLD=NEW` (both URLs) that admits it.
+    fn url_target(&self, place: &crate::scope::Place) -> Option<crate::scope::Place> {
+        use crate::scope::Place;
+        if self.scope.admits_url(place) {
+            return Some(place.clone());
+        }
         for (old, new) in &self.roots {
-            if target.is_some() {
-                break;
-            }
             let (Ok(old), Ok(new)) = (Place::parse(old), Place::parse(new)) else {
                 continue;
             };
@@ -924,17 +1031,11 @@ impl FlinkSnapshot {
                     Place::Local(c) | Place::Url { key: c, .. } => c.extend(tail),
                 }
                 if self.scope.admits_url(&moved) {
-                    target = Some(moved);
+                    return Some(moved);
                 }
             }
         }
-        let Some(target) = target else {
-            return self.outside(uri, "it names another bucket or prefix");
-        };
-        match statekit_core::location::resolve_url(&target.to_string()) {
-            Ok(statekit_core::location::Location::Stored { storage, path, .. }) => self.fetch(storage.as_ref(), &path),
-            _ => Location::Remote(uri.to_string()),
-        }
+        None
     }
 
     /// A local absolute path in the `_metadata` of a snapshot that was copied to an object
@@ -1142,6 +1243,9 @@ impl FlinkSnapshot {
         FileRef { scope, path, size }
     }
 }
+
+/// Why a savepoint's absolute handle is refused.
+const SAVEPOINT_ABSOLUTE: &str = "a savepoint's handles are relative, or absolute paths of files inside it as it is";
 
 /// What [`FlinkSnapshot::verify`] read and found.
 #[derive(Debug, Default)]

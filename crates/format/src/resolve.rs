@@ -27,11 +27,16 @@ impl FileResolver {
     }
 
     /// The snapshot directory `dir` on the local filesystem: shared files resolve against its
-    /// parent (the job directory of a checkpoint), absolute ones against `/`.
+    /// parent (the job directory of a checkpoint), absolute ones against `/`. A file of the
+    /// snapshot or job directory that leads out of it through a symlink is refused when read
+    /// ([`LocalStorage::confined`]).
     pub fn local(dir: &Path) -> Self {
         FileResolver {
-            snapshot: Arc::new(LocalStorage::new(dir)),
-            job: dir.parent().map(|p| Arc::new(LocalStorage::new(p)) as Arc<dyn Storage>),
+            // Confined: a reference read through a symlink that leads out is refused.
+            snapshot: Arc::new(LocalStorage::confined(dir)),
+            job: dir
+                .parent()
+                .map(|p| Arc::new(LocalStorage::confined(p)) as Arc<dyn Storage>),
             absolute: Some(Arc::new(LocalStorage::new("/"))),
         }
     }

@@ -31,5 +31,5 @@ pub use find::{
     find_snapshots, find_snapshots_at, latest_checkpoint, latest_checkpoint_at, referenced_bytes, FoundSnapshot,
     INCOMPLETE,
 };
-pub use verify::{verify_location, verify_path, verify_reader, Verification};
+pub use verify::{verify_location, verify_location_with, verify_path, verify_path_with, verify_reader, Verification};
 pub use views::{keyed_views, stored_as, StoredAs};

@@ -48,9 +48,18 @@ impl Verification {
 /// refuses) is still verified: see [`Verification::metadata_sound`]. Returns `Err` only when
 /// `_metadata` itself cannot be read or decoded.
 pub fn verify_path(path: &Path) -> Result<(SnapshotReader, Verification), SnapshotError> {
-    let (reader, sound) = match SnapshotReader::open(path) {
+    verify_path_with(path, &Default::default())
+}
+
+/// [`verify_path`] with `flink` for an Apache Flink snapshot: the places named with
+/// `--flink-root` its handles may be read from (and uids to name its operators by).
+pub fn verify_path_with(
+    path: &Path,
+    flink: &statekit_flink::FlinkOpenOptions,
+) -> Result<(SnapshotReader, Verification), SnapshotError> {
+    let (reader, sound) = match SnapshotReader::open_with(path, flink) {
         Ok(r) => (r, true),
-        Err(strict) => match SnapshotReader::open_unchecked(path) {
+        Err(strict) => match SnapshotReader::open_unchecked_with(path, flink) {
             Ok(r) => (r, false),
             Err(_) => return Err(strict.into()),
         },
@@ -64,12 +73,20 @@ pub fn verify_path(path: &Path) -> Result<(SnapshotReader, Verification), Snapsh
 pub fn verify_location(
     location: &statekit_core::location::Location,
 ) -> Result<(SnapshotReader, Verification), SnapshotError> {
+    verify_location_with(location, &Default::default())
+}
+
+/// [`verify_location`] with `flink` for an Apache Flink snapshot ([`verify_path_with`]).
+pub fn verify_location_with(
+    location: &statekit_core::location::Location,
+    flink: &statekit_flink::FlinkOpenOptions,
+) -> Result<(SnapshotReader, Verification), SnapshotError> {
     if let Some(p) = location.as_local() {
-        return verify_path(p);
+        return verify_path_with(p, flink);
     }
-    let (reader, sound) = match SnapshotReader::open_location(location, &Default::default()) {
+    let (reader, sound) = match SnapshotReader::open_location(location, flink) {
         Ok(r) => (r, true),
-        Err(strict) => match SnapshotReader::open_location_unchecked(location) {
+        Err(strict) => match SnapshotReader::open_location_unchecked_with(location, flink) {
             Ok(r) => (r, false),
             Err(_) => return Err(strict.into()),
         },

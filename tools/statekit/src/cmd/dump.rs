@@ -52,6 +52,10 @@ pub struct DumpArgs {
     /// Print JSON lines: one entry object per line (for streaming into other tools).
     #[arg(long)]
     pub jsonl: bool,
+    /// Apache Flink snapshots: uids to name operators by, moved roots (the only places
+    /// outside a checkpoint's job directory its handles are read from).
+    #[command(flatten)]
+    pub flink: super::inspect::FlinkArgs,
 }
 
 /// `N`, `A..B` (B excluded) or `A..=B`.
@@ -211,7 +215,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let (Some(uid), Some(state)) = (args.uid.as_deref(), args.state.as_deref()) else {
         bail!("--uid and --state are required (or --changes)");
     };
-    let mut reader = super::open_reader(&args.path, &Default::default())?;
+    let mut reader = super::open_reader(&args.path, &args.flink.options())?;
     reader.load_state_schema()?;
     let op = reader.operator(uid)?.clone();
     let mut out = Out::new(args.json, args.jsonl, args.limit);

@@ -113,6 +113,9 @@ pub struct FlinkArgs {
     pub uids: Vec<String>,
     /// Re-root absolute paths of a Flink checkpoint that was moved: `OLD=NEW` prefixes
     /// (repeatable). Files are also looked for beside `_metadata` and in the job directory.
+    /// A checkpoint's files are read only below its job directory, its job's changelog
+    /// directory (`<job id>/dstl/`) near it, or a `NEW` named here (`/x=/x` names `/x` as
+    /// it is); a savepoint's only inside its own directory.
     #[arg(long = "flink-root", value_name = "OLD=NEW", value_parser = parse_root)]
     pub roots: Vec<(String, String)>,
 }
@@ -230,6 +233,10 @@ pub struct VerifyArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Apache Flink snapshots: uids to name operators by, moved roots (the only places
+    /// outside a checkpoint's job directory its handles are read from).
+    #[command(flatten)]
+    pub flink: FlinkArgs,
 }
 
 /// True when `path` names a snapshot: a directory with `_metadata`, or anything that is not a
@@ -776,7 +783,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     // verified: its problems are listed with those of its files, but the state is not decoded
     // further (native databases, changelog replay) from metadata that cannot be trusted.
     let spinner = crate::progress::Progress::spinner(&format!("verifying {}", args.path.display()));
-    let (reader, v) = statekit_snapshot::verify_location(&super::location(&args.path)?)?;
+    let (reader, v) = statekit_snapshot::verify_location_with(&super::location(&args.path)?, &args.flink.options())?;
     drop(spinner);
     let problems: Vec<String> = v.problems.iter().map(ToString::to_string).collect();
     let problems_json: Vec<serde_json::Value> = v.problems.iter().map(crate::render::problem_json).collect();
