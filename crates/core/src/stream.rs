@@ -120,6 +120,30 @@ pub fn check_entry_shape(states: &[StateDescriptor], e: &Entry<'_>) -> Result<()
     Ok(())
 }
 
+/// Checks that every part of `e` (key, namespace, user key, value) decodes by its state's
+/// schemas ([`crate::decode_value`]), as a reader that renders values (`dump`) decodes them:
+/// what checksums cannot tell (bytes written wrong, or rewritten with their checksums). The
+/// error names the state, the part, the schema and the offset in the part.
+pub fn check_entry_values(states: &[StateDescriptor], e: &Entry<'_>) -> Result<(), String> {
+    let desc = states
+        .get(e.state as usize)
+        .ok_or_else(|| format!("entry names state index {} but there are {}", e.state, states.len()))?;
+    let part = |what: &str, schema: &crate::TypeSchema, bytes: &[u8]| {
+        crate::decode_value(schema, bytes).map(drop).map_err(|err| {
+            format!(
+                "state {:?}: the {what} does not decode as {schema}: offset {}: {}",
+                desc.name, err.offset, err.reason
+            )
+        })
+    };
+    part("key", &desc.key_schema, e.key)?;
+    part("namespace", &desc.namespace_schema, e.namespace)?;
+    if let (Some(schema), Some(bytes)) = (&desc.user_key_schema, e.user_key) {
+        part("user key", schema, bytes)?;
+    }
+    part("value", &desc.value_schema, e.value)
+}
+
 /// An owned entry, for building views by hand (tests, generators, tools).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OwnedEntry {

@@ -7,7 +7,7 @@ use statekit_core::ErrorKind;
 #[non_exhaustive]
 pub enum FlinkError {
     /// Bytes that do not decode as Flink wrote them: truncated, bit-flipped, or inconsistent.
-    #[error("{file}: offset {offset}: {field}: {reason}")]
+    #[error("{}offset {offset}: {field}: {reason}", file_prefix(file))]
     Corrupt {
         /// The file (or `_metadata`) being read.
         file: String,
@@ -19,7 +19,7 @@ pub enum FlinkError {
         reason: String,
     },
     /// Well-formed data this reader does not handle (a format version, a handle kind).
-    #[error("{file}: offset {offset}: {field}: unsupported: {what}")]
+    #[error("{}offset {offset}: {field}: unsupported: {what}", file_prefix(file))]
     Unsupported {
         /// The file being read.
         file: String,
@@ -85,6 +85,16 @@ pub enum FlinkError {
     },
 }
 
+/// `file: `, or nothing for bytes of no file of their own (a record inside a stream whose
+/// file the caller names), so no message reads `: offset …`.
+fn file_prefix(file: &str) -> String {
+    if file.is_empty() {
+        String::new()
+    } else {
+        format!("{file}: ")
+    }
+}
+
 impl FlinkError {
     /// Whether the data is damaged, needs another reader, the call was wrong, or a retry
     /// may help.
@@ -102,5 +112,28 @@ impl FlinkError {
                 _ => ErrorKind::Transient,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FlinkError;
+
+    #[test]
+    fn bytes_of_no_file_read_without_an_empty_file_name() {
+        let e = FlinkError::Corrupt {
+            file: String::new(),
+            offset: 3,
+            field: "value".into(),
+            reason: "too short".into(),
+        };
+        assert_eq!(e.to_string(), "offset 3: value: too short");
+        let e = FlinkError::Corrupt {
+            file: "f".into(),
+            offset: 3,
+            field: "value".into(),
+            reason: "too short".into(),
+        };
+        assert_eq!(e.to_string(), "f: offset 3: value: too short");
     }
 }

@@ -104,6 +104,21 @@ impl FetchCache {
     }
 }
 
+/// A keyed state's kind and types, as a conflict between subtasks names them.
+fn declared(d: &StateDescriptor) -> String {
+    let ttl = if d.ttl.is_some() { " with TTL" } else { "" };
+    match &d.user_key_schema {
+        Some(u) => format!(
+            "{} state (key {}, namespace {}, user key {u}, value {}){ttl}",
+            d.kind, d.key_schema, d.namespace_schema, d.value_schema
+        ),
+        None => format!(
+            "{} state (key {}, namespace {}, value {}){ttl}",
+            d.kind, d.key_schema, d.namespace_schema, d.value_schema
+        ),
+    }
+}
+
 impl FlinkSnapshot {
     /// Opens the snapshot whose `_metadata` is `path`, or inside directory `path`.
     pub fn open(path: &Path, options: &FlinkOpenOptions) -> Result<Self, FlinkError> {
@@ -390,9 +405,39 @@ impl FlinkSnapshot {
     /// what the heads of its subtasks' keyed streams list (a subtask registers only the
     /// states it used). Errors with [`FlinkError::Unsupported`] for keyed state kept in a form
     /// not read yet (RocksDB files, changelog, the heap checkpoint format).
+    ///
+    /// Two subtasks that declare one state with different kinds or types make the snapshot
+    /// unreadable as one ([`FlinkError::Corrupt`] naming both): read with one subtask's
+    /// types, the other's values would not decode.
     pub fn keyed_descriptors(&self, op: &FlinkOperator) -> Result<Vec<StateDescriptor>, FlinkError> {
         let mut out: Vec<StateDescriptor> = Vec::new();
-        for k in op.subtasks.iter().filter_map(|s| s.managed_keyed.as_ref()) {
+        // The subtask each descriptor of `out` came from.
+        let mut from: Vec<u32> = Vec::new();
+        let mut add = |d: StateDescriptor, subtask: u32, out: &mut Vec<StateDescriptor>| {
+            let Some(i) = out.iter().position(|o| o.name == d.name) else {
+                out.push(d);
+                from.push(subtask);
+                return Ok(());
+            };
+            match (out.get(i), from.get(i)) {
+                (Some(o), Some(first)) if *o != d => Err(FlinkError::Corrupt {
+                    file: self.metadata_file.display().to_string(),
+                    offset: 0,
+                    field: format!("operator {} keyed state {:?}", self.display_uid(op), d.name),
+                    reason: format!(
+                        "subtask {first} declares it as {}, subtask {subtask} as {}: one state of one operator has one type",
+                        declared(o),
+                        declared(&d)
+                    ),
+                }),
+                _ => Ok(()),
+            }
+        };
+        for (subtask, k) in op
+            .subtasks
+            .iter()
+            .filter_map(|s| s.managed_keyed.as_ref().map(|k| (s.index, k)))
+        {
             let proxy = match k {
                 KeyedHandle::Incremental(i) => self.keyed_head(&i.meta)?,
                 KeyedHandle::KeyGroups(g) => self.keyed_head(&g.stream)?,
@@ -402,9 +447,7 @@ impl FlinkSnapshot {
                     let Some(end) = r.end() else { continue };
                     for v in self.handle_views(op, k, KeyGroupRange::new(r.start, end))? {
                         for d in v.states() {
-                            if !out.iter().any(|o| o.name == d.name) {
-                                out.push(d.clone());
-                            }
+                            add(d.clone(), subtask, &mut out)?;
                         }
                     }
                     continue;
@@ -417,9 +460,7 @@ impl FlinkSnapshot {
                 what,
             })?;
             for d in descs {
-                if !out.iter().any(|o| o.name == d.name) {
-                    out.push(d);
-                }
+                add(d, subtask, &mut out)?;
             }
         }
         Ok(out)
@@ -719,17 +760,38 @@ impl FlinkSnapshot {
                     Err(e) => r.problems.push(e),
                 }
             }
+            // Subtasks that disagree on a state's type: every reader refuses the snapshot.
+            if let Err(e @ FlinkError::Corrupt { .. }) = self.keyed_descriptors(op) {
+                r.problems.push(e);
+            }
             let full = KeyGroupRange::new(0, op.max_parallelism.saturating_sub(1));
             match self.keyed_views(op, full) {
                 Ok(views) => {
                     for v in views {
                         for kg in v.key_group_range() {
                             let mut n = 0u64;
-                            let res = v.visit_key_group(kg, &mut |_| {
+                            // Every part decoded by its schema, as `dump` renders it: the
+                            // first entry of the key group that does not is a problem.
+                            let mut undecodable: Option<String> = None;
+                            let states = v.states();
+                            let res = v.visit_key_group(kg, &mut |e| {
                                 n += 1;
+                                if undecodable.is_none() {
+                                    if let Err(why) = statekit_core::stream::check_entry_values(states, &e) {
+                                        undecodable = Some(format!("entry {}: {why}", n - 1));
+                                    }
+                                }
                                 Ok(std::ops::ControlFlow::Continue(()))
                             });
                             r.entries += n;
+                            if let Some(reason) = undecodable {
+                                r.problems.push(FlinkError::Corrupt {
+                                    file: self.metadata_file.display().to_string(),
+                                    offset: 0,
+                                    field: format!("operator {} key group {kg}", self.display_uid(op)),
+                                    reason,
+                                });
+                            }
                             if let Err(e) = res {
                                 r.problems.push(FlinkError::Corrupt {
                                     file: self.metadata_file.display().to_string(),

@@ -13,7 +13,7 @@ use crate::wire::{
 use statekit_core::keygroup::check_max_parallelism;
 use statekit_core::schema::{get_varint, put_varint};
 use statekit_core::storage::{Blob, Storage};
-use statekit_core::stream::check_entry_shape;
+use statekit_core::stream::{check_entry_shape, check_entry_values};
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -1217,7 +1217,10 @@ impl KeyedFileReader {
         order.have = false;
         let mut index = 0u64;
         let t = self.read_section(s, dec, |e, len| {
-            if let Err(m) = check_entry_shape(&self.states, e).and_then(|()| order.check(e, &self.shapes)) {
+            if let Err(m) = check_entry_shape(&self.states, e)
+                .and_then(|()| order.check(e, &self.shapes))
+                .and_then(|()| check_entry_values(&self.states, e))
+            {
                 return Err(FormatError::corrupt(
                     &self.file,
                     s.offset,

@@ -8,7 +8,7 @@ use statekit_core::{ErrorKind, StateError};
 #[non_exhaustive]
 pub enum RocksDbError {
     /// RocksDB itself reported an error.
-    #[error("rocksdb {context}: {source}")]
+    #[error("rocksdb {context}: {}", tidy(&source.to_string()))]
     Db {
         /// What the backend was doing.
         context: String,
@@ -22,6 +22,18 @@ pub enum RocksDbError {
     /// The backend was disposed of; it cannot be used any more.
     #[error("the RocksDB backend was disposed of")]
     Disposed,
+}
+
+/// RocksDB's message without a status word it repeats (`Corruption: Corruption: IO error: …`
+/// reads `Corruption: IO error: …`).
+fn tidy(message: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in message.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ")
 }
 
 impl RocksDbError {
@@ -73,5 +85,17 @@ pub(crate) fn db_err(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) 
             source,
         }
         .into()
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    #[test]
+    fn repeated_status_words_are_said_once() {
+        assert_eq!(
+            super::tidy("Corruption: Corruption: IO error: x.sst: bad block"),
+            "Corruption: IO error: x.sst: bad block"
+        );
+        assert_eq!(super::tidy("IO error: a: b"), "IO error: a: b");
     }
 }
