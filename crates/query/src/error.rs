@@ -29,14 +29,21 @@ pub enum QueryError {
         /// What was refused, as SQL names it (`CREATE EXTERNAL TABLE`, `COPY … TO`).
         statement: String,
     },
-    /// The statement needed more memory than [`crate::QueryOptions::memory_limit`] (and
-    /// could not spill, or its spill files reached [`crate::QueryOptions::spill_limit`]).
+    /// The statement needed more memory than [`crate::QueryOptions::memory_limit`] and could
+    /// not spill (a hash join's build side, a `TopK`, or no spilling allowed).
     #[error("the statement needs more than its memory limit of {} ({detail})", size(*limit))]
     MemoryLimit {
         /// The limit, bytes.
         limit: usize,
         /// DataFusion's account: which operators held how much.
         detail: String,
+    },
+    /// The statement's sorts and aggregates spilled more than
+    /// [`crate::QueryOptions::spill_limit`] bytes to temporary files.
+    #[error("the statement spilled more than its spill limit of {} to temporary files", size(*limit as usize))]
+    SpillLimit {
+        /// The limit, bytes.
+        limit: u64,
     },
     /// The statement ran longer than [`crate::QueryOptions::timeout`] and was stopped.
     #[error("the statement was stopped: it reached its timeout of {0:?}")]
@@ -80,7 +87,9 @@ impl QueryError {
             QueryError::Output(_) => ErrorKind::Internal,
             QueryError::ReadOnly { .. } => ErrorKind::Caller,
             // A limit the caller set, reached: a higher one may succeed.
-            QueryError::MemoryLimit { .. } | QueryError::Timeout(_) => ErrorKind::Caller,
+            QueryError::MemoryLimit { .. } | QueryError::SpillLimit { .. } | QueryError::Timeout(_) => {
+                ErrorKind::Caller
+            }
         }
     }
 }

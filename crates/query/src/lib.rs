@@ -74,7 +74,7 @@ pub struct QueryOptions {
     pub memory_limit: usize,
     /// Bytes of temporary files (in the system's temporary directory) a session's sorts and
     /// aggregates may spill; 0: no spilling, a sort or aggregate that does not fit in
-    /// `memory_limit` fails.
+    /// `memory_limit` fails. Past it a statement fails with [`QueryError::SpillLimit`].
     pub spill_limit: u64,
     /// How long one statement may run, its result's delivery included; `None`: no limit.
     /// A statement stopped by it fails with [`QueryError::Timeout`].
@@ -236,6 +236,12 @@ impl SnapshotQuery {
         });
         result.map_err(|e| match e {
             QueryError::DataFusion(d) => match d.find_root() {
+                // DataFusion's disk manager says so in words only.
+                DataFusionError::ResourcesExhausted(detail) if detail.contains("spilling process has exceeded") => {
+                    QueryError::SpillLimit {
+                        limit: self.options.spill_limit,
+                    }
+                }
                 DataFusionError::ResourcesExhausted(detail) => QueryError::MemoryLimit {
                     limit: self.options.memory_limit,
                     detail: detail.clone(),

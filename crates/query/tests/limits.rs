@@ -127,7 +127,7 @@ fn a_statement_past_its_memory_limit_fails_soon() {
 }
 
 #[test]
-fn a_sort_past_the_memory_limit_spills_or_fails_without_spill_files() {
+fn a_sort_past_the_memory_limit_spills_up_to_the_spill_limit() {
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
     let sql = "SELECT value FROM generate_series(1, 8000000) ORDER BY value DESC";
@@ -155,6 +155,18 @@ fn a_sort_past_the_memory_limit_spills_or_fails_without_spill_files() {
     });
     let e = q.sql_each(sql, |_| Ok(())).expect_err("no spilling");
     assert!(matches!(e, QueryError::MemoryLimit { .. }), "{e:?}");
+    // Spilling more than the spill limit fails, saying so.
+    let q = session(QueryOptions {
+        memory_limit: 32 << 20,
+        spill_limit: 1 << 20,
+        ..QueryOptions::default()
+    });
+    let e = q.sql_each(sql, |_| Ok(())).expect_err("past the spill limit");
+    assert!(
+        matches!(e, QueryError::SpillLimit { limit } if limit == 1 << 20),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("spill limit of 1 MiB"), "{e}");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! (`COPY … TO` writes nothing, `CREATE EXTERNAL TABLE` and a path as a table read nothing,
 //! exit 2 naming what was refused and the flag that allows it); `--unrestricted` allows
 //! them; a runaway statement stops at `--memory-limit` (the default too) without the memory
-//! it asked for, and at `--timeout`, exit 1 saying which limit it reached.
+//! it asked for, at `--spill-limit`, and at `--timeout`, exit 1 saying which limit it reached.
 
 mod common;
 
@@ -124,6 +124,28 @@ fn a_runaway_statement_stops_at_the_memory_limit() {
     assert!(started.elapsed() < Duration::from_secs(120), "{:?}", started.elapsed());
     let rss = children_max_rss();
     assert!(rss < 1536 << 20, "a child's resident set reached {} MiB", rss >> 20);
+    // A sort spills past the memory limit, but no further than the spill limit.
+    let sort = "SELECT value FROM generate_series(1, 8000000) ORDER BY value DESC";
+    let r = run(
+        dir.path(),
+        &[
+            "query",
+            &snapshot(),
+            "--memory-limit",
+            "32MiB",
+            "--spill-limit",
+            "1MiB",
+            "--format",
+            "csv",
+            sort,
+        ],
+    );
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("spill limit of 1 MiB") && err.contains("--spill-limit"),
+        "{err}"
+    );
     // A bad size is bad usage.
     let r = run(
         dir.path(),

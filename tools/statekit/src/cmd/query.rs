@@ -2,10 +2,10 @@
 //! `"<uid>"."<state>"` per keyed or operator state, `states`, `operators`.
 //!
 //! Read-only unless `--unrestricted`: no statement reads or writes a file or changes the
-//! session. `--memory-limit` bounds DataFusion's operators, `--timeout` each statement.
-//! Exit codes: 0 done; 1 the statement reached `--memory-limit` or `--timeout` (it was
-//! valid: a higher limit may let it finish); 2 bad SQL, an unknown table, a refused
-//! statement, an unreadable snapshot.
+//! session. `--memory-limit` bounds DataFusion's operators, `--spill-limit` their temporary
+//! files, `--timeout` each statement. Exit codes: 0 done; 1 the statement reached one of
+//! those limits (it was valid: a higher limit may let it finish); 2 bad SQL, an unknown
+//! table, a refused statement, an unreadable snapshot.
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -112,19 +112,21 @@ pub fn query(args: QueryArgs) -> Result<ExitCode> {
     }
 }
 
-/// Whether `e` is a statement stopped by `--memory-limit` or `--timeout`.
+/// Whether `e` is a statement stopped by `--memory-limit`, `--spill-limit` or `--timeout`.
 fn limit_reached(e: &anyhow::Error) -> bool {
     matches!(
         e.downcast_ref::<QueryError>(),
-        Some(QueryError::MemoryLimit { .. } | QueryError::Timeout(_))
+        Some(QueryError::MemoryLimit { .. } | QueryError::SpillLimit { .. } | QueryError::Timeout(_))
     )
 }
 
-/// `e` with the flag that lifts it named: `--memory-limit`, `--timeout`, `--unrestricted`.
+/// `e` with the flag that lifts it named: `--memory-limit`, `--spill-limit`, `--timeout`,
+/// `--unrestricted`.
 fn with_hint(e: QueryError) -> anyhow::Error {
     let hint = match &e {
         QueryError::ReadOnly { .. } => "--unrestricted accepts it (dangerous: see --help)",
         QueryError::MemoryLimit { .. } => "--memory-limit sets the limit",
+        QueryError::SpillLimit { .. } => "--spill-limit sets the limit (a larger --memory-limit spills less)",
         QueryError::Timeout(_) => "--timeout sets the limit",
         _ => return e.into(),
     };
