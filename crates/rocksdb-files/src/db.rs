@@ -3,18 +3,89 @@
 
 use crate::error::{Error, Result};
 use crate::manifest::{read_manifest, ColumnFamily, Manifest};
-use crate::table::{read_table, RangeTombstone, TableEntry};
+use crate::table::{
+    read_entries, read_tombstones, table_global_seqno, table_layout, RangeTombstone, TableEntry, TableLayout,
+};
 use crate::{EntryKind, Limits, BYTEWISE_COMPARATOR};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// Bytes shared with the caller (a memory-mapped file, a downloaded object).
+pub type SharedBytes = std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>;
+
 /// Where one file of a database is.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum FileData {
     /// A local file, read when needed.
     Path(PathBuf),
     /// The file's bytes.
     Bytes(Vec<u8>),
+    /// The file's bytes, shared.
+    Shared(SharedBytes),
+}
+
+impl std::fmt::Debug for FileData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileData::Path(p) => f.debug_tuple("Path").field(p).finish(),
+            FileData::Bytes(b) => write!(f, "Bytes({} bytes)", b.len()),
+            FileData::Shared(b) => write!(f, "Shared({} bytes)", (**b).as_ref().len()),
+        }
+    }
+}
+
+/// A file's bytes as read.
+enum Loaded {
+    Owned(Vec<u8>),
+    Shared(SharedBytes),
+}
+
+impl Loaded {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Loaded::Owned(v) => v,
+            Loaded::Shared(s) => (**s).as_ref(),
+        }
+    }
+}
+
+fn load(f: &DbFile) -> Result<Loaded> {
+    match &f.data {
+        FileData::Bytes(b) => Ok(Loaded::Owned(b.clone())),
+        FileData::Shared(s) => Ok(Loaded::Shared(s.clone())),
+        FileData::Path(p) => std::fs::read(p).map(Loaded::Owned).map_err(|source| Error::Io {
+            path: f.display.clone(),
+            source,
+        }),
+    }
+}
+
+/// One table of a column family, opened: its bytes and where its blocks are.
+struct OpenTable {
+    display: String,
+    bytes: Loaded,
+    layout: TableLayout,
+    global_seqno: Option<u64>,
+    level: u32,
+    rank: u64,
+}
+
+/// A column family's tables opened (footers, indexes and range deletions read), for reads of
+/// key ranges that decode only the data blocks the range needs.
+pub struct ColumnFamilyReader<'d> {
+    db: &'d Db,
+    name: String,
+    tables: Vec<OpenTable>,
+    tombstones: Vec<RangeTombstone>,
+}
+
+impl std::fmt::Debug for ColumnFamilyReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColumnFamilyReader")
+            .field("name", &self.name)
+            .field("tables", &self.tables.iter().map(|t| &t.display).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 /// One file of a database: its name in the database directory (`000042.sst`, `CURRENT`,
@@ -45,6 +116,7 @@ pub struct Db {
 fn read_file(f: &DbFile) -> Result<std::borrow::Cow<'_, [u8]>> {
     match &f.data {
         FileData::Bytes(b) => Ok(std::borrow::Cow::Borrowed(b)),
+        FileData::Shared(s) => Ok(std::borrow::Cow::Borrowed((**s).as_ref())),
         FileData::Path(p) => std::fs::read(p)
             .map(std::borrow::Cow::Owned)
             .map_err(|source| Error::Io {
@@ -103,6 +175,7 @@ impl Db {
             }
             let len = match &f.data {
                 FileData::Bytes(b) => b.len() as u64,
+                FileData::Shared(b) => (**b).as_ref().len() as u64,
                 FileData::Path(p) => std::fs::metadata(p)
                     .map_err(|source| Error::Io {
                         path: f.display.clone(),
@@ -145,6 +218,12 @@ impl Db {
     /// What a read of column family `name` sees, in user-key order: the newest entry of each
     /// key (merge operands resolved with `merge`), deleted keys left out.
     pub fn read_column_family(&self, name: &str, merge: &MergeFn<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.column_family_reader(name)?.read_range(&[], None, merge)
+    }
+
+    /// Opens column family `name`'s tables: reads each one's footer, index and range
+    /// deletions (their data blocks are read by [`ColumnFamilyReader::read_range`]).
+    pub fn column_family_reader(&self, name: &str) -> Result<ColumnFamilyReader<'_>> {
         let cf = self.column_family(name).ok_or_else(|| {
             Error::corrupt(
                 &self.manifest_name,
@@ -153,9 +232,8 @@ impl Db {
                 format!("no column family {name:?}"),
             )
         })?;
-        // (entry, level, L0 age rank) of every table.
-        let mut all: Vec<(TableEntry, u32, u64)> = Vec::new();
-        let mut tombstones: Vec<RangeTombstone> = Vec::new();
+        let mut tables = Vec::new();
+        let mut tombstones = Vec::new();
         for f in cf.files.values() {
             let local = format!("{:06}.sst", f.number);
             let file = self.files.get(&local).ok_or_else(|| {
@@ -166,23 +244,71 @@ impl Db {
                     format!("{local} of column family {name:?} is not among the files"),
                 )
             })?;
-            let bytes = read_file(file)?;
-            if bytes.len() as u64 != f.size {
+            let bytes = load(file)?;
+            let data = bytes.bytes();
+            if data.len() as u64 != f.size {
                 return Err(Error::corrupt(
                     &file.display,
                     0,
                     "table file size",
-                    format!("{} bytes, the MANIFEST says {}", bytes.len(), f.size),
+                    format!("{} bytes, the MANIFEST says {}", data.len(), f.size),
                 ));
             }
-            let t = read_table(&file.display, &bytes, Some(f.largest_seqno), &self.limits)?;
-            let rank = u64::MAX - f.largest_seqno.max(f.epoch_number);
-            all.extend(t.entries.into_iter().map(|e| (e, f.level, rank)));
-            tombstones.extend(t.range_tombstones);
+            let layout = table_layout(&file.display, data, &self.limits)?;
+            let global_seqno = table_global_seqno(&file.display, &layout, Some(f.largest_seqno))?;
+            tombstones.extend(read_tombstones(
+                &file.display,
+                data,
+                &layout,
+                global_seqno,
+                &self.limits,
+            )?);
+            tables.push(OpenTable {
+                display: file.display.clone(),
+                bytes,
+                layout,
+                global_seqno,
+                level: f.level,
+                rank: u64::MAX - f.largest_seqno.max(f.epoch_number),
+            });
         }
         let last = self.manifest.last_sequence;
-        all.retain(|(e, _, _)| e.sequence <= last);
         tombstones.retain(|t| t.sequence <= last && t.start < t.end);
+        tombstones.sort_by(|a, b| a.start.cmp(&b.start));
+        Ok(ColumnFamilyReader {
+            db: self,
+            name: name.to_string(),
+            tables,
+            tombstones,
+        })
+    }
+}
+
+impl ColumnFamilyReader<'_> {
+    /// What a read of user keys in `[lower, upper)` (`upper` `None`: no end) sees, in
+    /// user-key order, as [`Db::read_column_family`] does for the whole column family.
+    pub fn read_range(
+        &self,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        merge: &MergeFn<'_>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let name = &self.name;
+        // (entry, level, L0 age rank) of every table.
+        let mut all: Vec<(TableEntry, u32, u64)> = Vec::new();
+        for t in &self.tables {
+            let entries = read_entries(
+                &t.display,
+                t.bytes.bytes(),
+                &t.layout,
+                t.global_seqno,
+                Some((lower, upper)),
+                &self.db.limits,
+            )?;
+            all.extend(entries.into_iter().map(|e| (e, t.level, t.rank)));
+        }
+        let last = self.db.manifest.last_sequence;
+        all.retain(|(e, _, _)| e.sequence <= last);
         all.sort_by(|a, b| {
             a.0.user_key
                 .cmp(&b.0.user_key)
@@ -190,7 +316,7 @@ impl Db {
                 .then(a.1.cmp(&b.1))
                 .then(a.2.cmp(&b.2))
         });
-        tombstones.sort_by(|a, b| a.start.cmp(&b.start));
+        let tombstones = &self.tombstones;
         let mut out = Vec::new();
         let mut i = 0;
         while i < all.len() {
@@ -210,10 +336,8 @@ impl Db {
                 .max();
             let mut operands: Vec<&[u8]> = Vec::new();
             let mut base: Option<&[u8]> = None;
-            let mut deleted = false;
             for (e, _, _) in group {
                 if covered.is_some_and(|s| e.sequence < s) {
-                    deleted = true;
                     break;
                 }
                 match e.kind {
@@ -221,14 +345,10 @@ impl Db {
                         base = Some(&e.value);
                         break;
                     }
-                    EntryKind::Delete | EntryKind::SingleDelete => {
-                        deleted = true;
-                        break;
-                    }
+                    EntryKind::Delete | EntryKind::SingleDelete => break,
                     EntryKind::Merge => operands.push(&e.value),
                 }
             }
-            let _ = deleted;
             if operands.is_empty() {
                 if let Some(v) = base {
                     out.push((key, v.to_vec()));
@@ -238,7 +358,7 @@ impl Db {
             operands.reverse();
             let v = merge(&key, base, &operands).map_err(|reason| {
                 Error::corrupt(
-                    &self.manifest_name,
+                    &self.db.manifest_name,
                     0,
                     format!("merge operands of column family {name:?}"),
                     reason,

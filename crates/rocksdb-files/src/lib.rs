@@ -44,7 +44,7 @@ mod manifest;
 mod table;
 
 pub use block::{mask_crc, BlockHandle, ChecksumType};
-pub use db::{Db, DbFile, FileData, MergeFn};
+pub use db::{ColumnFamilyReader, Db, DbFile, FileData, MergeFn, SharedBytes};
 pub use error::{Error, ErrorKind, Result};
 pub use log::records as log_records;
 pub use manifest::{read_manifest, ColumnFamily, FileMeta, Manifest};

@@ -442,9 +442,10 @@ fn index_handles(
     format: ValueFormat,
     first_key: bool,
     field: &str,
-) -> Result<Vec<BlockHandle>> {
+) -> Result<(Vec<BlockHandle>, Vec<Vec<u8>>)> {
     let block = r.read(handle, field)?;
     let mut out: Vec<BlockHandle> = Vec::new();
+    let mut keys: Vec<Vec<u8>> = Vec::new();
     entries(r.file, &block, handle.offset, format, field, |e, c| {
         let h = match format {
             ValueFormat::Plain => {
@@ -505,9 +506,10 @@ fn index_handles(
             ));
         }
         out.push(h);
+        keys.push(e.key);
         Ok(())
     })?;
-    Ok(out)
+    Ok((out, keys))
 }
 
 /// Compares internal keys as RocksDB's bytewise internal comparator does: user key
@@ -527,6 +529,9 @@ pub struct TableLayout {
     pub meta_blocks: BTreeMap<Vec<u8>, BlockHandle>,
     /// The data blocks, in key order.
     pub data_blocks: Vec<BlockHandle>,
+    /// For each data block, a user key at least as large as its last key and at most its
+    /// successor's first (the index's separators).
+    pub data_block_bounds: Vec<Vec<u8>>,
 }
 
 fn reader<'a>(file: &'a str, data: &'a [u8], footer: &Footer, limits: &'a Limits) -> BlockReader<'a> {
@@ -612,13 +617,14 @@ fn layout_with(r: &BlockReader<'_>, footer: Footer) -> Result<TableLayout> {
     } else {
         ValueFormat::Plain
     };
-    let data_blocks = match properties.index_type {
+    let (data_blocks, keys) = match properties.index_type {
         0 | 1 | 3 => index_handles(r, index, format, first_key, "index block")?,
         2 => {
-            let partitions = index_handles(r, index, format, false, "top-level index block")?;
+            let (partitions, _) = index_handles(r, index, format, false, "top-level index block")?;
             let mut all: Vec<BlockHandle> = Vec::new();
+            let mut all_keys: Vec<Vec<u8>> = Vec::new();
             for p in partitions {
-                let hs = index_handles(r, p, format, false, "index partition block")?;
+                let (hs, ks) = index_handles(r, p, format, false, "index partition block")?;
                 if let (Some(prev), Some(first)) = (all.last(), hs.first()) {
                     if prev.end().is_none_or(|end| first.offset < end) {
                         return Err(Error::corrupt(
@@ -630,8 +636,9 @@ fn layout_with(r: &BlockReader<'_>, footer: Footer) -> Result<TableLayout> {
                     }
                 }
                 all.extend(hs);
+                all_keys.extend(ks);
             }
-            all
+            (all, all_keys)
         }
         t => {
             return Err(Error::unsupported(
@@ -642,47 +649,115 @@ fn layout_with(r: &BlockReader<'_>, footer: Footer) -> Result<TableLayout> {
             ))
         }
     };
+    let mut data_block_bounds = Vec::with_capacity(keys.len());
+    for mut k in keys {
+        if !properties.index_key_is_user_key {
+            let Some(n) = k.len().checked_sub(8) else {
+                return Err(Error::corrupt(
+                    file,
+                    0,
+                    "index entry key",
+                    format!("internal key of {} bytes (< 8)", k.len()),
+                ));
+            };
+            k.truncate(n);
+        }
+        if data_block_bounds.last().is_some_and(|prev: &Vec<u8>| *prev > k) {
+            return Err(Error::corrupt(file, 0, "index entry key", "index keys out of order"));
+        }
+        data_block_bounds.push(k);
+    }
     Ok(TableLayout {
         footer,
         properties,
         meta_blocks: meta,
         data_blocks,
+        data_block_bounds,
     })
 }
 
 /// Reads a whole table from its bytes. `largest_seqno` is the MANIFEST's largest sequence
 /// number of the file (for ingested files' global sequence number), if known.
 pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &Limits) -> Result<Table> {
-    let footer = decode_footer(file, data)?;
-    let r = reader(file, data, &footer, limits);
-    let TableLayout {
-        footer,
-        properties,
-        meta_blocks: meta,
-        data_blocks: data_handles,
-    } = layout_with(&r, footer)?;
-    let gseq = global_seqno(file, &properties, largest_seqno)?;
+    let layout = table_layout(file, data, limits)?;
+    let gseq = global_seqno(file, &layout.properties, largest_seqno)?;
+    let entries = read_entries(file, data, &layout, gseq, None, limits)?;
+    let range_tombstones = read_tombstones(file, data, &layout, gseq, limits)?;
+    if let Some(n) = layout.properties.num_entries {
+        let got = (entries.len() + range_tombstones.len()) as u64;
+        if n != got {
+            return Err(Error::corrupt(
+                file,
+                0,
+                "rocksdb.num.entries",
+                format!("{n} entries claimed, {got} read"),
+            ));
+        }
+    }
+    Ok(Table {
+        footer: layout.footer,
+        properties: layout.properties,
+        entries,
+        range_tombstones,
+    })
+}
+
+/// The global sequence number of the table of `layout` (see [`read_table`]).
+pub(crate) fn table_global_seqno(file: &str, layout: &TableLayout, largest_seqno: Option<u64>) -> Result<Option<u64>> {
+    global_seqno(file, &layout.properties, largest_seqno)
+}
+
+/// The point entries of a table, all of them or those with user keys in
+/// `[lower, upper)` (only the data blocks that may hold such keys are read).
+pub(crate) fn read_entries(
+    file: &str,
+    data: &[u8],
+    layout: &TableLayout,
+    gseq: Option<u64>,
+    range: Option<(&[u8], Option<&[u8]>)>,
+    limits: &Limits,
+) -> Result<Vec<TableEntry>> {
+    // The whole key space is no range: every block is read and checked in order.
+    let range = range.filter(|(lower, upper)| !(lower.is_empty() && upper.is_none()));
+    let r = reader(file, data, &layout.footer, limits);
     let mut out: Vec<TableEntry> = Vec::new();
-    for h in data_handles {
-        let block = r.read(h, "data block")?;
+    let mut prev: Option<(Vec<u8>, u64)> = None;
+    for (i, h) in layout.data_blocks.iter().enumerate() {
+        if let Some((lower, upper)) = range {
+            // Block i holds user keys in [bound(i - 1), bound(i)].
+            if layout.data_block_bounds.get(i).is_some_and(|b| b.as_slice() < lower) {
+                continue;
+            }
+            let from = i.checked_sub(1).and_then(|p| layout.data_block_bounds.get(p));
+            if let (Some(from), Some(upper)) = (from, upper) {
+                if from.as_slice() >= upper {
+                    break;
+                }
+            }
+            prev = None;
+        }
+        let block = r.read(*h, "data block")?;
         entries(file, &block, h.offset, ValueFormat::Plain, "data block", |e, _| {
             let (user, mut seq, t) = split_internal_key(file, e.offset, "data block entry key", &e.key)?;
             let kind = entry_kind(file, e.offset, t)?;
             if let Some(g) = gseq {
                 seq = g;
             }
-            if let Some(prev) = out.last() {
-                let order = internal_cmp(
-                    (&prev.user_key, prev.sequence << 8 | prev.kind.type_byte() as u64),
-                    (user, seq << 8 | t as u64),
-                );
-                if order != std::cmp::Ordering::Less {
+            let packed = seq << 8 | u64::from(t);
+            if let Some((pk, pp)) = &prev {
+                if internal_cmp((pk, *pp), (user, packed)) != std::cmp::Ordering::Less {
                     return Err(Error::corrupt(
                         file,
                         e.offset,
                         "data block entry key",
                         "keys out of order",
                     ));
+                }
+            }
+            prev = Some((user.to_vec(), packed));
+            if let Some((lower, upper)) = range {
+                if user < lower || upper.is_some_and(|u| user >= u) {
+                    return Ok(());
                 }
             }
             out.push(TableEntry {
@@ -694,52 +769,49 @@ pub fn read_table(file: &str, data: &[u8], largest_seqno: Option<u64>, limits: &
             Ok(())
         })?;
     }
-    let mut range_tombstones = Vec::new();
-    if let Some(&h) = meta.get(b"rocksdb.range_del".as_slice()) {
-        let block = r.read(h, "range deletion block")?;
-        entries(
-            file,
-            &block,
-            h.offset,
-            ValueFormat::Plain,
-            "range deletion block",
-            |e, _| {
-                let (user, mut seq, t) = split_internal_key(file, e.offset, "range deletion start key", &e.key)?;
-                if t != 0xf {
-                    return Err(Error::corrupt(
-                        file,
-                        e.offset,
-                        "range deletion start key",
-                        format!("type {t:#04x}, not a range deletion"),
-                    ));
-                }
-                if let Some(g) = gseq {
-                    seq = g;
-                }
-                range_tombstones.push(RangeTombstone {
-                    start: user.to_vec(),
-                    end: e.value.to_vec(),
-                    sequence: seq,
-                });
-                Ok(())
-            },
-        )?;
-    }
-    if let Some(n) = properties.num_entries {
-        let got = (out.len() + range_tombstones.len()) as u64;
-        if n != got {
-            return Err(Error::corrupt(
-                file,
-                0,
-                "rocksdb.num.entries",
-                format!("{n} entries claimed, {got} read"),
-            ));
-        }
-    }
-    Ok(Table {
-        footer,
-        properties,
-        entries: out,
-        range_tombstones,
-    })
+    Ok(out)
+}
+
+/// The range deletions of a table.
+pub(crate) fn read_tombstones(
+    file: &str,
+    data: &[u8],
+    layout: &TableLayout,
+    gseq: Option<u64>,
+    limits: &Limits,
+) -> Result<Vec<RangeTombstone>> {
+    let mut out = Vec::new();
+    let Some(&h) = layout.meta_blocks.get(b"rocksdb.range_del".as_slice()) else {
+        return Ok(out);
+    };
+    let r = reader(file, data, &layout.footer, limits);
+    let block = r.read(h, "range deletion block")?;
+    entries(
+        file,
+        &block,
+        h.offset,
+        ValueFormat::Plain,
+        "range deletion block",
+        |e, _| {
+            let (user, mut seq, t) = split_internal_key(file, e.offset, "range deletion start key", &e.key)?;
+            if t != 0xf {
+                return Err(Error::corrupt(
+                    file,
+                    e.offset,
+                    "range deletion start key",
+                    format!("type {t:#04x}, not a range deletion"),
+                ));
+            }
+            if let Some(g) = gseq {
+                seq = g;
+            }
+            out.push(RangeTombstone {
+                start: user.to_vec(),
+                end: e.value.to_vec(),
+                sequence: seq,
+            });
+            Ok(())
+        },
+    )?;
+    Ok(out)
 }

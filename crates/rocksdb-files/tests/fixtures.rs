@@ -79,6 +79,7 @@ fn materialize(files: &[DbFile], to: &Path) {
         let bytes = match &f.data {
             FileData::Bytes(b) => b.clone(),
             FileData::Path(p) => std::fs::read(p).unwrap(),
+            FileData::Shared(b) => (**b).as_ref().to_vec(),
         };
         std::fs::write(to.join(&f.name), bytes).unwrap();
     }
