@@ -102,7 +102,9 @@ pub struct GcPlan {
     /// Snapshots whose `_metadata` could not be read: their directories are left alone.
     pub unreadable: Vec<(PathBuf, String)>,
     /// Entries where gc looks for garbage that it left alone because they are not regular
-    /// files or real directories (symlinks, FIFOs, sockets, devices), with what they are.
+    /// files or real directories (symlinks, FIFOs, sockets, devices), with what they are; on
+    /// an object store, keys that are not valid paths (an empty, `.` or `..` segment), which
+    /// are never deleted while the rest is collected.
     pub skipped: Vec<(PathBuf, String)>,
     /// `chk-N/` directories without `_metadata` that hold no file at all (a checkpoint that
     /// failed before writing anything), older than the minimum age: removed with the
@@ -554,8 +556,16 @@ pub fn plan_gc_at(base: &statekit_core::location::Location, min_age: Duration) -
     let now_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    for job in root_storage.list("")?.into_iter().filter(|e| e.is_dir) {
-        for d in root_storage.list(&job.name)?.into_iter().filter(|e| e.is_dir) {
+    // Keys no path can name (an empty, `.` or `..` segment) are never candidates: they are
+    // reported as skipped, and the rest is collected.
+    let mut invalid: Vec<String> = Vec::new();
+    let jobs = root_storage.list_reporting("", &mut invalid)?;
+    for job in jobs.into_iter().filter(|e| e.is_dir) {
+        for d in root_storage
+            .list_reporting(&job.name, &mut invalid)?
+            .into_iter()
+            .filter(|e| e.is_dir)
+        {
             if !is_gc_dir_name(&d.name) {
                 continue;
             }
@@ -569,7 +579,7 @@ pub fn plan_gc_at(base: &statekit_core::location::Location, min_age: Duration) -
             } else {
                 OrphanReason::IncompleteCheckpoint
             };
-            for (p, e) in statekit_core::storage::files_below(root_storage.as_ref(), &dir)? {
+            for (p, e) in statekit_core::storage::files_below_reporting(root_storage.as_ref(), &dir, &mut invalid)? {
                 let object = root_storage.describe(&p);
                 if referenced.contains(&object) {
                     continue;
@@ -587,9 +597,20 @@ pub fn plan_gc_at(base: &statekit_core::location::Location, min_age: Duration) -
             }
         }
     }
+    invalid.sort();
+    invalid.dedup();
+    plan.skipped.extend(
+        invalid
+            .into_iter()
+            .map(|k| (PathBuf::from(k), INVALID_KEY_REASON.to_string())),
+    );
     plan.sort();
     Ok(plan)
 }
+
+/// Why an object store key is in [`GcPlan::skipped`]: no path names it, so it is never
+/// deleted.
+const INVALID_KEY_REASON: &str = "not a valid path (an empty, '.' or '..' segment); never deleted";
 
 /// [`apply_gc`] of a plan from [`plan_gc_at`]: deletes its orphans (objects below `base`) and
 /// returns (objects, bytes) deleted. An orphan not below `base` refuses the whole plan.

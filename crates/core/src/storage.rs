@@ -267,6 +267,15 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// The entries of a directory (`""` is the root), sorted by name. A missing directory
     /// lists as empty.
     fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError>;
+    /// [`Storage::list`], adding to `invalid` the entries it left out because their names
+    /// are not valid paths (an object store's keys with an empty, `.` or `..` segment, which
+    /// no path can name: they are never read or deleted), as [`Storage::describe`] would show
+    /// them. [`Storage::list`] itself leaves them out silently (or fails, on a store that
+    /// cannot step over them). Default: `list`, nothing invalid.
+    fn list_reporting(&self, dir: &str, invalid: &mut Vec<String>) -> Result<Vec<DirEntry>, StorageError> {
+        let _ = invalid;
+        self.list(dir)
+    }
     /// Deletes one file; a missing file is not an error.
     fn delete_file(&self, path: &str) -> Result<(), StorageError>;
     /// Deletes a directory and everything below it; a missing directory is not an error.
@@ -347,10 +356,20 @@ pub fn check_path(path: &str) -> Result<(), StorageError> {
 
 /// Every file below `dir` of `storage` (its subdirectories too), as (path, entry), by listings.
 pub fn files_below(storage: &dyn Storage, dir: &str) -> Result<Vec<(String, DirEntry)>, StorageError> {
+    files_below_reporting(storage, dir, &mut Vec::new())
+}
+
+/// [`files_below`], adding to `invalid` the keys below `dir` that are not valid paths
+/// ([`Storage::list_reporting`]).
+pub fn files_below_reporting(
+    storage: &dyn Storage,
+    dir: &str,
+    invalid: &mut Vec<String>,
+) -> Result<Vec<(String, DirEntry)>, StorageError> {
     let mut files = Vec::new();
     let mut dirs = vec![dir.to_string()];
     while let Some(d) = dirs.pop() {
-        for e in storage.list(&d)? {
+        for e in storage.list_reporting(&d, invalid)? {
             let p = join(&d, &e.name);
             if e.is_dir {
                 dirs.push(p);
@@ -1236,6 +1255,9 @@ impl Storage for SubdirStorage {
     }
     fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
         self.inner.list(&self.full(dir)?)
+    }
+    fn list_reporting(&self, dir: &str, invalid: &mut Vec<String>) -> Result<Vec<DirEntry>, StorageError> {
+        self.inner.list_reporting(&self.full(dir)?, invalid)
     }
     fn delete_file(&self, path: &str) -> Result<(), StorageError> {
         self.inner.delete_file(&self.full(path)?)

@@ -52,6 +52,10 @@ struct Slot {
 /// Bytes a [`Slot`] takes in the buffer.
 const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
 
+/// A run's key group of at most this many records is sorted as decoded entries (a few MiB
+/// beside the run); a larger one by decoding records as they are compared.
+const SORT_DECODED_MAX: usize = 1 << 15;
+
 /// Appends `e`'s record: its arrival number `seq`, state, key, namespace, value, user key
 /// and timestamp.
 fn encode(out: &mut Vec<u8>, seq: u64, e: &Entry<'_>) {
@@ -77,40 +81,41 @@ fn encode(out: &mut Vec<u8>, seq: u64, e: &Entry<'_>) {
     }
 }
 
-/// Decodes the records of `buf` into `out` as (arrival number, entry borrowing `buf`).
-fn decode<'a>(buf: &'a [u8], out: &mut Vec<(u64, Entry<'a>)>) -> Option<()> {
+/// Decodes the one record at the start of `buf`: (arrival number, entry borrowing `buf`) and
+/// the bytes it takes; `None` when `buf` does not start with a whole record.
+fn decode_one(buf: &[u8]) -> Option<((u64, Entry<'_>), usize)> {
     let mut pos = 0;
-    let bytes = |pos: &mut usize| -> Option<&'a [u8]> {
+    let bytes = |pos: &mut usize| -> Option<&[u8]> {
         let n = usize::try_from(get_varint(buf, pos)?).ok()?;
         let s = buf.get(*pos..pos.checked_add(n)?)?;
         *pos += n;
         Some(s)
     };
-    while pos < buf.len() {
-        let seq = get_varint(buf, &mut pos)?;
-        let state = u32::try_from(get_varint(buf, &mut pos)?).ok()?;
-        let key = bytes(&mut pos)?;
-        let namespace = bytes(&mut pos)?;
-        let value = bytes(&mut pos)?;
-        let uk_len = usize::try_from(get_varint(buf, &mut pos)?).ok()?;
-        let user_key = match uk_len {
-            0 => None,
-            n => {
-                let s = buf.get(pos..pos.checked_add(n - 1)?)?;
-                pos += n - 1;
-                Some(s)
-            }
-        };
-        let has_ts = *buf.get(pos)?;
-        pos += 1;
-        let timestamp = if has_ts == 1 {
-            let b: [u8; 8] = buf.get(pos..pos.checked_add(8)?)?.try_into().ok()?;
-            pos += 8;
-            Some(i64::from_le_bytes(b))
-        } else {
-            None
-        };
-        out.push((
+    let seq = get_varint(buf, &mut pos)?;
+    let state = u32::try_from(get_varint(buf, &mut pos)?).ok()?;
+    let key = bytes(&mut pos)?;
+    let namespace = bytes(&mut pos)?;
+    let value = bytes(&mut pos)?;
+    let uk_len = usize::try_from(get_varint(buf, &mut pos)?).ok()?;
+    let user_key = match uk_len {
+        0 => None,
+        n => {
+            let s = buf.get(pos..pos.checked_add(n - 1)?)?;
+            pos += n - 1;
+            Some(s)
+        }
+    };
+    let has_ts = *buf.get(pos)?;
+    pos += 1;
+    let timestamp = if has_ts == 1 {
+        let b: [u8; 8] = buf.get(pos..pos.checked_add(8)?)?.try_into().ok()?;
+        pos += 8;
+        Some(i64::from_le_bytes(b))
+    } else {
+        None
+    };
+    Some((
+        (
             seq,
             Entry {
                 state,
@@ -120,9 +125,15 @@ fn decode<'a>(buf: &'a [u8], out: &mut Vec<(u64, Entry<'a>)>) -> Option<()> {
                 value,
                 timestamp,
             },
-        ));
-    }
-    Some(())
+        ),
+        pos,
+    ))
+}
+
+/// The order records leave a run in, and the merge of runs: canonical entry order, then
+/// arrival number (a list's elements keep their order).
+fn record_cmp(a: &(u64, Entry<'_>), b: &(u64, Entry<'_>)) -> std::cmp::Ordering {
+    a.1.canonical_cmp(&b.1).then_with(|| a.0.cmp(&b.0))
 }
 
 /// The records of one run being collected: an arena of encoded records and a slot each,
@@ -153,10 +164,47 @@ impl Collect {
             || (self.slots.len() < self.slots.capacity() && self.arena.len() + bytes <= self.arena.capacity())
     }
 
-    /// Orders the records by new key group, in arrival order within one (two integers: the
-    /// canonical order is established per key group when it is read).
+    /// Orders the records by new key group, and within one in canonical order (then arrival):
+    /// each run is a sorted stream per key group, so reading a key group merges the runs'
+    /// streams and never holds it whole (one hot key of millions of rows stays within memory).
     fn sort(&mut self) {
         self.slots.sort_unstable_by_key(|s| (s.key_group, s.offset));
+        let arena = &self.arena;
+        let mut start = 0;
+        // Small key groups are decoded once and sorted as entries; a large one is sorted by
+        // decoding the two records of each comparison (no entry per record held).
+        let mut decoded: Vec<((u64, Entry<'_>), Slot)> = Vec::new();
+        while start < self.slots.len() {
+            let kg = self.slots.get(start).map_or(0, |s| s.key_group);
+            let len = self
+                .slots
+                .get(start..)
+                .map_or(0, |rest| rest.iter().take_while(|s| s.key_group == kg).count())
+                .max(1);
+            let Some(group) = self.slots.get_mut(start..start + len) else {
+                break;
+            };
+            let record = |s: &Slot| {
+                let at = usize::try_from(s.offset).ok()?;
+                decode_one(arena.get(at..at.checked_add(s.len as usize)?)?).map(|(r, _)| r)
+            };
+            if len <= SORT_DECODED_MAX {
+                decoded.clear();
+                decoded.extend(group.iter().filter_map(|s| record(s).map(|r| (r, *s))));
+                if decoded.len() == group.len() {
+                    decoded.sort_by(|a, b| record_cmp(&a.0, &b.0).then_with(|| a.1.offset.cmp(&b.1.offset)));
+                    for (slot, (_, s)) in group.iter_mut().zip(&decoded) {
+                        *slot = *s;
+                    }
+                }
+            } else {
+                group.sort_by(|a, b| match (record(a), record(b)) {
+                    (Some(x), Some(y)) => record_cmp(&x, &y).then_with(|| a.offset.cmp(&b.offset)),
+                    _ => a.offset.cmp(&b.offset),
+                });
+            }
+            start += len;
+        }
     }
 
     /// The record of `slot`.
@@ -236,6 +284,7 @@ impl EntrySorter {
                 runs: Vec::new(),
                 entries: 0,
                 spilled: 0,
+                memory,
             },
             run: Collect::with_memory(memory),
             spill_dir: spill_dir.to_path_buf(),
@@ -305,6 +354,9 @@ pub struct SortedEntries {
     entries: u64,
     /// Runs spilled to files.
     spilled: usize,
+    /// The memory the entries were sorted with: spilled runs are read back through buffers
+    /// sharing half of it.
+    memory: usize,
 }
 
 impl std::fmt::Debug for SortedEntries {
@@ -392,6 +444,7 @@ impl SortedEntries {
             runs: Vec::new(),
             entries: 0,
             spilled: 0,
+            memory,
         };
         for part in parts {
             let mut part = part?;
@@ -424,10 +477,14 @@ impl SortedEntries {
     }
 
     /// Calls `visitor` with the entries of key group `kg` (under the new max parallelism),
-    /// in canonical order: its records from every run (read with positioned reads), sorted,
-    /// their order numbers breaking ties.
+    /// in canonical order: a merge of the runs' records of `kg` (each run holds them sorted),
+    /// their arrival numbers breaking ties. Spilled runs are read through a small buffer each
+    /// (positioned reads), so a key group larger than memory — one key with millions of list
+    /// elements — streams through without being held.
     fn visit(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
-        let mut parts: Vec<std::borrow::Cow<'_, [u8]>> = Vec::new();
+        let corrupt = || StateError::Snapshot(format!("re-bucketing: a record of key group {kg} does not decode"));
+        let chunk = (self.memory / 2 / self.runs.len().max(1)).clamp(4 << 10, 256 << 10);
+        let mut cursors: Vec<Cursor<'_>> = Vec::new();
         for run in &self.runs {
             let Ok(i) = run.index.binary_search_by_key(&kg, |x| x.0) else {
                 continue;
@@ -435,37 +492,74 @@ impl SortedEntries {
             let Some(&(_, start, end)) = run.index.get(i) else {
                 continue;
             };
-            match &run.data {
+            cursors.push(match &run.data {
                 RunData::Memory(c) => {
                     let slots = usize::try_from(start)
                         .ok()
                         .zip(usize::try_from(end).ok())
                         .and_then(|(s, e)| c.slots.get(s..e))
                         .unwrap_or_default();
-                    for slot in slots {
-                        let rec = c.record(slot).ok_or_else(|| {
-                            StateError::Snapshot(format!("re-bucketing: a record of key group {kg} outside its run"))
-                        })?;
-                        parts.push(std::borrow::Cow::Borrowed(rec));
-                    }
+                    Cursor::Memory { run: c, slots }
                 }
                 RunData::File(f, path) => {
-                    let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
-                    f.read_exact_at(&mut buf, start)
-                        .map_err(|e| StateError::io(path.display().to_string(), e))?;
-                    parts.push(std::borrow::Cow::Owned(buf));
+                    let mut c = Cursor::File {
+                        file: f,
+                        path,
+                        next: start,
+                        end,
+                        buf: Vec::new(),
+                        at: 0,
+                        chunk,
+                    };
+                    c.fill().map_err(|e| StateError::io(path.display().to_string(), e))?;
+                    c
                 }
+            });
+        }
+        // Cursors with a record left, ordered by their head records (then run order).
+        let cmp = |cursors: &[Cursor<'_>], a: usize, b: usize| -> Result<std::cmp::Ordering, StateError> {
+            let x = cursors.get(a).and_then(Cursor::head).ok_or_else(corrupt)?;
+            let y = cursors.get(b).and_then(Cursor::head).ok_or_else(corrupt)?;
+            Ok(record_cmp(&x, &y).then(a.cmp(&b)))
+        };
+        let mut live: Vec<usize> = Vec::with_capacity(cursors.len());
+        for i in 0..cursors.len() {
+            if cursors.get(i).is_some_and(Cursor::has_record) {
+                let mut failure = None;
+                let at = live.partition_point(|&j| match cmp(&cursors, j, i) {
+                    Ok(o) => o.is_lt(),
+                    Err(e) => {
+                        failure = Some(e);
+                        false
+                    }
+                });
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                live.insert(at, i);
             }
         }
-        let mut all: Vec<(u64, Entry<'_>)> = Vec::new();
-        for part in &parts {
-            decode(part, &mut all)
-                .ok_or_else(|| StateError::Snapshot(format!("spill run: key group {kg} does not decode")))?;
-        }
-        all.sort_by(|a, b| a.1.canonical_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-        for (_, e) in &all {
-            if visitor(e)?.is_break() {
+        while let Some(&first) = live.first() {
+            let cursor = cursors.get_mut(first).ok_or_else(corrupt)?;
+            let (_, e) = cursor.head().ok_or_else(corrupt)?;
+            if visitor(&e)?.is_break() {
                 return Ok(ControlFlow::Break(()));
+            }
+            cursor.advance().map_err(|e| StateError::io(cursor.describe(), e))?;
+            live.remove(0);
+            if cursor.has_record() {
+                let mut failure = None;
+                let at = live.partition_point(|&j| match cmp(&cursors, j, first) {
+                    Ok(o) => o.is_lt(),
+                    Err(e) => {
+                        failure = Some(e);
+                        false
+                    }
+                });
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                live.insert(at, first);
             }
         }
         Ok(ControlFlow::Continue(()))
@@ -474,6 +568,113 @@ impl SortedEntries {
     /// The view of key groups `range` (one output subtask's).
     pub fn view(&self, range: KeyGroupRange) -> SortedView<'_> {
         SortedView { inner: self, range }
+    }
+}
+
+/// One run's records of one key group, read in order: a slice of an in-memory run's slots,
+/// or a byte range of a spill file read through a buffer of about `chunk` bytes (grown only
+/// for a record larger than it).
+enum Cursor<'r> {
+    Memory {
+        run: &'r Collect,
+        slots: &'r [Slot],
+    },
+    File {
+        file: &'r std::fs::File,
+        path: &'r Path,
+        /// The next byte of the file to read, and the end of the key group's range.
+        next: u64,
+        end: u64,
+        /// Bytes read and not yet consumed: `buf[at..]`.
+        buf: Vec<u8>,
+        at: usize,
+        chunk: usize,
+    },
+}
+
+impl Cursor<'_> {
+    /// Whether a record is left.
+    fn has_record(&self) -> bool {
+        match self {
+            Cursor::Memory { slots, .. } => !slots.is_empty(),
+            Cursor::File { buf, at, .. } => *at < buf.len(),
+        }
+    }
+
+    /// The current record; `None` when none is left or it does not decode.
+    fn head(&self) -> Option<(u64, Entry<'_>)> {
+        match self {
+            Cursor::Memory { run, slots } => decode_one(run.record(slots.first()?)?).map(|(r, _)| r),
+            Cursor::File { buf, at, .. } => decode_one(buf.get(*at..)?).map(|(r, _)| r),
+        }
+    }
+
+    /// Moves past the current record (and reads on, for a file, until the next is whole).
+    fn advance(&mut self) -> std::io::Result<()> {
+        match self {
+            Cursor::Memory { slots, .. } => {
+                *slots = slots.get(1..).unwrap_or_default();
+                Ok(())
+            }
+            Cursor::File { buf, at, .. } => {
+                let used = buf
+                    .get(*at..)
+                    .and_then(decode_one)
+                    .map(|(_, n)| n)
+                    .ok_or_else(|| std::io::Error::other("a spilled record does not decode"))?;
+                *at += used;
+                self.fill()
+            }
+        }
+    }
+
+    /// Reads until the buffer starts with a whole record, or the range is read. A range that
+    /// ends inside a record is an error.
+    fn fill(&mut self) -> std::io::Result<()> {
+        let Cursor::File {
+            file,
+            next,
+            end,
+            buf,
+            at,
+            chunk,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        loop {
+            let rest = buf.get(*at..).unwrap_or_default();
+            if !rest.is_empty() && decode_one(rest).is_some() {
+                return Ok(());
+            }
+            if *next >= *end {
+                if rest.is_empty() {
+                    return Ok(());
+                }
+                return Err(std::io::Error::other("a spilled run ends inside a record"));
+            }
+            // Keep the unconsumed bytes, then read up to a chunk more (more when one record
+            // is larger than a chunk).
+            buf.drain(..*at);
+            *at = 0;
+            let want = (*chunk)
+                .max(buf.len() * 2)
+                .min(usize::try_from(*end - *next).unwrap_or(usize::MAX));
+            let old = buf.len();
+            buf.resize(old + want, 0);
+            let got = buf.get_mut(old..).unwrap_or_default();
+            file.read_exact_at(got, *next)?;
+            *next += want as u64;
+        }
+    }
+
+    /// The run, for errors.
+    fn describe(&self) -> String {
+        match self {
+            Cursor::Memory { .. } => "an in-memory sorted run".to_string(),
+            Cursor::File { path, .. } => path.display().to_string(),
+        }
     }
 }
 
@@ -502,5 +703,107 @@ impl KeyedStateView for SortedView<'_> {
             return Ok(ControlFlow::Continue(()));
         }
         self.inner.visit(key_group, visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use statekit_core::TypeSchema;
+
+    /// The entries of every key group of `sorted`, in visit order: (state, key, value).
+    fn visit_all(sorted: &SortedEntries) -> Vec<(u32, u32, Vec<u8>, Vec<u8>)> {
+        let view = sorted.view(KeyGroupRange::new(0, sorted.max_parallelism - 1));
+        let mut out = Vec::new();
+        for kg in 0..sorted.max_parallelism {
+            let flow = view
+                .visit_key_group(kg, &mut |e| {
+                    out.push((kg, e.state, e.key.to_vec(), e.value.to_vec()));
+                    Ok(ControlFlow::Continue(()))
+                })
+                .expect("visit");
+            assert!(flow.is_continue());
+        }
+        out
+    }
+
+    /// One key with many list elements beside other keys, sorted with little memory (many
+    /// spilled runs): each key group comes back by merging the runs' streams — canonical
+    /// order, every entry once, the hot list in arrival order.
+    #[test]
+    fn a_hot_key_streams_through_the_merge_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let states = vec![
+            StateDescriptor::list("l", TypeSchema::I64, TypeSchema::I64),
+            StateDescriptor::value("v", TypeSchema::I64, TypeSchema::I64),
+        ];
+        let mut sorter = EntrySorter::new(&states, 16, 64 << 10, dir.path(), "t");
+        let n = 40_000u64;
+        let mut others = 0u64;
+        for i in 0..n {
+            let v = i.to_be_bytes();
+            let hot = Entry {
+                state: 0,
+                key: b"hot",
+                namespace: b"",
+                user_key: None,
+                value: &v,
+                timestamp: None,
+            };
+            sorter.push(&hot, i).expect("push");
+            if i % 7 == 0 {
+                // Other keys arrive in reverse order, in the same key groups as the hot one.
+                let k = (n - i).to_be_bytes();
+                let e = Entry {
+                    state: (i % 2) as u32,
+                    key: &k,
+                    ..hot
+                };
+                sorter.push(&e, i).expect("push");
+                others += 1;
+            }
+        }
+        let sorted = sorter.finish().expect("finish");
+        assert!(sorted.spilled() > 4, "{sorted:?}");
+        let all = visit_all(&sorted);
+        assert_eq!(all.len() as u64, n + others);
+        for w in all.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            assert!(
+                (a.0, a.1, &a.2) <= (b.0, b.1, &b.2),
+                "canonical order: {a:?} before {b:?}"
+            );
+        }
+        let hot: Vec<u64> = all
+            .iter()
+            .filter(|e| e.1 == 0 && e.2 == b"hot")
+            .map(|e| u64::from_be_bytes(e.3.as_slice().try_into().expect("8 bytes")))
+            .collect();
+        assert_eq!(hot, (0..n).collect::<Vec<_>>(), "the list keeps its order");
+    }
+
+    /// Nothing spilled: the one in-memory run is sorted in canonical order too.
+    #[test]
+    fn an_in_memory_run_is_read_in_canonical_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let states = vec![StateDescriptor::value("v", TypeSchema::I64, TypeSchema::I64)];
+        let mut sorter = EntrySorter::new(&states, 4, 64 << 20, dir.path(), "t");
+        for i in (0..1000u64).rev() {
+            let k = i.to_be_bytes();
+            let e = Entry {
+                state: 0,
+                key: &k,
+                namespace: b"",
+                user_key: None,
+                value: b"v",
+                timestamp: None,
+            };
+            sorter.push(&e, 1000 - i).expect("push");
+        }
+        let sorted = sorter.finish().expect("finish");
+        assert_eq!(sorted.spilled(), 0);
+        let all = visit_all(&sorted);
+        assert_eq!(all.len(), 1000);
+        assert!(all.windows(2).all(|w| (w[0].0, &w[0].2) < (w[1].0, &w[1].2)));
     }
 }

@@ -88,7 +88,14 @@ fn retry_config() -> RetryConfig {
     }
 }
 
-fn build(url: &str, scheme: &str, bucket_url: &str) -> Result<Arc<dyn ObjectStore>, LocationError> {
+/// The bucket's store, and its page-by-page listing where it is known to honour a listing
+/// offset (S3's `start-after`), which stepping over invalid keys needs.
+type Built = (
+    Arc<dyn ObjectStore>,
+    Option<Arc<dyn object_store::list::PaginatedListStore>>,
+);
+
+fn build(url: &str, scheme: &str, bucket_url: &str) -> Result<Built, LocationError> {
     let client = |e: object_store::Error| LocationError::Client {
         url: url.to_string(),
         message: e.to_string(),
@@ -112,12 +119,13 @@ fn build(url: &str, scheme: &str, bucket_url: &str) -> Result<Arc<dyn ObjectStor
             if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none() {
                 b = b.with_region("us-east-1");
             }
-            Arc::new(
+            let s3 = Arc::new(
                 b.with_url(bucket_url)
                     .with_retry(retry_config())
                     .build()
                     .map_err(client)?,
-            )
+            );
+            return Ok((s3.clone(), Some(s3)));
         }
         "gs" => Arc::new(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
@@ -140,7 +148,7 @@ fn build(url: &str, scheme: &str, bucket_url: &str) -> Result<Arc<dyn ObjectStor
             })
         }
     };
-    Ok(store)
+    Ok((store, None))
 }
 
 /// The location `s` names: a plain path or `file://` URL is local; `s3://bucket/key`,
@@ -194,8 +202,12 @@ pub fn parse_location(s: &str) -> Result<Location, LocationError> {
         match map.get(&bucket_url) {
             Some(s) => s.clone(),
             None => {
-                let store = build(s, &scheme, &bucket_url)?;
-                let st = Arc::new(ObjectStorage::new(store, bucket_url.clone()));
+                let (store, paged) = build(s, &scheme, &bucket_url)?;
+                let mut st = ObjectStorage::new(store, bucket_url.clone());
+                if let Some(paged) = paged {
+                    st = st.with_paged_listing(paged);
+                }
+                let st = Arc::new(st);
                 map.insert(bucket_url.clone(), st.clone());
                 st
             }

@@ -5,8 +5,9 @@ use crate::error::{client_error, storage_error};
 use crate::runtime::block_on;
 use crate::writer::ObjectWriter;
 use futures::{StreamExt, TryStreamExt};
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path as ObjectPath;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use statekit_core::storage::{check_path, Blob, DirEntry, Storage, StorageError, StorageWriter};
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,6 +115,29 @@ pub struct ObjectStorage {
     pub(crate) part_size: usize,
     /// Parts uploaded at once by one writer.
     pub(crate) upload_concurrency: usize,
+    /// The same bucket's page-by-page listing (S3, GCS, Azure): what steps over keys that are
+    /// not valid paths when a whole listing fails on one.
+    pub(crate) paged: Option<PagedList>,
+}
+
+/// A bucket's page-by-page listing ([`ObjectStorage::with_paged_listing`]).
+#[derive(Clone)]
+pub(crate) struct PagedList(Arc<dyn PaginatedListStore>);
+
+impl std::fmt::Debug for PagedList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PagedList")
+    }
+}
+
+/// Keys a listing page asks for (S3's maximum).
+const PAGE_KEYS: usize = 1000;
+
+/// A listing offset (`start-after`) past every key that starts with `prefix`: the prefix
+/// followed by the largest character up to S3's 1024-byte key length.
+fn after_prefix(prefix: &str) -> String {
+    let n = (1024usize.saturating_sub(prefix.len()) / 4).max(1);
+    format!("{prefix}{}", "\u{10FFFF}".repeat(n))
 }
 
 impl ObjectStorage {
@@ -125,7 +149,103 @@ impl ObjectStorage {
             stats: Arc::default(),
             part_size: 8 * 1024 * 1024,
             upload_concurrency: 4,
+            paged: None,
         }
+    }
+
+    /// This storage with `paged`, the same bucket's page-by-page listing: a listing that
+    /// meets a key which is not a valid path (an empty, `.` or `..` segment) then steps over
+    /// it (reported by [`Storage::list_reporting`]) instead of failing whole.
+    pub fn with_paged_listing(mut self, paged: Arc<dyn PaginatedListStore>) -> Self {
+        self.paged = Some(PagedList(paged));
+        self
+    }
+
+    /// Everything below the raw key prefix `prefix` (`""` or ending in `/`), page by page:
+    /// with `delimited`, the objects right below it and its common prefixes; else every
+    /// object below it. A page that fails on a key that is not a valid path is asked again
+    /// for fewer keys from the last key listed, down to one: that one key (or every key below
+    /// a common prefix that is not a valid path) goes to `invalid` as its URL, and the listing
+    /// goes on after it.
+    fn list_stepping(
+        &self,
+        paged: &PagedList,
+        prefix: &str,
+        delimited: bool,
+        invalid: &mut Vec<String>,
+    ) -> Result<(Vec<ObjectMeta>, Vec<ObjectPath>), StorageError> {
+        let url = self.url(prefix.trim_end_matches('/'));
+        let (mut objects, mut dirs) = (Vec::new(), Vec::new());
+        // Resume point (exclusive) after a failed page: past everything listed so far.
+        let mut resume: Option<String> = None;
+        let mut token: Option<String> = None;
+        let mut max_keys = PAGE_KEYS;
+        loop {
+            let opts = PaginatedListOptions {
+                offset: if token.is_some() { None } else { resume.clone() },
+                delimiter: delimited.then_some(std::borrow::Cow::Borrowed("/")),
+                max_keys: (max_keys < PAGE_KEYS).then_some(max_keys),
+                page_token: token.clone(),
+                ..Default::default()
+            };
+            let store = paged.0.clone();
+            let raw = (!prefix.is_empty()).then(|| prefix.to_string());
+            self.stats.lists.fetch_add(1, Ordering::Relaxed);
+            let page = block_on(async move { store.list_paginated(raw.as_deref(), opts).await })
+                .map_err(|m| client_error(&url, m))?;
+            match page {
+                Ok(page) => {
+                    for p in page.result.common_prefixes {
+                        let past = after_prefix(&format!("{p}/"));
+                        if resume.as_ref().is_none_or(|r| *r < past) {
+                            resume = Some(past);
+                        }
+                        dirs.push(p);
+                    }
+                    for o in page.result.objects {
+                        let key = o.location.to_string();
+                        if resume.as_ref().is_none_or(|r| *r < key) {
+                            resume = Some(key);
+                        }
+                        objects.push(o);
+                    }
+                    max_keys = (max_keys * 2).min(PAGE_KEYS);
+                    token = page.page_token;
+                    if token.is_none() {
+                        break;
+                    }
+                }
+                Err(object_store::Error::InvalidPath {
+                    source:
+                        object_store::path::Error::EmptySegment { path: bad }
+                        | object_store::path::Error::BadSegment { path: bad, .. },
+                }) => {
+                    // Go on from the last key listed, by offset (a page token cannot be
+                    // resumed part way).
+                    token = None;
+                    if max_keys > 1 {
+                        max_keys = (max_keys / 4).max(1);
+                        continue;
+                    }
+                    // A one-key page failed: its key (or common prefix) is `bad`.
+                    let past = if delimited && bad.ends_with('/') {
+                        let (below, _) = self.list_stepping(paged, &bad, false, invalid)?;
+                        invalid.extend(below.iter().map(|o| self.url(o.location.as_ref())));
+                        after_prefix(&bad)
+                    } else {
+                        invalid.push(self.url(&bad));
+                        bad.clone()
+                    };
+                    if resume.as_ref().is_some_and(|r| *r >= past) {
+                        // The store did not honour the offset: no way past the key.
+                        return Err(StorageError::InvalidPath(self.url(&bad)));
+                    }
+                    resume = Some(past);
+                }
+                Err(e) => return Err(storage_error(&url, e)),
+            }
+        }
+        Ok((objects, dirs))
     }
 
     /// The requests made so far.
@@ -291,12 +411,42 @@ impl Storage for ObjectStorage {
     }
 
     /// One delimited listing of the prefix: objects are files, common prefixes directories.
+    /// Keys that are not valid paths are left out (with a warning).
     fn list(&self, dir: &str) -> Result<Vec<DirEntry>, StorageError> {
+        let mut invalid = Vec::new();
+        let out = self.list_reporting(dir, &mut invalid)?;
+        for k in &invalid {
+            tracing::warn!(key = %k, "not a valid path (an empty, '.' or '..' segment): left out of the listing");
+        }
+        Ok(out)
+    }
+
+    /// One delimited listing of the prefix; when it fails on a key that is not a valid path,
+    /// a listing page by page that steps over such keys and reports them.
+    fn list_reporting(&self, dir: &str, invalid: &mut Vec<String>) -> Result<Vec<DirEntry>, StorageError> {
         let url = self.url(dir);
         let prefix = if dir.is_empty() { None } else { Some(self.key(dir)?) };
         let store = self.store.clone();
         self.stats.lists.fetch_add(1, Ordering::Relaxed);
-        let res = self.run(&url, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
+        let listed = block_on(async move { store.list_with_delimiter(prefix.as_ref()).await })
+            .map_err(|m| client_error(&url, m))?;
+        let res = match (listed, &self.paged) {
+            (Ok(res), _) => res,
+            (Err(object_store::Error::InvalidPath { .. }), Some(paged)) => {
+                let raw = if dir.is_empty() {
+                    String::new()
+                } else {
+                    format!("{dir}/")
+                };
+                let (objects, common_prefixes) = self.list_stepping(paged, &raw, true, invalid)?;
+                object_store::ListResult {
+                    common_prefixes,
+                    objects,
+                    extensions: Default::default(),
+                }
+            }
+            (Err(e), _) => return Err(storage_error(&url, e)),
+        };
         let mut out: Vec<DirEntry> = Vec::new();
         for p in res.common_prefixes {
             if let Some(name) = p.filename() {

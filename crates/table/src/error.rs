@@ -84,6 +84,31 @@ pub enum TableError {
         /// Why.
         reason: String,
     },
+    /// A table file (or the tables' `_tables.json`) that is not a regular file — a FIFO, a
+    /// device, a socket, a directory — refused before it is read: opening a FIFO waits for a
+    /// writer, a device never ends. A symlink is followed; what it points to must be a
+    /// regular file.
+    #[error("{}: {what}, not a regular file (a table file must be a regular file)", path.display())]
+    NotAFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What it is instead ("a FIFO", "a device", "a socket", "a directory").
+        what: &'static str,
+    },
+    /// An import's operator state would take more than `--memory`: operator state is held
+    /// whole (as Apache Flink holds it on restore), not sorted through spill files like keyed
+    /// rows.
+    #[error("{}, row {row}: operator state {state:?} needs more than {limit} bytes (--memory, at least 64 MiB): operator state is held in memory whole; raise --memory, or keep this data in keyed state", path.display())]
+    OperatorStateTooLarge {
+        /// The table file being read when the budget ran out.
+        path: std::path::PathBuf,
+        /// Its row (counted from 0 in the file).
+        row: u64,
+        /// The operator state.
+        state: String,
+        /// The budget, in bytes.
+        limit: usize,
+    },
     /// Planning or writing the savepoint failed (a bad schema, an existing output, …).
     #[error(transparent)]
     Migrate(#[from] statekit_migrate::MigrateError),
@@ -131,6 +156,8 @@ impl TableError {
             | TableError::OutputExists { .. }
             | TableError::Unsupported { .. }
             | TableError::Shards { .. }
+            | TableError::NotAFile { .. }
+            | TableError::OperatorStateTooLarge { .. }
             | TableError::BadTable { .. } => ErrorKind::Caller,
             TableError::Migrate(e) => e.kind(),
             TableError::Storage(e) => e.kind(),

@@ -119,6 +119,8 @@ pub fn import_tables(
     let target = OutputTarget::check(tables, out, options.force)?;
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(target.parent()));
     let spill = target.parent().join(format!("{}.spill", target.temp_name()));
+    // Removed on every way out: success, error, or a panic unwinding through here.
+    let spill_guard = RemoveDir(&spill);
     let job = Job {
         operators: &operators,
         job_id: &job_id,
@@ -133,7 +135,7 @@ pub fn import_tables(
         options,
         progress,
     );
-    let _ = std::fs::remove_dir_all(&spill);
+    drop(spill_guard);
     let (states, entries, spilled_runs) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -217,6 +219,19 @@ pub fn import_to(
         entries,
         spilled_runs,
     })
+}
+
+/// The least operator state an import holds before refusing more: `--memory` bounds operator
+/// state too, but never below this.
+const OPERATOR_STATE_FLOOR: usize = 64 << 20;
+
+/// A directory removed (with everything in it) when this is dropped.
+struct RemoveDir<'p>(&'p Path);
+
+impl Drop for RemoveDir<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0);
+    }
 }
 
 /// One operator of the schema, checked: its schema, keyed and operator state descriptors,
@@ -324,6 +339,10 @@ fn import_into(
                 });
             }
             let mut stored: Vec<OperatorStateSnapshot> = Vec::new();
+            // Bytes of operator state held (all of it is, until the operator is written), at
+            // most --memory but never less than 64 MiB (a tiny --memory is about sorting).
+            let mut held = 0usize;
+            let operator_budget = options.memory.max(OPERATOR_STATE_FLOOR);
             for desc in operator {
                 let mut dir = op_dir.join(path_part(&desc.name));
                 if keyed.iter().any(|d| d.name == desc.name) {
@@ -332,7 +351,7 @@ fn import_into(
                 let files = table_files(&dir)?;
                 let mut rows = 0;
                 for f in &files {
-                    rows += read_operator(f, desc, &mut stored, progress)?;
+                    rows += read_operator(f, desc, &mut stored, (&mut held, operator_budget), progress)?;
                 }
                 states.push(ImportedState {
                     uid: op.uid.clone(),
@@ -386,7 +405,10 @@ fn import_into(
 
 /// The job id and checkpoint id of an export's `_tables.json`, if there is one.
 fn read_listing(tables: &Path) -> Option<(Option<String>, Option<u64>)> {
-    let bytes = std::fs::read(tables.join("_tables.json")).ok()?;
+    // Read only a regular file (a FIFO would block): anything else is no listing.
+    let (file, _) = statekit_core::storage::open_regular_file(&tables.join("_tables.json")).ok()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 << 20), &mut bytes).ok()?;
     let doc: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let first = doc.get("tables")?.as_array()?.first()?.get("metadata")?;
     Some((
@@ -422,7 +444,28 @@ fn table_files(dir: &Path) -> Result<Vec<PathBuf>, TableError> {
         })
         .collect();
     files.sort();
+    // Every file is checked before any is read: a FIFO would block the open, a device never
+    // ends. `metadata` follows a symlink (a link to a regular file is read), without opening.
+    for f in &files {
+        check_regular(f)?;
+    }
     Ok(files)
+}
+
+/// Refuses `path` unless it is (or a symlink leads to) a regular file, without opening it.
+fn check_regular(path: &Path) -> Result<(), TableError> {
+    let md = std::fs::metadata(path).map_err(|e| TableError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    if md.is_file() {
+        Ok(())
+    } else {
+        Err(TableError::NotAFile {
+            path: path.to_path_buf(),
+            what: statekit_core::storage::file_type_name(md.file_type()),
+        })
+    }
 }
 
 /// Calls `f` with every batch of the Parquet or Arrow IPC file `path`.
@@ -433,9 +476,16 @@ fn read_batches(path: &Path, mut f: impl FnMut(&RecordBatch) -> Result<(), Table
         column: None,
         reason,
     };
-    let file = std::fs::File::open(path).map_err(|e| TableError::Io {
-        path: path.to_path_buf(),
-        source: e,
+    // Non-blocking open, then the file type: a FIFO swapped in since the listing cannot block.
+    let (file, _) = statekit_core::storage::open_regular_file(path).map_err(|e| match e {
+        statekit_core::storage::OpenFileError::NotAFile(what) => TableError::NotAFile {
+            path: path.to_path_buf(),
+            what,
+        },
+        statekit_core::storage::OpenFileError::Io(source) => TableError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
     })?;
     if path.extension().is_some_and(|x| x == "arrow") {
         let reader = arrow_ipc::reader::FileReader::try_new(file, None)
@@ -666,106 +716,161 @@ fn read_keyed(
     sorter: &mut EntrySorter,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<u64, TableError> {
+    let table = KeyedTable {
+        path,
+        desc,
+        state,
+        schema_max_parallelism: schema_max_p,
+        now_ms,
+    };
     let mut rows = 0u64;
-    let has_ns = desc.namespace_schema != TypeSchema::Unit;
-    let is_map = desc.kind == KeyedStateKind::Map;
-    let is_list = desc.kind == KeyedStateKind::List;
-    let uk_schema = desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
     read_batches(path, |b| {
-        let key = column(path, b, "key", &desc.key_schema, true, rows)?;
-        let ns = column(path, b, "namespace", &desc.namespace_schema, has_ns, rows)?;
-        let uk = column(path, b, "user_key", &uk_schema, is_map, rows)?;
-        let value = column(path, b, "value", &desc.value_schema, true, rows)?;
-        let kg = column(path, b, "key_group", &TypeSchema::I64, false, rows)?;
-        let index = column(path, b, "index", &TypeSchema::I64, false, rows)?.filter(|_| is_list);
-        let expires = match (desc.ttl, b.column_by_name("expires_at")) {
-            (Some(_), Some(a)) => Some(
-                a.as_primitive_opt::<TimestampMillisecondType>()
-                    .map(|a| (a, a.len()))
-                    .ok_or_else(|| TableError::BadTable {
-                        path: path.to_path_buf(),
-                        row: Some(rows),
-                        column: Some("expires_at".into()),
-                        reason: format!("type {} is not a timestamp in milliseconds", a.data_type()),
-                    })?
-                    .0,
-            ),
-            _ => None,
-        };
-        let (Some(key), Some(value)) = (key, value) else {
-            return Ok(());
-        };
-        for r in 0..b.num_rows() {
-            let number = rows + r as u64;
-            let k = cell(path, &key, r, number)?;
-            if let Some(c) = &kg {
-                let stored = value_at(c.array, r, &TypeSchema::I64).ok();
-                let want = key_group_for_key(&k, schema_max_p);
-                if stored != Some(Value::I64(i64::from(want))) {
-                    return Err(TableError::BadTable {
-                        path: path.to_path_buf(),
-                        row: Some(number),
-                        column: Some("key_group".into()),
-                        reason: format!(
-                            "{} but the key belongs to key group {want} under max parallelism {schema_max_p}",
-                            stored.map_or("null".into(), |v| v.to_string())
-                        ),
-                    });
-                }
-            }
-            let n = match &ns {
-                Some(c) => cell(path, c, r, number)?,
-                None => Vec::new(),
-            };
-            let u = match &uk {
-                Some(c) => Some(cell(path, c, r, number)?),
-                None => None,
-            };
-            let v = cell(path, &value, r, number)?;
-            let timestamp = match (desc.ttl, expires) {
-                (Some(ttl), Some(a)) if a.is_valid(r) => {
-                    Some(a.value(r).saturating_sub(i64::try_from(ttl.ttl_ms).unwrap_or(i64::MAX)))
-                }
-                (Some(_), Some(_)) => {
-                    return Err(TableError::BadTable {
-                        path: path.to_path_buf(),
-                        row: Some(number),
-                        column: Some("expires_at".into()),
-                        reason: "null".into(),
-                    })
-                }
-                (Some(_), None) => Some(now_ms),
-                (None, _) => None,
-            };
-            let order = match &index {
-                Some(c) => match value_at(c.array, r, &TypeSchema::I64) {
-                    Ok(Value::I64(i)) if i >= 0 => i as u64,
-                    _ => {
-                        return Err(TableError::BadTable {
-                            path: path.to_path_buf(),
-                            row: Some(number),
-                            column: Some("index".into()),
-                            reason: "not a non-negative integer".into(),
-                        })
-                    }
-                },
-                None => sorter.entries(),
-            };
-            let e = Entry {
-                state,
-                key: &k,
-                namespace: &n,
-                user_key: u.as_deref(),
-                value: &v,
-                timestamp,
-            };
-            sorter.push(&e, order)?;
-        }
+        keyed_batch_entries(&table, b, rows, &mut |e, order| {
+            // Without an `index` column a list keeps the order its rows came in.
+            let order = order.unwrap_or_else(|| sorter.entries());
+            sorter.push(e, order).map_err(TableError::from)
+        })?;
         rows += b.num_rows() as u64;
         progress(b.num_rows() as u64);
         Ok(())
     })?;
     Ok(rows)
+}
+
+/// One keyed state table being imported: what [`keyed_batch_entries`] needs besides a batch.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyedTable<'a> {
+    /// The table file (errors name it).
+    pub path: &'a Path,
+    /// The state.
+    pub desc: &'a StateDescriptor,
+    /// Its index among the operator's keyed states (the entries' [`Entry::state`]).
+    pub state: u32,
+    /// The schema's max parallelism: a `key_group` column is checked against it.
+    pub schema_max_parallelism: u32,
+    /// The time (ms since the epoch) a row of a state with TTL counts as written when the
+    /// table has no `expires_at` column.
+    pub now_ms: i64,
+}
+
+/// Where [`keyed_batch_entries`] hands each entry, with its list order (`None`: the order the
+/// rows come in).
+pub type EntrySink<'s> = dyn FnMut(&Entry<'_>, Option<u64>) -> Result<(), TableError> + 's;
+
+/// The entries of one batch of a keyed state table, as [`import_tables`] turns its rows:
+/// columns found by name and checked against the state's types, each row's key, namespace,
+/// user key and value encoded, its `key_group` checked, its TTL timestamp and list order
+/// (`index`, else `None`: the order rows come in) taken; each entry is handed to `push`
+/// (memory: one row at a time). `first_row` numbers the batch's first row in the file. A row
+/// that does not fit is an error naming file, row and column — never a panic.
+pub fn keyed_batch_entries(
+    table: &KeyedTable<'_>,
+    b: &RecordBatch,
+    first_row: u64,
+    push: &mut EntrySink<'_>,
+) -> Result<(), TableError> {
+    let KeyedTable {
+        path,
+        desc,
+        state,
+        schema_max_parallelism: schema_max_p,
+        now_ms,
+    } = *table;
+    let rows = first_row;
+    let has_ns = desc.namespace_schema != TypeSchema::Unit;
+    let is_map = desc.kind == KeyedStateKind::Map;
+    let is_list = desc.kind == KeyedStateKind::List;
+    let uk_schema = desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
+    let key = column(path, b, "key", &desc.key_schema, true, rows)?;
+    let ns = column(path, b, "namespace", &desc.namespace_schema, has_ns, rows)?;
+    let uk = column(path, b, "user_key", &uk_schema, is_map, rows)?;
+    let value = column(path, b, "value", &desc.value_schema, true, rows)?;
+    let kg = column(path, b, "key_group", &TypeSchema::I64, false, rows)?;
+    let index = column(path, b, "index", &TypeSchema::I64, false, rows)?.filter(|_| is_list);
+    let expires = match (desc.ttl, b.column_by_name("expires_at")) {
+        (Some(_), Some(a)) => Some(
+            a.as_primitive_opt::<TimestampMillisecondType>()
+                .map(|a| (a, a.len()))
+                .ok_or_else(|| TableError::BadTable {
+                    path: path.to_path_buf(),
+                    row: Some(rows),
+                    column: Some("expires_at".into()),
+                    reason: format!("type {} is not a timestamp in milliseconds", a.data_type()),
+                })?
+                .0,
+        ),
+        _ => None,
+    };
+    let (Some(key), Some(value)) = (key, value) else {
+        return Ok(());
+    };
+    for r in 0..b.num_rows() {
+        let number = rows + r as u64;
+        let k = cell(path, &key, r, number)?;
+        if let Some(c) = &kg {
+            let stored = value_at(c.array, r, &TypeSchema::I64).ok();
+            let want = key_group_for_key(&k, schema_max_p);
+            if stored != Some(Value::I64(i64::from(want))) {
+                return Err(TableError::BadTable {
+                    path: path.to_path_buf(),
+                    row: Some(number),
+                    column: Some("key_group".into()),
+                    reason: format!(
+                        "{} but the key belongs to key group {want} under max parallelism {schema_max_p}",
+                        stored.map_or("null".into(), |v| v.to_string())
+                    ),
+                });
+            }
+        }
+        let n = match &ns {
+            Some(c) => cell(path, c, r, number)?,
+            None => Vec::new(),
+        };
+        let u = match &uk {
+            Some(c) => Some(cell(path, c, r, number)?),
+            None => None,
+        };
+        let v = cell(path, &value, r, number)?;
+        let timestamp = match (desc.ttl, expires) {
+            (Some(ttl), Some(a)) if a.is_valid(r) => {
+                Some(a.value(r).saturating_sub(i64::try_from(ttl.ttl_ms).unwrap_or(i64::MAX)))
+            }
+            (Some(_), Some(_)) => {
+                return Err(TableError::BadTable {
+                    path: path.to_path_buf(),
+                    row: Some(number),
+                    column: Some("expires_at".into()),
+                    reason: "null".into(),
+                })
+            }
+            (Some(_), None) => Some(now_ms),
+            (None, _) => None,
+        };
+        let order = match &index {
+            Some(c) => match value_at(c.array, r, &TypeSchema::I64) {
+                Ok(Value::I64(i)) if i >= 0 => Some(i as u64),
+                _ => {
+                    return Err(TableError::BadTable {
+                        path: path.to_path_buf(),
+                        row: Some(number),
+                        column: Some("index".into()),
+                        reason: "not a non-negative integer".into(),
+                    })
+                }
+            },
+            None => None,
+        };
+        let e = Entry {
+            state,
+            key: &k,
+            namespace: &n,
+            user_key: u.as_deref(),
+            value: &v,
+            timestamp,
+        };
+        push(&e, order)?;
+    }
+    Ok(())
 }
 
 /// An empty state of `desc`'s mode.
@@ -777,13 +882,16 @@ fn empty_data(desc: &OperatorStateDescriptor) -> OperatorStateData {
 }
 
 /// Reads the operator state table file `path` of `desc` into `stored` (by subtask); returns
-/// its rows. List elements keep their `index` order.
+/// its rows. List elements keep their `index` order. `budget` is (bytes held so far, the
+/// limit): past it, an error rather than unbounded memory.
 fn read_operator(
     path: &Path,
     desc: &OperatorStateDescriptor,
     stored: &mut Vec<OperatorStateSnapshot>,
+    budget: (&mut usize, usize),
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<u64, TableError> {
+    let (held, limit) = budget;
     let mut rows = 0u64;
     let broadcast = desc.mode == OperatorStateMode::Broadcast;
     let key_schema = desc.key_schema.clone().unwrap_or(TypeSchema::Bytes);
@@ -812,6 +920,16 @@ fn read_operator(
                 stored.push(OperatorStateSnapshot::default());
             }
             let v = cell(path, &value, r, number)?;
+            // An element's bytes and its share of the containers holding it.
+            *held = held.saturating_add(v.len() + 48);
+            if *held > limit {
+                return Err(TableError::OperatorStateTooLarge {
+                    path: path.to_path_buf(),
+                    row: number,
+                    state: desc.name.clone(),
+                    limit,
+                });
+            }
             let snap = stored.get_mut(s).ok_or_else(|| bad("subtask", "out of range"))?;
             let slot = match snap.states.iter().position(|(d, _)| d.name == desc.name) {
                 Some(i) => i,

@@ -37,7 +37,9 @@ pub use export::{
     export_shard_to, export_snapshot, export_to, finish_export_shards, ExportOptions, ExportShard, ExportSummary,
     ExportedTable, TableScope, EXPORT_MANIFEST_SUFFIX,
 };
-pub use import::{import_tables, import_to, ImportOptions, ImportSummary, ImportedState};
+pub use import::{
+    import_tables, import_to, keyed_batch_entries, EntrySink, ImportOptions, ImportSummary, ImportedState, KeyedTable,
+};
 pub use operator_table::{operator_state_batch, operator_state_schema};
 pub use table_file::{
     visit_state_batches, write_state_table, write_table_file, TableCompression, TableFileOptions, TableFormat,

@@ -159,7 +159,9 @@ pub struct ImportArgs {
     /// assigned to key groups under it.
     #[arg(long, value_name = "M")]
     pub max_parallelism: Option<u32>,
-    /// Memory for sorting rows into key-group order before sorted runs spill to disk.
+    /// Memory for sorting rows into key-group order before sorted runs spill to disk (however
+    /// many rows one key has); also the most operator state held (it is held whole; at least
+    /// 64 MiB).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = crate::cmd::migrate::parse_size)]
     pub memory: usize,
     /// Block compression of the savepoint's data files.
