@@ -538,7 +538,7 @@ fn verify_keyed(
             }
         }
     }
-    match reader.verify() {
+    match reader.verify_values() {
         Ok(v) => report.entries = report.entries.saturating_add(v.entries),
         Err(e) => report.problems.push(e),
     }
