@@ -35,6 +35,10 @@ pub enum OrphanReason {
     /// In a complete `chk-N/` directory, but its `_metadata` does not reference it (e.g. a
     /// temporary file of an interrupted write).
     UnreferencedInCheckpoint,
+    /// Below a temporary a statekit run made (an output written under a hidden name, an
+    /// export's staging directory, a sort's spill directory) whose process is gone: a killed
+    /// `convert`, `rewrite`, `import` or `export` ([`statekit_core::temp`]).
+    DeadRunLeftover,
 }
 
 impl OrphanReason {
@@ -44,6 +48,7 @@ impl OrphanReason {
             OrphanReason::UnreferencedShared => "shared file no complete checkpoint references",
             OrphanReason::IncompleteCheckpoint => "file of an incomplete checkpoint",
             OrphanReason::UnreferencedInCheckpoint => "file its checkpoint's _metadata does not reference",
+            OrphanReason::DeadRunLeftover => "file of a killed statekit run's temporary directory",
         }
     }
 }
@@ -107,8 +112,9 @@ pub struct GcPlan {
     /// are never deleted while the rest is collected.
     pub skipped: Vec<(PathBuf, String)>,
     /// `chk-N/` directories without `_metadata` that hold no file at all (a checkpoint that
-    /// failed before writing anything), older than the minimum age: removed with the
-    /// directories inside them, so `ls` stops listing them as incomplete.
+    /// failed before writing anything), and empty temporary directories of killed statekit
+    /// runs, older than the minimum age: removed with the directories inside them, so `ls`
+    /// stops listing them.
     pub empty_dirs: Vec<PathBuf>,
 }
 
@@ -318,8 +324,58 @@ pub fn plan_gc(base: &Path, min_age: Duration) -> Result<GcPlan, CheckpointError
             plan.classify(orphan, age < min_age);
         }
     }
+    plan_leftovers(&mut plan, &referenced, now, min_age)?;
     plan.sort();
     Ok(plan)
+}
+
+/// Adds the temporaries killed statekit runs left under the plan's base: their files as
+/// [`OrphanReason::DeadRunLeftover`] orphans (unless a snapshot references them), empty ones
+/// as [`GcPlan::empty_dirs`].
+fn plan_leftovers(
+    plan: &mut GcPlan,
+    referenced: &BTreeSet<FileId>,
+    now: SystemTime,
+    min_age: Duration,
+) -> Result<(), CheckpointError> {
+    let age_of = |md: &std::fs::Metadata| {
+        md.modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default()
+    };
+    for l in crate::find::find_dead_leftovers(&plan.base, 4) {
+        let Ok(md) = std::fs::symlink_metadata(&l.path) else {
+            continue;
+        };
+        let mut files = Vec::new();
+        if md.is_dir() {
+            let skipped_before = plan.skipped.len();
+            files_below(&l.path, &mut files, &mut plan.skipped)?;
+            if files.is_empty() && plan.skipped.len() == skipped_before && age_of(&md) >= min_age {
+                plan.empty_dirs.push(l.path.clone());
+            }
+        } else if md.is_file() {
+            files.push((l.path.clone(), md));
+        }
+        for (path, md) in files {
+            let id = FileId::of(&md);
+            if referenced.contains(&id) {
+                continue;
+            }
+            let young = age_of(&md) < min_age;
+            plan.classify(
+                Orphan {
+                    path,
+                    id,
+                    bytes: md.len(),
+                    reason: OrphanReason::DeadRunLeftover,
+                },
+                young,
+            );
+        }
+    }
+    Ok(())
 }
 
 impl GcPlan {
@@ -472,7 +528,22 @@ pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
                 Err(e) => return Err(io_err(&o.path, e.into())),
             }
         }
-        if o.reason != OrphanReason::UnreferencedShared {
+        if o.reason == OrphanReason::DeadRunLeftover {
+            // The directories from the file up to the temporary's own (none when the file
+            // is the temporary): never a directory above it.
+            let up: Vec<&Path> = o
+                .path
+                .ancestors()
+                .skip(1)
+                .take_while(|p| p.starts_with(base) && *p != base.as_path())
+                .collect();
+            if let Some(root) = up.iter().position(|p| {
+                p.file_name()
+                    .is_some_and(|n| statekit_core::temp::is_dead_leftover(&n.to_string_lossy()))
+            }) {
+                dirs.extend(up.iter().take(root + 1).map(|p| p.to_path_buf()));
+            }
+        } else if o.reason != OrphanReason::UnreferencedShared {
             let mut d = o.path.parent();
             while let Some(p) = d.filter(|p| p.starts_with(base) && *p != base.as_path()) {
                 dirs.insert(p.to_path_buf());
