@@ -195,23 +195,39 @@ fn mode_stored(text: &str) {
     if let Ok(p) = Place::parse(handle) {
         if scope.admits_url(&p) {
             let own = Place::parse(url.trim_end_matches('/')).expect("an admitted URL needs a parsable root");
+            assert!(
+                matches!((&p, &own), (Place::Url { .. }, Place::Url { .. })),
+                "{p}: not an object"
+            );
             let root = if scope.is_checkpoint() {
                 own.parent().expect("parent")
             } else {
-                own
+                own.clone()
             };
+            // The job's changelog file: `<job id>/dstl/<name>`, the job id the checkpoint's
+            // (from its directory), below one of the 4 places above the snapshot's own.
             let n = p.parts().len();
+            let mut ancestors = Vec::new();
+            let mut a = own.parent();
+            while let Some(up) = a {
+                if ancestors.len() == 4 {
+                    break;
+                }
+                a = up.parent();
+                ancestors.push(up);
+            }
             let changelog = scope.is_checkpoint()
                 && n >= 3
                 && p.parts()[n - 2] == "dstl"
-                && root.parts().last() == Some(&p.parts()[n - 3]);
+                && prefix.last().map(|j| j.to_string()).as_ref() == Some(&p.parts()[n - 3])
+                && ancestors.iter().any(|r| p.is_within(r));
             assert!(p.is_within(&root) || changelog, "{p} admitted, root {root}");
             if let (
                 Place::Url { scheme, bucket, .. },
                 Place::Url {
                     scheme: rs, bucket: rb, ..
                 },
-            ) = (&p, &root)
+            ) = (&p, &own)
             {
                 assert_eq!((scheme, bucket), (rs, rb), "{p}: another bucket");
             }

@@ -332,7 +332,10 @@ impl Scope {
         let dir_parts: Vec<String> = dir.split('/').filter(|c| !c.is_empty()).map(str::to_string).collect();
         let checkpoint = dir_parts.last().is_some_and(|n| is_checkpoint_dir(n));
         let mut keys = dir_parts.clone();
-        let place = Place::parse(url.trim_end_matches('/')).ok();
+        // Only an object store's URL roots URLs (a local path or `memory:/…` roots none).
+        let place = Place::parse(url.trim_end_matches('/'))
+            .ok()
+            .filter(|p| matches!(p, Place::Url { .. }));
         let mut root_url = place.clone();
         if checkpoint {
             keys.pop();
@@ -455,6 +458,9 @@ impl Scope {
 
     /// Whether the object `place` may be fetched.
     pub fn admits_url(&self, place: &Place) -> bool {
+        if !matches!(place, Place::Url { .. }) {
+            return false;
+        }
         self.urls.iter().any(|r| place.is_within(r))
             || self.changelog.as_ref().is_some_and(|c| {
                 changelog_shaped(place.parts(), &c.job_id) && c.urls.iter().any(|r| place.is_within(r))
@@ -580,6 +586,10 @@ mod tests {
         assert!(c.admits_url(&p(&format!("s3://a/base/ck/{job}/shared/x"))));
         assert!(c.admits_url(&p(&format!("s3://a/dstl/{job}/dstl/f"))));
         assert!(!c.admits_url(&p(&format!("s3://b/base/ck/{job}/shared/x"))));
+        // A local path is never an object: not even below a local "URL" of the store.
+        let local = Scope::stored("sp", "/data/sp", &[]);
+        assert!(!local.admits_url(&p("/data/sp/x")));
+        assert!(!s.admits_url(&p("/sp/x")));
         let named = Scope::stored(
             &dir,
             &format!("s3://a/{dir}"),
