@@ -777,7 +777,7 @@ impl FlinkSnapshot {
                             let res = v.visit_key_group(kg, &mut |e| {
                                 n += 1;
                                 if undecodable.is_none() {
-                                    if let Err(why) = statekit_core::stream::check_entry_values(states, &e) {
+                                    if let Err(why) = statekit_core::stream::check_entry_values(states, e) {
                                         undecodable = Some(format!("entry {}: {why}", n - 1));
                                     }
                                 }
