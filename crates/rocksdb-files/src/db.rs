@@ -72,14 +72,16 @@ struct OpenTable {
 
 /// A column family's tables opened (footers, indexes and range deletions read), for reads of
 /// key ranges that decode only the data blocks the range needs.
-pub struct ColumnFamilyReader<'d> {
-    db: &'d Db,
+pub struct ColumnFamilyReader {
     name: String,
+    manifest_name: String,
+    last_sequence: u64,
+    limits: Limits,
     tables: Vec<OpenTable>,
     tombstones: Vec<RangeTombstone>,
 }
 
-impl std::fmt::Debug for ColumnFamilyReader<'_> {
+impl std::fmt::Debug for ColumnFamilyReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ColumnFamilyReader")
             .field("name", &self.name)
@@ -223,7 +225,7 @@ impl Db {
 
     /// Opens column family `name`'s tables: reads each one's footer, index and range
     /// deletions (their data blocks are read by [`ColumnFamilyReader::read_range`]).
-    pub fn column_family_reader(&self, name: &str) -> Result<ColumnFamilyReader<'_>> {
+    pub fn column_family_reader(&self, name: &str) -> Result<ColumnFamilyReader> {
         let cf = self.column_family(name).ok_or_else(|| {
             Error::corrupt(
                 &self.manifest_name,
@@ -276,15 +278,17 @@ impl Db {
         tombstones.retain(|t| t.sequence <= last && t.start < t.end);
         tombstones.sort_by(|a, b| a.start.cmp(&b.start));
         Ok(ColumnFamilyReader {
-            db: self,
             name: name.to_string(),
+            manifest_name: self.manifest_name.clone(),
+            last_sequence: self.manifest.last_sequence,
+            limits: self.limits,
             tables,
             tombstones,
         })
     }
 }
 
-impl ColumnFamilyReader<'_> {
+impl ColumnFamilyReader {
     /// What a read of user keys in `[lower, upper)` (`upper` `None`: no end) sees, in
     /// user-key order, as [`Db::read_column_family`] does for the whole column family.
     pub fn read_range(
@@ -303,11 +307,11 @@ impl ColumnFamilyReader<'_> {
                 &t.layout,
                 t.global_seqno,
                 Some((lower, upper)),
-                &self.db.limits,
+                &self.limits,
             )?;
             all.extend(entries.into_iter().map(|e| (e, t.level, t.rank)));
         }
-        let last = self.db.manifest.last_sequence;
+        let last = self.last_sequence;
         all.retain(|(e, _, _)| e.sequence <= last);
         all.sort_by(|a, b| {
             a.0.user_key
@@ -358,7 +362,7 @@ impl ColumnFamilyReader<'_> {
             operands.reverse();
             let v = merge(&key, base, &operands).map_err(|reason| {
                 Error::corrupt(
-                    &self.db.manifest_name,
+                    &self.manifest_name,
                     0,
                     format!("merge operands of column family {name:?}"),
                     reason,

@@ -13,12 +13,10 @@
 //! * [`NativeSnapshotView`] reads a handle as the canonical entry stream without a database
 //!   open for writing (tools, conversion, verification).
 
-use crate::db::Db;
-use crate::error::{db_err, RocksDbError};
+use crate::error::RocksDbError;
 use crate::layout::KeyLayout;
 use crate::options::RocksDbOptions;
-use crate::snapshot::{corrupt, key_group_read_options, visit_state};
-use rocksdb::ColumnFamilyDescriptor;
+use crate::snapshot::{corrupt, visit_state, SliceCursor};
 use statekit_core::storage::Storage;
 use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
 use statekit_format::{
@@ -41,8 +39,6 @@ pub const LAYOUT_NAME: &str = "statekit-rocksdb-v1";
 pub(crate) const DB_DIR: &str = "db";
 
 const COPY_BUFFER: usize = 1 << 20;
-/// Readahead of a [`NativeSnapshotView`]'s iterators.
-const VIEW_READAHEAD: usize = 64 << 10;
 
 /// A file uploaded by a checkpoint, which a later checkpoint may reference again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -625,30 +621,23 @@ fn in_parallel<T: Sync, R: Send>(
     Ok(results.into_iter().flatten().flatten().collect())
 }
 
-/// The column families of the database in `path`, with `cf_options` for each.
-fn cf_descriptors(cf_options: &rocksdb::Options, path: &Path) -> Result<Vec<String>, StateError> {
-    Db::list_cf(cf_options, path).map_err(db_err(format!("list column families of {}", path.display())))
-}
-
-/// A native handle read as a [`KeyedStateView`]: its files assembled (hard links) in a
-/// scratch directory and opened read-only, so nothing is written to the snapshot and no
-/// database is open for writing. Entries stream in canonical order straight from RocksDB's
-/// iterators (every file's CRC32 is checked in full when the view opens, so RocksDB's block
-/// checksums are not checked a second time); data whose TTL had expired at the cut
-/// ([`NativeKeyedHandle::clock_ms`]) is left out, as a canonical snapshot would.
+/// A native handle read as a [`KeyedStateView`] by the safe-Rust RocksDB file reader
+/// (`statekit-rocksdb-files`): the files are read in place (mapped, or downloaded), never
+/// handed to RocksDB's C++, which trusts them; nothing is written. Every file's size and
+/// CRC32 is checked in full when the view opens, and every block's checksum when it is read.
+/// A key group's entries are read from the data blocks that may hold it, in canonical
+/// order; data whose TTL had expired at the cut ([`NativeKeyedHandle::clock_ms`]) is left
+/// out, as a canonical snapshot would.
 pub struct NativeSnapshotView {
-    // Field order = drop order: the database closes before its directory is removed.
-    db: Db,
-    _dir: tempfile::TempDir,
+    /// Each state's column family (in handle order), `None` when the database has none.
+    families: Vec<Option<statekit_rocksdb_files::ColumnFamilyReader>>,
     max_parallelism: u32,
     range: KeyGroupRange,
     layout: KeyLayout,
     now_ms: i64,
     states: Vec<StateDescriptor>,
     copied_bytes: u64,
-    /// Whether reads check RocksDB's block checksums: not when every file's CRC32 was
-    /// checked in full just before (`assemble`), except by [`verify_native`].
-    verify_blocks: bool,
+    subtask: u32,
 }
 
 impl std::fmt::Debug for NativeSnapshotView {
@@ -661,68 +650,111 @@ impl std::fmt::Debug for NativeSnapshotView {
     }
 }
 
-impl NativeSnapshotView {
-    /// Opens `handle` (scratch space under `options.local_dir`, default the system temporary
-    /// directory).
-    ///
-    /// Every file's size and CRC32 is checked in full first, so the reads that follow skip
-    /// RocksDB's block checksums (they would check the same bytes a second time).
-    pub fn open(handle: &ResolvedNativeHandle, options: &RocksDbOptions) -> Result<Self, StateError> {
-        Self::open_checked(handle, options, false)
-    }
+/// Stored keys and values, in key order.
+type StoredEntries = Vec<(Vec<u8>, Vec<u8>)>;
 
-    fn open_checked(
-        handle: &ResolvedNativeHandle,
-        options: &RocksDbOptions,
-        verify_blocks: bool,
-    ) -> Result<Self, StateError> {
+/// A storage blob as the file reader's shared bytes.
+struct BlobBytes(Arc<dyn statekit_core::storage::Blob>);
+
+impl AsRef<[u8]> for BlobBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
+/// The file reader's error as a state error (damage, or what it does not read).
+fn files_err(subtask: u32, e: statekit_rocksdb_files::Error) -> StateError {
+    match e.kind() {
+        statekit_rocksdb_files::ErrorKind::Corrupt => corrupt(format!("native snapshot of subtask {subtask}: {e}")),
+        statekit_rocksdb_files::ErrorKind::Unsupported => {
+            StateError::Snapshot(format!("native snapshot of subtask {subtask}: {e}"))
+        }
+        _ => StateError::Other(Box::new(e)),
+    }
+}
+
+/// The list state's merge operator (as RocksDB applies it): operands appended to the list.
+fn merge_lists(_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Result<Vec<u8>, String> {
+    crate::layout::apply_list_operands(existing, operands.iter().copied()).map_err(|e| e.to_string())
+}
+
+impl NativeSnapshotView {
+    /// Opens `handle`: checks every file's size and CRC32, reads the MANIFEST and each
+    /// state's tables' footers and indexes. `options` is not used any more (no database is
+    /// opened); it stays for callers.
+    pub fn open(handle: &ResolvedNativeHandle, options: &RocksDbOptions) -> Result<Self, StateError> {
+        let _ = options;
         check_handle(handle, handle.max_parallelism)?;
-        let dir = crate::backend::new_working_dir(options)?;
-        let path = dir.path().join(DB_DIR);
-        let copied_bytes = assemble(handle, &path)?;
-        let cache = rocksdb::Cache::new_lru_cache(8 << 20);
-        let mut cf_options = options.to_rocksdb(&cache);
-        cf_options.create_if_missing(false);
-        let names = cf_descriptors(&cf_options, &path)?;
-        for n in &names {
-            if n != rocksdb::DEFAULT_COLUMN_FAMILY_NAME && !handle.states.iter().any(|s| &s.name == n) {
+        let mut files = Vec::with_capacity(handle.files.len());
+        let mut copied_bytes = 0;
+        for f in &handle.files {
+            let shown = f.storage.describe(&f.path);
+            let blob = f.storage.open(&f.path).map_err(storage_err)?;
+            check_size(f, &shown, blob.bytes().len() as u64)?;
+            check_crc_value(f, &shown, crc32fast::hash(blob.bytes()))?;
+            if f.absolute_path().is_none() {
+                copied_bytes += f.file.file.size;
+            }
+            let display = if shown.ends_with(&f.file.name) {
+                shown
+            } else {
+                format!("{shown} ({})", f.file.name)
+            };
+            files.push(statekit_rocksdb_files::DbFile {
+                name: f.file.name.clone(),
+                display,
+                data: statekit_rocksdb_files::FileData::Shared(Arc::new(BlobBytes(blob))),
+            });
+        }
+        let subtask = handle.subtask;
+        let db = statekit_rocksdb_files::Db::open(files, statekit_rocksdb_files::Limits::default())
+            .map_err(|e| files_err(subtask, e))?;
+        for cf in db.column_families() {
+            if cf.name != "default" && !handle.states.iter().any(|s| s.name == cf.name) {
                 return Err(RocksDbError::Corrupt(format!(
-                    "subtask {}: column family {n:?} has no state descriptor in _metadata",
-                    handle.subtask
+                    "subtask {subtask}: column family {:?} has no state descriptor in _metadata",
+                    cf.name
                 ))
                 .into());
             }
         }
-        let db = Db::open_cf_descriptors_read_only(
-            &cf_options,
-            &path,
-            names.iter().map(|n| ColumnFamilyDescriptor::new(n, cf_options.clone())),
-            false,
-        )
-        .map_err(db_err(format!(
-            "open native snapshot of subtask {} read-only",
-            handle.subtask
-        )))?;
+        let mut families = Vec::with_capacity(handle.states.len());
+        for s in &handle.states {
+            families.push(match db.column_family(&s.name) {
+                Some(_) => Some(db.column_family_reader(&s.name).map_err(|e| files_err(subtask, e))?),
+                None => None,
+            });
+        }
         Ok(NativeSnapshotView {
-            db,
-            _dir: dir,
+            families,
             max_parallelism: handle.max_parallelism,
             range: handle.key_groups,
             layout: KeyLayout::for_max_parallelism(handle.max_parallelism),
             now_ms: handle.handle.clock_ms,
             states: handle.states.clone(),
             copied_bytes,
-            verify_blocks,
+            subtask,
         })
     }
 
-    /// Bytes that had to be copied (not hard-linked) to open the view.
+    /// Bytes that had to be downloaded (not read in place) to open the view.
     pub fn copied_bytes(&self) -> u64 {
         self.copied_bytes
     }
 
-    /// Calls `f(state index, stored key, stored value)` for every stored key of `range`, per
-    /// state in handle order (raw bytes, for copying into another database).
+    /// State `state`'s stored entries with keys in `[lower, upper)`, in key order.
+    fn read(&self, state: usize, lower: &[u8], upper: Option<&[u8]>) -> Result<StoredEntries, StateError> {
+        match self.families.get(state) {
+            Some(Some(r)) => r
+                .read_range(lower, upper, &merge_lists)
+                .map_err(|e| files_err(self.subtask, e)),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// Calls `f(state name, stored key, stored value)` for every stored key of `range`, per
+    /// state in handle order (raw bytes, for copying into another database); one key group
+    /// at a time is held in memory.
     pub(crate) fn for_each_raw(
         &self,
         range: KeyGroupRange,
@@ -731,22 +763,14 @@ impl NativeSnapshotView {
         if range.is_empty() {
             return Ok(());
         }
-        for desc in &self.states {
-            let Some(cf) = self.db.cf_handle(&desc.name) else {
-                continue;
-            };
-            let mut ro = rocksdb::ReadOptions::default();
-            ro.fill_cache(false);
-            ro.set_verify_checksums(self.verify_blocks);
-            ro.set_iterate_lower_bound(self.layout.key_group_prefix(range.start()));
-            ro.set_iterate_upper_bound(self.layout.key_group_prefix(range.end_exclusive()));
-            let mut it = self.db.raw_iterator_cf_opt(&cf, ro);
-            it.seek(self.layout.key_group_prefix(range.start()));
-            while let Some((k, v)) = it.item() {
-                f(&desc.name, k, v)?;
-                it.next();
+        for (state, desc) in self.states.iter().enumerate() {
+            for kg in range {
+                let lower = self.layout.key_group_prefix(kg);
+                let upper = self.layout.key_group_prefix(kg + 1);
+                for (k, v) in self.read(state, &lower, Some(&upper))? {
+                    f(&desc.name, &k, &v)?;
+                }
             }
-            it.status().map_err(db_err(format!("read state {:?}", desc.name)))?;
         }
         Ok(())
     }
@@ -769,14 +793,14 @@ impl KeyedStateView for NativeSnapshotView {
         if !self.range.contains(key_group) {
             return Ok(ControlFlow::Continue(()));
         }
+        let lower = self.layout.key_group_prefix(key_group);
+        let upper = self.layout.key_group_prefix(key_group + 1);
         for (state, desc) in self.states.iter().enumerate() {
-            let Some(cf) = self.db.cf_handle(&desc.name) else {
-                continue;
+            let entries = self.read(state, &lower, Some(&upper))?;
+            let it = SliceCursor {
+                entries: &entries,
+                pos: 0,
             };
-            let mut ro = key_group_read_options(self.layout, key_group);
-            ro.set_readahead_size(VIEW_READAHEAD);
-            ro.set_verify_checksums(self.verify_blocks);
-            let it = self.db.raw_iterator_cf_opt(&cf, ro);
             if visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
@@ -819,40 +843,33 @@ pub fn verify_native(
         report.files += 1;
         report.bytes += f.file.file.size;
     }
-    let view = NativeSnapshotView::open_checked(handle, options, true)?;
-    // Keys outside the subtask's range would be invisible to a key-group walk: look for them.
+    let view = NativeSnapshotView::open(handle, options)?;
+    // Keys outside the subtask's range would be invisible to a key-group walk: look for them
+    // (only the blocks below the range's first key group and above its last are read).
     let layout = view.layout;
     let range = view.range;
-    for desc in &view.states {
-        let Some(cf) = view.db.cf_handle(&desc.name) else {
-            continue;
-        };
-        let mut it = view.db.raw_iterator_cf(&cf);
-        // The keys sort by key group first: the first and the last key bound them all.
-        for last in [false, true] {
-            if last {
-                it.seek_to_last();
-            } else {
-                it.seek_to_first();
-            }
-            if let Some(k) = it.key() {
-                let kg = layout.decode(k)?.key_group;
-                if !range.contains(kg) {
-                    return Err(corrupt(format!(
-                        "subtask {}: state {:?} holds key group {kg}, outside the subtask's range {range}",
-                        handle.subtask, desc.name
-                    )));
-                }
-            }
+    let below = layout.key_group_prefix(range.start());
+    let above = layout.key_group_prefix(range.end_exclusive());
+    for (state, desc) in view.states.iter().enumerate() {
+        let outside = view
+            .read(state, &[], Some(&below))?
+            .into_iter()
+            .chain(view.read(state, &above, None)?)
+            .next();
+        if let Some((k, _)) = outside {
+            let kg = layout.decode(&k)?.key_group;
+            return Err(corrupt(format!(
+                "subtask {}: state {:?} holds key group {kg}, outside the subtask's range {range}",
+                handle.subtask, desc.name
+            )));
         }
-        it.status().map_err(db_err(format!("read state {:?}", desc.name)))?;
     }
     // Every part decoded by its schema, as `dump` renders it (checksums cannot tell bytes
     // written wrong, or rewritten with their checksums).
     let states = view.states.clone();
     let _ = view.visit_range(range, &mut |e| {
         report.entries += 1;
-        statekit_core::stream::check_entry_values(&states, &e).map_err(|why| {
+        statekit_core::stream::check_entry_values(&states, e).map_err(|why| {
             corrupt(format!(
                 "subtask {}: entry {} in key-group order: {why}",
                 handle.subtask,

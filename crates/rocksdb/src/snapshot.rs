@@ -132,11 +132,11 @@ pub(crate) fn visit_state(
     state: u32,
     desc: &StateDescriptor,
     now_ms: i64,
-    mut it: DBRawIteratorWithThreadMode<'_, Db>,
+    mut it: impl RawCursor,
     visitor: &mut EntryVisitor<'_>,
 ) -> Result<ControlFlow<()>, StateError> {
     let mut parts = DecodedKey::default();
-    it.seek(layout.key_group_prefix(key_group));
+    it.seek(&layout.key_group_prefix(key_group));
     let ttl = Ttl {
         cfg: desc.ttl,
         now: now_ms,
@@ -191,6 +191,55 @@ pub(crate) fn visit_state(
         }
         it.next();
     }
-    it.status().map_err(db_err(format!("read state {:?}", desc.name)))?;
+    it.status(&desc.name)?;
     Ok(ControlFlow::Continue(()))
+}
+
+/// Stored entries in key order, as [`visit_state`] reads them: RocksDB's iterator, or entries
+/// already read (a native snapshot read by the safe-Rust file reader).
+pub(crate) trait RawCursor {
+    /// Moves to the first entry at or after `key`.
+    fn seek(&mut self, key: &[u8]);
+    /// The current entry, if any.
+    fn item(&self) -> Option<(&[u8], &[u8])>;
+    /// Moves to the next entry.
+    fn next(&mut self);
+    /// Whether the reads of state `name` went well.
+    fn status(&self, name: &str) -> Result<(), StateError>;
+}
+
+impl RawCursor for DBRawIteratorWithThreadMode<'_, Db> {
+    fn seek(&mut self, key: &[u8]) {
+        DBRawIteratorWithThreadMode::seek(self, key);
+    }
+    fn item(&self) -> Option<(&[u8], &[u8])> {
+        DBRawIteratorWithThreadMode::item(self)
+    }
+    fn next(&mut self) {
+        DBRawIteratorWithThreadMode::next(self);
+    }
+    fn status(&self, name: &str) -> Result<(), StateError> {
+        DBRawIteratorWithThreadMode::status(self).map_err(db_err(format!("read state {name:?}")))
+    }
+}
+
+/// Entries already read, in key order.
+pub(crate) struct SliceCursor<'a> {
+    pub(crate) entries: &'a [(Vec<u8>, Vec<u8>)],
+    pub(crate) pos: usize,
+}
+
+impl RawCursor for SliceCursor<'_> {
+    fn seek(&mut self, key: &[u8]) {
+        self.pos = self.entries.partition_point(|(k, _)| k.as_slice() < key);
+    }
+    fn item(&self) -> Option<(&[u8], &[u8])> {
+        self.entries.get(self.pos).map(|(k, v)| (k.as_slice(), v.as_slice()))
+    }
+    fn next(&mut self) {
+        self.pos += 1;
+    }
+    fn status(&self, _: &str) -> Result<(), StateError> {
+        Ok(())
+    }
 }
