@@ -7,7 +7,8 @@
 //! and shared ones (incremental checkpoints) in `shared/`, some inline in `_metadata`. They
 //! are read in place (or from the inline bytes): CURRENT names the MANIFEST, whose version
 //! edits give each column family's live tables. The meta data stream holds the keyed
-//! proxy; each state is the column family of its name, read whole when the view opens. Keys
+//! proxy; each state is the column family of its name, its tables' indexes read when the
+//! view opens and a key group's data blocks when it is visited. Keys
 //! and values are the canonical format's (`[key group][key][namespace][user key]`; a list is
 //! its elements joined by `,`, un-merged operands included, which RocksDB's merge operator
 //! `stringappendtest` joins the same way), so records decode as in a canonical savepoint.
@@ -16,14 +17,14 @@ use crate::canonical::{decode_record, layout, visit_decoded, Layout};
 use crate::error::FlinkError;
 use crate::meta::KeyedProxy;
 use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError};
-use statekit_rocksdb_files::{Db, DbFile, FileData, Limits};
+use statekit_rocksdb_files::{ColumnFamilyReader, Db, DbFile, FileData, Limits};
 use std::ops::ControlFlow;
 
 /// One subtask's RocksDB database, read from a snapshot's files.
 pub struct NativeKeyedView {
-    /// Entries (key, value) of each state's column family (by state id), in key order;
-    /// `None` when the database has no such column family.
-    families: Vec<Option<(String, Vec<(Vec<u8>, Vec<u8>)>)>>,
+    /// Each state's column family (by state id), its tables opened; `None` when the
+    /// database has no such column family.
+    families: Vec<Option<(String, ColumnFamilyReader)>>,
     proxy: KeyedProxy,
     layouts: Vec<Layout>,
     states: Vec<StateDescriptor>,
@@ -142,10 +143,8 @@ impl NativeKeyedView {
                 families.push(None);
                 continue;
             }
-            let entries = db
-                .read_column_family(&m.name, &join_operands)
-                .map_err(|e| files_err(name, e))?;
-            families.push(Some((m.name.clone(), entries)));
+            let reader = db.column_family_reader(&m.name).map_err(|e| files_err(name, e))?;
+            families.push(Some((m.name.clone(), reader)));
         }
         Ok(NativeKeyedView {
             families,
@@ -165,13 +164,21 @@ impl NativeKeyedView {
         } else {
             vec![kg as u8]
         };
+        // The first key after the key group's: its prefix plus one (none after the last).
+        let next: Option<Vec<u8>> = if wide {
+            u16::try_from(kg + 1).ok().map(|n| n.to_be_bytes().to_vec())
+        } else {
+            u8::try_from(kg + 1).ok().map(|n| vec![n])
+        };
         let mut out = Vec::new();
         for (state, family) in self.families.iter().enumerate() {
-            let (Some((family, entries)), Some(layout)) = (family, self.layouts.get(state)) else {
+            let (Some((family, reader)), Some(layout)) = (family, self.layouts.get(state)) else {
                 continue;
             };
-            let first = entries.partition_point(|(k, _)| k.as_slice() < prefix.as_slice());
-            for (key, value) in entries.get(first..).unwrap_or(&[]) {
+            let entries = reader
+                .read_range(&prefix, next.as_deref(), &join_operands)
+                .map_err(|e| files_err(&self.name, e))?;
+            for (key, value) in &entries {
                 let Some(rest) = key.strip_prefix(prefix.as_slice()) else {
                     break;
                 };
