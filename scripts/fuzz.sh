@@ -29,6 +29,7 @@ all_targets=(decode_metadata keyed_file operator_file changelog_log_file changel
   decode_value state_descriptor changelog_config rocksdb_layout flink_metadata flink_serializer flink_state)
 all_targets+=(rocksdb_files)
 all_targets+=(flink_file_handles)
+all_targets+=(import_rows)
 
 seconds=60
 build_only=0

@@ -783,7 +783,12 @@ pub fn keyed_batch_entries(
     let uk_schema = desc.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
     let key = column(path, b, "key", &desc.key_schema, true, rows)?;
     let ns = column(path, b, "namespace", &desc.namespace_schema, has_ns, rows)?;
-    let uk = column(path, b, "user_key", &uk_schema, is_map, rows)?;
+    // Only a map state has user keys: another state's `user_key` column is not read.
+    let uk = if is_map {
+        column(path, b, "user_key", &uk_schema, true, rows)?
+    } else {
+        None
+    };
     let value = column(path, b, "value", &desc.value_schema, true, rows)?;
     let kg = column(path, b, "key_group", &TypeSchema::I64, false, rows)?;
     let index = column(path, b, "index", &TypeSchema::I64, false, rows)?.filter(|_| is_list);
@@ -1076,5 +1081,41 @@ impl KeyedStateView for UniqueView<'_> {
             }
             visitor(e)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{ArrayRef, Int64Array};
+
+    /// A value state's table with a stray `user_key` column (of any type): the column is not
+    /// read, every row is an entry without a user key (the fuzzer found such entries given to
+    /// the writer, which refused them).
+    #[test]
+    fn a_user_key_column_of_a_value_state_is_not_read() {
+        let desc = StateDescriptor::value("v", TypeSchema::I64, TypeSchema::I64);
+        let col = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
+        let batch = RecordBatch::try_from_iter([
+            ("key", col(vec![1, 2])),
+            ("user_key", col(vec![3, 4])),
+            ("value", col(vec![5, 6])),
+        ])
+        .expect("batch");
+        let table = KeyedTable {
+            path: Path::new("t.parquet"),
+            desc: &desc,
+            state: 0,
+            schema_max_parallelism: 128,
+            now_ms: 0,
+        };
+        let mut seen = Vec::new();
+        keyed_batch_entries(&table, &batch, 0, &mut |e, order| {
+            seen.push((e.key.to_vec(), e.user_key.map(<[u8]>::to_vec), order));
+            Ok(())
+        })
+        .expect("entries");
+        assert_eq!(seen.len(), 2);
+        assert!(seen.iter().all(|(_, u, o)| u.is_none() && o.is_none()), "{seen:?}");
     }
 }
