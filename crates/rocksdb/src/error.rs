@@ -8,7 +8,7 @@ use statekit_core::{ErrorKind, StateError};
 #[non_exhaustive]
 pub enum RocksDbError {
     /// RocksDB itself reported an error.
-    #[error("rocksdb {context}: {}", tidy(&source.to_string()))]
+    #[error("rocksdb {context}: {}", tidy(source.as_ref()))]
     Db {
         /// What the backend was doing.
         context: String,
