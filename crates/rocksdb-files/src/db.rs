@@ -166,13 +166,19 @@ impl Db {
                 }
             }
         }
-        // Write-ahead logs still needed would hold entries the tables do not: refuse them
-        // rather than read a partial state.
+        // Write-ahead logs still needed by a column family would hold entries its tables do
+        // not: refuse them rather than read a partial state.
+        let live_log = manifest
+            .column_families
+            .values()
+            .map(|c| c.log_number)
+            .min()
+            .unwrap_or(0);
         for f in files.values() {
             let Some(num) = f.name.strip_suffix(".log").and_then(|n| n.parse::<u64>().ok()) else {
                 continue;
             };
-            if num < manifest.log_number {
+            if num < live_log {
                 continue;
             }
             let len = match &f.data {

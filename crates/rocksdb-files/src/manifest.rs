@@ -33,6 +33,8 @@ pub struct ColumnFamily {
     pub comparator: Option<String>,
     /// Its live table files by (level, number).
     pub files: BTreeMap<(u32, u64), FileMeta>,
+    /// Its entries in write-ahead logs numbered below this are all in its tables.
+    pub log_number: u64,
 }
 
 /// The database state a MANIFEST describes.
@@ -42,7 +44,8 @@ pub struct Manifest {
     pub column_families: BTreeMap<u32, ColumnFamily>,
     /// Last sequence number used.
     pub last_sequence: u64,
-    /// Write-ahead logs numbered below this are obsolete.
+    /// The largest log number an edit recorded (each column family's is in
+    /// [`ColumnFamily::log_number`]).
     pub log_number: u64,
     /// Next file number.
     pub next_file_number: u64,
@@ -212,6 +215,7 @@ pub fn read_manifest(file: &str, data: &[u8]) -> Result<Manifest> {
             name: "default".into(),
             comparator: None,
             files: BTreeMap::new(),
+            log_number: 0,
         },
     );
     let mut dropped: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
@@ -247,6 +251,7 @@ pub fn read_manifest(file: &str, data: &[u8]) -> Result<Manifest> {
                     name,
                     comparator: e.comparator.clone(),
                     files: BTreeMap::new(),
+                    log_number: 0,
                 },
             );
             dropped.remove(&id);
@@ -276,6 +281,9 @@ pub fn read_manifest(file: &str, data: &[u8]) -> Result<Manifest> {
         };
         if let Some(c) = e.comparator {
             cf.comparator = Some(c);
+        }
+        if let Some(v) = e.log_number {
+            cf.log_number = cf.log_number.max(v);
         }
         for (l, n) in e.deleted {
             if cf.files.remove(&(l, n)).is_none() {

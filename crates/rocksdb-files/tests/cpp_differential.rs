@@ -179,3 +179,26 @@ proptest! {
         }
     }
 }
+
+/// Entries only in a live write-ahead log (written, never flushed) are not silently left
+/// out: the read is refused, naming the log.
+#[test]
+fn a_live_write_ahead_log_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let mut o = cpp_options();
+        o.create_if_missing(true);
+        let db = rocksdb::DB::open(&o, tmp.path()).unwrap();
+        db.put(b"flushed", b"1").unwrap();
+        db.flush().unwrap();
+        db.put(b"only-in-the-log", b"2").unwrap();
+    }
+    let cpp = cpp_read(tmp.path());
+    assert_eq!(cpp["default"].len(), 2);
+    let e = rust_read(tmp.path()).unwrap_err();
+    assert_eq!(e.kind(), statekit_rocksdb_files::ErrorKind::Unsupported, "{e}");
+    assert!(
+        e.to_string().contains(".log") && e.to_string().contains("write-ahead log"),
+        "{e}"
+    );
+}
