@@ -26,6 +26,11 @@
 //!   tables in user-key order, the newest visible version of each key (puts, deletes, single
 //!   deletes, range deletions), merge operands resolved by a caller's merge function.
 //!   Only the bytewise comparator is read; others are refused by name.
+//!   [`ColumnFamilyReader::read_range`] reads a key range, decoding only the data blocks
+//!   the index says may hold it (a Flink or statekit key group at a time).
+//! - write-ahead logs are not replayed: a non-empty log that a column family still needs
+//!   (numbered at or above its log number) is refused as unsupported rather than left out
+//!   (snapshots flush before they cut, so theirs are empty or absent).
 //!
 //! Allocations are bounded by the input: blocks lie inside their file (checked before they
 //! are sliced), and a compressed block's declared uncompressed size is checked against
