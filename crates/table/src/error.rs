@@ -111,7 +111,7 @@ pub enum TableError {
     },
     /// Planning or writing the savepoint failed (a bad schema, an existing output, …).
     #[error(transparent)]
-    Migrate(#[from] statekit_migrate::MigrateError),
+    Migrate(#[from] Box<statekit_migrate::MigrateError>),
     /// Writing the savepoint failed.
     #[error(transparent)]
     Checkpoint(#[from] statekit_checkpoint::CheckpointError),
@@ -142,6 +142,13 @@ pub enum TableError {
         #[source]
         source: arrow_schema::ArrowError,
     },
+}
+
+/// Boxed: a migration error is large, and every table result carries this one.
+impl From<statekit_migrate::MigrateError> for TableError {
+    fn from(e: statekit_migrate::MigrateError) -> Self {
+        TableError::Migrate(Box::new(e))
+    }
 }
 
 impl TableError {

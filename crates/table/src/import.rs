@@ -259,12 +259,12 @@ fn prepare<'s>(schema: &'s JobSchema, options: &ImportOptions) -> Result<Vec<Pre
         let keyed = op
             .keyed_states
             .iter()
-            .map(|s| s.to_descriptor())
+            .map(|s| s.to_descriptor().map_err(TableError::from))
             .collect::<Result<Vec<_>, _>>()?;
         let operator = op
             .operator_states
             .iter()
-            .map(|s| s.to_descriptor())
+            .map(|s| s.to_descriptor().map_err(TableError::from))
             .collect::<Result<Vec<_>, _>>()?;
         let max_p = options.max_parallelism.unwrap_or(op.max_parallelism);
         let p = options.parallelism.or(op.parallelism).unwrap_or(1);
