@@ -349,7 +349,7 @@ impl KeyGroupsView {
     fn heap_error(&self, kg: u32, e: HeapError, at: impl Fn(usize) -> usize) -> FlinkError {
         match e {
             HeapError::Corrupt((pos, field, reason)) => self.corrupt(at(pos), &field, reason),
-            HeapError::Budget(s) => FlinkError::SearchBudget {
+            HeapError::Budget(s) => FlinkError::SearchBudget(Box::new(crate::error::BudgetSpent {
                 file: self.file.clone(),
                 offset: at(s.pos) as u64,
                 field: s.field,
@@ -357,7 +357,7 @@ impl KeyGroupsView {
                 class: s.class,
                 trials: s.trials as u64,
                 scope: s.scope,
-            },
+            })),
         }
     }
 }

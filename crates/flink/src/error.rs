@@ -34,25 +34,8 @@ pub enum FlinkError {
     /// by a search for where each ends; it spent its budget (proportional to the size of the
     /// key group's part and of the whole stream) before proving the split. The bytes may be
     /// sound; reading them would cost more than their size warrants.
-    #[error(
-        "{file}: offset {offset}: {field}: key group {key_group}: the search for where values of {class} end (they have no length in the heap layout) spent its budget of {trials} trials for {scope}; a canonical savepoint of the job has lengths"
-    )]
-    SearchBudget {
-        /// The stream's file.
-        file: String,
-        /// Where the first value with no length of the key group's part starts.
-        offset: u64,
-        /// The state (`state "name"`).
-        field: String,
-        /// The key group.
-        key_group: u32,
-        /// The values' serializer.
-        class: String,
-        /// The trials the budget held.
-        trials: u64,
-        /// What the budget was for (the key group's part, or the whole stream).
-        scope: String,
-    },
+    #[error("{0}")]
+    SearchBudget(Box<BudgetSpent>),
     /// The path is not a Flink snapshot.
     #[error("{path}: not a Flink snapshot: {reason}")]
     NotFlink {
@@ -85,6 +68,36 @@ pub enum FlinkError {
     },
 }
 
+/// Where and why a search for the end of values without a length (Flink's heap layout) spent
+/// its budget ([`FlinkError::SearchBudget`]; boxed: the error stays small).
+#[derive(Debug)]
+pub struct BudgetSpent {
+    /// The stream's file.
+    pub file: String,
+    /// Where the first value with no length of the key group's part starts.
+    pub offset: u64,
+    /// The state (`state "name"`).
+    pub field: String,
+    /// The key group.
+    pub key_group: u32,
+    /// The values' serializer.
+    pub class: String,
+    /// The trials the budget held.
+    pub trials: u64,
+    /// What the budget was for (the key group's part, or the whole stream).
+    pub scope: String,
+}
+
+impl std::fmt::Display for BudgetSpent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: offset {}: {}: key group {}: the search for where values of {} end (they have no length in the heap layout) spent its budget of {} trials for {}; a canonical savepoint of the job has lengths",
+            self.file, self.offset, self.field, self.key_group, self.class, self.trials, self.scope
+        )
+    }
+}
+
 /// `file: `, or nothing for bytes of no file of their own (a record inside a stream whose
 /// file the caller names), so no message reads `: offset …`.
 fn file_prefix(file: &str) -> String {
@@ -101,7 +114,7 @@ impl FlinkError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             FlinkError::Corrupt { .. } => ErrorKind::Corrupt,
-            FlinkError::Unsupported { .. } | FlinkError::SearchBudget { .. } => ErrorKind::Unsupported,
+            FlinkError::Unsupported { .. } | FlinkError::SearchBudget(_) => ErrorKind::Unsupported,
             FlinkError::NotFlink { .. } => ErrorKind::Caller,
             // A reference the snapshot may not follow: damaged or hostile data (or a moved
             // checkpoint whose new place `--flink-root` should name).

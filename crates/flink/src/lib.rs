@@ -29,7 +29,7 @@ mod snapshot;
 mod value;
 
 pub use canonical::KeyGroupsView;
-pub use error::FlinkError;
+pub use error::{BudgetSpent, FlinkError};
 pub use meta::{decode_keyed_proxy, decode_operator_proxy, BackendStateType, KeyedProxy, OperatorProxy, StateMeta};
 pub use metadata::{
     check_metadata_size, decode_metadata, is_flink_metadata, ChangelogFilePart, ChannelHandle, DistributionMode,
