@@ -421,10 +421,13 @@ fn every_kind_converts_to_native_and_back_with_the_same_entries() {
 const MAX_P: u32 = 16;
 
 fn keyed_descs() -> Vec<StateDescriptor> {
+    // Namespaces are bytes (the random entries have one-byte namespaces): verify decodes every
+    // part by its schema.
     vec![
-        StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
-        StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes),
-        StateDescriptor::map("m", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes),
+        StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes).with_namespace(TypeSchema::Bytes),
+        StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes).with_namespace(TypeSchema::Bytes),
+        StateDescriptor::map("m", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes)
+            .with_namespace(TypeSchema::Bytes),
     ]
 }
 
