@@ -609,20 +609,36 @@ fn sigkill_at_any_moment(command: &[String], check: &dyn Fn(&SnapshotReader)) {
     eprintln!("`{what}` takes {full:?}; killed runs: {absent} left no output, {complete} a complete one");
     assert!(absent > 0, "no kill landed before the end ({full:?} a run)");
     assert!(complete > 0, "no run completed before its kill ({full:?} a run)");
-    // What the killed runs left (hidden temporary directories) goes with the next run to the
-    // same output.
-    let leftovers = |k: u32| {
+    // What a killed run leaves (hidden, run-tagged temporary directories) goes with the next
+    // run writing beside it — to any output: each run above removed the earlier killed runs'
+    // leftovers, so none is left now, and one more kill leaves one that the next run removes.
+    let leftovers = || {
         names(dir.path())
             .into_iter()
-            .filter(|n| n.starts_with(&format!(".out{k}.statekit-tmp-")))
+            .filter(|n| n.contains(".statekit-tmp-"))
             .count()
     };
-    let k = (0..8)
-        .find(|&k| leftovers(k) > 0)
-        .expect("a killed run left its temporary directory");
-    let status = args(&format!("out{k}")).arg("--force").status().expect("rerun");
+    assert_eq!(leftovers(), 0, "the runs after a kill removed what it left");
+    let mut left = false;
+    for _ in 0..20u32 {
+        // Killed as soon as its temporary directory appears.
+        let mut child = args("killed").spawn().expect("spawn");
+        let deadline = Instant::now() + full * 10;
+        while leftovers() == 0 && child.try_wait().expect("try_wait").is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        if leftovers() > 0 {
+            left = true;
+            break;
+        }
+        let _ = std::fs::remove_dir_all(dir.path().join("killed"));
+    }
+    assert!(left, "a killed run left its temporary directory");
+    let status = args("out0").arg("--force").status().expect("rerun");
     assert!(status.success());
-    assert_eq!(leftovers(k), 0);
+    assert_eq!(leftovers(), 0);
 }
 
 #[test]
