@@ -187,7 +187,7 @@ pub fn import_to(
         statekit_migrate::check_stored_replaceable(storage.as_ref(), &prefix, &shown)?;
         storage.delete_dir_all(&prefix)?;
     }
-    let scratch = crate::scratch_dir(".statekit-import-")?;
+    let scratch = crate::scratch_dir("import")?;
     let job = Job {
         operators: &operators,
         job_id: &job_id,
