@@ -35,7 +35,7 @@ mod view;
 
 pub use error::MigrateError;
 pub use plan::{Edit, KeyFilter, KeyedStatePlan, OperatorPlan, OperatorStatePlan, OutputFormat, Plan, PlanOptions};
-pub use replace::{check_local_replaceable, check_stored_replaceable};
 pub use rebucket::{EntrySorter, SortedEntries, SortedView};
+pub use replace::{check_local_replaceable, check_stored_replaceable};
 pub use run::{finish_shards, migrate, migrate_to, MigrateOptions, OutputTarget, Progress, Summary, SHARDS_DIR};
 pub use schema::{check, CheckReport, Finding, JobSchema};

@@ -185,7 +185,10 @@ fn import_of_one_hot_key_stays_within_memory() {
         &[],
         Duration::from_secs(600),
     );
-    eprintln!("import of {rows} rows of one key, --memory 4MiB: peak RSS {} kB", r.max_rss_kb);
+    eprintln!(
+        "import of {rows} rows of one key, --memory 4MiB: peak RSS {} kB",
+        r.max_rss_kb
+    );
     assert_eq!(r.code, Some(0), "{}", r.text());
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
     assert_eq!(doc["entries"].as_u64(), Some(rows), "{doc}");
