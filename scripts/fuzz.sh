@@ -26,10 +26,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 all_targets=(decode_metadata keyed_file operator_file changelog_log_file changelog_record
-  decode_value state_descriptor changelog_config rocksdb_layout flink_metadata flink_serializer flink_state)
-all_targets+=(rocksdb_files)
-all_targets+=(flink_file_handles)
-all_targets+=(import_rows)
+  decode_value state_descriptor changelog_config rocksdb_layout flink_metadata flink_serializer flink_state
+  rocksdb_files flink_file_handles import_rows)
 
 seconds=60
 build_only=0
