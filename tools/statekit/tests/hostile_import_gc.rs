@@ -7,89 +7,28 @@
 
 mod common;
 
+use common::bounded::{mkfifo, run_cmd, Ran};
 use common::moto::Moto;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// What a bounded run of the binary did.
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    /// Peak resident memory of the child, kB (from `wait4`).
-    max_rss_kb: i64,
-}
-
-impl Ran {
-    fn text(&self) -> String {
-        format!(
-            "exit {:?}, peak RSS {} kB\nstdout:\n{}\nstderr:\n{}",
-            self.code, self.max_rss_kb, self.stdout, self.stderr
-        )
-    }
-}
+use std::process::Command;
+use std::time::Duration;
 
 /// Runs `statekit args…` in `dir` with `env`, killed after `limit` (a hang fails the test with
 /// what it printed); the child's peak RSS comes from `wait4`.
-// The child is reaped with `wait4` (for its peak memory), which clippy cannot see.
-#[allow(clippy::zombie_processes)]
 fn run_limited(dir: &Path, args: &[&str], env: &[(&str, String)], limit: Duration) -> Ran {
-    let out = tempfile::NamedTempFile::new().expect("stdout file");
-    let err = tempfile::NamedTempFile::new().expect("stderr file");
-    let child = Command::new(common::bin())
-        .current_dir(dir)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out.reopen().expect("reopen"))
-        .stderr(err.reopen().expect("reopen"))
-        .spawn()
-        .expect("spawn statekit");
-    let pid = child.id() as libc::pid_t;
-    let start = Instant::now();
-    let (status, rss) = loop {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: waits for our own child without blocking.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r == pid {
-            break (status, usage.ru_maxrss);
-        }
-        assert_eq!(r, 0, "wait4 failed");
-        if start.elapsed() > limit {
-            // SAFETY: kills and reaps our own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            panic!(
-                "statekit {args:?} still running after {limit:?} (a hang); stderr: {}",
-                std::fs::read_to_string(err.path()).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Ran {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        stdout: std::fs::read_to_string(out.path()).unwrap_or_default(),
-        stderr: std::fs::read_to_string(err.path()).unwrap_or_default(),
-        max_rss_kb: rss,
-    }
+    run_cmd(
+        Command::new(common::bin())
+            .current_dir(dir)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v))),
+        args,
+        limit,
+    )
 }
 
 /// A schema of one operator `op` with a list state `events` (`i64` keys and elements).
 const SCHEMA: &str = r#"{"operators": [{"uid": "op", "max_parallelism": 128, "parallelism": 1,
   "keyed_states": [{"name": "events", "kind": "list", "key": "i64", "namespace": "unit", "value": "i64"}]}]}"#;
-
-/// Makes a FIFO at `path`.
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.to_str().expect("utf-8")).expect("no NUL");
-    // SAFETY: a valid NUL-terminated path.
-    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
-    assert_eq!(r, 0, "mkfifo {}", path.display());
-}
 
 /// Entries of `dir` whose names mention a spill directory (what an import sorts through).
 fn spill_dirs(dir: &Path) -> Vec<String> {

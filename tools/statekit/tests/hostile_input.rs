@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::bounded::{run_bounded, run_cmd, Ran};
+use common::bounded::{mkfifo, run_bounded, run_cmd, Ran};
 use common::{bin, copy_dir, fixture};
 use statekit_format::{decode_metadata, encode_metadata, FileScope, SnapshotMetadata, METADATA_FILE_NAME};
 use std::path::{Path, PathBuf};
@@ -68,18 +68,6 @@ fn edit_meta(dir: &Path, edit: impl FnOnce(&mut SnapshotMetadata)) {
     let mut m = read_meta(dir);
     edit(&mut m);
     std::fs::write(dir.join(METADATA_FILE_NAME), encode_metadata(&m)).expect("write");
-}
-
-fn mkfifo(path: &Path) {
-    let _ = std::fs::remove_file(path);
-    let c = std::ffi::CString::new(s(path)).expect("cstring");
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
-        0,
-        "mkfifo {}",
-        path.display()
-    );
 }
 
 /// A word-count savepoint (parallelism 2) under `dir/name`; returns its directory.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::bounded::{run_bounded, Ran};
+use common::bounded::{mkfifo, run_bounded, Ran};
 use common::moto::Moto;
 use common::{copy_dir, fixture};
 use std::collections::BTreeMap;
@@ -209,18 +209,6 @@ fn force_on_s3_replaces_only_a_snapshot() {
     }
 }
 
-fn mkfifo(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path");
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
-        0,
-        "mkfifo {}",
-        path.display()
-    );
-}
-
 /// Point 13: `show DIR/_metadata` and `verify DIR/_metadata` waited forever when `_metadata`
 /// itself is a FIFO (the directory form was fixed in the first round, not the file form).
 #[test]
@@ -419,6 +407,17 @@ fn verify_decodes_values_as_dump_does() {
     }
 }
 
+/// A copy of the real Flink 1.20.5 canonical heap savepoint at `dir/sp`.
+fn flink_savepoint_copy(dir: &Path) -> PathBuf {
+    let sp = dir.join("sp");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/flink/flink-1.20.5/savepoint-hashmap-canonical/savepoint"),
+        &sp,
+    );
+    sp
+}
+
 /// Swaps the byte ranges `a` and `b` (of equal length) of `bytes`.
 fn swap_ranges(bytes: &mut [u8], a: std::ops::Range<usize>, b: std::ops::Range<usize>) {
     assert_eq!(a.len(), b.len());
@@ -437,12 +436,7 @@ fn swap_ranges(bytes: &mut [u8], a: std::ops::Range<usize>, b: std::ops::Range<u
 fn subtasks_declaring_one_state_with_two_types_are_a_problem() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
-    let sp = d.join("sp");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures/flink/flink-1.20.5/savepoint-hashmap-canonical/savepoint"),
-        &sp,
-    );
+    let sp = flink_savepoint_copy(d);
     let md_path = sp.join("_metadata");
     let mut md = std::fs::read(&md_path).expect("read");
     // A handle: type byte, key groups 64 (start) and 64 (count), 64 offsets, then the stream
@@ -509,12 +503,7 @@ fn subtasks_declaring_one_state_with_two_types_are_a_problem() {
 fn errors_read_cleanly() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
-    let sp = d.join("sp");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures/flink/flink-1.20.5/savepoint-hashmap-canonical/savepoint"),
-        &sp,
-    );
+    let sp = flink_savepoint_copy(d);
     // Damage every record of one subtask's file after its head (its values no longer parse).
     let file = sp.join("f669192e-fb0b-4e1b-b3c9-ac42adf5041f");
     let mut bytes = std::fs::read(&file).expect("read");

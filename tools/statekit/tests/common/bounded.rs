@@ -14,6 +14,16 @@ pub struct Ran {
     pub max_rss_kb: i64,
 }
 
+impl Ran {
+    /// Everything it said, for an assertion's message.
+    pub fn text(&self) -> String {
+        format!(
+            "exit {:?}, peak RSS {} kB\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.max_rss_kb, self.stdout, self.stderr
+        )
+    }
+}
+
 /// Runs `statekit args…` in `dir`, killing it after `limit` (a hang fails the test with what it
 /// printed). Output goes to files, so a large one cannot block the child.
 pub fn run_bounded(dir: &Path, args: &[&str], limit: Duration) -> Ran {
@@ -66,4 +76,18 @@ pub fn run_cmd(cmd: &mut Command, what: &[&str], limit: Duration) -> Ran {
         stderr: std::fs::read_to_string(err.path()).unwrap_or_default(),
         max_rss_kb: rss,
     }
+}
+
+/// Makes a FIFO at `path` (replacing a file there).
+pub fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let _ = std::fs::remove_file(path);
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {}",
+        path.display()
+    );
 }
