@@ -63,14 +63,16 @@ fn backend(e: &Env, p: u32, i: u32) -> ChangelogBackend<HashMapBackend> {
     .expect("backend")
 }
 
+/// The states; namespaces are bytes (some entries are in namespace `w1`: verify decodes every
+/// part by its schema).
 fn register(b: &mut ChangelogBackend<HashMapBackend>) {
     b.register(
-        StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
+        StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes).with_namespace(TypeSchema::Bytes),
         StateFunctions::None,
     )
     .expect("v");
     b.register(
-        StateDescriptor::aggregating("a", TypeSchema::Bytes, TypeSchema::I64),
+        StateDescriptor::aggregating("a", TypeSchema::Bytes, TypeSchema::I64).with_namespace(TypeSchema::Bytes),
         agg(),
     )
     .expect("a");
