@@ -23,17 +23,7 @@ const LIMITS: Limits = Limits {
 };
 
 fn join(_key: &[u8], existing: Option<&[u8]>, ops: &[&[u8]]) -> Result<Vec<u8>, String> {
-    let mut out: Option<Vec<u8>> = existing.map(<[u8]>::to_vec);
-    for op in ops {
-        match &mut out {
-            Some(v) => {
-                v.push(b',');
-                v.extend_from_slice(op);
-            }
-            None => out = Some(op.to_vec()),
-        }
-    }
-    Ok(out.unwrap_or_default())
+    Ok(statekit_rocksdb_files::string_append(existing, ops, b','))
 }
 
 fn table(data: &[u8]) {

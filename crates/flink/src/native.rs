@@ -199,17 +199,7 @@ impl NativeKeyedView {
 
 /// `stringappendtest`: the existing value and each operand, joined by `,`.
 fn join_operands(_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Result<Vec<u8>, String> {
-    let mut out = existing.map(<[u8]>::to_vec);
-    for op in operands {
-        match &mut out {
-            Some(v) => {
-                v.push(b',');
-                v.extend_from_slice(op);
-            }
-            None => out = Some(op.to_vec()),
-        }
-    }
-    Ok(out.unwrap_or_default())
+    Ok(statekit_rocksdb_files::string_append(existing, operands, b','))
 }
 
 impl KeyedStateView for NativeKeyedView {

@@ -106,6 +106,23 @@ pub struct DbFile {
 /// a reason it cannot.
 pub type MergeFn<'m> = dyn Fn(&[u8], Option<&[u8]>, &[&[u8]]) -> std::result::Result<Vec<u8>, String> + 'm;
 
+/// RocksDB's string-append merge (`StringAppendOperator`; Flink's list state registers it as
+/// `stringappendtest` with `,`): the existing value, then each operand oldest first, joined by
+/// `delimiter`. Wrap it in a [`MergeFn`] for a database that uses it.
+pub fn string_append(existing: Option<&[u8]>, operands: &[&[u8]], delimiter: u8) -> Vec<u8> {
+    let mut out = existing.map(<[u8]>::to_vec);
+    for op in operands {
+        match &mut out {
+            Some(v) => {
+                v.push(delimiter);
+                v.extend_from_slice(op);
+            }
+            None => out = Some(op.to_vec()),
+        }
+    }
+    out.unwrap_or_default()
+}
+
 /// A database opened read-only from its files (no C++ involved, nothing written).
 #[derive(Debug)]
 pub struct Db {

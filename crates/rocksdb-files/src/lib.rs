@@ -49,7 +49,7 @@ mod manifest;
 mod table;
 
 pub use block::{mask_crc, BlockHandle, ChecksumType};
-pub use db::{ColumnFamilyReader, Db, DbFile, FileData, MergeFn, SharedBytes};
+pub use db::{string_append, ColumnFamilyReader, Db, DbFile, FileData, MergeFn, SharedBytes};
 pub use error::{Error, ErrorKind, Result};
 pub use log::records as log_records;
 pub use manifest::{read_manifest, ColumnFamily, FileMeta, Manifest};
