@@ -42,14 +42,16 @@ pub fn find_dead_leftovers(dir: &Path, depth: usize) -> Vec<statekit_core::temp:
         if has_metadata(&d) {
             continue;
         }
-        out.extend(statekit_core::temp::dead_leftovers(&d));
-        if depth == 0 {
-            continue;
-        }
+        // One listing: dead runs' temporaries are collected, other real directories searched.
         let Ok(rd) = std::fs::read_dir(&d) else { continue };
         for e in rd.flatten() {
-            let is_real_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            if is_real_dir && !statekit_core::temp::is_dead_leftover(&e.file_name().to_string_lossy()) {
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_symlink() {
+                continue;
+            }
+            if statekit_core::temp::is_dead_leftover(&e.file_name().to_string_lossy()) {
+                out.push(statekit_core::temp::Leftover::at(e.path()));
+            } else if t.is_dir() && depth > 0 {
                 stack.push((e.path(), depth - 1));
             }
         }

@@ -96,6 +96,16 @@ pub struct Leftover {
     pub bytes: u64,
 }
 
+impl Leftover {
+    /// The leftover at `path`, its bytes counted.
+    pub fn at(path: PathBuf) -> Leftover {
+        Leftover {
+            bytes: tree_bytes(&path),
+            path,
+        }
+    }
+}
+
 /// The run-tagged entries directly in `dir` whose run is dead (symbolic links are not
 /// leftovers: they are never followed or removed).
 pub fn dead_leftovers(dir: &Path) -> Vec<Leftover> {
@@ -106,10 +116,7 @@ pub fn dead_leftovers(dir: &Path) -> Vec<Leftover> {
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
         .filter(|e| is_dead_leftover(&e.file_name().to_string_lossy()))
-        .map(|e| Leftover {
-            bytes: tree_bytes(&e.path()),
-            path: e.path(),
-        })
+        .map(|e| Leftover::at(e.path()))
         .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out

@@ -61,20 +61,12 @@ pub fn check_local_replaceable(dir: &Path, shown: &Path) -> Result<(), MigrateEr
             }
         }
     }
-    if found.is_empty() && entries_seen == 0 {
+    if entries_seen == 0 {
         return Ok(());
     }
     let metadata = match std::fs::symlink_metadata(dir.join(METADATA_FILE_NAME)) {
         Ok(md) if md.is_file() => {
-            if md.len() > MAX_METADATA_BYTES {
-                return Err(not_replaceable(
-                    shown,
-                    format!(
-                        "its {METADATA_FILE_NAME} is {} bytes, larger than statekit's snapshot metadata",
-                        md.len()
-                    ),
-                ));
-            }
+            check_metadata_size(shown, md.len())?;
             let p = dir.join(METADATA_FILE_NAME);
             Some(std::fs::read(&p).map_err(|e| MigrateError::io(&p, e))?)
         }
@@ -117,12 +109,7 @@ pub fn check_stored_replaceable(storage: &dyn Storage, dir: &str, shown: &Path) 
     let metadata = if found.iter().any(|f| f.path == METADATA_FILE_NAME) {
         let meta_path = statekit_core::storage::join(dir, METADATA_FILE_NAME);
         let size = files.iter().find(|(p, _)| *p == meta_path).map_or(0, |(_, e)| e.size);
-        if size > MAX_METADATA_BYTES {
-            return Err(not_replaceable(
-                shown,
-                format!("its {METADATA_FILE_NAME} is {size} bytes, larger than statekit's snapshot metadata"),
-            ));
-        }
+        check_metadata_size(shown, size)?;
         let blob = storage
             .open(&meta_path)
             .map_err(statekit_checkpoint::CheckpointError::from)?;
@@ -139,6 +126,17 @@ const MAX_ENTRIES: usize = 1_000_000;
 /// statekit's own `_metadata` is small (state lives in data files); one larger than this is
 /// not one the tool wrote.
 const MAX_METADATA_BYTES: u64 = 256 << 20;
+
+/// A `_metadata` larger than statekit writes is not one of its snapshots'.
+fn check_metadata_size(shown: &Path, size: u64) -> Result<(), MigrateError> {
+    if size > MAX_METADATA_BYTES {
+        return Err(not_replaceable(
+            shown,
+            format!("its {METADATA_FILE_NAME} is {size} bytes, larger than statekit's snapshot metadata"),
+        ));
+    }
+    Ok(())
+}
 
 fn not_replaceable(shown: &Path, reason: String) -> MigrateError {
     MigrateError::OutputNotReplaceable {

@@ -341,12 +341,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
             };
             let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
             let status = status_word(f.complete, f.is_broken(), v.as_ref());
-            // Coloured, then padded by hand: escape codes take no columns.
-            let status = format!(
-                "{}{}",
-                crate::color::status(status, crate::color::Stream::Out),
-                " ".repeat(12usize.saturating_sub(status.len()))
-            );
+            let status = status_cell(status);
             outln!(
                 "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status} {}",
                 f.bytes,
@@ -365,11 +360,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
             }
         }
         for l in &leftovers {
-            let status = format!(
-                "{}{}",
-                crate::color::status(status::LEFTOVER, crate::color::Stream::Out),
-                " ".repeat(12usize.saturating_sub(status::LEFTOVER.len()))
-            );
+            let status = status_cell(status::LEFTOVER);
             outln!(
                 "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {status} {}",
                 "leftover",
@@ -410,6 +401,16 @@ pub mod status {
     pub const OK: &str = "ok";
     /// A temporary a killed statekit run left behind (not a snapshot).
     pub const LEFTOVER: &str = "LEFTOVER";
+}
+
+/// `ls`'s STATUS column: the word coloured, then padded by hand (escape codes take no
+/// columns).
+fn status_cell(word: &str) -> String {
+    format!(
+        "{}{}",
+        crate::color::status(word, crate::color::Stream::Out),
+        " ".repeat(12usize.saturating_sub(word.len()))
+    )
 }
 
 /// What `ls` says of a [`status::LEFTOVER`].
