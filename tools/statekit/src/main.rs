@@ -34,7 +34,7 @@ enum Command {
     /// Print the decoded entries of one state.
     Dump(cmd::dump::DumpArgs),
     /// Read and check every byte of a snapshot (CRCs, references, sizes, order).
-    Verify(cmd::inspect::VerifyArgs),
+    Verify(cmd::verify::VerifyArgs),
     /// List (and with confirmation delete) files no complete checkpoint references.
     Gc(cmd::gc::GcArgs),
     /// Compare two snapshots: operators, states and keys added, removed or changed (exit 1 if
@@ -101,7 +101,7 @@ fn main() -> ExitCode {
         Command::Show(args) => cmd::inspect::show(args),
         Command::Inspect(args) => tui::inspect(args),
         Command::Dump(args) => cmd::dump::dump(args),
-        Command::Verify(args) => cmd::inspect::verify(args),
+        Command::Verify(args) => cmd::verify::verify(args),
         Command::Gc(args) => cmd::gc::gc(args),
         Command::Diff(args) => cmd::diff::diff(args),
         Command::Convert(args) => cmd::migrate::convert(args),

@@ -10,6 +10,7 @@ pub mod migrate;
 #[cfg(feature = "query")]
 pub mod query;
 pub mod table;
+pub mod verify;
 
 use anyhow::Result;
 use statekit_checkpoint::SnapshotReader;
