@@ -36,6 +36,12 @@ impl ConfigError {
     }
 }
 
+impl statekit_core::HasErrorKind for ConfigError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        ConfigError::kind(self)
+    }
+}
+
 /// Where the change log is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StorageKind {

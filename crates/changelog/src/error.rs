@@ -1,7 +1,7 @@
 //! Errors of the changelog.
 
 use statekit_core::storage::StorageError;
-use statekit_core::{ErrorKind, StateError};
+use statekit_core::{ErrorKind, HasErrorKind, StateError};
 use statekit_format::FormatError;
 
 /// What went wrong in the changelog.
@@ -54,14 +54,14 @@ impl ChangelogError {
     }
 }
 
-fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
-    err.downcast_ref::<ChangelogError>().map(ChangelogError::kind)
+impl HasErrorKind for ChangelogError {
+    fn kind(&self) -> ErrorKind {
+        ChangelogError::kind(self)
+    }
 }
 
 impl From<ChangelogError> for StateError {
     fn from(e: ChangelogError) -> Self {
-        static REGISTERED: std::sync::Once = std::sync::Once::new();
-        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         match e {
             ChangelogError::State(s) => s,
             other => StateError::Other(Box::new(other)),

@@ -91,3 +91,9 @@ impl CheckpointError {
         }
     }
 }
+
+impl statekit_core::HasErrorKind for CheckpointError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        CheckpointError::kind(self)
+    }
+}

@@ -99,6 +99,12 @@ impl RegistryError {
     }
 }
 
+impl statekit_core::HasErrorKind for RegistryError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        RegistryError::kind(self)
+    }
+}
+
 /// The registry of one job.
 #[derive(Clone, Debug, Default)]
 pub struct SharedStateRegistry {

@@ -72,9 +72,9 @@ impl BackendConfig {
     pub fn for_subtask(max_parallelism: u32, parallelism: u32, index: u32) -> Result<Self, StateError> {
         crate::keygroup::check_parallelism(parallelism, max_parallelism)?;
         if index >= parallelism {
-            return Err(StateError::InvalidParallelism(format!(
-                "subtask index {index} is not below parallelism {parallelism}"
-            )));
+            return Err(StateError::InvalidParallelism(
+                crate::error::ParallelismError::SubtaskIndex { index, parallelism },
+            ));
         }
         Ok(BackendConfig {
             max_parallelism,

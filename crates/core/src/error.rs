@@ -42,12 +42,15 @@ impl ErrorKind {
         }
     }
 
-    /// The kind of a boxed error from a component behind a trait: the first statekit error
-    /// (or I/O error) found in its source chain tells; otherwise [`ErrorKind::Internal`].
+    /// The kind of an error met as `dyn Error` (an `anyhow` chain, a `source()`): the first
+    /// error of this crate ([`StateError`], [`StorageError`](crate::storage::StorageError)), boxed
+    /// [`KindedError`] or I/O error found in its source chain tells; otherwise [`ErrorKind::Internal`]. Errors of the crates above travel as
+    /// [`KindedError`]s and tell their own kind ([`HasErrorKind`]); a caller that holds an
+    /// error of a crate above as `dyn Error` downcasts it to that crate's type.
     pub fn of_dyn(e: &(dyn std::error::Error + 'static)) -> ErrorKind {
         let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
         while let Some(err) = cur {
-            if let Some(k) = classify_hook(err) {
+            if let Some(k) = kind_of_core(err) {
                 return k;
             }
             cur = err.source();
@@ -56,34 +59,107 @@ impl ErrorKind {
     }
 }
 
-/// A function telling the [`ErrorKind`] of the error types of one crate (`None` for others).
-pub type KindClassifier = fn(&(dyn std::error::Error + 'static)) -> Option<ErrorKind>;
+/// An error that says what kind of failure it is. Every library error type of statekit
+/// implements it (each also has an inherent `kind()` of the same meaning, so callers need not
+/// import this trait); it is how an error boxed into [`StateError::Other`] keeps its kind
+/// without any registry.
+pub trait HasErrorKind {
+    /// What kind of failure this is.
+    fn kind(&self) -> ErrorKind;
+}
 
-static CLASSIFIERS: std::sync::RwLock<Vec<KindClassifier>> = std::sync::RwLock::new(Vec::new());
+/// A library error that can travel boxed (in [`StateError::Other`]) and still say its kind:
+/// any `Error + HasErrorKind + Send + Sync + 'static`. Downcast it to the concrete type with
+/// [`downcast_ref`](#method.downcast_ref).
+pub trait KindedError: std::error::Error + HasErrorKind + Send + Sync + 'static {}
 
-/// Registers `f` so [`ErrorKind::of_dyn`] (and so [`StateError::kind`] of a
-/// [`StateError::Other`]) can tell the kind of a crate's own error types when they travel
-/// boxed. Crates above `core` call it where their errors enter `StateError::Other`;
-/// registering the same function twice is a no-op.
-pub fn register_kind_classifier(f: KindClassifier) {
-    let mut v = CLASSIFIERS.write().unwrap_or_else(|p| p.into_inner());
-    if !v.iter().any(|g| std::ptr::fn_addr_eq(*g, f)) {
-        v.push(f);
+impl<E: std::error::Error + HasErrorKind + Send + Sync + 'static> KindedError for E {}
+
+impl dyn KindedError {
+    /// The error as its concrete type `T`, if it is one.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        let e: &(dyn std::error::Error + 'static) = self;
+        e.downcast_ref::<T>()
+    }
+
+    /// Whether the error is a `T`.
+    pub fn is<T: std::error::Error + 'static>(&self) -> bool {
+        self.downcast_ref::<T>().is_some()
     }
 }
 
-fn classify_hook(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+/// A boxed [`KindedError`] is an error itself (its message and source are the boxed one's).
+impl std::error::Error for Box<dyn KindedError> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        (**self).source()
+    }
+}
+
+impl<T: HasErrorKind + ?Sized> HasErrorKind for Box<T> {
+    fn kind(&self) -> ErrorKind {
+        (**self).kind()
+    }
+}
+
+impl HasErrorKind for std::io::Error {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::of_io(self)
+    }
+}
+
+/// The kind of `err` when it is one of this crate's errors or an I/O error.
+fn kind_of_core(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     if let Some(e) = err.downcast_ref::<StateError>() {
         return Some(e.kind());
     }
     if let Some(e) = err.downcast_ref::<crate::storage::StorageError>() {
         return Some(e.kind());
     }
-    if let Some(e) = err.downcast_ref::<std::io::Error>() {
-        return Some(ErrorKind::of_io(e));
+    if let Some(e) = err.downcast_ref::<Box<dyn KindedError>>() {
+        return Some(e.kind());
     }
-    let v = CLASSIFIERS.read().unwrap_or_else(|p| p.into_inner());
-    v.iter().find_map(|f| f(err))
+    err.downcast_ref::<std::io::Error>().map(ErrorKind::of_io)
+}
+
+/// Why a parallelism, max parallelism or subtask index does not fit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParallelismError {
+    /// The max parallelism is 0 or above the upper bound.
+    #[error("max parallelism {max_parallelism} is outside 1..={upper_bound}")]
+    MaxParallelism {
+        /// The max parallelism given.
+        max_parallelism: u32,
+        /// The largest accepted ([`crate::UPPER_BOUND_MAX_PARALLELISM`]).
+        upper_bound: u32,
+    },
+    /// The parallelism is 0 or above the max parallelism.
+    #[error("parallelism {parallelism} is outside 1..={max_parallelism} (the max parallelism)")]
+    Parallelism {
+        /// The parallelism given.
+        parallelism: u32,
+        /// The max parallelism it must not exceed.
+        max_parallelism: u32,
+    },
+    /// A subtask index at or past the parallelism.
+    #[error("subtask index {index} is not below parallelism {parallelism}")]
+    SubtaskIndex {
+        /// The index given.
+        index: u32,
+        /// The parallelism.
+        parallelism: u32,
+    },
+    /// A backend's key-group range reaches past the max parallelism.
+    #[error("key-group range {range} exceeds max parallelism {max_parallelism}")]
+    RangeExceedsMax {
+        /// The backend's range.
+        range: KeyGroupRange,
+        /// The max parallelism.
+        max_parallelism: u32,
+    },
+    /// Operator state redistributed to no subtask.
+    #[error("new parallelism must be at least 1")]
+    ZeroNewParallelism,
 }
 
 /// Errors from backends and the state model.
@@ -92,7 +168,7 @@ fn classify_hook(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
 pub enum StateError {
     /// A parallelism or max parallelism is out of bounds.
     #[error("invalid parallelism: {0}")]
-    InvalidParallelism(String),
+    InvalidParallelism(ParallelismError),
     /// No state with this handle or name is registered.
     #[error("unknown state {0}")]
     UnknownState(String),
@@ -135,9 +211,35 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
-    /// Any other error from a component behind the trait (a format reader, a storage).
+    /// Any other error from a component behind the trait (a format reader, a storage): a
+    /// library error that says its own kind ([`KindedError`]; downcast it to inspect it).
     #[error(transparent)]
-    Other(Box<dyn std::error::Error + Send + Sync>),
+    Other(Box<dyn KindedError>),
+}
+
+impl HasErrorKind for StateError {
+    fn kind(&self) -> ErrorKind {
+        StateError::kind(self)
+    }
+}
+
+impl HasErrorKind for crate::storage::StorageError {
+    fn kind(&self) -> ErrorKind {
+        crate::storage::StorageError::kind(self)
+    }
+}
+
+impl ParallelismError {
+    /// What kind of failure this is: always the caller's.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Caller
+    }
+}
+
+impl HasErrorKind for ParallelismError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Caller
+    }
 }
 
 impl StateError {
@@ -153,7 +255,7 @@ impl StateError {
             | StateError::Restore(_) => ErrorKind::Caller,
             StateError::Snapshot(_) => ErrorKind::Corrupt,
             StateError::Io { source, .. } => ErrorKind::of_io(source),
-            StateError::Other(e) => ErrorKind::of_dyn(e.as_ref()),
+            StateError::Other(e) => e.kind(),
         }
     }
 

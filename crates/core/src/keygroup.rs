@@ -10,6 +10,7 @@
 //! Flink itself hashes the Java `hashCode` of the key object; [`flink_key_group_for_hash_code`]
 //! reproduces that for tools that need Flink's assignment.
 
+use crate::error::ParallelismError;
 use crate::hash::{flink_murmur_hash_int, murmur3_x86_32};
 use crate::StateError;
 use std::fmt;
@@ -22,9 +23,10 @@ pub const DEFAULT_MAX_PARALLELISM: u32 = 128;
 /// Checks `1 <= max_parallelism <= 32768`.
 pub fn check_max_parallelism(max_parallelism: u32) -> Result<(), StateError> {
     if max_parallelism == 0 || max_parallelism > UPPER_BOUND_MAX_PARALLELISM {
-        return Err(StateError::InvalidParallelism(format!(
-            "max parallelism {max_parallelism} is outside 1..={UPPER_BOUND_MAX_PARALLELISM}"
-        )));
+        return Err(StateError::InvalidParallelism(ParallelismError::MaxParallelism {
+            max_parallelism,
+            upper_bound: UPPER_BOUND_MAX_PARALLELISM,
+        }));
     }
     Ok(())
 }
@@ -33,9 +35,10 @@ pub fn check_max_parallelism(max_parallelism: u32) -> Result<(), StateError> {
 pub fn check_parallelism(parallelism: u32, max_parallelism: u32) -> Result<(), StateError> {
     check_max_parallelism(max_parallelism)?;
     if parallelism == 0 || parallelism > max_parallelism {
-        return Err(StateError::InvalidParallelism(format!(
-            "parallelism {parallelism} is outside 1..={max_parallelism} (the max parallelism)"
-        )));
+        return Err(StateError::InvalidParallelism(ParallelismError::Parallelism {
+            parallelism,
+            max_parallelism,
+        }));
     }
     Ok(())
 }

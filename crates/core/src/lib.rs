@@ -27,7 +27,7 @@ pub mod stream;
 pub mod temp;
 
 pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
-pub use error::{register_kind_classifier, ErrorKind, KindClassifier, StateError};
+pub use error::{ErrorKind, HasErrorKind, KindedError, ParallelismError, StateError};
 pub use keygroup::{key_group_for_key, KeyGroupRange, DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM};
 pub use operator::{uid_looks_auto_generated, OperatorId};
 pub use operator_state::{

@@ -160,7 +160,7 @@ pub fn redistribute(
 ) -> Result<Vec<OperatorStateSnapshot>, StateError> {
     if new_parallelism == 0 {
         return Err(StateError::InvalidParallelism(
-            "new parallelism must be at least 1".into(),
+            crate::error::ParallelismError::ZeroNewParallelism,
         ));
     }
     let n = new_parallelism as usize;

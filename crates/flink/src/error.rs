@@ -128,6 +128,12 @@ impl FlinkError {
     }
 }
 
+impl statekit_core::HasErrorKind for FlinkError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        FlinkError::kind(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FlinkError;

@@ -101,17 +101,17 @@ impl FormatError {
     }
 }
 
+impl statekit_core::HasErrorKind for FormatError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        FormatError::kind(self)
+    }
+}
+
 /// Converts for [`statekit_core::KeyedStateView`] implementations: a [`FormatError::State`] is
 /// unwrapped, anything else is boxed into [`StateError::Other`] (and can be recovered with
 /// `downcast_ref::<FormatError>()`).
-fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
-    err.downcast_ref::<FormatError>().map(FormatError::kind)
-}
-
 impl From<FormatError> for StateError {
     fn from(e: FormatError) -> Self {
-        static REGISTERED: std::sync::Once = std::sync::Once::new();
-        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         match e {
             FormatError::State(s) => s,
             other => StateError::Other(Box::new(other)),

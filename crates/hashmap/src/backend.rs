@@ -312,10 +312,12 @@ impl HashMapBackend {
         check_max_parallelism(config.max_parallelism)?;
         let range = config.key_group_range;
         if !range.is_empty() && range.end_exclusive() > config.max_parallelism {
-            return Err(StateError::InvalidParallelism(format!(
-                "key-group range {range} exceeds max parallelism {}",
-                config.max_parallelism
-            )));
+            return Err(StateError::InvalidParallelism(
+                statekit_core::error::ParallelismError::RangeExceedsMax {
+                    range,
+                    max_parallelism: config.max_parallelism,
+                },
+            ));
         }
         tracing::debug!(max_parallelism = config.max_parallelism, %range, "new heap keyed state backend");
         Ok(HashMapBackend {

@@ -206,3 +206,9 @@ impl MigrateError {
         }
     }
 }
+
+impl statekit_core::HasErrorKind for MigrateError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        MigrateError::kind(self)
+    }
+}

@@ -49,6 +49,12 @@ impl LocationError {
     }
 }
 
+impl statekit_core::HasErrorKind for LocationError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        LocationError::kind(self)
+    }
+}
+
 /// True when `s` looks like a URL (`scheme://…`) rather than a local path.
 pub fn is_url(s: &str) -> bool {
     match s.split_once("://") {

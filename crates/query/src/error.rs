@@ -93,3 +93,9 @@ impl QueryError {
         }
     }
 }
+
+impl statekit_core::HasErrorKind for QueryError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        QueryError::kind(self)
+    }
+}

@@ -165,7 +165,7 @@ impl Store {
                 });
                 let flushed = flusher
                     .join()
-                    .unwrap_or_else(|_| Err(StateError::Other("the memtable flush thread panicked".into())));
+                    .unwrap_or_else(|_| Err(RocksDbError::ThreadPanicked { thread: "memtable flush" }.into()));
                 (flushed, files)
             })
         });
@@ -583,10 +583,12 @@ impl RocksDbBackend {
         check_max_parallelism(config.max_parallelism)?;
         let range = config.key_group_range;
         if !range.is_empty() && range.end_exclusive() > config.max_parallelism {
-            return Err(StateError::InvalidParallelism(format!(
-                "key-group range {range} exceeds max parallelism {}",
-                config.max_parallelism
-            )));
+            return Err(StateError::InvalidParallelism(
+                statekit_core::error::ParallelismError::RangeExceedsMax {
+                    range,
+                    max_parallelism: config.max_parallelism,
+                },
+            ));
         }
         let dir = new_working_dir(&options)?;
         let store = open_store(&options, dir, false)?;

@@ -1,6 +1,6 @@
 //! Errors of the RocksDB backend, carried inside [`StateError::Other`].
 
-use statekit_core::{ErrorKind, StateError};
+use statekit_core::{ErrorKind, HasErrorKind, StateError};
 
 /// What went wrong below the [`KeyedStateBackend`](statekit_core::KeyedStateBackend) trait.
 /// Backend methods return it wrapped in [`StateError::Other`]; downcast to inspect it.
@@ -22,6 +22,20 @@ pub enum RocksDbError {
     /// The backend was disposed of; it cannot be used any more.
     #[error("the RocksDB backend was disposed of")]
     Disposed,
+    /// A helper thread of the backend panicked (a bug).
+    #[error("the {thread} thread panicked")]
+    ThreadPanicked {
+        /// Which thread (`"memtable flush"`).
+        thread: &'static str,
+    },
+    /// Reading a native snapshot's RocksDB files failed below their contents (the file
+    /// system): neither damage nor an unsupported feature, which are reported as such.
+    #[error(transparent)]
+    NativeFiles {
+        /// The file reader's error.
+        #[from]
+        source: statekit_rocksdb_files::Error,
+    },
 }
 
 /// RocksDB's message without a status word it repeats (`Corruption: Corruption: IO error: …`
@@ -61,18 +75,26 @@ impl RocksDbError {
             }
             RocksDbError::Corrupt(_) => ErrorKind::Corrupt,
             RocksDbError::Disposed => ErrorKind::Caller,
+            RocksDbError::ThreadPanicked { .. } => ErrorKind::Internal,
+            RocksDbError::NativeFiles { source } => match source.kind() {
+                statekit_rocksdb_files::ErrorKind::Corrupt => ErrorKind::Corrupt,
+                statekit_rocksdb_files::ErrorKind::Unsupported => ErrorKind::Unsupported,
+                _ => std::error::Error::source(source)
+                    .and_then(|e| e.downcast_ref::<std::io::Error>())
+                    .map_or(ErrorKind::Internal, ErrorKind::of_io),
+            },
         }
     }
 }
 
-fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
-    err.downcast_ref::<RocksDbError>().map(RocksDbError::kind)
+impl HasErrorKind for RocksDbError {
+    fn kind(&self) -> ErrorKind {
+        RocksDbError::kind(self)
+    }
 }
 
 impl From<RocksDbError> for StateError {
     fn from(e: RocksDbError) -> Self {
-        static REGISTERED: std::sync::Once = std::sync::Once::new();
-        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         StateError::Other(Box::new(e))
     }
 }

@@ -434,6 +434,7 @@ pub fn write_native(
         max_parallelism: view.max_parallelism(),
         key_group_range: range,
         clock: statekit_core::ManualClock::new(clock_ms),
+        key_group_scheme: view.key_group_scheme(),
     };
     // The scratch database's memtables only take what is too small to go into an SST file
     // and live until the cut's flush: a small write buffer spares allocating (and zeroing)
@@ -669,7 +670,7 @@ fn files_err(subtask: u32, e: statekit_rocksdb_files::Error) -> StateError {
         statekit_rocksdb_files::ErrorKind::Unsupported => {
             StateError::Snapshot(format!("native snapshot of subtask {subtask}: {e}"))
         }
-        _ => StateError::Other(Box::new(e)),
+        _ => crate::error::RocksDbError::from(e).into(),
     }
 }
 

@@ -381,6 +381,12 @@ impl DiffError {
     }
 }
 
+impl statekit_core::HasErrorKind for DiffError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        DiffError::kind(self)
+    }
+}
+
 /// How far a comparison got: key groups walked of those of every operator on both sides
 /// (an operator whose keyed state is not compared counts as walked at once).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

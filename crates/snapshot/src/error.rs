@@ -2,7 +2,7 @@
 
 use statekit_changelog::ChangelogError;
 use statekit_checkpoint::CheckpointError;
-use statekit_core::{ErrorKind, StateError};
+use statekit_core::{ErrorKind, HasErrorKind, StateError};
 use statekit_format::FormatError;
 
 /// Errors of opening, reading and restoring snapshots of any kind.
@@ -67,14 +67,14 @@ impl SnapshotError {
     }
 }
 
-fn classify(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
-    err.downcast_ref::<SnapshotError>().map(SnapshotError::kind)
+impl HasErrorKind for SnapshotError {
+    fn kind(&self) -> ErrorKind {
+        SnapshotError::kind(self)
+    }
 }
 
 impl From<SnapshotError> for StateError {
     fn from(e: SnapshotError) -> Self {
-        static REGISTERED: std::sync::Once = std::sync::Once::new();
-        REGISTERED.call_once(|| statekit_core::register_kind_classifier(classify));
         match e {
             SnapshotError::State(s) => s,
             other => StateError::Other(Box::new(other)),

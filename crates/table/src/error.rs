@@ -180,3 +180,9 @@ impl TableError {
         }
     }
 }
+
+impl statekit_core::HasErrorKind for TableError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        TableError::kind(self)
+    }
+}
