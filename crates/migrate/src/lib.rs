@@ -31,6 +31,7 @@ mod rebucket;
 mod replace;
 mod run;
 pub mod schema;
+pub mod syntax;
 mod view;
 
 pub use error::MigrateError;
@@ -39,3 +40,4 @@ pub use rebucket::{EntrySorter, SortedEntries, SortedView};
 pub use replace::{check_local_replaceable, check_stored_replaceable};
 pub use run::{finish_shards, migrate, migrate_to, MigrateOptions, OutputTarget, Progress, Summary, SHARDS_DIR};
 pub use schema::{check, CheckReport, Finding, JobSchema};
+pub use syntax::{EditParseError, EditSyntax};
