@@ -9,6 +9,8 @@
 //! * [`open_keyed`]: a backend of the caller's choice ([`BackendChoice`], optionally under the
 //!   changelog: [`ChangelogSetup`]) restored from any snapshot kind at any parallelism;
 //! * [`find_snapshots`] and [`latest_checkpoint`]: what lies under a directory;
+//! * [`describe`]: what a snapshot holds, from `_metadata` alone (operators, states, types,
+//!   sizes, format, changelog summary), as a [`Description`] a tool renders;
 //! * [`diff`]: the differences between any two snapshots, streamed to a sink key group by key
 //!   group (design `docs/design/0007-diff.md`).
 //!
@@ -19,6 +21,7 @@
 //! backend, at any parallelism): `cargo run -p statekit-snapshot --example restore_any -- PATH UID`.
 
 mod backend;
+pub mod describe;
 pub mod diff;
 mod error;
 mod find;
@@ -26,6 +29,7 @@ pub mod verify;
 mod views;
 
 pub use backend::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom};
+pub use describe::{describe, Description};
 pub use error::SnapshotError;
 pub use find::{
     find_snapshots, find_snapshots_at, latest_checkpoint, latest_checkpoint_at, referenced_bytes, FoundSnapshot,
