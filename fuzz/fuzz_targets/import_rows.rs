@@ -289,7 +289,7 @@ fuzz_target!(|data: &[u8]| {
         path: Path::new("fuzz.parquet"),
         desc: &desc,
         state: 0,
-        schema_max_parallelism: 128,
+        schema_key_groups: &statekit_core::KeyGroupAssigner::statekit(128),
         now_ms: 1_700_000_000_000,
     };
     let has_ns = desc.namespace_schema != TypeSchema::Unit;

@@ -236,16 +236,13 @@ impl SnapshotReader {
         Ok(Some(f.keyed_views(op, range)?))
     }
 
-    /// The key group `key` (in statekit's value encoding of `schema`) belongs to in this
-    /// snapshot: statekit's rule for its own snapshots, Flink's (`murmurHash(hashCode)`) for a
-    /// Flink snapshot. `None` when the rule needs a `hashCode` statekit cannot compute (a
-    /// Flink key of another type): then every key group must be searched.
-    pub fn key_group_of(&self, key: &[u8], schema: &statekit_core::TypeSchema, max_parallelism: u32) -> Option<u32> {
-        if self.flink.is_some() {
-            statekit_flink::flink_key_group(key, schema, max_parallelism)
-        } else {
-            Some(keygroup::key_group_for_key(key, max_parallelism))
-        }
+    /// The key group `key` (in statekit's value encoding of `schema`) belongs to in
+    /// operator `uid` of this snapshot, under the operator's key-group scheme (statekit's
+    /// rule, or Flink's `murmurHash(hashCode)` for state that came from Apache Flink,
+    /// [`OperatorMetadata::key_group_of`]). `None` when the rule needs a `hashCode` statekit
+    /// cannot compute (a Flink key of another type): then every key group must be searched.
+    pub fn key_group_of(&self, uid: &str, key: &[u8], schema: &statekit_core::TypeSchema) -> Option<u32> {
+        self.operator(uid).ok()?.key_group_of(key, schema).ok()
     }
 
     /// Refuses reading state data of a Flink snapshot (not built yet).

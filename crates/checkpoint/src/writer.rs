@@ -6,8 +6,8 @@ use crate::layout::SHARED_DIR;
 use statekit_core::storage::SubdirStorage;
 use statekit_core::storage::{join, Storage};
 use statekit_core::{
-    keygroup, KeyGroupRange, KeyedStateView, OperatorId, OperatorStateDescriptor, OperatorStateSnapshot,
-    StateDescriptor,
+    keygroup, KeyGroupRange, KeyGroupScheme, KeyedStateView, OperatorId, OperatorStateDescriptor,
+    OperatorStateSnapshot, StateDescriptor,
 };
 use statekit_format::{
     encode_metadata, transcode_keyed_file, write_keyed_file, write_operator_file, ChangelogKeyedHandle, FileRef,
@@ -42,6 +42,9 @@ struct OperatorBuilder {
     id: OperatorId,
     parallelism: u32,
     max_parallelism: u32,
+    /// The operator's key-group scheme: set by [`SnapshotWriter::set_key_group_scheme`] or
+    /// by the first view written; statekit's if neither.
+    scheme: Option<KeyGroupScheme>,
     subtasks: Vec<Option<SubtaskResult>>,
 }
 
@@ -250,9 +253,22 @@ impl SnapshotWriter {
             id,
             parallelism,
             max_parallelism,
+            scheme: None,
             subtasks: (0..parallelism).map(|_| None).collect(),
         });
         Ok(())
+    }
+
+    /// Records the rule that put operator `uid`'s keys in their key groups (statekit's
+    /// unless set, or learnt from the first subtask view written): a conversion of Apache
+    /// Flink state keeps Flink's. Fails when a subtask already written says otherwise.
+    pub fn set_key_group_scheme(&self, uid: &str, scheme: KeyGroupScheme) -> Result<(), CheckpointError> {
+        let mut ops = self.lock();
+        let op = ops
+            .iter_mut()
+            .find(|o| o.uid == uid)
+            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))?;
+        agree_scheme(uid, &mut op.scheme, scheme)
     }
 
     /// Declares an operator all of whose subtasks have finished and hold no state.
@@ -411,6 +427,7 @@ impl SnapshotWriter {
                         view.max_parallelism()
                     )));
                 }
+                self.set_key_group_scheme(uid, view.key_group_scheme())?;
                 let name = format!("{id}-{index}-keyed.skd");
                 let info = write_keyed_file(
                     view,
@@ -550,6 +567,7 @@ impl SnapshotWriter {
                 parallelism: op.parallelism,
                 max_parallelism: op.max_parallelism,
                 finished: subtasks.iter().all(|s| s.finished),
+                key_group_scheme: op.scheme.unwrap_or_default(),
                 keyed_states,
                 operator_states,
                 subtasks,
@@ -591,4 +609,22 @@ impl SnapshotWriter {
         self.storage.delete_dir_all(&self.dir)?;
         Ok(())
     }
+}
+
+/// Records `scheme` as an operator's, or checks it agrees with the one recorded.
+fn agree_scheme(
+    uid: &str,
+    recorded: &mut Option<KeyGroupScheme>,
+    scheme: KeyGroupScheme,
+) -> Result<(), CheckpointError> {
+    match *recorded {
+        None => *recorded = Some(scheme),
+        Some(s) if s == scheme => {}
+        Some(s) => {
+            return Err(CheckpointError::Invalid(format!(
+                "operator {uid:?}: its keys are in {s} key groups, but a subtask's are in {scheme} key groups"
+            )))
+        }
+    }
+    Ok(())
 }

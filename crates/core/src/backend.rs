@@ -1,7 +1,7 @@
 //! The keyed state backend trait: what an engine calls for every record.
 
 use crate::error::StateError;
-use crate::keygroup::KeyGroupRange;
+use crate::keygroup::{KeyGroupRange, KeyGroupScheme};
 use crate::state::{StateDescriptor, StateFunctions};
 use crate::stream::KeyedStateView;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -65,6 +65,9 @@ pub struct BackendConfig {
     pub key_group_range: KeyGroupRange,
     /// Time source for TTL.
     pub clock: Arc<dyn Clock>,
+    /// The rule that puts a key in its key group: statekit's for state statekit writes,
+    /// Flink's for state restored from Apache Flink (it stays with the data).
+    pub key_group_scheme: KeyGroupScheme,
 }
 
 impl BackendConfig {
@@ -80,7 +83,14 @@ impl BackendConfig {
             max_parallelism,
             key_group_range: KeyGroupRange::for_subtask(max_parallelism, parallelism, index),
             clock: Arc::new(SystemClock),
+            key_group_scheme: KeyGroupScheme::Statekit,
         })
+    }
+
+    /// Replaces the key-group scheme (statekit's by default).
+    pub fn with_key_group_scheme(mut self, scheme: KeyGroupScheme) -> Self {
+        self.key_group_scheme = scheme;
+        self
     }
 
     /// Replaces the clock.
@@ -105,6 +115,10 @@ pub trait KeyedStateBackend: Send {
     fn max_parallelism(&self) -> u32;
     /// The key groups this backend owns.
     fn key_group_range(&self) -> KeyGroupRange;
+    /// The rule this backend puts keys in key groups by ([`BackendConfig::key_group_scheme`]).
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        KeyGroupScheme::Statekit
+    }
     /// Registers a state, or returns the existing one of that name after checking the
     /// descriptor is compatible. `functions` supplies reduce/aggregate functions (they are
     /// not part of snapshots, so engines register them again after a restore).
@@ -223,6 +237,9 @@ pub trait KeyedStateBackend: Send {
 impl<B: KeyedStateBackend + ?Sized> KeyedStateBackend for Box<B> {
     fn max_parallelism(&self) -> u32 {
         (**self).max_parallelism()
+    }
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        (**self).key_group_scheme()
     }
     fn key_group_range(&self) -> KeyGroupRange {
         (**self).key_group_range()

@@ -9,10 +9,16 @@
 //! `kg = murmur3_x86_32(serialized key bytes, seed 0) mod M` ([`key_group_for_key`]).
 //! Flink itself hashes the Java `hashCode` of the key object; [`flink_key_group_for_hash_code`]
 //! reproduces that for tools that need Flink's assignment.
+//!
+//! Which of the two rules a snapshot's keys follow is its [`KeyGroupScheme`]: state written by
+//! statekit follows statekit's rule, state read from Apache Flink keeps Flink's, and the scheme
+//! travels with the data (the operator record of `_metadata`, every view, every backend) so
+//! that every path — a point lookup, a rescale, a conversion — computes the group the data
+//! was put in. [`KeyGroupAssigner`] is a scheme fixed to one key type and max parallelism.
 
 use crate::error::ParallelismError;
 use crate::hash::{flink_murmur_hash_int, murmur3_x86_32};
-use crate::StateError;
+use crate::{StateError, TypeSchema};
 use std::fmt;
 
 /// Largest max parallelism (and so number of key groups) statekit accepts: 2^15, as in Flink.
@@ -63,6 +69,266 @@ pub fn key_group_for_key(key: &[u8], max_parallelism: u32) -> u32 {
 /// `murmurHash(hashCode) % maxParallelism`.
 pub fn flink_key_group_for_hash_code(hash_code: i32, max_parallelism: u32) -> u32 {
     (flink_murmur_hash_int(hash_code) as u32) % max_parallelism.max(1)
+}
+
+/// The rule that maps a key to its key group: a property of the data, recorded per operator.
+///
+/// ```
+/// use statekit_core::{keygroup::KeyGroupScheme, TypeSchema};
+/// // Flink puts the String key "a" in key group 81 of 128; statekit's own rule gives 50.
+/// assert_eq!(KeyGroupScheme::Flink.key_group(b"a", &TypeSchema::Utf8, 128)?, 81);
+/// assert_eq!(KeyGroupScheme::Statekit.key_group(b"a", &TypeSchema::Utf8, 128)?, 50);
+/// # Ok::<(), statekit_core::keygroup::KeyGroupError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyGroupScheme {
+    /// statekit's rule: `murmur3_x86_32(serialized key, seed 0) % max_parallelism`
+    /// ([`key_group_for_key`]); defined for keys of every type.
+    #[default]
+    Statekit,
+    /// Apache Flink's rule: `murmurHash(key.hashCode()) % maxParallelism`, with the `hashCode`
+    /// Java computes for the key's type. statekit computes it for `String` and `Character`
+    /// ([`TypeSchema::Utf8`]), `Integer`, `Short` and `Byte` ([`TypeSchema::I32`]), `Long`
+    /// ([`TypeSchema::I64`]), `Boolean` ([`TypeSchema::Bool`]), `Float` ([`TypeSchema::F32`])
+    /// and `Double` ([`TypeSchema::F64`]) keys; other key types are
+    /// [`KeyGroupError::UnsupportedKeyType`].
+    Flink,
+}
+
+impl KeyGroupScheme {
+    /// The scheme's name as `_metadata` dumps and `--json` print it: `statekit` or `flink`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyGroupScheme::Statekit => "statekit",
+            KeyGroupScheme::Flink => "flink",
+        }
+    }
+
+    /// True when the scheme can place keys of this type.
+    pub fn supports(self, key_schema: &TypeSchema) -> bool {
+        match self {
+            KeyGroupScheme::Statekit => true,
+            KeyGroupScheme::Flink => JavaHash::of(key_schema).is_some(),
+        }
+    }
+
+    /// The key group of `key` (serialized as `key_schema` says) under this scheme.
+    pub fn key_group(self, key: &[u8], key_schema: &TypeSchema, max_parallelism: u32) -> Result<u32, KeyGroupError> {
+        self.assigner(key_schema, max_parallelism).key_group(key)
+    }
+
+    /// This scheme fixed to one key type and max parallelism. Under Flink's rule for a key
+    /// type statekit cannot hash ([`KeyGroupScheme::supports`] is false), every
+    /// [`KeyGroupAssigner::key_group`] fails with [`KeyGroupError::UnsupportedKeyType`]: the
+    /// data still reads, restores and converts in its given key groups, but no key can be
+    /// placed anew.
+    pub fn assigner(self, key_schema: &TypeSchema, max_parallelism: u32) -> KeyGroupAssigner {
+        let rule = match self {
+            KeyGroupScheme::Statekit => Rule::Statekit,
+            KeyGroupScheme::Flink => JavaHash::of(key_schema).map_or(Rule::Unsupported, Rule::Flink),
+        };
+        KeyGroupAssigner {
+            rule,
+            key_schema: key_schema.clone(),
+            max_parallelism: max_parallelism.max(1),
+        }
+    }
+}
+
+impl fmt::Display for KeyGroupScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KeyGroupScheme {
+    type Err = KeyGroupError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "statekit" => Ok(KeyGroupScheme::Statekit),
+            "flink" => Ok(KeyGroupScheme::Flink),
+            _ => Err(KeyGroupError::UnknownScheme { name: s.to_string() }),
+        }
+    }
+}
+
+/// Why a key has no key group under a scheme.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyGroupError {
+    /// Flink's rule needs the key's Java `hashCode`, which statekit does not compute for this type.
+    #[error(
+        "Apache Flink's key-group rule hashes the key's Java hashCode, which statekit computes for \
+         String, Character, Integer, Short, Byte, Long, Boolean, Float and Double keys, not for {key_type} keys"
+    )]
+    UnsupportedKeyType {
+        /// The key type ([`TypeSchema`]'s display).
+        key_type: String,
+    },
+    /// The key's bytes are not a value of its type (e.g. not UTF-8 for a string key).
+    #[error("a key of {len} bytes is not a {key_type} value, so its key group under Flink's rule is undefined")]
+    MalformedKey {
+        /// The key type ([`TypeSchema`]'s display).
+        key_type: String,
+        /// The key's length in bytes.
+        len: usize,
+    },
+    /// A scheme name that is neither `statekit` nor `flink`.
+    #[error("unknown key-group scheme {name:?} (known: statekit, flink)")]
+    UnknownScheme {
+        /// The name given.
+        name: String,
+    },
+}
+
+impl KeyGroupError {
+    /// The kind of failure: an unsupported key type, or a caller's bad key or name.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            KeyGroupError::UnsupportedKeyType { .. } => crate::ErrorKind::Unsupported,
+            KeyGroupError::MalformedKey { .. } | KeyGroupError::UnknownScheme { .. } => crate::ErrorKind::Caller,
+        }
+    }
+}
+
+impl crate::error::HasErrorKind for KeyGroupError {
+    fn kind(&self) -> crate::ErrorKind {
+        KeyGroupError::kind(self)
+    }
+}
+
+/// How Java hashes a key type statekit can place under Flink's rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JavaHash {
+    /// `String.hashCode` (and `Character.hashCode`, the same for a one-character string).
+    String,
+    /// `Integer.hashCode` (and `Short`, `Byte`): the value.
+    Int,
+    /// `Long.hashCode`: `(int)(v ^ (v >>> 32))`.
+    Long,
+    /// `Boolean.hashCode`: 1231 or 1237.
+    Bool,
+    /// `Float.hashCode`: `floatToIntBits` (NaN canonical).
+    Float,
+    /// `Double.hashCode`: `doubleToLongBits` (NaN canonical), folded as `Long`.
+    Double,
+}
+
+impl JavaHash {
+    fn of(schema: &TypeSchema) -> Option<JavaHash> {
+        Some(match schema {
+            TypeSchema::Utf8 => JavaHash::String,
+            TypeSchema::I32 => JavaHash::Int,
+            TypeSchema::I64 => JavaHash::Long,
+            TypeSchema::Bool => JavaHash::Bool,
+            TypeSchema::F32 => JavaHash::Float,
+            TypeSchema::F64 => JavaHash::Double,
+            _ => return None,
+        })
+    }
+
+    /// The Java `hashCode` of the key whose statekit encoding is `key`.
+    fn hash_code(self, key: &[u8]) -> Option<i32> {
+        let fold = |v: i64| (v ^ ((v as u64) >> 32) as i64) as i32;
+        Some(match self {
+            JavaHash::String => crate::hash::java_string_hash_code(std::str::from_utf8(key).ok()?),
+            JavaHash::Int => i32::from_be_bytes(key.try_into().ok()?),
+            JavaHash::Long => fold(i64::from_be_bytes(key.try_into().ok()?)),
+            JavaHash::Bool => match key {
+                [1] => 1231,
+                [0] => 1237,
+                _ => return None,
+            },
+            JavaHash::Float => {
+                let f = f32::from_be_bytes(key.try_into().ok()?);
+                if f.is_nan() {
+                    0x7fc0_0000
+                } else {
+                    f.to_bits() as i32
+                }
+            }
+            JavaHash::Double => {
+                let d = f64::from_be_bytes(key.try_into().ok()?);
+                fold(if d.is_nan() {
+                    0x7ff8_0000_0000_0000
+                } else {
+                    d.to_bits() as i64
+                })
+            }
+        })
+    }
+}
+
+/// The rule of a [`KeyGroupAssigner`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rule {
+    Statekit,
+    Flink(JavaHash),
+    /// Flink's rule for a key type statekit cannot hash.
+    Unsupported,
+}
+
+/// A [`KeyGroupScheme`] fixed to one key type and max parallelism: the function every path
+/// that places a key (a backend's put, a point lookup, a rescale) calls.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyGroupAssigner {
+    rule: Rule,
+    key_schema: TypeSchema,
+    max_parallelism: u32,
+}
+
+impl KeyGroupAssigner {
+    /// statekit's rule for any key type.
+    pub fn statekit(max_parallelism: u32) -> Self {
+        KeyGroupAssigner {
+            rule: Rule::Statekit,
+            key_schema: TypeSchema::Bytes,
+            max_parallelism: max_parallelism.max(1),
+        }
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> KeyGroupScheme {
+        match self.rule {
+            Rule::Statekit => KeyGroupScheme::Statekit,
+            Rule::Flink(_) | Rule::Unsupported => KeyGroupScheme::Flink,
+        }
+    }
+
+    /// The max parallelism (number of key groups).
+    pub fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+
+    /// True for statekit's rule, whose key group [`key_group_for_key`] computes from the bytes
+    /// alone (a backend may then reuse that hash).
+    pub fn is_statekit(&self) -> bool {
+        self.rule == Rule::Statekit
+    }
+
+    /// True when keys can be placed: false only under Flink's rule for a key type statekit
+    /// cannot hash.
+    pub fn places_keys(&self) -> bool {
+        self.rule != Rule::Unsupported
+    }
+
+    /// The key group of `key`; fails only under Flink's rule: for a key type statekit
+    /// cannot hash, or bytes that are not a value of the key type.
+    #[inline]
+    pub fn key_group(&self, key: &[u8]) -> Result<u32, KeyGroupError> {
+        match self.rule {
+            Rule::Statekit => Ok(key_group_for_key(key, self.max_parallelism)),
+            Rule::Unsupported => Err(KeyGroupError::UnsupportedKeyType {
+                key_type: self.key_schema.to_string(),
+            }),
+            Rule::Flink(h) => match h.hash_code(key) {
+                Some(code) => Ok(flink_key_group_for_hash_code(code, self.max_parallelism)),
+                None => Err(KeyGroupError::MalformedKey {
+                    key_type: self.key_schema.to_string(),
+                    len: key.len(),
+                }),
+            },
+        }
+    }
 }
 
 /// The subtask (operator index) that owns `key_group` at `parallelism`: `kg * p / M`.

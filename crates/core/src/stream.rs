@@ -58,6 +58,11 @@ pub trait KeyedStateView: Send + Sync {
     fn max_parallelism(&self) -> u32;
     /// The key groups this view covers.
     fn key_group_range(&self) -> KeyGroupRange;
+    /// The rule that put the view's keys in their key groups: statekit's unless the state
+    /// came from Apache Flink.
+    fn key_group_scheme(&self) -> crate::KeyGroupScheme {
+        crate::KeyGroupScheme::Statekit
+    }
     /// The states, indexed by [`Entry::state`].
     fn states(&self) -> &[StateDescriptor];
     /// Calls `visitor` for every entry of `key_group` in canonical order, until it breaks

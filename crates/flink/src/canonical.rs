@@ -699,6 +699,10 @@ impl KeyedStateView for KeyGroupsView {
         self.max_parallelism
     }
 
+    fn key_group_scheme(&self) -> statekit_core::KeyGroupScheme {
+        statekit_core::KeyGroupScheme::Flink
+    }
+
     fn key_group_range(&self) -> KeyGroupRange {
         self.range
     }

@@ -207,6 +207,10 @@ impl KeyedStateView for NativeKeyedView {
         self.max_parallelism
     }
 
+    fn key_group_scheme(&self) -> statekit_core::KeyGroupScheme {
+        statekit_core::KeyGroupScheme::Flink
+    }
+
     fn key_group_range(&self) -> KeyGroupRange {
         self.range
     }

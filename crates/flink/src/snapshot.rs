@@ -1235,6 +1235,7 @@ impl FlinkSnapshot {
                 parallelism: op.parallelism,
                 max_parallelism: op.max_parallelism,
                 finished: op.fully_finished || (!op.subtasks.is_empty() && op.subtasks.iter().all(|s| s.finished)),
+                key_group_scheme: statekit_core::KeyGroupScheme::Flink,
                 keyed_states: Vec::new(),
                 operator_states: states,
                 subtasks,
@@ -1366,24 +1367,10 @@ pub struct OpaquePart {
 
 /// The key group Flink puts a key in: `murmurHash(key.hashCode()) % max parallelism`, for keys
 /// whose Java `hashCode` statekit computes from their bytes in statekit's value encoding
-/// (`String`, `Long`, `Integer`, `Boolean`); `None` for other key types.
+/// (`String`, `Character`, `Integer`, `Short`, `Byte`, `Long`, `Boolean`, `Float`, `Double`;
+/// [`statekit_core::KeyGroupScheme::Flink`]); `None` for other key types.
 pub fn flink_key_group(key: &[u8], schema: &TypeSchema, max_parallelism: u32) -> Option<u32> {
-    let hash = match schema {
-        TypeSchema::Utf8 => statekit_core::hash::java_string_hash_code(std::str::from_utf8(key).ok()?),
-        TypeSchema::I64 => {
-            let v = i64::from_be_bytes(key.try_into().ok()?);
-            (v ^ ((v as u64) >> 32) as i64) as i32
-        }
-        TypeSchema::I32 => i32::from_be_bytes(key.try_into().ok()?),
-        TypeSchema::Bool => match key {
-            [1] => 1231,
-            [0] => 1237,
-            _ => return None,
-        },
-        _ => return None,
-    };
-    Some(statekit_core::keygroup::flink_key_group_for_hash_code(
-        hash,
-        max_parallelism,
-    ))
+    statekit_core::KeyGroupScheme::Flink
+        .key_group(key, schema, max_parallelism)
+        .ok()
 }

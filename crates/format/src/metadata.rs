@@ -358,12 +358,33 @@ pub struct OperatorMetadata {
     pub max_parallelism: u32,
     /// Every subtask had finished.
     pub finished: bool,
+    /// The rule that put the keyed state's keys in their key groups: statekit's for state
+    /// statekit took, Flink's for state that came from Apache Flink (kept through every
+    /// conversion, so lookups and rescales place keys where they are).
+    pub key_group_scheme: statekit_core::KeyGroupScheme,
     /// Keyed states (union over subtasks, by name).
     pub keyed_states: Vec<StateDescriptor>,
     /// Operator states (union over subtasks, by name).
     pub operator_states: Vec<OperatorStateDescriptor>,
     /// One entry per subtask, in index order.
     pub subtasks: Vec<SubtaskMetadata>,
+}
+
+impl OperatorMetadata {
+    /// The operator's key-group rule for keys of `key_schema` (its scheme at its max
+    /// parallelism): where a key of this operator's state is.
+    pub fn key_groups(&self, key_schema: &statekit_core::TypeSchema) -> statekit_core::KeyGroupAssigner {
+        self.key_group_scheme.assigner(key_schema, self.max_parallelism)
+    }
+
+    /// The key group `key` (encoded as `key_schema` says) is in, under the operator's rule.
+    pub fn key_group_of(
+        &self,
+        key: &[u8],
+        key_schema: &statekit_core::TypeSchema,
+    ) -> Result<u32, statekit_core::keygroup::KeyGroupError> {
+        self.key_groups(key_schema).key_group(key)
+    }
 }
 
 /// The whole `_metadata`.

@@ -15,7 +15,7 @@ use crate::wire::{
 use crate::StateStats;
 use statekit_core::schema::put_varint;
 use statekit_core::storage::{check_path, Storage};
-use statekit_core::{KeyGroupRange, OperatorId};
+use statekit_core::{KeyGroupRange, KeyGroupScheme, OperatorId};
 use std::collections::BTreeMap;
 
 /// Magic of `_metadata`.
@@ -30,6 +30,9 @@ const SUBTASK_HAS_NATIVE: u8 = 16;
 const SUBTASK_HAS_CHANGELOG: u8 = 32;
 const PART_HAS_STATS: u8 = 1;
 const OPERATOR_FINISHED: u8 = 1;
+/// The operator's keys are in Apache Flink's key groups (`KeyGroupScheme::Flink`); clear:
+/// statekit's. Files written before the bit existed never set it, and read as statekit's.
+const OPERATOR_FLINK_KEY_GROUPS: u8 = 2;
 
 /// Absolute offsets of the records of a decoded `_metadata`, for messages about them.
 #[derive(Clone, Debug, Default)]
@@ -66,7 +69,14 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
         body.extend_from_slice(op.operator_id.as_bytes());
         put_u32(&mut body, op.parallelism);
         put_u32(&mut body, op.max_parallelism);
-        body.push(if op.finished { OPERATOR_FINISHED } else { 0 });
+        let mut flags = 0;
+        if op.finished {
+            flags |= OPERATOR_FINISHED;
+        }
+        if op.key_group_scheme == KeyGroupScheme::Flink {
+            flags |= OPERATOR_FLINK_KEY_GROUPS;
+        }
+        body.push(flags);
         put_varint(&mut body, op.keyed_states.len() as u64);
         for d in &op.keyed_states {
             put_state_descriptor(&mut body, d);
@@ -266,7 +276,13 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
         operator_id.copy_from_slice(id);
         let parallelism = c.u32(&f("parallelism"))?;
         let max_parallelism = c.u32(&f("max_parallelism"))?;
-        let finished = c.flags(OPERATOR_FINISHED, &f("flags"))? & OPERATOR_FINISHED != 0;
+        let op_flags = c.flags(OPERATOR_FINISHED | OPERATOR_FLINK_KEY_GROUPS, &f("flags"))?;
+        let finished = op_flags & OPERATOR_FINISHED != 0;
+        let key_group_scheme = if op_flags & OPERATOR_FLINK_KEY_GROUPS != 0 {
+            KeyGroupScheme::Flink
+        } else {
+            KeyGroupScheme::Statekit
+        };
         let nk = c.count(&f("keyed_states.count"))?;
         let mut keyed_states = Vec::with_capacity(nk);
         for j in 0..nk {
@@ -361,6 +377,7 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
             parallelism,
             max_parallelism,
             finished,
+            key_group_scheme,
             keyed_states,
             operator_states,
             subtasks,

@@ -9,8 +9,8 @@ use statekit_core::keygroup::check_max_parallelism;
 use statekit_core::state::KeyedStateKind;
 use statekit_core::stream::check_entry_shape;
 use statekit_core::{
-    key_group_for_key, BackendConfig, Clock, Entry, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
-    StateError, StateFunctions, StateHandle,
+    BackendConfig, Clock, Entry, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, KeyedStateBackend, KeyedStateView,
+    StateDescriptor, StateError, StateFunctions, StateHandle,
 };
 use std::collections::HashMap;
 use std::fmt;
@@ -284,6 +284,11 @@ pub struct HashMapBackend {
     max_parallelism: u32,
     /// `key hash % max_parallelism`.
     key_group_of: FastMod,
+    /// The key-group rule ([`BackendConfig::key_group_scheme`]).
+    scheme: KeyGroupScheme,
+    /// Flink's rule fixed to the states' key type (set when the first state registers);
+    /// `None` under statekit's rule, which reuses the key hash.
+    flink_groups: Option<KeyGroupAssigner>,
     range: KeyGroupRange,
     /// `range.start()` and `range.len()`, for the per-operation range check.
     range_start: u32,
@@ -323,6 +328,8 @@ impl HashMapBackend {
         Ok(HashMapBackend {
             max_parallelism: config.max_parallelism,
             key_group_of: FastMod::new(config.max_parallelism),
+            scheme: config.key_group_scheme,
+            flink_groups: None,
             range,
             range_start: range.start(),
             range_len: range.len(),
@@ -415,6 +422,7 @@ impl HashMapBackend {
         HashMapSnapshot::new(
             checkpoint_id,
             self.max_parallelism,
+            self.scheme,
             self.range,
             now,
             self.states.iter().map(|s| s.desc.clone()).collect(),
@@ -424,7 +432,7 @@ impl HashMapBackend {
 
     /// Checks the handle and the key's key group: `(state index, table index, key hash)`.
     /// The key hash is the murmur3 that picks the key group
-    /// ([`key_group_for_key`]); the tables reuse it, so the key is hashed once.
+    /// ([`statekit_core::key_group_for_key`]); the tables reuse it, so the key is hashed once.
     #[inline(always)]
     fn locate(&self, h: StateHandle, key: &[u8]) -> Result<(usize, usize, u32), StateError> {
         let i = h.0 as usize;
@@ -661,7 +669,10 @@ impl HashMapBackend {
     #[inline(always)]
     fn key_group_index(&self, key: &[u8]) -> Result<(u32, u32), StateError> {
         let kh = key_hash(key);
-        let kg = self.key_group_of.rem(kh);
+        let kg = match &self.flink_groups {
+            None => self.key_group_of.rem(kh),
+            Some(a) => a.key_group(key).map_err(|e| StateError::Other(Box::new(e)))?,
+        };
         let idx = kg.wrapping_sub(self.range_start);
         if idx >= self.range_len {
             return Err(out_of_range(kg, self.range));
@@ -681,6 +692,26 @@ impl HashMapBackend {
         let (i, idx, kh) = self.locate_mut(h, key)?;
         let ttl = self.ttl_of(&self.states[i].desc);
         Ok((&mut self.states[i], idx, kh, ttl))
+    }
+
+    /// Under Flink's key-group rule, fixes the rule to the first state's key type and checks
+    /// every later state has the same (Flink keys all of an operator's states alike).
+    fn fix_key_type(&mut self, descriptor: &StateDescriptor) -> Result<(), StateError> {
+        if self.scheme == KeyGroupScheme::Statekit {
+            return Ok(());
+        }
+        let assigner = self.scheme.assigner(&descriptor.key_schema, self.max_parallelism);
+        match &self.flink_groups {
+            None => self.flink_groups = Some(assigner),
+            Some(a) if *a == assigner => {}
+            Some(_) => {
+                return Err(StateError::Incompatible(format!(
+                    "state {:?} has {} keys, but this backend's states are keyed by another type",
+                    descriptor.name, descriptor.key_schema
+                )))
+            }
+        }
+        Ok(())
     }
 
     /// Registers a state found in a restored view: existing states are only checked for
@@ -777,12 +808,17 @@ impl KeyedStateBackend for HashMapBackend {
         self.max_parallelism
     }
 
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.scheme
+    }
+
     fn key_group_range(&self) -> KeyGroupRange {
         self.range
     }
 
     fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
         functions.check_fits(&descriptor)?;
+        self.fix_key_type(&descriptor)?;
         if let Some(&h) = self.names.get(&descriptor.name) {
             let now = self.clock.now_ms();
             let st = &mut self.states[h.0 as usize];
@@ -1157,14 +1193,26 @@ impl KeyedStateBackend for HashMapBackend {
                 .collect::<Result<Vec<_>, _>>()?;
             let now = self.clock.now_ms();
             let range = view.key_group_range().intersection(&self.range);
-            let (max_p, start) = (self.max_parallelism, self.range.start());
+            let start = self.range.start();
+            let groups = self
+                .flink_groups
+                .clone()
+                .unwrap_or_else(|| KeyGroupAssigner::statekit(self.max_parallelism));
             let states = &mut self.states;
             let mut count = 0usize;
             for kg in range {
                 let idx = (kg - start) as usize;
                 let _ = view.visit_key_group(kg, &mut |e| {
                     check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
-                    let actual = key_group_for_key(e.key, max_p);
+                    // Under Flink's rule for a key type statekit cannot hash, the entries
+                    // keep the key groups they were given.
+                    let actual = if groups.places_keys() {
+                        groups
+                            .key_group(e.key)
+                            .map_err(|err| StateError::Other(Box::new(err)))?
+                    } else {
+                        kg
+                    };
                     if actual != kg {
                         return Err(StateError::Restore(format!(
                             "entry of key group {kg} has a key that belongs to key group {actual}"

@@ -7,7 +7,7 @@ use crate::packed::EntryRef;
 use crate::packed_map::{MapEntryRef, MapTable};
 use crate::table::{KgTable, Slot};
 use statekit_core::stream::key_prefix;
-use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
+use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyGroupScheme, KeyedStateView, StateDescriptor, StateError};
 use std::fmt;
 use std::ops::ControlFlow;
 
@@ -21,6 +21,7 @@ use std::ops::ControlFlow;
 pub struct HashMapSnapshot {
     checkpoint_id: u64,
     max_parallelism: u32,
+    scheme: KeyGroupScheme,
     range: KeyGroupRange,
     now_ms: i64,
     states: Vec<StateDescriptor>,
@@ -68,6 +69,7 @@ impl HashMapSnapshot {
     pub(crate) fn new(
         checkpoint_id: u64,
         max_parallelism: u32,
+        scheme: KeyGroupScheme,
         range: KeyGroupRange,
         now_ms: i64,
         states: Vec<StateDescriptor>,
@@ -76,6 +78,7 @@ impl HashMapSnapshot {
         HashMapSnapshot {
             checkpoint_id,
             max_parallelism,
+            scheme,
             range,
             now_ms,
             states,
@@ -103,6 +106,10 @@ impl HashMapSnapshot {
 impl KeyedStateView for HashMapSnapshot {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
+    }
+
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.scheme
     }
 
     fn key_group_range(&self) -> KeyGroupRange {

@@ -223,6 +223,9 @@ pub struct OperatorPlan {
     pub linked: bool,
     /// The keys kept ([`Edit::KeepKeys`], [`Edit::DropKeys`]).
     pub keys: KeyFilter,
+    /// The rule its keys are in key groups by: the input's, kept (Apache Flink's for state
+    /// that came from Flink), so a rescale places every key where the same job would.
+    pub key_group_scheme: statekit_core::KeyGroupScheme,
 }
 
 impl OperatorPlan {
@@ -257,9 +260,6 @@ pub struct Plan {
     pub options: PlanOptions,
     /// The input's `_metadata` (checkpoint id, job id and properties are kept).
     pub input: SnapshotMetadata,
-    /// Every key is put in the key group statekit's rule gives it (an Apache Flink input,
-    /// whose keys are in the groups Flink's `murmurHash(hashCode)` gave them).
-    pub rekey: bool,
 }
 
 impl Plan {
@@ -424,7 +424,6 @@ impl Plan {
             purge_expired_at: purge,
             options,
             input: meta.clone(),
-            rekey: reader.flink().is_some(),
         })
     }
 
@@ -469,7 +468,7 @@ impl Plan {
                     o.uid,
                     o.source_max_parallelism,
                     o.max_parallelism,
-                    if crate::view::splits(o, self.rekey) {
+                    if crate::view::splits(o) {
                         "each key group split, no sort"
                     } else {
                         "every key re-bucketed by an external sort"
@@ -542,6 +541,7 @@ fn operator_plan(meta: &SnapshotMetadata, o: &OperatorMetadata) -> OperatorPlan 
         input_bytes: statekit_snapshot::referenced_bytes(&alone).0,
         linked: false,
         keys: KeyFilter::default(),
+        key_group_scheme: o.key_group_scheme,
     }
 }
 

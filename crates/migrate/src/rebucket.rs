@@ -9,7 +9,7 @@ use crate::view::MigratedView;
 use crate::MigrateError;
 use statekit_core::schema::{get_varint, put_varint};
 use statekit_core::{
-    key_group_for_key, Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError,
+    Entry, EntryVisitor, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, KeyedStateView, StateDescriptor, StateError,
 };
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -257,6 +257,8 @@ impl Collect {
 /// to re-bucket an operator for a new max parallelism and to import tables.
 pub struct EntrySorter {
     sorted: SortedEntries,
+    /// Per state: its key-group rule at the sorter's max parallelism.
+    groups: Vec<KeyGroupAssigner>,
     run: Collect,
     spill_dir: PathBuf,
     tag: String,
@@ -278,8 +280,10 @@ impl EntrySorter {
     /// `run-<tag>-<n>` (sorters sharing a directory need distinct tags).
     pub fn new(states: &[StateDescriptor], max_parallelism: u32, memory: usize, spill_dir: &Path, tag: &str) -> Self {
         EntrySorter {
+            groups: Self::assigners(states, KeyGroupScheme::Statekit, max_parallelism),
             sorted: SortedEntries {
                 max_parallelism,
+                scheme: KeyGroupScheme::Statekit,
                 states: states.to_vec(),
                 runs: Vec::new(),
                 entries: 0,
@@ -292,9 +296,31 @@ impl EntrySorter {
         }
     }
 
-    /// Adds `e` (its key group is that of its key under the sorter's max parallelism);
-    /// `order` breaks ties between entries that sort equal (list elements of one list).
+    /// The same sorter placing keys by `scheme` (statekit's rule unless set): Apache
+    /// Flink's for state that came from Flink.
+    pub fn with_key_group_scheme(mut self, scheme: KeyGroupScheme) -> Self {
+        self.groups = Self::assigners(&self.sorted.states, scheme, self.sorted.max_parallelism);
+        self.sorted.scheme = scheme;
+        self
+    }
+
+    fn assigners(states: &[StateDescriptor], scheme: KeyGroupScheme, max_parallelism: u32) -> Vec<KeyGroupAssigner> {
+        states
+            .iter()
+            .map(|d| scheme.assigner(&d.key_schema, max_parallelism))
+            .collect()
+    }
+
+    /// Adds `e` (its key group is that of its key under the sorter's scheme and max
+    /// parallelism); `order` breaks ties between entries that sort equal (list elements of
+    /// one list).
     pub fn push(&mut self, e: &Entry<'_>, order: u64) -> Result<(), MigrateError> {
+        let key_group = self
+            .groups
+            .get(e.state as usize)
+            .ok_or_else(|| MigrateError::State(StateError::UnknownState(e.state.to_string())))?
+            .key_group(e.key)
+            .map_err(|err| MigrateError::State(StateError::Other(Box::new(err))))?;
         // Varints, tags and a timestamp: at most 48 bytes besides the byte strings.
         let size = 48 + e.key.len() + e.namespace.len() + e.value.len() + e.user_key.map_or(0, <[u8]>::len);
         if !self.run.fits(size) {
@@ -304,7 +330,7 @@ impl EntrySorter {
         encode(&mut self.run.arena, order, e);
         let len = u32::try_from(self.run.arena.len() - offset).unwrap_or(u32::MAX);
         self.run.slots.push(Slot {
-            key_group: key_group_for_key(e.key, self.sorted.max_parallelism),
+            key_group,
             offset: offset as u64,
             len,
         });
@@ -348,6 +374,7 @@ impl EntrySorter {
 /// Entries sorted by key group, as sorted runs (from an [`EntrySorter`]).
 pub struct SortedEntries {
     max_parallelism: u32,
+    scheme: KeyGroupScheme,
     states: Vec<StateDescriptor>,
     runs: Vec<Run>,
     /// Entries sorted.
@@ -407,7 +434,8 @@ impl SortedEntries {
                     };
                     s.spawn(move || {
                         let mut sorter =
-                            EntrySorter::new(input.states(), max_parallelism, share, spill_dir, &t.to_string());
+                            EntrySorter::new(input.states(), max_parallelism, share, spill_dir, &t.to_string())
+                                .with_key_group_scheme(input.key_group_scheme());
                         let mut failure: Option<MigrateError> = None;
                         for kg in range {
                             let _ = input.visit_key_group(kg, &mut |e: &Entry<'_>| {
@@ -440,6 +468,7 @@ impl SortedEntries {
         });
         let mut b = SortedEntries {
             max_parallelism,
+            scheme: input.key_group_scheme(),
             states: input.states().to_vec(),
             runs: Vec::new(),
             entries: 0,
@@ -688,6 +717,10 @@ pub struct SortedView<'r> {
 impl KeyedStateView for SortedView<'_> {
     fn max_parallelism(&self) -> u32 {
         self.inner.max_parallelism
+    }
+
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.inner.scheme
     }
 
     fn key_group_range(&self) -> KeyGroupRange {

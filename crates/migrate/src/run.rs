@@ -167,11 +167,10 @@ pub fn migrate_to(
         if n == 0 || i >= n {
             return Err(MigrateError::InvalidShard { shard: i, shards: n });
         }
-        if plan.rekey
-            || plan
-                .operators
-                .iter()
-                .any(|o| o.max_parallelism != o.source_max_parallelism)
+        if plan
+            .operators
+            .iter()
+            .any(|o| o.max_parallelism != o.source_max_parallelism)
         {
             return Err(MigrateError::NotSupported {
                 what: "--shard with a max-parallelism change or a key filter (every shard would sort the whole input)"
@@ -425,10 +424,11 @@ fn write_all(
     }
     for (oi, op) in plan.operators.iter().enumerate() {
         writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
+        writer.set_key_group_scheme(&op.uid, op.key_group_scheme)?;
         rebucketed.push(
-            if (op.max_parallelism != op.source_max_parallelism || plan.rekey)
+            if op.max_parallelism != op.source_max_parallelism
                 && !op.keyed_states.is_empty()
-                && !crate::view::splits(op, plan.rekey)
+                && !crate::view::splits(op)
             {
                 std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
                 let all = KeyGroupRange::all(op.source_max_parallelism);
@@ -587,7 +587,7 @@ fn write_subtask(
     } else if let Some(r) = rebucketed {
         re = r.view(range);
         Some(&re)
-    } else if crate::view::splits(op, plan.rekey) {
+    } else if crate::view::splits(op) {
         // A multiple of the input's max parallelism: each output key group is part of one
         // input key group, streamed without the sort.
         let source = crate::view::split_source(range, op.source_max_parallelism);
@@ -639,8 +639,9 @@ fn transcodable(
     i: u32,
     range: KeyGroupRange,
 ) -> Result<Option<(KeyedFileReader, Vec<statekit_core::StateDescriptor>)>, MigrateError> {
+    // An Apache Flink input's files are Flink's, never transcoded as statekit's.
     if plan.purge_expired_at.is_some()
-        || plan.rekey
+        || reader.flink().is_some()
         || !op.keys.keeps_all()
         || op.parallelism != op.source_parallelism
         || op.max_parallelism != op.source_max_parallelism

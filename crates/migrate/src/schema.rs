@@ -5,7 +5,8 @@ use crate::MigrateError;
 use serde::{Deserialize, Serialize};
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{
-    KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig, TtlUpdateType, TypeSchema,
+    KeyGroupScheme, KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig,
+    TtlUpdateType, TypeSchema,
 };
 use statekit_format::SnapshotMetadata;
 use std::fmt;
@@ -37,6 +38,28 @@ pub struct OperatorSchema {
     /// Operator (non-keyed) states.
     #[serde(default)]
     pub operator_states: Vec<OperatorStateSchema>,
+    /// The rule its keys are in key groups by: `"flink"` for state that came from Apache
+    /// Flink (`murmurHash(key.hashCode())`); statekit's own rule when absent.
+    #[serde(default, skip_serializing_if = "is_statekit", with = "scheme_name")]
+    pub key_group_scheme: KeyGroupScheme,
+}
+
+fn is_statekit(s: &KeyGroupScheme) -> bool {
+    *s == KeyGroupScheme::Statekit
+}
+
+/// A [`KeyGroupScheme`] as its name (`statekit`, `flink`).
+mod scheme_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use statekit_core::KeyGroupScheme;
+
+    pub(super) fn serialize<S: Serializer>(s: &KeyGroupScheme, out: S) -> Result<S::Ok, S::Error> {
+        out.serialize_str(s.name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<KeyGroupScheme, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// A keyed state's schema.
@@ -218,6 +241,7 @@ impl JobSchema {
                     parallelism: Some(o.parallelism),
                     keyed_states: o.keyed_states.iter().map(KeyedStateSchema::of).collect(),
                     operator_states: o.operator_states.iter().map(OperatorStateSchema::of).collect(),
+                    key_group_scheme: o.key_group_scheme,
                 })
                 .collect(),
         }

@@ -3,7 +3,8 @@
 
 use crate::plan::{KeyFilter, OperatorPlan};
 use statekit_core::{
-    key_group_for_key, Entry, EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError,
+    Entry, EntryVisitor, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, KeyedStateView, OwnedEntry, StateDescriptor,
+    StateError,
 };
 use std::ops::ControlFlow;
 
@@ -20,6 +21,7 @@ struct Part {
 /// The output's keyed state of one subtask (key groups `range`).
 pub(crate) struct MigratedView {
     max_parallelism: u32,
+    scheme: KeyGroupScheme,
     range: KeyGroupRange,
     states: Vec<StateDescriptor>,
     parts: Vec<Part>,
@@ -57,6 +59,7 @@ impl MigratedView {
             .collect();
         MigratedView {
             max_parallelism: op.source_max_parallelism,
+            scheme: op.key_group_scheme,
             range,
             states,
             parts,
@@ -84,6 +87,10 @@ impl MigratedView {
 impl KeyedStateView for MigratedView {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
+    }
+
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.scheme
     }
 
     fn key_group_range(&self) -> KeyGroupRange {
@@ -141,11 +148,11 @@ impl KeyedStateView for MigratedView {
 pub(crate) const MAX_SPLIT_FACTOR: u32 = 4;
 
 /// Whether `op`'s new max parallelism splits every input key group (a multiple of the input's,
-/// at most [`MAX_SPLIT_FACTOR`] times it) and its keys are in statekit's key groups (`rekey`
-/// false), so [`SplitView`] can stand in for the external sort.
-pub(crate) fn splits(op: &OperatorPlan, rekey: bool) -> bool {
+/// at most [`MAX_SPLIT_FACTOR`] times it), so [`SplitView`] can stand in for the external
+/// sort. Both key-group rules take a hash modulo the max parallelism, so either splits so.
+pub(crate) fn splits(op: &OperatorPlan) -> bool {
     let (from, to) = (op.source_max_parallelism, op.max_parallelism);
-    !rekey && from > 0 && to > from && to % from == 0 && to / from <= MAX_SPLIT_FACTOR
+    from > 0 && to > from && to % from == 0 && to / from <= MAX_SPLIT_FACTOR
 }
 
 /// The input key groups that output key groups `range` draw from when the max parallelism
@@ -173,16 +180,25 @@ pub(crate) struct SplitView {
     inner: MigratedView,
     max_parallelism: u32,
     range: KeyGroupRange,
+    /// Per output state: the operator's key-group rule for its key type at the new max
+    /// parallelism.
+    groups: Vec<KeyGroupAssigner>,
 }
 
 impl SplitView {
     /// Output key groups `range` under `max_parallelism`, from `inner` (the input's key
     /// groups [`split_source`] names, edits applied).
     pub(crate) fn new(inner: MigratedView, max_parallelism: u32, range: KeyGroupRange) -> Self {
+        let groups = inner
+            .states()
+            .iter()
+            .map(|d| inner.scheme.assigner(&d.key_schema, max_parallelism))
+            .collect();
         SplitView {
             inner,
             max_parallelism,
             range,
+            groups,
         }
     }
 }
@@ -190,6 +206,10 @@ impl SplitView {
 impl KeyedStateView for SplitView {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
+    }
+
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.inner.scheme
     }
 
     fn key_group_range(&self) -> KeyGroupRange {
@@ -208,7 +228,13 @@ impl KeyedStateView for SplitView {
         let source = key_group % from;
         let mut misplaced: Option<u32> = None;
         let flow = self.inner.visit_key_group(source, &mut |e| {
-            let to = key_group_for_key(e.key, self.max_parallelism);
+            let groups = self
+                .groups
+                .get(e.state as usize)
+                .ok_or(StateError::UnknownState(e.state.to_string()))?;
+            let to = groups
+                .key_group(e.key)
+                .map_err(|err| StateError::Other(Box::new(err)))?;
             if to == key_group {
                 visitor(e)
             } else if to % from == source {

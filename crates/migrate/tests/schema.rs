@@ -19,6 +19,7 @@ fn new_operator() -> statekit_migrate::schema::OperatorSchema {
         parallelism: None,
         keyed_states: vec![],
         operator_states: vec![],
+        key_group_scheme: Default::default(),
     }
 }
 

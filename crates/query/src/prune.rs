@@ -6,25 +6,25 @@
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use statekit_core::schema::{encode_value, Value};
-use statekit_core::{key_group_for_key, TypeSchema};
+use statekit_core::{KeyGroupAssigner, TypeSchema};
 use std::collections::BTreeSet;
 
 /// The key groups `expr` can be true in (`None`: any).
-pub(crate) fn key_groups(expr: &Expr, key_schema: &TypeSchema, max_p: u32) -> Option<BTreeSet<u32>> {
-    let all = || (0..max_p).collect::<BTreeSet<u32>>();
+pub(crate) fn key_groups(expr: &Expr, key_schema: &TypeSchema, groups: &KeyGroupAssigner) -> Option<BTreeSet<u32>> {
+    let all = || (0..groups.max_parallelism()).collect::<BTreeSet<u32>>();
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
             Operator::And => match (
-                key_groups(left, key_schema, max_p),
-                key_groups(right, key_schema, max_p),
+                key_groups(left, key_schema, groups),
+                key_groups(right, key_schema, groups),
             ) {
                 (Some(a), Some(b)) => Some(a.intersection(&b).copied().collect()),
                 (a, b) => a.or(b),
             },
             Operator::Or => {
                 let (a, b) = (
-                    key_groups(left, key_schema, max_p)?,
-                    key_groups(right, key_schema, max_p)?,
+                    key_groups(left, key_schema, groups)?,
+                    key_groups(right, key_schema, groups)?,
                 );
                 Some(a.union(&b).copied().collect())
             }
@@ -37,7 +37,7 @@ pub(crate) fn key_groups(expr: &Expr, key_schema: &TypeSchema, max_p: u32) -> Op
                 };
                 match column {
                     "key" if op == Operator::Eq => {
-                        Some(key_group_of(literal, key_schema, max_p)?.into_iter().collect())
+                        Some(key_group_of(literal, key_schema, groups)?.into_iter().collect())
                     }
                     "key_group" => {
                         let v = key_group_literal(literal)?;
@@ -70,7 +70,7 @@ pub(crate) fn key_groups(expr: &Expr, key_schema: &TypeSchema, max_p: u32) -> Op
             for item in &list.list {
                 let l = literal(item)?;
                 match column {
-                    "key" => out.extend(key_group_of(l, key_schema, max_p)?),
+                    "key" => out.extend(key_group_of(l, key_schema, groups)?),
                     "key_group" => {
                         if let Ok(kg) = u32::try_from(key_group_literal(l)?) {
                             out.insert(kg);
@@ -79,7 +79,7 @@ pub(crate) fn key_groups(expr: &Expr, key_schema: &TypeSchema, max_p: u32) -> Op
                     _ => return None,
                 }
             }
-            Some(out.into_iter().filter(|kg| *kg < max_p).collect())
+            Some(out.into_iter().filter(|kg| *kg < groups.max_parallelism()).collect())
         }
         Expr::Between(Between {
             expr,
@@ -100,8 +100,8 @@ pub(crate) fn key_groups(expr: &Expr, key_schema: &TypeSchema, max_p: u32) -> Op
 }
 
 /// Whether `expr` prunes key groups (the scan then reads fewer; DataFusion still applies it).
-pub(crate) fn prunes(expr: &Expr, key_schema: &TypeSchema, max_p: u32) -> bool {
-    key_groups(expr, key_schema, max_p).is_some()
+pub(crate) fn prunes(expr: &Expr, key_schema: &TypeSchema, groups: &KeyGroupAssigner) -> bool {
+    key_groups(expr, key_schema, groups).is_some()
 }
 
 fn column_name(e: &Expr) -> Option<&str> {
@@ -135,7 +135,7 @@ fn key_group_literal(v: &ScalarValue) -> Option<i64> {
 
 /// The key group of a key given as a literal (`None`: the literal is not a key of this type,
 /// so nothing can be pruned safely; a null key matches nothing: no key group).
-fn key_group_of(v: &ScalarValue, key_schema: &TypeSchema, max_p: u32) -> Option<Option<u32>> {
+fn key_group_of(v: &ScalarValue, key_schema: &TypeSchema, groups: &KeyGroupAssigner) -> Option<Option<u32>> {
     if v.is_null() {
         return Some(None);
     }
@@ -156,5 +156,5 @@ fn key_group_of(v: &ScalarValue, key_schema: &TypeSchema, max_p: u32) -> Option<
         _ => return None,
     };
     let bytes = encode_value(key_schema, &value).ok()?;
-    Some(Some(key_group_for_key(&bytes, max_p)))
+    Some(Some(groups.key_group(&bytes).ok()?))
 }

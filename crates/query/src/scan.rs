@@ -18,7 +18,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{KeyGroupRange, StateDescriptor};
+use statekit_core::{KeyGroupAssigner, KeyGroupRange, StateDescriptor};
 use statekit_table::{state_schema, StateBatches, TableError};
 use std::any::Any;
 use std::collections::BTreeSet;
@@ -52,6 +52,8 @@ pub struct StateTable {
     uid: String,
     desc: StateDescriptor,
     max_parallelism: u32,
+    /// The operator's key-group rule for the state's key type: where a key predicate looks.
+    groups: KeyGroupAssigner,
     /// Each subtask's key groups.
     subtasks: Vec<KeyGroupRange>,
     schema: SchemaRef,
@@ -72,6 +74,7 @@ impl StateTable {
         Ok(StateTable {
             uid: uid.to_string(),
             max_parallelism: op.max_parallelism,
+            groups: op.key_group_scheme.assigner(&desc.key_schema, op.max_parallelism),
             subtasks: op.subtasks.iter().map(|s| s.key_groups).collect(),
             schema: Arc::new(state_schema(desc)),
             desc: desc.clone(),
@@ -99,7 +102,7 @@ impl TableProvider for StateTable {
         Ok(filters
             .iter()
             .map(|f| {
-                if prune::prunes(f, &self.desc.key_schema, self.max_parallelism) {
+                if prune::prunes(f, &self.desc.key_schema, &self.groups) {
                     // Rows of other keys in the same key group still come: DataFusion
                     // filters them.
                     TableProviderFilterPushDown::Inexact
@@ -119,7 +122,7 @@ impl TableProvider for StateTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut wanted: Option<BTreeSet<u32>> = None;
         for f in filters {
-            if let Some(kgs) = prune::key_groups(f, &self.desc.key_schema, self.max_parallelism) {
+            if let Some(kgs) = prune::key_groups(f, &self.desc.key_schema, &self.groups) {
                 wanted = Some(match wanted {
                     Some(w) => w.intersection(&kgs).copied().collect(),
                     None => kgs,

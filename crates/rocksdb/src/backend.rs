@@ -14,8 +14,8 @@ use statekit_core::keygroup::check_max_parallelism;
 use statekit_core::state::KeyedStateKind;
 use statekit_core::stream::check_entry_shape;
 use statekit_core::{
-    key_group_for_key, BackendConfig, Clock, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
-    StateError, StateFunctions, StateHandle,
+    BackendConfig, Clock, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, KeyedStateBackend, KeyedStateView,
+    StateDescriptor, StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{FileRef, NativeStateStats, NativeStats, ResolvedNativeHandle};
 use std::cell::{Cell, RefCell};
@@ -466,6 +466,11 @@ fn live_store(store: &Option<Store>) -> Result<&Store, StateError> {
 /// ```
 pub struct RocksDbBackend {
     max_parallelism: u32,
+    /// The key-group rule ([`BackendConfig::key_group_scheme`]).
+    scheme: KeyGroupScheme,
+    /// The rule fixed to the states' key type (under Flink's rule, when the first state
+    /// registers; statekit's rule needs no key type).
+    groups: KeyGroupAssigner,
     range: KeyGroupRange,
     clock: Arc<dyn Clock>,
     layout: KeyLayout,
@@ -601,6 +606,8 @@ impl RocksDbBackend {
         );
         Ok(RocksDbBackend {
             max_parallelism: config.max_parallelism,
+            scheme: config.key_group_scheme,
+            groups: KeyGroupAssigner::statekit(config.max_parallelism),
             range,
             clock: config.clock,
             layout: KeyLayout::for_max_parallelism(config.max_parallelism),
@@ -617,6 +624,24 @@ impl RocksDbBackend {
             ingested_files: 0,
             restored_entries: 0,
         })
+    }
+
+    /// Under Flink's key-group rule, fixes the rule to the first state's key type and checks
+    /// every later state has the same (Flink keys all of an operator's states alike).
+    fn fix_key_type(&mut self, descriptor: &StateDescriptor) -> Result<(), StateError> {
+        if self.scheme == KeyGroupScheme::Statekit {
+            return Ok(());
+        }
+        let assigner = self.scheme.assigner(&descriptor.key_schema, self.max_parallelism);
+        if self.states.is_empty() {
+            self.groups = assigner;
+        } else if self.groups != assigner {
+            return Err(StateError::Incompatible(format!(
+                "state {:?} has {} keys, but this backend's states are keyed by another type",
+                descriptor.name, descriptor.key_schema
+            )));
+        }
+        Ok(())
     }
 
     /// The directory of the working database (`None` once disposed).
@@ -824,7 +849,8 @@ impl RocksDbBackend {
             now,
             self.states.iter().map(|s| s.desc.clone()).collect(),
             snapshot,
-        ))
+        )
+        .with_key_group_scheme(self.scheme))
     }
 
     /// Write-backs of the cache at a flush from `bytes` of dirty entries on go through SST
@@ -1129,7 +1155,7 @@ impl RocksDbBackend {
         let Some(st) = self.states.get(i) else {
             return Err(StateError::UnknownState(format!("handle {i}")));
         };
-        let kg = key_group_for_key(key, self.max_parallelism);
+        let kg = self.groups.key_group(key).map_err(|e| StateError::Other(Box::new(e)))?;
         if !self.range.contains(kg) {
             return Err(StateError::KeyGroupOutOfRange {
                 key_group: kg,
@@ -1246,12 +1272,17 @@ impl KeyedStateBackend for RocksDbBackend {
         self.max_parallelism
     }
 
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.scheme
+    }
+
     fn key_group_range(&self) -> KeyGroupRange {
         self.range
     }
 
     fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
         functions.check_fits(&descriptor)?;
+        self.fix_key_type(&descriptor)?;
         if let Some(&h) = self.names.get(&descriptor.name) {
             let i = h.0 as usize;
             self.states[i]
@@ -1758,7 +1789,7 @@ struct Loader<'a> {
     /// Per view state: the backend's state index and its descriptor.
     targets: Vec<(usize, StateDescriptor)>,
     layout: KeyLayout,
-    max_parallelism: u32,
+    groups: KeyGroupAssigner,
     now: i64,
 }
 
@@ -1782,7 +1813,7 @@ impl<'a> Loader<'a> {
             view_states,
             targets,
             layout: b.layout,
-            max_parallelism: b.max_parallelism,
+            groups: b.groups.clone(),
             now,
         })
     }
@@ -1790,7 +1821,14 @@ impl<'a> Loader<'a> {
     /// Restores entry `e` of key group `kg` through `ingest`.
     fn load(&self, ingest: &mut Ingest<'_>, kg: u32, e: &statekit_core::Entry<'_>) -> Result<(), StateError> {
         check_entry_shape(self.view_states, e).map_err(StateError::Restore)?;
-        let actual = key_group_for_key(e.key, self.max_parallelism);
+        // Under Flink's rule for a key type statekit cannot hash, entries keep their groups.
+        let actual = if self.groups.places_keys() {
+            self.groups
+                .key_group(e.key)
+                .map_err(|err| StateError::Other(Box::new(err)))?
+        } else {
+            kg
+        };
         if actual != kg {
             return Err(StateError::Restore(format!(
                 "entry of key group {kg} has a key that belongs to key group {actual}"

@@ -7,7 +7,7 @@ use crate::error::{db_err, RocksDbError};
 use crate::layout::{split_value, DecodedKey, KeyLayout, ListElements};
 use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions};
 use statekit_core::state::KeyedStateKind;
-use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
+use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyGroupScheme, KeyedStateView, StateDescriptor, StateError};
 use std::fmt;
 use std::ops::ControlFlow;
 
@@ -23,6 +23,7 @@ use std::ops::ControlFlow;
 pub struct RocksDbSnapshot {
     checkpoint_id: u64,
     max_parallelism: u32,
+    scheme: KeyGroupScheme,
     range: KeyGroupRange,
     layout: KeyLayout,
     now_ms: i64,
@@ -43,6 +44,12 @@ impl fmt::Debug for RocksDbSnapshot {
 }
 
 impl RocksDbSnapshot {
+    /// The same view, its keys placed by `scheme`.
+    pub(crate) fn with_key_group_scheme(mut self, scheme: KeyGroupScheme) -> Self {
+        self.scheme = scheme;
+        self
+    }
+
     pub(crate) fn new(
         checkpoint_id: u64,
         max_parallelism: u32,
@@ -55,6 +62,7 @@ impl RocksDbSnapshot {
         RocksDbSnapshot {
             checkpoint_id,
             max_parallelism,
+            scheme: KeyGroupScheme::Statekit,
             range,
             layout,
             now_ms,
@@ -82,6 +90,10 @@ pub(crate) fn corrupt(what: String) -> StateError {
 impl KeyedStateView for RocksDbSnapshot {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
+    }
+
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.scheme
     }
 
     fn key_group_range(&self) -> KeyGroupRange {

@@ -110,6 +110,11 @@ pub fn open_keyed(
     restore: Option<RestoreFrom<'_>>,
 ) -> Result<KeyedBackend, SnapshotError> {
     let how = restore.map(|r| stored_as(r.reader, r.uid)).transpose()?;
+    // Keys stay in the key groups the snapshot put them in: the backend takes its rule.
+    let config = match restore {
+        Some(r) => config.with_key_group_scheme(r.reader.operator(r.uid)?.key_group_scheme),
+        None => config,
+    };
     let Some(setup) = changelog else {
         return Ok(match (restore, how) {
             (Some(r), Some(StoredAs::Changelog)) => {

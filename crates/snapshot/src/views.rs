@@ -4,8 +4,8 @@ use crate::error::SnapshotError;
 use statekit_changelog::{restore_into, ReplayClock};
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{
-    BackendConfig, Clock, EntryVisitor, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor, StateError,
-    SystemClock,
+    BackendConfig, Clock, EntryVisitor, KeyGroupRange, KeyGroupScheme, KeyedStateBackend, KeyedStateView,
+    StateDescriptor, StateError, SystemClock,
 };
 use statekit_hashmap::HashMapBackend;
 use std::ops::ControlFlow;
@@ -46,6 +46,7 @@ pub fn keyed_views(
     if let Some(views) = reader.flink_keyed_views(uid, range)? {
         return Ok(views);
     }
+    let scheme = reader.operator(uid)?.key_group_scheme;
     let mut views: Vec<Box<dyn KeyedStateView>> = Vec::new();
     for r in reader.keyed_readers(uid, range)? {
         views.push(Box::new(r));
@@ -73,7 +74,7 @@ pub fn keyed_views(
         if r.is_empty() {
             continue;
         }
-        let view = restore_changelog(&h, r, reader.metadata().timestamp_ms).map_err(|source| {
+        let view = restore_changelog(&h, r, reader.metadata().timestamp_ms, scheme).map_err(|source| {
             SnapshotError::ChangelogView {
                 uid: uid.to_string(),
                 subtask: h.subtask,
@@ -84,7 +85,17 @@ pub fn keyed_views(
     }
     // Subtask order is key-group order: sort so entries stream in key-group order.
     views.sort_by_key(|v| v.key_group_range().start());
-    Ok(views)
+    // Data files do not record the rule their keys follow; the operator does.
+    Ok(views
+        .into_iter()
+        .map(|view| -> Box<dyn KeyedStateView> {
+            if view.key_group_scheme() == scheme {
+                view
+            } else {
+                Box::new(Placed { view, scheme })
+            }
+        })
+        .collect())
 }
 
 /// The changelog state of one subtask in `range`, restored into a heap backend on a
@@ -95,12 +106,14 @@ fn restore_changelog(
     h: &statekit_format::ResolvedChangelogHandle,
     range: KeyGroupRange,
     at_ms: i64,
+    scheme: KeyGroupScheme,
 ) -> Result<RestoredView, StateError> {
     let clock = ReplayClock::new(Arc::new(SystemClock));
     let config = BackendConfig {
         max_parallelism: h.max_parallelism,
         key_group_range: range,
         clock: clock.clone(),
+        key_group_scheme: scheme,
     };
     let mut backend = HashMapBackend::new(config)?;
     restore_into(&mut backend, Some(&clock), range, std::slice::from_ref(h))?;
@@ -119,6 +132,9 @@ impl KeyedStateView for RestoredView {
     fn max_parallelism(&self) -> u32 {
         self.view.max_parallelism()
     }
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.view.key_group_scheme()
+    }
     fn key_group_range(&self) -> KeyGroupRange {
         self.range
     }
@@ -127,5 +143,33 @@ impl KeyedStateView for RestoredView {
     }
     fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         self.view.visit_key_group(key_group, visitor)
+    }
+}
+
+/// A view of a data file that does not record its key-group rule, with the rule its
+/// operator records.
+struct Placed {
+    view: Box<dyn KeyedStateView>,
+    scheme: KeyGroupScheme,
+}
+
+impl KeyedStateView for Placed {
+    fn max_parallelism(&self) -> u32 {
+        self.view.max_parallelism()
+    }
+    fn key_group_range(&self) -> KeyGroupRange {
+        self.view.key_group_range()
+    }
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.scheme
+    }
+    fn states(&self) -> &[StateDescriptor] {
+        self.view.states()
+    }
+    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
+        self.view.visit_key_group(key_group, visitor)
+    }
+    fn visit_range(&self, range: KeyGroupRange, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
+        self.view.visit_range(range, visitor)
     }
 }

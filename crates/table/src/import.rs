@@ -17,7 +17,7 @@ use statekit_checkpoint::SnapshotWriter;
 use statekit_core::schema::{encode_value, Value};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
-    key_group_for_key, Entry, EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, OperatorStateData,
+    Entry, EntryVisitor, KeyGroupAssigner, KeyGroupRange, KeyedStateKind, KeyedStateView, OperatorStateData,
     OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot, StateDescriptor, StateError, TypeSchema,
 };
 use statekit_format::{SnapshotKind, WriteOptions};
@@ -314,8 +314,11 @@ fn import_into(
         let mut spilled_runs = 0;
         for (n, (op, keyed, operator, p, max_p)) in operators.iter().enumerate() {
             writer.register_operator(&op.uid, *p, *max_p)?;
+            // Keys go where the exported state's rule put them (Apache Flink's for Flink state).
+            writer.set_key_group_scheme(&op.uid, op.key_group_scheme)?;
             let op_dir = tables.join(path_part(&op.uid));
-            let mut sorter = EntrySorter::new(keyed, *max_p, options.memory, spill, &n.to_string());
+            let mut sorter = EntrySorter::new(keyed, *max_p, options.memory, spill, &n.to_string())
+                .with_key_group_scheme(op.key_group_scheme);
             for (si, desc) in keyed.iter().enumerate() {
                 let files = table_files(&op_dir.join(path_part(&desc.name)))?;
                 let mut rows = 0;
@@ -324,7 +327,7 @@ fn import_into(
                         f,
                         desc,
                         si as u32,
-                        op.max_parallelism,
+                        op.key_group_scheme.assigner(&desc.key_schema, op.max_parallelism),
                         options.now_ms,
                         &mut sorter,
                         progress,
@@ -711,7 +714,7 @@ fn read_keyed(
     path: &Path,
     desc: &StateDescriptor,
     state: u32,
-    schema_max_p: u32,
+    schema_groups: KeyGroupAssigner,
     now_ms: i64,
     sorter: &mut EntrySorter,
     progress: &(dyn Fn(u64) + Sync),
@@ -720,7 +723,7 @@ fn read_keyed(
         path,
         desc,
         state,
-        schema_max_parallelism: schema_max_p,
+        schema_key_groups: &schema_groups,
         now_ms,
     };
     let mut rows = 0u64;
@@ -746,8 +749,9 @@ pub struct KeyedTable<'a> {
     pub desc: &'a StateDescriptor,
     /// Its index among the operator's keyed states (the entries' [`Entry::state`]).
     pub state: u32,
-    /// The schema's max parallelism: a `key_group` column is checked against it.
-    pub schema_max_parallelism: u32,
+    /// The schema's key-group rule (its scheme, the state's key type, its max parallelism):
+    /// a `key_group` column is checked against it.
+    pub schema_key_groups: &'a KeyGroupAssigner,
     /// The time (ms since the epoch) a row of a state with TTL counts as written when the
     /// table has no `expires_at` column.
     pub now_ms: i64,
@@ -773,7 +777,7 @@ pub fn keyed_batch_entries(
         path,
         desc,
         state,
-        schema_max_parallelism: schema_max_p,
+        schema_key_groups: groups,
         now_ms,
     } = *table;
     let rows = first_row;
@@ -814,7 +818,13 @@ pub fn keyed_batch_entries(
         let k = cell(path, &key, r, number)?;
         if let Some(c) = &kg {
             let stored = value_at(c.array, r, &TypeSchema::I64).ok();
-            let want = key_group_for_key(&k, schema_max_p);
+            let want = groups.key_group(&k).map_err(|e| TableError::BadTable {
+                path: path.to_path_buf(),
+                row: Some(number),
+                column: Some("key".into()),
+                reason: e.to_string(),
+            })?;
+            let schema_max_p = groups.max_parallelism();
             if stored != Some(Value::I64(i64::from(want))) {
                 return Err(TableError::BadTable {
                     path: path.to_path_buf(),
@@ -1106,7 +1116,7 @@ mod tests {
             path: Path::new("t.parquet"),
             desc: &desc,
             state: 0,
-            schema_max_parallelism: 128,
+            schema_key_groups: &statekit_core::KeyGroupAssigner::statekit(128),
             now_ms: 0,
         };
         let mut seen = Vec::new();

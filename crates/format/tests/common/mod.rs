@@ -383,7 +383,7 @@ fn arb_operator() -> impl Strategy<Value = OperatorMetadata> {
         any::<bool>(),
         1u32..=6,
         1u32..=32768,
-        any::<bool>(),
+        (any::<bool>(), any::<bool>()),
         arb_descriptors(3),
         proptest::collection::vec(arb_operator_descriptor("o".into()), 0..3),
     )
@@ -404,7 +404,12 @@ fn arb_operator() -> impl Strategy<Value = OperatorMetadata> {
                 uid,
                 parallelism,
                 max_parallelism: maxp,
-                finished,
+                finished: finished.0,
+                key_group_scheme: if finished.1 {
+                    statekit_core::KeyGroupScheme::Flink
+                } else {
+                    statekit_core::KeyGroupScheme::Statekit
+                },
                 keyed_states: keyed,
                 operator_states: ops,
                 subtasks,
