@@ -5,7 +5,8 @@
 //! modes, descriptors with self-describing [`TypeSchema`]s, TTL, the
 //! [`KeyedStateBackend`] trait, the canonical [`Entry`] stream every snapshot can be read
 //! as ([`KeyedStateView`]), operator state with Flink's redistribution, and the
-//! [`Storage`](storage::Storage) trait checkpoint files go through.
+//! [`Storage`](storage::Storage) trait checkpoint files go through, and decoded values as
+//! JSON ([`json`]: the one serialisation every report shares).
 //!
 //! Crates above this one: `statekit-format` (on-disk format), `statekit-hashmap` (heap
 //! backend), `statekit-checkpoint` (checkpoint/savepoint lifecycle).
@@ -13,6 +14,7 @@
 pub mod backend;
 pub mod error;
 pub mod hash;
+pub mod json;
 pub mod keygroup;
 pub mod limits;
 pub mod location;

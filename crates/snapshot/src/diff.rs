@@ -6,6 +6,8 @@
 //! and is the reusable per-entry merge. Keyed state is read key group by key group in
 //! ascending order, whatever the parallelism and format of either side; memory is bounded by
 //! one key group per side (one subtask for changelog snapshots, which are replayed).
+//!
+//! [`report`]: the differences as printed ([`DiffReport`]), serialised by serde.
 
 use crate::error::SnapshotError;
 use crate::views::keyed_views;
@@ -20,6 +22,9 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::ops::Range;
 use std::sync::Arc;
+
+pub mod report;
+pub use report::{DiffReport, DifferenceReport, SummaryReport};
 
 /// One side of a comparison: a snapshot and how to name it in messages.
 #[derive(Clone, Copy)]
@@ -42,7 +47,9 @@ pub struct DiffOptions {
 }
 
 /// Whether something is new on side b, gone from it, or on both sides but different.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Serialises as its [`Change::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Change {
     /// Only on side b.
     Added,
@@ -72,8 +79,10 @@ impl Change {
     }
 }
 
-/// A property of an operator or a state descriptor that a comparison reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A property of an operator or a state descriptor that a comparison reports. Serialises as
+/// its [`Field::as_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Field {
     /// The operator's id.
     OperatorId,
@@ -125,7 +134,8 @@ impl std::fmt::Display for Field {
     }
 }
 
-/// One changed property (of an operator or a state descriptor), rendered as text.
+/// One changed property (of an operator or a state descriptor), rendered as text. Serialises
+/// as `{"field", "layout", "new", "old"}` (keys in name order, as `statekit diff` prints them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldChange {
     /// The property.
@@ -136,6 +146,18 @@ pub struct FieldChange {
     pub new: String,
     /// A layout property (parallelism): reported, but not a difference of the state.
     pub layout: bool,
+}
+
+impl serde::Serialize for FieldChange {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("FieldChange", 4)?;
+        m.serialize_field("field", &self.field)?;
+        m.serialize_field("layout", &self.layout)?;
+        m.serialize_field("new", &self.new)?;
+        m.serialize_field("old", &self.old)?;
+        m.end()
+    }
 }
 
 /// An operator only on one side, or with changed properties.

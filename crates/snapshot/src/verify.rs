@@ -4,6 +4,8 @@
 //! ([`statekit_changelog::verify::verify_operator`]: log files decoded in full, the tail walked
 //! as a restore replays it). Every problem is a [`Problem`] naming file, offset and field;
 //! a file several subtasks reference is reported once.
+//!
+//! [`report`]: what `statekit verify` prints ([`VerifyReport`]), serialised by serde.
 
 use crate::SnapshotError;
 use statekit_changelog::tail::LogFiles;
@@ -15,6 +17,9 @@ use statekit_core::KeyGroupRange;
 use statekit_format::Problem;
 use std::collections::HashSet;
 use std::path::Path;
+
+pub mod report;
+pub use report::{LogCheckReport, ProblemReport, VerifyReport};
 
 /// The result of verifying a snapshot.
 #[derive(Clone, Debug, Default)]
