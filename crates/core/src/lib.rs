@@ -30,7 +30,10 @@ pub mod temp;
 
 pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
 pub use error::{ErrorKind, HasErrorKind, KindedError, ParallelismError, StateError};
-pub use keygroup::{key_group_for_key, KeyGroupRange, DEFAULT_MAX_PARALLELISM, UPPER_BOUND_MAX_PARALLELISM};
+pub use keygroup::{
+    key_group_for_key, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, DEFAULT_MAX_PARALLELISM,
+    UPPER_BOUND_MAX_PARALLELISM,
+};
 pub use operator::{uid_looks_auto_generated, OperatorId};
 pub use operator_state::{
     redistribute, OperatorStateData, OperatorStateHandle, OperatorStateSnapshot, OperatorStateStore,
