@@ -232,8 +232,22 @@ impl SnapshotWriter {
         self.operators.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Declares an operator by uid with its parallelism and max parallelism.
+    /// Declares an operator by uid with its parallelism and max parallelism; its id is the
+    /// uid's hash ([`OperatorId::from_uid`]).
     pub fn register_operator(&self, uid: &str, parallelism: u32, max_parallelism: u32) -> Result<(), CheckpointError> {
+        self.register_operator_with_id(uid, OperatorId::from_uid(uid), parallelism, max_parallelism)
+    }
+
+    /// [`SnapshotWriter::register_operator`] with the operator id given: a rewrite keeps
+    /// the ids of its input's operators (Apache Flink matches state to operators by id, and
+    /// a Flink 1.x snapshot names operators by id alone).
+    pub fn register_operator_with_id(
+        &self,
+        uid: &str,
+        id: OperatorId,
+        parallelism: u32,
+        max_parallelism: u32,
+    ) -> Result<(), CheckpointError> {
         keygroup::check_parallelism(parallelism, max_parallelism)?;
         let mut ops = self.lock();
         if ops.iter().any(|o| o.uid == uid) {
@@ -241,7 +255,6 @@ impl SnapshotWriter {
                 "operator uid {uid:?} registered twice"
             )));
         }
-        let id = OperatorId::from_uid(uid);
         if let Some(other) = ops.iter().find(|o| o.id == id) {
             return Err(CheckpointError::Invalid(format!(
                 "uids {uid:?} and {:?} hash to the same operator id {id}",

@@ -229,6 +229,16 @@ pub struct OperatorPlan {
 }
 
 impl OperatorPlan {
+    /// Its id in the output: the input's while its uid is unchanged (Apache Flink matches
+    /// state to operators by id; a Flink 1.x snapshot names operators by id alone), else the
+    /// hash of its new uid, as Flink computes it for a job that declares that uid.
+    pub fn output_id(&self) -> statekit_core::OperatorId {
+        match self.operator_id.parse() {
+            Ok(id) if self.uid == self.source_uid => id,
+            _ => statekit_core::OperatorId::from_uid(&self.uid),
+        }
+    }
+
     /// Whether the operator comes out as it went in: same uid, parallelism and states.
     pub fn is_unchanged(&self) -> bool {
         self.uid == self.source_uid && self.is_unchanged_but_uid()

@@ -423,7 +423,7 @@ fn write_all(
         std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
     }
     for (oi, op) in plan.operators.iter().enumerate() {
-        writer.register_operator(&op.uid, op.parallelism, op.max_parallelism)?;
+        writer.register_operator_with_id(&op.uid, op.output_id(), op.parallelism, op.max_parallelism)?;
         writer.set_key_group_scheme(&op.uid, op.key_group_scheme)?;
         rebucketed.push(
             if op.max_parallelism != op.source_max_parallelism

@@ -235,13 +235,14 @@ impl Drop for RemoveDir<'_> {
 }
 
 /// One operator of the schema, checked: its schema, keyed and operator state descriptors,
-/// parallelism and max parallelism.
+/// parallelism, max parallelism and id.
 type Prepared<'s> = (
     &'s statekit_migrate::schema::OperatorSchema,
     Vec<StateDescriptor>,
     Vec<OperatorStateDescriptor>,
     u32,
     u32,
+    statekit_core::OperatorId,
 );
 
 /// The savepoint being imported.
@@ -271,7 +272,14 @@ fn prepare<'s>(schema: &'s JobSchema, options: &ImportOptions) -> Result<Vec<Pre
         statekit_core::keygroup::check_parallelism(p, max_p).map_err(|e| TableError::Unsupported {
             what: format!("operator {:?}: {e}", op.uid),
         })?;
-        operators.push((op, keyed, operator, p, max_p));
+        // The exported operator's id is kept (Apache Flink matches state to operators by id).
+        let id = match &op.operator_id {
+            None => statekit_core::OperatorId::from_uid(&op.uid),
+            Some(id) => id.parse().map_err(|_| TableError::Unsupported {
+                what: format!("operator {:?}: operator id {id:?} is not 32 hex digits", op.uid),
+            })?,
+        };
+        operators.push((op, keyed, operator, p, max_p, id));
     }
     Ok(operators)
 }
@@ -312,8 +320,8 @@ fn import_into(
         let mut states = Vec::new();
         let mut entries = 0;
         let mut spilled_runs = 0;
-        for (n, (op, keyed, operator, p, max_p)) in operators.iter().enumerate() {
-            writer.register_operator(&op.uid, *p, *max_p)?;
+        for (n, (op, keyed, operator, p, max_p, id)) in operators.iter().enumerate() {
+            writer.register_operator_with_id(&op.uid, *id, *p, *max_p)?;
             // Keys go where the exported state's rule put them (Apache Flink's for Flink state).
             writer.set_key_group_scheme(&op.uid, op.key_group_scheme)?;
             let op_dir = tables.join(path_part(&op.uid));
