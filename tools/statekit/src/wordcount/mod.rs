@@ -1,5 +1,5 @@
 //! `statekit demo wordcount`: the classic word count, written the way an engine embeds
-//! statekit — the worked example of the library API.
+//! statekit — the worked example of the library API, running on `statekit-runtime`.
 //!
 //! Topology: `source` (parallelism 1, operator list state `offsets` = (input, byte offset))
 //! → `counter` (parallelism P, keyed by word: ValueState `count`, ListState
@@ -7,41 +7,38 @@
 //! operator list state `pending-commits` = pre-committed transaction files).
 //!
 //! A checkpoint N is taken between two records (so state, source offset and sink output are
-//! consistent, as with aligned barriers):
-//! 1. *synchronous part*: every sink pre-commits its open transaction, every backend freezes a
-//!    copy-on-write view ([`KeyedStateBackend::snapshot`]), operator state is copied;
+//! consistent, as with aligned barriers) by the runtime's [`CheckpointCoordinator`]:
+//! 1. *synchronous part* ([`job::Operators`]' [`Checkpointed::snapshot`]): every sink
+//!    pre-commits its open transaction, every backend freezes a copy-on-write view
+//!    ([`statekit_runtime::KeyedCut::take`]), operator state is copied;
 //! 2. *asynchronous part*: the views are written on background threads
-//!    ([`SnapshotWriter::write_subtask`]);
-//! 3. [`CheckpointStore::complete`] commits `_metadata` atomically — the checkpoint exists;
+//!    ([`statekit_runtime::AsyncSnapshot::write`]);
+//! 3. [`statekit_checkpoint::CheckpointStore::complete`] commits `_metadata` atomically — the
+//!    checkpoint exists;
 //! 4. *notify complete*: sinks commit (rename) their transactions up to N.
 //!
 //! Restore ([`SnapshotReader`]): keyed state into each new subtask's key-group range (any
 //! parallelism), operator state redistributed, then the sink commits what the snapshot
-//! recorded as pre-committed and aborts every other pending transaction.
+//! recorded as pre-committed and aborts every other pending transaction
+//! ([`statekit_runtime::FileSink::recover`]).
+//!
+//! [`CheckpointCoordinator`]: statekit_runtime::CheckpointCoordinator
+//! [`Checkpointed::snapshot`]: statekit_runtime::Checkpointed::snapshot
 
 mod flink_keys;
-mod sink;
+mod job;
 mod source;
 
-pub use sink::Guarantee;
+pub use job::run;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use sink::FileSink;
-use source::WordSource;
-use statekit_changelog::{ChangelogConfig, ChangelogCut, ChangelogStorage, StorageKind};
-use statekit_checkpoint::{new_job_id, CheckpointStore, RestoreMode, SnapshotReader, SnapshotWriter};
-use statekit_core::storage::{LocalStorage, Storage};
-use statekit_core::{
-    decode_value, key_group_for_key, keygroup, BackendConfig, Codec, KeyedStateBackend, OperatorStateDescriptor,
-    OperatorStateHandle, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, StateDescriptor, StateFunctions,
-    StateHandle, TypeSchema, Value,
-};
+use statekit_changelog::{ChangelogConfig, ChangelogStorage, StorageKind};
+use statekit_checkpoint::{RestoreMode, SnapshotReader};
+use statekit_core::storage::Storage;
+use statekit_core::{BackendConfig, StateDescriptor, TypeSchema};
 use statekit_snapshot::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom, SnapshotError};
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 const SOURCE_UID: &str = "source";
@@ -156,7 +153,7 @@ pub struct WordcountArgs {
 }
 
 fn parse_interval(s: &str) -> std::result::Result<std::time::Duration, String> {
-    statekit_changelog::config::parse_duration(s)
+    statekit_changelog::config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// The job's settings from `--config`, `-D` and the flags.
@@ -318,19 +315,26 @@ fn open_counter(
     })
 }
 
-/// The synchronous part of one subtask's keyed snapshot.
-enum Cut {
-    View(Arc<dyn statekit_core::KeyedStateView>),
-    #[cfg(feature = "rocksdb")]
-    Native(statekit_rocksdb::NativeCut, Vec<StateDescriptor>),
-    Changelog(ChangelogCut, Vec<StateDescriptor>),
+/// The delivery guarantee of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[allow(clippy::enum_variant_names)] // the names are the standard terms
+pub enum Guarantee {
+    /// Checkpoints + two-phase-commit sink: no loss, no duplicates.
+    ExactlyOnce,
+    /// Checkpoints, sink writes directly: no loss, duplicates after a failure.
+    AtLeastOnce,
+    /// No checkpoints; the source commits its position ahead of processing: loss after a failure.
+    AtMostOnce,
 }
 
-struct Counter {
-    backend: KeyedBackend,
-    count: StateHandle,
-    positions: StateHandle,
-    followers: StateHandle,
+impl From<Guarantee> for statekit_runtime::Guarantee {
+    fn from(g: Guarantee) -> Self {
+        match g {
+            Guarantee::ExactlyOnce => statekit_runtime::Guarantee::ExactlyOnce,
+            Guarantee::AtLeastOnce => statekit_runtime::Guarantee::AtLeastOnce,
+            Guarantee::AtMostOnce => statekit_runtime::Guarantee::AtMostOnce,
+        }
+    }
 }
 
 fn counter_states() -> [StateDescriptor; 3] {
@@ -339,24 +343,6 @@ fn counter_states() -> [StateDescriptor; 3] {
         StateDescriptor::list("recent-positions", TypeSchema::Utf8, TypeSchema::U64),
         StateDescriptor::map("followers", TypeSchema::Utf8, TypeSchema::Utf8, TypeSchema::I64),
     ]
-}
-
-fn offsets_descriptor() -> OperatorStateDescriptor {
-    OperatorStateDescriptor {
-        name: "offsets".into(),
-        mode: OperatorStateMode::List,
-        value_schema: TypeSchema::Tuple(vec![TypeSchema::Utf8, TypeSchema::U64]),
-        key_schema: None,
-    }
-}
-
-fn pending_commits_descriptor() -> OperatorStateDescriptor {
-    OperatorStateDescriptor {
-        name: "pending-commits".into(),
-        mode: OperatorStateMode::List,
-        value_schema: TypeSchema::Utf8,
-        key_schema: None,
-    }
 }
 
 /// The state schema this job declares: its three operators and their states.
@@ -370,6 +356,7 @@ fn job_schema(p: u32, max_p: u32) -> statekit_migrate::JobSchema {
             parallelism: Some(parallelism),
             keyed_states: keyed,
             operator_states: operator,
+            key_group_scheme: Default::default(),
         }
     };
     statekit_migrate::JobSchema {
@@ -378,7 +365,7 @@ fn job_schema(p: u32, max_p: u32) -> statekit_migrate::JobSchema {
                 SOURCE_UID,
                 1,
                 vec![],
-                vec![OperatorStateSchema::of(&offsets_descriptor())],
+                vec![OperatorStateSchema::of(&statekit_runtime::source::offsets_descriptor())],
             ),
             op(
                 COUNTER_UID,
@@ -390,718 +377,10 @@ fn job_schema(p: u32, max_p: u32) -> statekit_migrate::JobSchema {
                 SINK_UID,
                 p,
                 vec![],
-                vec![OperatorStateSchema::of(&pending_commits_descriptor())],
+                vec![OperatorStateSchema::of(
+                    &statekit_runtime::sink::pending_commits_descriptor(),
+                )],
             ),
         ],
-    }
-}
-
-fn encode_offset(input: &str, offset: u64) -> Result<Vec<u8>> {
-    let v = Value::Tuple(vec![Value::Str(input.to_string()), Value::U64(offset)]);
-    Ok(statekit_core::encode_value(&offsets_descriptor().value_schema, &v)?)
-}
-
-fn decode_offset(bytes: &[u8]) -> Result<(String, u64)> {
-    match decode_value(&offsets_descriptor().value_schema, bytes)? {
-        Value::Tuple(v) => match v.as_slice() {
-            [Value::Str(s), Value::U64(o)] => Ok((s.clone(), *o)),
-            _ => bail!("source offset state has an unexpected shape"),
-        },
-        _ => bail!("source offset state has an unexpected shape"),
-    }
-}
-
-struct Job {
-    args: WordcountArgs,
-    run_id: String,
-    counters: Vec<Counter>,
-    sinks: Vec<FileSink>,
-    source: WordSource,
-    source_state: OperatorStateStore,
-    offsets: OperatorStateHandle,
-    store: Option<CheckpointStore>,
-    next_checkpoint: u64,
-    checkpoints: u64,
-    buf: Vec<u8>,
-    /// Checkpoints whose asynchronous part runs, oldest first.
-    in_flight: VecDeque<InFlight>,
-    max_concurrent: usize,
-    /// Keeps the changelog's upload service alive (and reports its figures at the end).
-    changelog: Option<ChangelogContext>,
-    /// When the last checkpoint was triggered (for `--checkpoint-interval`).
-    last_checkpoint: std::time::Instant,
-}
-
-/// A checkpoint between its synchronous part and its completion.
-struct InFlight {
-    id: u64,
-    task: std::thread::JoinHandle<(SnapshotWriter, Result<()>)>,
-}
-
-/// Runs the job.
-pub fn run(mut args: WordcountArgs) -> Result<ExitCode> {
-    args.output = crate::cmd::local_only(&args.output, "--output")?;
-    if let Some(p) = &args.input {
-        if p.as_os_str() != "-" {
-            args.input = Some(crate::cmd::local_only(p, "--input")?);
-        }
-    }
-    // Flink's keys from --config and -D set what their flags did not.
-    let settings = Settings::resolve(&mut args)?;
-    let (p, max_p) = (args.parallelism, args.max_parallelism);
-    keygroup::check_parallelism(p, max_p)?;
-    if args.print_schema {
-        outln!("{}", serde_json::to_string_pretty(&job_schema(p, max_p))?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.checkpoint_every == 0 {
-        bail!("--checkpoint-every must be at least 1");
-    }
-    if args.backend != BackendKind::Rocksdb {
-        if args.checkpoint_type == CheckpointType::Incremental {
-            bail!("--checkpoint-type incremental needs --backend rocksdb (the heap backend checkpoints in full; or use --changelog)");
-        }
-        if args.savepoint_format == SavepointFormat::Native {
-            bail!("--savepoint-format native needs --backend rocksdb");
-        }
-    }
-    let source = match &args.socket {
-        Some(addr) => WordSource::socket(addr)?,
-        None => WordSource::open(args.input.as_deref())?,
-    };
-
-    let checkpoint_base = crate::cmd::location(&args.checkpoint_dir)?;
-    if args.guarantee == Guarantee::AtMostOnce && checkpoint_base.as_local().is_none() {
-        bail!(
-            "--guarantee at-most-once keeps its committed offset in a local file under --checkpoint-dir: use a local --checkpoint-dir (not {checkpoint_base})"
-        );
-    }
-    let restore_path = match args.restore.as_deref() {
-        None => None,
-        Some("latest") => match statekit_snapshot::latest_checkpoint_at(&checkpoint_base)? {
-            Some((id, location)) => {
-                eprintln!("restoring from checkpoint {id}: {location}");
-                Some(PathBuf::from(location.display()))
-            }
-            None => {
-                eprintln!("no complete checkpoint under {checkpoint_base}: starting from scratch");
-                None
-            }
-        },
-        Some(path) => Some(PathBuf::from(path)),
-    };
-    let restored_reader = restore_path
-        .as_deref()
-        .map(|p| crate::cmd::open_reader(p, &Default::default()))
-        .transpose()?;
-    if let (Some(r), Some(path)) = (&restored_reader, &restore_path) {
-        // As in Flink: state of an operator the job does not have would be lost — refused
-        // unless the user says so (-n).
-        let unclaimed: Vec<&str> = r
-            .metadata()
-            .operators
-            .iter()
-            .map(|o| o.uid.as_str())
-            .filter(|u| ![SOURCE_UID, COUNTER_UID, SINK_UID].contains(u))
-            .collect();
-        if !unclaimed.is_empty() {
-            let names = unclaimed
-                .iter()
-                .map(|u| format!("{u:?}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            if args.allow_non_restored_state {
-                eprintln!(
-                    "note: not restored: the state of {} {names} (the word count has no such operator; -n)",
-                    crate::render::noun(unclaimed.len() as u64, "operator")
-                );
-            } else {
-                bail!(
-                    "cannot map the state of {} {names} in {} to the word count, which has no such operator (its uids: {SOURCE_UID}, {COUNTER_UID}, {SINK_UID}): that state would be lost. Restore anyway with -n (--allow-non-restored-state, Flink's --allowNonRestoredState), or rename the uid first (statekit rewrite --rename-uid OLD=NEW)",
-                    crate::render::noun(unclaimed.len() as u64, "operator"),
-                    path.display()
-                );
-            }
-        }
-    }
-
-    // The checkpoint store of this run, and the changelog's upload service in it.
-    let run_id = new_job_id();
-    let store = if args.guarantee == Guarantee::AtMostOnce {
-        None
-    } else {
-        let storage = crate::cmd::storage_at(&checkpoint_base)?;
-        Some(CheckpointStore::open(storage, &run_id, args.retained_checkpoints)?)
-    };
-    let changelog = match (&settings.changelog, &store) {
-        (Some(cfg), Some(store)) => {
-            let job = store.job_storage()?;
-            let storage = match &cfg.base_path {
-                None => ChangelogStorage::for_job(job.clone(), cfg.upload.clone())?,
-                Some(base) => {
-                    // Log files outside the job directory: referenced by absolute path on
-                    // local disk, by URL on an object store (`s3://…`).
-                    let location = crate::cmd::location(base).context("state.changelog.dstl.dfs.base-path")?;
-                    let storage = crate::cmd::storage_at(&location)?;
-                    ChangelogStorage::new(storage, &run_id, cfg.upload.clone())?
-                }
-            };
-            Some(ChangelogContext {
-                storage,
-                job,
-                config: cfg.clone(),
-            })
-        }
-        _ => None,
-    };
-
-    // Keyed state: one backend per counter subtask, owning its key-group range, restored.
-    let choice = backend_choice(&args)?;
-    let mut counters = Vec::new();
-    for i in 0..p {
-        let config = BackendConfig::for_subtask(max_p, p, i)?;
-        let restore = restored_reader.as_ref().map(|r| (r, args.restore_mode));
-        counters.push(open_counter(&choice, changelog.as_ref(), config, i, restore)?);
-    }
-
-    // Operator state.
-    let mut source_state = OperatorStateStore::new();
-    let mut restored_pending: Vec<String> = Vec::new();
-    let mut restored_id = 0;
-    if let (Some(reader), Some(path)) = (&restored_reader, &restore_path) {
-        source_state = OperatorStateStore::from_snapshot(reader.operator_state(SOURCE_UID, 1, 0)?);
-        if reader.metadata().operator(SINK_UID).is_some() {
-            for snap in reader.operator_states(SINK_UID, p)? {
-                let mut s = OperatorStateStore::from_snapshot(snap);
-                let h = s.register(pending_commits_descriptor())?;
-                for e in s.list(h)? {
-                    restored_pending.push(String::decode(e)?);
-                }
-            }
-        }
-        restored_id = reader.metadata().checkpoint_id;
-        eprintln!(
-            "restored {} ({} checkpoint {restored_id}, counter parallelism {} -> {p}, {} mode{})",
-            path.display(),
-            reader.metadata().format.as_str(),
-            reader.operator(COUNTER_UID)?.parallelism,
-            args.restore_mode,
-            if changelog.is_some() { ", changelog on" } else { "" }
-        );
-        if let Some(store) = &store {
-            store.restored(reader, args.restore_mode)?;
-        }
-    }
-    // States are registered after the restore (a native restore needs a fresh backend);
-    // registering again only attaches what snapshots do not hold.
-    let counters = counters
-        .into_iter()
-        .map(|mut backend| -> Result<Counter> {
-            let [c, l, m] = counter_states();
-            let b = backend.as_dyn();
-            let count = b.register(c, StateFunctions::None)?;
-            let positions = b.register(l, StateFunctions::None)?;
-            let followers = b.register(m, StateFunctions::None)?;
-            Ok(Counter {
-                backend,
-                count,
-                positions,
-                followers,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let offsets = source_state.register(offsets_descriptor())?;
-
-    // The sink's recovery: commit what the snapshot pre-committed, abort everything else.
-    if args.guarantee == Guarantee::ExactlyOnce {
-        let (committed, aborted) = sink::recover(&args.output, &restored_pending)?;
-        if committed + aborted > 0 {
-            eprintln!("sink recovery: {committed} transactions committed, {aborted} aborted");
-        }
-    }
-
-    let mut source = source;
-    let mut start = None;
-    for e in source_state.list(offsets)? {
-        let (name, off) = decode_offset(e)?;
-        if name == source.name {
-            start = Some(off);
-        }
-    }
-    if start.is_none() && args.guarantee == Guarantee::AtMostOnce {
-        start = read_auto_committed_offset(&args.checkpoint_dir, &source.name)?;
-    }
-    if source.is_stream() {
-        if let Some(s) = start {
-            eprintln!(
-                "note: {} is a stream: it cannot replay what it sent before (restored offset {s}); counting goes on with new input",
-                source.name
-            );
-        }
-    }
-    source.seek(start.unwrap_or(0));
-
-    let next_checkpoint = restored_id + 1;
-    let sinks = (0..p)
-        .map(|i| FileSink::new(&args.output, i, &run_id[..6], args.guarantee, next_checkpoint))
-        .collect::<Result<Vec<_>>>()?;
-    let mut job = Job {
-        args,
-        run_id,
-        counters,
-        sinks,
-        source,
-        source_state,
-        offsets,
-        store,
-        next_checkpoint,
-        checkpoints: 0,
-        buf: Vec::new(),
-        in_flight: VecDeque::new(),
-        max_concurrent: settings.max_concurrent,
-        last_checkpoint: std::time::Instant::now(),
-        changelog,
-    };
-    let code = job.run_loop()?;
-    job.shutdown();
-    Ok(code)
-}
-
-fn auto_commit_path(base: &Path, input: &str) -> PathBuf {
-    let id = statekit_core::OperatorId::from_uid(input);
-    base.join("at-most-once").join(format!("{id}.offset"))
-}
-
-fn read_auto_committed_offset(base: &Path, input: &str) -> Result<Option<u64>> {
-    let p = auto_commit_path(base, input);
-    match std::fs::read(&p) {
-        Ok(b) => {
-            let arr: [u8; 8] = b
-                .as_slice()
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("{}: expected 8 bytes", p.display()))?;
-            Ok(Some(u64::from_be_bytes(arr)))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
-    }
-}
-
-impl Job {
-    fn owner(&self, key: &[u8]) -> usize {
-        let (p, max_p) = (self.args.parallelism, self.args.max_parallelism);
-        keygroup::subtask_for_key_group(max_p, p, key_group_for_key(key, max_p)) as usize
-    }
-
-    /// One record through counter and sink.
-    fn process(&mut self, word: &str, position: u64) -> Result<()> {
-        let key = word.as_bytes();
-        let o = self.owner(key);
-        let c = &mut self.counters[o];
-        let (count_h, positions_h) = (c.count, c.positions);
-        let b = c.backend.as_dyn();
-        let count = if b.get(count_h, key, &[], &mut self.buf)? {
-            i64::decode(&self.buf)? + 1
-        } else {
-            1
-        };
-        b.put(count_h, key, &[], &count.to_bytes())?;
-        // The last three positions of the word.
-        let mut recent = b.list_get(positions_h, key, &[])?;
-        recent.push(position.to_bytes());
-        let keep: Vec<&[u8]> = recent.iter().rev().take(3).rev().map(Vec::as_slice).collect();
-        b.list_update(positions_h, key, &[], &keep)?;
-        let line = format!("({word},{count})");
-        if self.args.echo {
-            outln!("{line}");
-        }
-        self.sinks[o].write_line(&line)
-    }
-
-    /// How often the word `prev` was followed by `word`.
-    fn count_follower(&mut self, prev: &str, word: &str) -> Result<()> {
-        let pk = prev.as_bytes();
-        let o = self.owner(pk);
-        let c = &mut self.counters[o];
-        let followers = c.followers;
-        let b = c.backend.as_dyn();
-        let n = if b.map_get(followers, pk, &[], word.as_bytes(), &mut self.buf)? {
-            i64::decode(&self.buf)? + 1
-        } else {
-            1
-        };
-        b.map_put(followers, pk, &[], word.as_bytes(), &n.to_bytes())?;
-        Ok(())
-    }
-
-    fn run_loop(&mut self) -> Result<ExitCode> {
-        let stop = Arc::new(AtomicBool::new(false));
-        signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())
-            .context("cannot install the SIGTERM handler")?;
-        // Ctrl-C stops as SIGTERM does (a last checkpoint, or the savepoint); a second one
-        // ends the process at once (exit 130).
-        signal_hook::flag::register_conditional_shutdown(signal_hook::consts::SIGINT, 130, stop.clone())
-            .and_then(|_| signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone()))
-            .context("cannot install the SIGINT handler")?;
-        let every = self.args.checkpoint_every;
-        let mut records = 0u64;
-        let mut prev: Option<String> = None;
-        let at_most_once = self.args.guarantee == Guarantee::AtMostOnce;
-        let mut batch_end = 0u64;
-        // A bar of the input's bytes when it is large (standard error, on a terminal only).
-        let progress = match self.source.len() {
-            Some(n) if n >= 8 << 20 => crate::progress::Progress::bytes("counting words", n),
-            Some(_) => crate::progress::Progress::spinner("counting words"),
-            None => crate::progress::Progress::counter("counting words from a stream", "words"),
-        };
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                drop(progress);
-                eprintln!("SIGTERM (or Ctrl-C): stopping");
-                break;
-            }
-            if at_most_once && records == batch_end {
-                // Like a consumer with auto-commit: the position after the next batch is
-                // committed before the batch is processed.
-                self.auto_commit_ahead(every)?;
-                batch_end += every;
-            }
-            let position = self.source.offset();
-            let word = match self.source.next(std::time::Duration::from_millis(100))? {
-                source::Next::Word(w) => w,
-                source::Next::End => break,
-                // A stream with nothing new: checkpoints still go by the interval.
-                source::Next::Idle => {
-                    let due = self
-                        .args
-                        .checkpoint_interval
-                        .is_some_and(|d| self.last_checkpoint.elapsed() >= d);
-                    if !at_most_once && due {
-                        self.checkpoint(false)?;
-                    }
-                    self.maintain()?;
-                    continue;
-                }
-            };
-            if records.is_multiple_of(4096) {
-                match self.source.len() {
-                    Some(_) => progress.set(self.source.offset()),
-                    None => progress.set(records),
-                }
-            }
-            self.process(&word, position)?;
-            if let Some(p) = &prev {
-                let p = p.clone();
-                self.count_follower(&p, &word)?;
-            }
-            prev = Some(word);
-            records += 1;
-            let offset = self.source.offset();
-            let name = self.source.name.clone();
-            self.source_state
-                .list_update(self.offsets, vec![encode_offset(&name, offset)?])?;
-            let interval_due = self
-                .args
-                .checkpoint_interval
-                .is_some_and(|d| self.last_checkpoint.elapsed() >= d);
-            if !at_most_once && (records.is_multiple_of(every) || interval_due) {
-                self.checkpoint(false)?;
-            }
-            if records.is_multiple_of(64) {
-                self.maintain()?;
-            }
-        }
-        // Every checkpoint still running completes before the last snapshot.
-        self.drain()?;
-        let finished = !stop.load(Ordering::SeqCst);
-        let mut savepoint = None;
-        if self.args.stop_with_savepoint {
-            // A savepoint needs no checkpointing (as in Flink): at-most-once takes one too.
-            savepoint = Some(self.savepoint(finished)?);
-        } else if at_most_once {
-            for s in self.sinks.iter_mut() {
-                s.flush()?;
-            }
-        } else if finished {
-            // Final checkpoint: commits the last output; the source is recorded as finished.
-            self.checkpoint(true)?;
-        } else {
-            // SIGTERM without --stop-with-savepoint: a last checkpoint keeps the output.
-            self.checkpoint(false)?;
-        }
-        eprintln!(
-            "processed {} from {}; {} under {}; output in {}",
-            crate::render::count(records, "word"),
-            self.source.name,
-            crate::render::count(self.checkpoints, "checkpoint"),
-            self.args.checkpoint_dir.join(&self.run_id).display(),
-            self.args.output.display()
-        );
-        if let Some(cl) = &self.changelog {
-            let st = cl.storage.stats();
-            eprintln!(
-                "changelog: {} change sets uploaded in {} files ({} bytes), {} failed attempts, {} unreferenced files deleted",
-                st.change_sets, st.files, st.bytes, st.failed_attempts, st.deleted_files
-            );
-        }
-        if let Some(path) = savepoint {
-            // One line for a person; for `sp=$(statekit demo wordcount …)` standard output
-            // holds the path alone (and standard error still says what it is).
-            use std::io::IsTerminal;
-            if std::io::stdout().is_terminal() {
-                outln!("savepoint: {}", path.display());
-            } else {
-                eprintln!("savepoint: {}", path.display());
-                outln!("{}", path.display());
-            }
-        }
-        Ok(ExitCode::SUCCESS)
-    }
-
-    fn auto_commit_ahead(&self, every: u64) -> Result<()> {
-        // A stream cannot be read ahead (nor replayed): its position as it is.
-        let ahead = if self.source.is_stream() {
-            self.source.offset()
-        } else {
-            let mut probe = WordSource::open(self.args.input.as_deref())?;
-            probe.seek(self.source.offset());
-            for _ in 0..every {
-                if probe.next_word().is_none() {
-                    break;
-                }
-            }
-            probe.offset()
-        };
-        let path = auto_commit_path(&self.args.checkpoint_dir, &self.source.name);
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let storage = LocalStorage::new(dir);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        storage.put_atomic(&name, &ahead.to_be_bytes())?;
-        Ok(())
-    }
-
-    /// Lets changelog backends start a due materialization and apply finished ones; completes
-    /// checkpoints whose asynchronous part is done.
-    fn maintain(&mut self) -> Result<()> {
-        for c in self.counters.iter_mut() {
-            if let KeyedBackend::Changelog(b) = &mut c.backend {
-                b.poll()?;
-            }
-        }
-        while self.in_flight.front().is_some_and(|f| f.task.is_finished()) {
-            self.complete_oldest()?;
-        }
-        Ok(())
-    }
-
-    /// The synchronous part of snapshot `writer` (sinks pre-commit, backends cut, operator
-    /// state copied); what it returns writes the rest, on any thread.
-    fn sync_part(&mut self, writer: &SnapshotWriter, source_finished: bool) -> Result<AsyncPart> {
-        let id = writer.checkpoint_id();
-        let (p, max_p) = (self.args.parallelism, self.args.max_parallelism);
-        writer.register_operator(SOURCE_UID, 1, max_p)?;
-        writer.register_operator(COUNTER_UID, p, max_p)?;
-        writer.register_operator(SINK_UID, p, max_p)?;
-        let mut sinks = Vec::with_capacity(self.sinks.len());
-        for s in self.sinks.iter_mut() {
-            let mut st = OperatorStateStore::new();
-            let h = st.register(pending_commits_descriptor())?;
-            st.list_update(h, s.pre_commit(id)?.iter().map(|n| n.to_bytes()).collect())?;
-            sinks.push(st.snapshot());
-        }
-        let checkpoint = writer.kind() == statekit_format::SnapshotKind::Checkpoint;
-        let native = if checkpoint {
-            self.args.checkpoint_type == CheckpointType::Incremental
-        } else {
-            self.args.savepoint_format == SavepointFormat::Native
-        };
-        let cuts = self
-            .counters
-            .iter_mut()
-            .map(|c| -> Result<Cut> {
-                match &mut c.backend {
-                    KeyedBackend::Changelog(b) if checkpoint => {
-                        let states = b.descriptors();
-                        return Ok(Cut::Changelog(b.checkpoint(id)?, states));
-                    }
-                    #[cfg(feature = "rocksdb")]
-                    KeyedBackend::RocksDb(b) if native => {
-                        let cut = b.native_snapshot(id)?;
-                        return Ok(Cut::Native(cut, b.descriptors()));
-                    }
-                    _ if native => bail!("native snapshots need the RocksDB backend without the changelog"),
-                    _ => {}
-                }
-                Ok(Cut::View(c.backend.as_dyn().snapshot(id)?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(AsyncPart {
-            cuts,
-            sinks,
-            source: self.source_state.snapshot(),
-            source_finished,
-        })
-    }
-
-    fn notify_complete(&mut self, id: u64, subsumed: &[u64]) -> Result<()> {
-        for c in self.counters.iter_mut() {
-            let b = c.backend.as_dyn();
-            b.notify_checkpoint_complete(id)?;
-            for s in subsumed {
-                b.notify_checkpoint_subsumed(*s)?;
-            }
-        }
-        for s in self.sinks.iter_mut() {
-            s.commit_up_to(id)?;
-        }
-        Ok(())
-    }
-
-    /// Takes checkpoint N: its synchronous part now, its asynchronous part on a thread of its
-    /// own while processing goes on; up to `max_concurrent` may run at once (the oldest is
-    /// waited for beyond that). A final checkpoint (`source_finished`) completes before this
-    /// returns.
-    fn checkpoint(&mut self, source_finished: bool) -> Result<()> {
-        while self.in_flight.len() >= self.max_concurrent {
-            self.complete_oldest()?;
-        }
-        let id = self.next_checkpoint;
-        self.next_checkpoint += 1;
-        self.last_checkpoint = std::time::Instant::now();
-        let store = self.store.clone().context("checkpoints are off")?;
-        let writer = store.begin(id)?;
-        let part = match self.sync_part(&writer, source_finished) {
-            Ok(p) => p,
-            Err(e) => {
-                self.abort(&store, writer, id)?;
-                return Err(e.context(format!("checkpoint {id} failed")));
-            }
-        };
-        let task = std::thread::Builder::new()
-            .name(format!("checkpoint-{id}"))
-            .spawn(move || {
-                let r = part.write(&writer);
-                (writer, r)
-            })
-            .context("cannot start a checkpoint thread")?;
-        self.in_flight.push_back(InFlight { id, task });
-        if source_finished {
-            self.drain()?;
-        }
-        Ok(())
-    }
-
-    /// Waits for the oldest running checkpoint and completes it (or aborts it and fails).
-    fn complete_oldest(&mut self) -> Result<()> {
-        let Some(f) = self.in_flight.pop_front() else {
-            return Ok(());
-        };
-        let store = self.store.clone().context("checkpoints are off")?;
-        let (writer, result) = f
-            .task
-            .join()
-            .map_err(|_| anyhow::anyhow!("checkpoint {}: its thread panicked", f.id))?;
-        if let Err(e) = result {
-            // Nothing of a failed checkpoint stays: its directory and new shared files go.
-            self.abort(&store, writer, f.id)?;
-            return Err(e.context(format!("checkpoint {} failed", f.id)));
-        }
-        let (done, subsumed) = store.complete(writer)?;
-        self.checkpoints += 1;
-        self.notify_complete(done.id, &subsumed)
-    }
-
-    /// Completes every running checkpoint.
-    fn drain(&mut self) -> Result<()> {
-        while !self.in_flight.is_empty() {
-            self.complete_oldest()?;
-        }
-        Ok(())
-    }
-
-    fn abort(&mut self, store: &CheckpointStore, writer: SnapshotWriter, id: u64) -> Result<()> {
-        store.abort(writer)?;
-        for c in self.counters.iter_mut() {
-            c.backend.as_dyn().notify_checkpoint_aborted(id)?;
-        }
-        Ok(())
-    }
-
-    /// Releases the backends (a changelog backend waits for a running materialization and
-    /// deletes what no completed checkpoint references).
-    fn shutdown(&mut self) {
-        for c in self.counters.iter_mut() {
-            c.backend.as_dyn().dispose();
-        }
-    }
-
-    fn savepoint(&mut self, source_finished: bool) -> Result<PathBuf> {
-        let id = self.next_checkpoint;
-        self.next_checkpoint += 1;
-        let base = crate::cmd::location(&self.args.savepoint_dir)?;
-        let storage = crate::cmd::storage_at(&base)?;
-        let writer = SnapshotWriter::new_savepoint(storage, "", &self.run_id, id)?;
-        let dir = writer.dir().to_string();
-        self.sync_part(&writer, source_finished)?.write(&writer)?;
-        writer.finish()?;
-        self.notify_complete(id, &[])?;
-        Ok(PathBuf::from(base.join(&dir).display()))
-    }
-}
-
-/// The asynchronous part of a snapshot: writes the cuts and operator state into the writer.
-struct AsyncPart {
-    cuts: Vec<Cut>,
-    sinks: Vec<OperatorStateSnapshot>,
-    source: OperatorStateSnapshot,
-    source_finished: bool,
-}
-
-impl AsyncPart {
-    /// Writes every subtask (one thread each) and the source.
-    fn write(self, writer: &SnapshotWriter) -> Result<()> {
-        let AsyncPart {
-            cuts,
-            sinks,
-            source,
-            source_finished,
-        } = self;
-        std::thread::scope(|scope| -> Result<()> {
-            let handles: Vec<_> = cuts
-                .into_iter()
-                .zip(sinks)
-                .enumerate()
-                .map(|(i, (cut, sink))| {
-                    scope.spawn(move || -> Result<()> {
-                        let i = i as u32;
-                        match cut {
-                            Cut::View(v) => {
-                                writer.write_subtask(COUNTER_UID, i, Some(v.as_ref()), None, false)?;
-                            }
-                            #[cfg(feature = "rocksdb")]
-                            Cut::Native(cut, states) => {
-                                let handle = cut.upload(&writer.native_target(COUNTER_UID, i)?)?;
-                                writer.add_native_subtask(COUNTER_UID, i, handle, states, None, false)?;
-                            }
-                            Cut::Changelog(cut, states) => {
-                                // The tail is mostly uploaded already: this waits for the rest.
-                                let handle = cut.finish()?;
-                                writer.add_changelog_subtask(COUNTER_UID, i, handle, states, None, false)?;
-                            }
-                        }
-                        writer.write_subtask(SINK_UID, i, None, Some(&sink), false)?;
-                        Ok(())
-                    })
-                })
-                .collect();
-            writer.write_subtask(SOURCE_UID, 0, None, Some(&source), source_finished)?;
-            for h in handles {
-                h.join().map_err(|_| anyhow::anyhow!("snapshot thread panicked"))??;
-            }
-            Ok(())
-        })
     }
 }
