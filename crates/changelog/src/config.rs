@@ -14,19 +14,122 @@
 use crate::file::LogCompression;
 use crate::materialize::MaterializationPolicy;
 use crate::writer::UploadConfig;
+use statekit_core::flink_config::{self as fc, FlinkKey};
+/// Flink's value syntax, from the one vocabulary ([`statekit_core::flink_config`]).
+pub use statekit_core::flink_config::{edit_distance, parse_bool, parse_duration, parse_size, ValueError};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// A configuration problem, naming the key and the value's origin.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{origin}{key}: {message}")]
+#[error("{origin}{key}: {problem}")]
 pub struct ConfigError {
     /// The key as written.
     pub key: String,
     /// Where it was given (`"-D "`, `"config.yaml: "`, …; may be empty), as a prefix.
     pub origin: String,
-    /// What is wrong.
-    pub message: String,
+    /// What is wrong (boxed: configuration results stay small).
+    pub problem: Box<ConfigProblem>,
+}
+
+/// What is wrong with one configuration entry (or with the settings together).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigProblem {
+    /// A key in the changelog's namespaces that is none of its options.
+    #[error("not a changelog option{}", suggestion.map(|s| format!("; did you mean `{s}`?")).unwrap_or_default())]
+    UnknownOption {
+        /// The current name of the option it is probably a misspelling of.
+        suggestion: Option<&'static str>,
+    },
+    /// The value does not fit the option.
+    #[error("`{value}`: {reason}")]
+    BadValue {
+        /// The value as written.
+        value: String,
+        /// Why it does not fit.
+        reason: ValueProblem,
+    },
+    /// The option was given under both its names, with different values.
+    #[error(
+        "`{value}` contradicts `{other_key}: {other_value}`{}, the same option under its other name",
+        origin_in_parens(other_origin)
+    )]
+    Contradiction {
+        /// The value given under this name.
+        value: String,
+        /// The option's other name, as written.
+        other_key: String,
+        /// The value given under it.
+        other_value: String,
+        /// Where that was given (may be empty).
+        other_origin: String,
+    },
+    /// The batch size threshold is above the bytes allowed in flight.
+    #[error("{threshold} bytes exceeds state.changelog.dstl.dfs.upload.max-in-flight ({max_in_flight} bytes): a batch could never start")]
+    BatchAboveInFlight {
+        /// `…batch.persist-size-threshold`, in bytes.
+        threshold: usize,
+        /// `…upload.max-in-flight`, in bytes.
+        max_in_flight: usize,
+    },
+}
+
+/// Why a value does not fit its option.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueProblem {
+    /// It does not follow Flink's syntax for the option's type.
+    #[error(transparent)]
+    Syntax(#[from] ValueError),
+    /// Not a storage kind.
+    #[error("`{value}` is not a storage: use `filesystem` or `memory`")]
+    Storage {
+        /// The value.
+        value: String,
+    },
+    /// A materialization interval of zero.
+    #[error("the interval must be positive (turn periodic materialization off with state.changelog.periodic-materialize.enabled: false)")]
+    ZeroInterval,
+    /// A tail size trigger of zero.
+    #[error("must be positive, or `none` for no size trigger")]
+    ZeroTailSize,
+    /// An empty base path.
+    #[error("an empty path")]
+    EmptyPath,
+    /// A base path on a file system statekit does not write to.
+    #[error("the `{scheme}://` scheme is not supported here: give a local path (or file://), or s3://, gs://, az://")]
+    Scheme {
+        /// The URL scheme.
+        scheme: String,
+    },
+    /// An upload timeout of zero.
+    #[error("the timeout must be positive")]
+    ZeroTimeout,
+    /// No upload attempt.
+    #[error("at least 1 (the first attempt counts)")]
+    ZeroAttempts,
+    /// Not a retry policy.
+    #[error("`{value}` is not a retry policy: use `fixed` or `none`")]
+    RetryPolicy {
+        /// The value.
+        value: String,
+    },
+    /// A size of zero.
+    #[error("must be positive")]
+    NotPositive,
+    /// A size past this machine's address space.
+    #[error("too large for this machine")]
+    TooLarge,
+}
+
+/// ` (origin)`, or nothing.
+fn origin_in_parens(origin: &str) -> String {
+    if origin.is_empty() {
+        String::new()
+    } else {
+        format!(" ({origin})")
+    }
 }
 
 impl ConfigError {
@@ -93,11 +196,10 @@ impl Default for ChangelogConfig {
     }
 }
 
-/// One option: its current name, its deprecated names, and how it is applied.
+/// One option: its names (current and deprecated), and how it is applied.
 struct Opt {
-    key: &'static str,
-    old: &'static [&'static str],
-    apply: fn(&mut Builder, &str) -> Result<(), String>,
+    key: FlinkKey,
+    apply: fn(&mut Builder, &str) -> Result<(), ValueProblem>,
 }
 
 #[derive(Default)]
@@ -118,55 +220,50 @@ impl Builder {
 
 const OPTIONS: &[Opt] = &[
     Opt {
-        key: "state.changelog.enabled",
-        old: &["state.backend.changelog.enabled"],
+        key: fc::CHANGELOG_ENABLED,
         apply: |b, v| {
             b.cfg.enabled = parse_bool(v)?;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.storage",
-        old: &["state.backend.changelog.storage"],
+        key: fc::CHANGELOG_STORAGE,
         apply: |b, v| {
             b.cfg.storage = match v.trim().to_ascii_lowercase().as_str() {
                 "filesystem" => StorageKind::Filesystem,
                 "memory" => StorageKind::Memory,
-                _ => return Err(format!("`{v}` is not a storage: use `filesystem` or `memory`")),
+                _ => return Err(ValueProblem::Storage { value: v.to_string() }),
             };
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.periodic-materialize.interval",
-        old: &["state.backend.changelog.periodic-materialize.interval"],
+        key: fc::CHANGELOG_MATERIALIZE_INTERVAL,
         apply: |b, v| {
             let d = parse_duration(v)?;
             if d.is_zero() {
-                return Err("the interval must be positive (turn periodic materialization off with state.changelog.periodic-materialize.enabled: false)".into());
+                return Err(ValueProblem::ZeroInterval);
             }
             b.interval = Some(d);
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.periodic-materialize.enabled",
-        old: &["state.backend.changelog.periodic-materialize.enabled"],
+        key: fc::CHANGELOG_MATERIALIZE_ENABLED,
         apply: |b, v| {
             b.periodic_enabled = Some(parse_bool(v)?);
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.periodic-materialize.max-tail-size",
-        old: &[],
+        key: fc::CHANGELOG_MATERIALIZE_MAX_TAIL_SIZE,
         apply: |b, v| {
             b.cfg.materialization.max_tail_bytes = if v.trim().eq_ignore_ascii_case("none") {
                 None
             } else {
                 let n = parse_size(v)?;
                 if n == 0 {
-                    return Err("must be positive, or `none` for no size trigger".into());
+                    return Err(ValueProblem::ZeroTailSize);
                 }
                 Some(n)
             };
@@ -174,31 +271,26 @@ const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
-        key: "state.changelog.max-failures-allowed",
-        old: &[
-            "state.backend.changelog.max-failures-allowed",
-            "state.backend.changelog.max.failures.allowed",
-        ],
+        key: fc::CHANGELOG_MAX_FAILURES,
         apply: |b, v| {
             b.cfg.materialization.max_failures = parse_u32(v)?;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.base-path",
-        old: &["dstl.dfs.base-path"],
+        key: fc::DSTL_BASE_PATH,
         apply: |b, v| {
             let p = v.trim();
             let p = p.strip_prefix("file://").unwrap_or(p);
             if p.is_empty() {
-                return Err("an empty path".into());
+                return Err(ValueProblem::EmptyPath);
             }
             if let Some((scheme, _)) = p.split_once("://") {
                 // Object stores are resolved by whoever opens the storage (statekit-objstore).
                 if !matches!(scheme, "s3" | "s3a" | "gs" | "az") {
-                    return Err(format!(
-                        "the `{scheme}://` scheme is not supported here: give a local path (or file://), or s3://, gs://, az://"
-                    ));
+                    return Err(ValueProblem::Scheme {
+                        scheme: scheme.to_string(),
+                    });
                 }
             }
             b.cfg.base_path = Some(PathBuf::from(p));
@@ -206,8 +298,7 @@ const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.compression.enabled",
-        old: &["dstl.dfs.compression.enabled"],
+        key: fc::DSTL_COMPRESSION,
         apply: |b, v| {
             b.cfg.upload.compression = if parse_bool(v)? {
                 LogCompression::Lz4
@@ -218,84 +309,75 @@ const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.preemptive-persist-threshold",
-        old: &["dstl.dfs.preemptive-persist-threshold"],
+        key: fc::DSTL_PREEMPTIVE_PERSIST_THRESHOLD,
         apply: |b, v| {
             b.cfg.upload.preemptive_persist_threshold = positive_size(v)?;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.batch.persist-delay",
-        old: &["dstl.dfs.batch.persist-delay"],
+        key: fc::DSTL_PERSIST_DELAY,
         apply: |b, v| {
             b.cfg.upload.persist_delay = parse_duration(v)?;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.batch.persist-size-threshold",
-        old: &["dstl.dfs.batch.persist-size-threshold"],
+        key: fc::DSTL_PERSIST_SIZE_THRESHOLD,
         apply: |b, v| {
             b.cfg.upload.persist_size_threshold = positive_size(v)?;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.upload.max-in-flight",
-        old: &["dstl.dfs.upload.max-in-flight"],
+        key: fc::DSTL_MAX_IN_FLIGHT,
         apply: |b, v| {
             b.cfg.upload.max_in_flight = positive_size(v)?;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.upload.timeout",
-        old: &["dstl.dfs.upload.timeout"],
+        key: fc::DSTL_UPLOAD_TIMEOUT,
         apply: |b, v| {
             let d = parse_duration(v)?;
             if d.is_zero() {
-                return Err("the timeout must be positive".into());
+                return Err(ValueProblem::ZeroTimeout);
             }
             b.cfg.upload.timeout = d;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.upload.max-attempts",
-        old: &["dstl.dfs.upload.max-attempts"],
+        key: fc::DSTL_MAX_ATTEMPTS,
         apply: |b, v| {
             let n = parse_u32(v)?;
             if n == 0 {
-                return Err("at least 1 (the first attempt counts)".into());
+                return Err(ValueProblem::ZeroAttempts);
             }
             b.cfg.upload.max_attempts = n;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.upload.next-attempt-delay",
-        old: &["dstl.dfs.upload.next-attempt-delay"],
+        key: fc::DSTL_NEXT_ATTEMPT_DELAY,
         apply: |b, v| {
             b.cfg.upload.retry_delay = parse_duration(v)?;
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.upload.retry-policy",
-        old: &["dstl.dfs.upload.retry-policy"],
+        key: fc::DSTL_RETRY_POLICY,
         apply: |b, v| {
             b.retry_none = match v.trim().to_ascii_lowercase().as_str() {
                 "fixed" => false,
                 "none" => true,
-                _ => return Err(format!("`{v}` is not a retry policy: use `fixed` or `none`")),
+                _ => return Err(ValueProblem::RetryPolicy { value: v.to_string() }),
             };
             Ok(())
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.upload.buffer-size",
-        old: &["dstl.dfs.upload.buffer-size"],
+        key: fc::DSTL_BUFFER_SIZE,
         apply: |b, v| {
             positive_size(v)?;
             b.note("statekit writes each upload as one buffer; the setting has no effect");
@@ -303,8 +385,7 @@ const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.upload.num-threads",
-        old: &["dstl.dfs.upload.num-threads"],
+        key: fc::DSTL_UPLOAD_THREADS,
         apply: |b, v| {
             parse_u32(v)?;
             b.note("statekit uploads on one thread per job (each upload holds many change sets); the setting has no effect");
@@ -312,8 +393,7 @@ const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.discard.num-threads",
-        old: &["dstl.dfs.discard.num-threads"],
+        key: fc::DSTL_DISCARD_THREADS,
         apply: |b, v| {
             parse_u32(v)?;
             b.note("statekit deletes files on its upload thread; the setting has no effect");
@@ -321,8 +401,7 @@ const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
-        key: "state.changelog.dstl.dfs.download.local-cache.idle-timeout-ms",
-        old: &["dstl.dfs.download.local-cache.idle-timeout-ms"],
+        key: fc::DSTL_CACHE_IDLE_TIMEOUT,
         apply: |b, v| {
             parse_duration(v)?;
             b.note("statekit reads only the change sets a restore needs, without a download cache; the setting has no effect");
@@ -331,18 +410,15 @@ const OPTIONS: &[Opt] = &[
     },
 ];
 
-/// The prefixes whose keys this module owns (an unknown key under them is an error).
-const NAMESPACES: &[&str] = &["state.changelog.", "state.backend.changelog.", "dstl."];
-
 impl ChangelogConfig {
     /// True when `key` belongs to the changelog's namespaces (known or not).
     pub fn owns_key(key: &str) -> bool {
-        NAMESPACES.iter().any(|p| key.starts_with(p))
+        fc::CHANGELOG_NAMESPACES.iter().any(|p| key.starts_with(p))
     }
 
     /// Every key this module knows, current names first, each with its deprecated names.
     pub fn known_keys() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
-        OPTIONS.iter().map(|o| (o.key, o.old))
+        OPTIONS.iter().map(|o| (o.key.name, o.key.deprecated))
     }
 
     /// Builds the configuration from `(key, value, origin)` entries, where `origin` says
@@ -363,35 +439,39 @@ impl ChangelogConfig {
             if !Self::owns_key(k) {
                 continue;
             }
-            let err = |message: String| ConfigError {
+            let err = |problem: ConfigProblem| ConfigError {
                 key: k.to_string(),
                 origin: if origin.is_empty() {
                     String::new()
                 } else {
                     format!("{origin}: ")
                 },
-                message,
+                problem: Box::new(problem),
             };
-            let Some(i) = OPTIONS.iter().position(|o| o.key == k || o.old.contains(&k)) else {
-                let hint = suggest(k).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
-                return Err(err(format!("not a changelog option{hint}")));
+            let Some(i) = OPTIONS.iter().position(|o| o.key.is(k)) else {
+                // The changelog names the option's current name (whichever spelling was near).
+                let suggestion = fc::suggest(k, OPTIONS.iter().map(|o| &o.key), &[]).map(|s| s.current);
+                return Err(err(ConfigProblem::UnknownOption { suggestion }));
             };
             if let Some((prev_key, prev_value, prev_origin)) = &seen[i] {
                 if prev_key != k && prev_value.trim() != value.trim() {
-                    let at = if prev_origin.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({prev_origin})")
-                    };
-                    return Err(err(format!(
-                        "`{value}` contradicts `{prev_key}: {prev_value}`{at}, the same option under its other name"
-                    )));
+                    return Err(err(ConfigProblem::Contradiction {
+                        value: value.to_string(),
+                        other_key: prev_key.clone(),
+                        other_value: prev_value.clone(),
+                        other_origin: prev_origin.clone(),
+                    }));
                 }
             }
             seen[i] = Some((k.to_string(), value.to_string(), origin.to_string()));
             b.current = keys.len();
             keys.push(k.to_string());
-            (OPTIONS[i].apply)(&mut b, value).map_err(|m| err(format!("`{value}`: {m}")))?;
+            (OPTIONS[i].apply)(&mut b, value).map_err(|reason| {
+                err(ConfigProblem::BadValue {
+                    value: value.to_string(),
+                    reason,
+                })
+            })?;
         }
         let mut cfg = b.cfg;
         // Materialization: `enabled: false` wins; otherwise the interval, or the default.
@@ -405,12 +485,12 @@ impl ChangelogConfig {
         let u = &cfg.upload;
         if u.persist_size_threshold > u.max_in_flight {
             return Err(ConfigError {
-                key: "state.changelog.dstl.dfs.batch.persist-size-threshold".into(),
+                key: fc::DSTL_PERSIST_SIZE_THRESHOLD.name.into(),
                 origin: String::new(),
-                message: format!(
-                    "{} bytes exceeds state.changelog.dstl.dfs.upload.max-in-flight ({} bytes): a batch could never start",
-                    u.persist_size_threshold, u.max_in_flight
-                ),
+                problem: Box::new(ConfigProblem::BatchAboveInFlight {
+                    threshold: u.persist_size_threshold,
+                    max_in_flight: u.max_in_flight,
+                }),
             });
         }
         let notes = b
@@ -425,106 +505,16 @@ impl ChangelogConfig {
     }
 }
 
-/// The known key closest to `key` (edit distance at most a third of its length).
-fn suggest(key: &str) -> Option<&'static str> {
-    let all = OPTIONS
-        .iter()
-        .flat_map(|o| std::iter::once(o.key).chain(o.old.iter().copied()));
-    let (best, d) = all.map(|k| (k, edit_distance(key, k))).min_by_key(|&(_, d)| d)?;
-    let best = OPTIONS
-        .iter()
-        .find(|o| o.key == best || o.old.contains(&best))
-        .map_or(best, |o| o.key);
-    (d <= key.len() / 3).then_some(best)
+fn parse_u32(v: &str) -> Result<u32, ValueProblem> {
+    Ok(fc::parse_u32(v)?)
 }
 
-/// The Levenshtein distance of two strings (for did-you-mean suggestions of misspelt keys).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-/// `true`/`false` (any case), as Flink reads booleans.
-pub fn parse_bool(v: &str) -> Result<bool, String> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err("expected `true` or `false`".into()),
-    }
-}
-
-fn parse_u32(v: &str) -> Result<u32, String> {
-    v.trim()
-        .parse::<u32>()
-        .map_err(|_| "expected a non-negative whole number".into())
-}
-
-fn positive_size(v: &str) -> Result<usize, String> {
+fn positive_size(v: &str) -> Result<usize, ValueProblem> {
     let n = parse_size(v)?;
     if n == 0 {
-        return Err("must be positive".into());
+        return Err(ValueProblem::NotPositive);
     }
-    usize::try_from(n).map_err(|_| "too large for this machine".into())
-}
-
-/// Splits `"10 min"` / `"10min"` into `(10, "min")`.
-fn split_number(v: &str) -> Result<(u64, String), String> {
-    let v = v.trim();
-    if v.starts_with('-') {
-        return Err("negative values are not allowed".into());
-    }
-    let end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    if end == 0 {
-        return Err("expected a number, optionally followed by a unit".into());
-    }
-    let n = v[..end]
-        .parse::<u64>()
-        .map_err(|_| "the number is too large".to_string())?;
-    Ok((n, v[end..].trim().to_ascii_lowercase()))
-}
-
-/// A duration in Flink's syntax: a number and an optional unit (`ns`, `us`/`µs`, `ms`, `s`,
-/// `min`/`m`, `h`, `d`, and their long forms); a bare number is milliseconds.
-pub fn parse_duration(v: &str) -> Result<Duration, String> {
-    let (n, unit) = split_number(v)?;
-    let nanos_per: u128 = match unit.as_str() {
-        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
-        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => 1_000,
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000_000,
-        "m" | "min" | "minute" | "minutes" => 60_000_000_000,
-        "h" | "hour" | "hours" => 3_600_000_000_000,
-        "d" | "day" | "days" => 86_400_000_000_000,
-        u => return Err(format!("`{u}` is not a time unit (ms, s, min, h, d, …)")),
-    };
-    let total = u128::from(n) * nanos_per;
-    let secs = u64::try_from(total / 1_000_000_000).map_err(|_| "the duration is too long".to_string())?;
-    Ok(Duration::new(secs, (total % 1_000_000_000) as u32))
-}
-
-/// A memory size in Flink's syntax: a number and an optional unit (`b`, `k`/`kb`, `m`/`mb`,
-/// `g`/`gb`, `t`/`tb`, and the long forms), powers of 1024; a bare number is bytes.
-pub fn parse_size(v: &str) -> Result<u64, String> {
-    let (n, unit) = split_number(v)?;
-    let shift = match unit.as_str() {
-        "" | "b" | "bytes" => 0,
-        "k" | "kb" | "kibibytes" => 10,
-        "m" | "mb" | "mebibytes" => 20,
-        "g" | "gb" | "gibibytes" => 30,
-        "t" | "tb" | "tebibytes" => 40,
-        u => return Err(format!("`{u}` is not a size unit (b, kb, mb, gb, tb)")),
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| "the size is too large".to_string())
+    usize::try_from(n).map_err(|_| ValueProblem::TooLarge)
 }
 
 #[cfg(test)]

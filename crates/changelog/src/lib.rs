@@ -28,7 +28,7 @@ pub mod verify;
 mod writer;
 
 pub use backend::{restore_into, ChangelogBackend, ChangelogCut, ReplayClock, ReplayStats};
-pub use config::{ChangelogConfig, ConfigError, ConfigNote, StorageKind};
+pub use config::{ChangelogConfig, ConfigError, ConfigNote, ConfigProblem, StorageKind, ValueProblem};
 pub use error::ChangelogError;
 pub use file::{
     ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, RecordsError,

@@ -13,6 +13,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod flink_config;
 pub mod hash;
 pub mod json;
 pub mod keygroup;

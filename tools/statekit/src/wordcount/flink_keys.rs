@@ -7,6 +7,7 @@
 use super::{BackendKind, CheckpointType, WordcountArgs};
 use crate::config::Entry;
 use anyhow::{bail, Result};
+use statekit_core::flink_config::{self as fc, FlinkKey};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,171 +28,26 @@ enum Setting {
     MaxConcurrent,
 }
 
-/// The mapped keys: Flink 1.20's name first, then its older names; the flag each one is the
-/// same as (a flag given on the command line wins).
-const MAPPED: &[(&[&str], Setting, &str)] = &[
-    (&["state.backend.type", "state.backend"], Setting::Backend, "backend"),
+/// The mapped keys ([`fc::JOB`]) and the flag each one is the same as (a flag given on the
+/// command line wins).
+const MAPPED: &[(&FlinkKey, Setting, &str)] = &[
+    (&fc::STATE_BACKEND, Setting::Backend, "backend"),
+    (&fc::CHECKPOINT_DIR, Setting::CheckpointDir, "checkpoint_dir"),
+    (&fc::SAVEPOINT_DIR, Setting::SavepointDir, "savepoint_dir"),
+    (&fc::CHECKPOINTS_RETAINED, Setting::Retained, "retained_checkpoints"),
+    (&fc::CHECKPOINT_INCREMENTAL, Setting::Incremental, "checkpoint_type"),
+    (&fc::CHECKPOINT_INTERVAL, Setting::Interval, "checkpoint_interval"),
+    (&fc::RESTORE_PATH, Setting::RestorePath, "restore"),
+    (&fc::RESTORE_MODE, Setting::RestoreMode, "restore_mode"),
     (
-        &["execution.checkpointing.dir", "state.checkpoints.dir"],
-        Setting::CheckpointDir,
-        "checkpoint_dir",
-    ),
-    (
-        &["execution.checkpointing.savepoint-dir", "state.savepoints.dir"],
-        Setting::SavepointDir,
-        "savepoint_dir",
-    ),
-    (
-        &["execution.checkpointing.num-retained", "state.checkpoints.num-retained"],
-        Setting::Retained,
-        "retained_checkpoints",
-    ),
-    (
-        &["execution.checkpointing.incremental", "state.backend.incremental"],
-        Setting::Incremental,
-        "checkpoint_type",
-    ),
-    (
-        &["execution.checkpointing.interval"],
-        Setting::Interval,
-        "checkpoint_interval",
-    ),
-    (
-        &["execution.state-recovery.path", "execution.savepoint.path"],
-        Setting::RestorePath,
-        "restore",
-    ),
-    (
-        &[
-            "execution.state-recovery.claim-mode",
-            "execution.savepoint-restore-mode",
-            "execution.savepoint.restore-mode",
-        ],
-        Setting::RestoreMode,
-        "restore_mode",
-    ),
-    (
-        &[
-            "execution.state-recovery.ignore-unclaimed-state",
-            "execution.savepoint.ignore-unclaimed-state",
-        ],
+        &fc::ALLOW_NON_RESTORED,
         Setting::AllowNonRestored,
         "allow_non_restored_state",
     ),
-    (&["parallelism.default"], Setting::Parallelism, "parallelism"),
-    (
-        &["pipeline.max-parallelism"],
-        Setting::MaxParallelism,
-        "max_parallelism",
-    ),
-    (
-        &["execution.checkpointing.max-concurrent-checkpoints"],
-        Setting::MaxConcurrent,
-        "",
-    ),
+    (&fc::PARALLELISM, Setting::Parallelism, "parallelism"),
+    (&fc::MAX_PARALLELISM, Setting::MaxParallelism, "max_parallelism"),
+    (&fc::MAX_CONCURRENT_CHECKPOINTS, Setting::MaxConcurrent, ""),
 ];
-
-/// Flink keys in the shared namespaces that the word count does not use (listed and
-/// ignored); a key close to one of these or to a mapped one, but none of them, is a
-/// misspelling.
-const KNOWN: &[&str] = &[
-    "state.backend.local-recovery",
-    "state.backend.async",
-    "state.backend.fs.memory-threshold",
-    "state.backend.fs.write-buffer-size",
-    "state.checkpoint-storage",
-    "state.checkpoints.create-subdir",
-    "state.storage.fs.memory-threshold",
-    "state.storage.fs.write-buffer-size",
-    "state.storage.fs.create-checkpoint-subdir",
-    "state.ttl.enabled",
-    "execution.checkpointing.mode",
-    "execution.checkpointing.timeout",
-    "execution.checkpointing.min-pause",
-    "execution.checkpointing.tolerable-failed-checkpoints",
-    "execution.checkpointing.externalized-checkpoint-retention",
-    "execution.checkpointing.unaligned",
-    "execution.checkpointing.unaligned.enabled",
-    "execution.checkpointing.unaligned.forced",
-    "execution.checkpointing.aligned-checkpoint-timeout",
-    "execution.checkpointing.alignment-timeout",
-    "execution.checkpointing.snapshot-compression",
-    "execution.checkpointing.storage",
-    "execution.checkpointing.local-backup.enabled",
-    "execution.checkpointing.local-backup.dirs",
-    "execution.checkpointing.cleaner.parallel-mode",
-    "execution.checkpointing.checkpoints-after-tasks-finish",
-    "execution.checkpointing.checkpoints-after-tasks-finish.enabled",
-    "execution.checkpointing.interval-during-backlog",
-    "execution.checkpointing.create-subdir",
-    "execution.checkpointing.data-inline-threshold",
-    "execution.checkpointing.write-buffer-size",
-    "execution.checkpointing.file-merging.enabled",
-    "execution.checkpointing.recover-without-channel-state.checkpoint-id",
-    "execution.checkpointing.approximate-local-recovery.enabled",
-    "execution.checkpointing.force",
-    "execution.checkpointing.id-of-ignored-in-flight-data",
-    "execution.state-recovery.from-local",
-    "execution.state-recovery.without-channel-state.checkpoint-id",
-    "execution.runtime-mode",
-    "execution.buffer-timeout",
-    "execution.buffer-timeout.enabled",
-    "execution.buffer-timeout.interval",
-    "execution.attached",
-    "execution.shutdown-on-attached-exit",
-    "execution.shutdown-on-application-finish",
-    "execution.submit-failed-job-on-application-error",
-    "execution.target",
-    "execution.batch-shuffle-mode",
-    "execution.job-listeners",
-    "execution.program-config.enabled",
-    "execution.sort-partition.memory",
-    "execution.sort-keyed-partition.memory",
-    "execution.interruptible-timers.enabled",
-    "pipeline.name",
-    "pipeline.jars",
-    "pipeline.classpaths",
-    "pipeline.auto-watermark-interval",
-    "pipeline.object-reuse",
-    "pipeline.generic-types",
-    "pipeline.operator-chaining",
-    "pipeline.operator-chaining.enabled",
-    "pipeline.operator-chaining.chain-operators-with-different-max-parallelism",
-    "pipeline.closure-cleaner-level",
-    "pipeline.global-job-parameters",
-    "pipeline.auto-generate-uids",
-    "pipeline.auto-type-registration",
-    "pipeline.vertex-description-mode",
-    "pipeline.vertex-name-include-index-prefix",
-    "pipeline.force-avro",
-    "pipeline.force-kryo",
-    "pipeline.force-kryo-avro",
-    "pipeline.serialization-config",
-    "pipeline.jobvertex-parallelism-overrides",
-    "pipeline.cached-files",
-    "pipeline.default-kryo-serializers",
-    "pipeline.registered-kryo-types",
-    "pipeline.registered-pojo-types",
-    "pipeline.time-characteristic",
-    "pipeline.watermark-alignment.allow-unaligned-source-splits",
-    "parallelism.default",
-];
-
-/// Families of Flink keys known by their prefix (too many to list one by one).
-const KNOWN_PREFIXES: &[&str] = &[
-    "state.backend.rocksdb.",
-    "state.backend.forst.",
-    "state.backend.latency-track.",
-    "state.backend.size-track.",
-    "state.latency-track.",
-    "state.size-track.",
-    "state.storage.",
-    "pipeline.jobvertex-parallelism-overrides.",
-];
-
-/// The namespaces where a key that is no Flink key the word count knows, but close to one, is
-/// taken for a misspelling.
-const NAMESPACES: &[&str] = &["state.", "execution.", "pipeline.", "parallelism."];
 
 /// What the entries set beyond `args` (settings without a flag).
 #[derive(Debug, Default)]
@@ -203,26 +59,17 @@ pub(super) struct Applied {
 }
 
 fn mapped(key: &str) -> Option<(Setting, &'static str)> {
-    MAPPED
-        .iter()
-        .find(|(keys, _, _)| keys.contains(&key))
-        .map(|(keys, s, _)| (*s, keys[0]))
+    MAPPED.iter().find(|(k, _, _)| k.is(key)).map(|(k, s, _)| (*s, k.name))
 }
 
 fn flag_of(s: Setting) -> &'static str {
     MAPPED.iter().find(|(_, m, _)| *m == s).map_or("", |(_, _, f)| f)
 }
 
-/// The known key closest to `key`, when it is close enough to be what was meant.
+/// The known key closest to `key`, when it is close enough to be what was meant
+/// ([`fc::suggest`]): the spelling nearest to the one written, old or new.
 fn suggest(key: &str) -> Option<&'static str> {
-    let all = MAPPED
-        .iter()
-        .flat_map(|(keys, _, _)| keys.iter().copied())
-        .chain(KNOWN.iter().copied());
-    let (best, d) = all
-        .map(|k| (k, statekit_changelog::config::edit_distance(key, k)))
-        .min_by_key(|&(_, d)| d)?;
-    (d >= 1 && d <= (key.len() / 8).max(2)).then_some(best)
+    fc::suggest(key, MAPPED.iter().map(|(k, _, _)| *k), fc::OTHER).map(|s| s.nearest)
 }
 
 /// Applies the mapped keys of `entries` to `args` (a flag named in `args.explicit` wins),
@@ -258,12 +105,12 @@ pub(super) fn apply(args: &mut WordcountArgs, entries: &[Entry]) -> Result<Appli
             seen.push((setting, e));
             continue;
         }
-        let known = KNOWN.contains(&e.key.as_str()) || KNOWN_PREFIXES.iter().any(|p| e.key.starts_with(p));
+        let known = fc::is_other(&e.key);
         // In a shared namespace, or one misspelt (`paralelism.default`).
         let first = e.key.split('.').next().unwrap_or_default();
-        let ours = NAMESPACES.iter().any(|p| {
-            e.key.starts_with(p) || statekit_changelog::config::edit_distance(first, p.trim_end_matches('.')) <= 2
-        });
+        let ours = fc::SHARED_NAMESPACES
+            .iter()
+            .any(|p| e.key.starts_with(p) || fc::is_close(first, p.trim_end_matches('.')));
         if !known && ours {
             if let Some(s) = suggest(&e.key) {
                 bail!(
@@ -307,22 +154,19 @@ pub(super) fn apply(args: &mut WordcountArgs, entries: &[Entry]) -> Result<Appli
                     .ok_or_else(|| bad("a whole number ≥ 1"))?
             }
             Setting::Incremental => {
-                args.checkpoint_type =
-                    match statekit_changelog::config::parse_bool(v).map_err(|_| bad("true or false"))? {
-                        true => CheckpointType::Incremental,
-                        false => CheckpointType::Full,
-                    }
+                args.checkpoint_type = match fc::parse_bool(v).map_err(|_| bad("true or false"))? {
+                    true => CheckpointType::Incremental,
+                    false => CheckpointType::Full,
+                }
             }
             Setting::Interval => {
-                let d = statekit_changelog::config::parse_duration(v)
-                    .map_err(|_| bad("a duration (`10 s`, `1 min`, `500ms`)"))?;
+                let d = fc::parse_duration(v).map_err(|_| bad("a duration (`10 s`, `1 min`, `500ms`)"))?;
                 args.checkpoint_interval = (d > Duration::ZERO).then_some(d);
             }
             Setting::RestorePath => args.restore = Some(v.to_string()),
             Setting::RestoreMode => args.restore_mode = v.parse().map_err(|_| bad("CLAIM, NO_CLAIM or LEGACY"))?,
             Setting::AllowNonRestored => {
-                args.allow_non_restored_state =
-                    statekit_changelog::config::parse_bool(v).map_err(|_| bad("true or false"))?
+                args.allow_non_restored_state = fc::parse_bool(v).map_err(|_| bad("true or false"))?
             }
             Setting::Parallelism => {
                 args.parallelism = v
@@ -374,8 +218,8 @@ mod tests {
         assert_eq!(suggest("execution.checkpointing.timeout"), None, "exact: known");
         assert_eq!(suggest("pipeline.something-else-entirely"), None);
         for (keys, _, _) in MAPPED {
-            for k in *keys {
-                assert!(NAMESPACES.iter().any(|n| k.starts_with(n)), "{k}");
+            for k in keys.spellings() {
+                assert!(fc::SHARED_NAMESPACES.iter().any(|n| k.starts_with(n)), "{k}");
             }
         }
     }
