@@ -390,6 +390,21 @@ impl Plan {
                             max_parallelism: *max_parallelism,
                         });
                     }
+                    // A new max parallelism puts every key anew: its rule must place it.
+                    if let Some(d) = op
+                        .keyed_states
+                        .iter()
+                        .find(|d| !op.key_group_scheme.supports(&d.target.key_schema))
+                    {
+                        return Err(MigrateError::NotSupported {
+                            what: format!(
+                                "a new max parallelism for operator {uid:?}: its keys are in Apache Flink's key \
+                                 groups, and statekit cannot compute the Java hashCode of its {} keys (state {:?}) \
+                                 that places them",
+                                d.target.key_schema, d.target.name
+                            ),
+                        });
+                    }
                     op.max_parallelism = *max_parallelism;
                 }
                 Edit::KeepKeys { uid, keys } => {
