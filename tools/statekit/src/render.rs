@@ -1,12 +1,14 @@
-//! Turning stored bytes into text and JSON, and user text into key bytes: the one place
-//! where `dump`, `diff`, `show` and the inspector (`tui`) render typed values, entries and
-//! operator-state elements, so that a value reads the same everywhere.
+//! Turning stored bytes into text, and user text into key bytes: the one place where `dump`,
+//! `diff`, `show` and the inspector (`tui`) render typed values, entries and operator-state
+//! elements as text, so that a value reads the same everywhere. Their JSON is the library's
+//! (`statekit_core::json`: [`Decoded`] and the `Serialize` of `Value`); the few JSON helpers
+//! left here are thin wrappers over it for the commands that still build `serde_json` values.
 
 use anyhow::{bail, Result};
 use serde_json::{json, Value as Json};
+use statekit_core::json::Decoded;
 use statekit_core::{decode_value, encode_value, StateDescriptor, TypeSchema, Value};
 use statekit_snapshot::diff::Item;
-use std::fmt::Write as _;
 
 /// `n` and the noun, in English: `1 entry`, `2 entries`, `1 key group`, `0 files`.
 pub fn count(n: impl Into<u64>, singular: &str) -> String {
@@ -35,37 +37,14 @@ pub fn noun(n: u64, singular: &str) -> String {
     }
 }
 
-/// A key-group range in JSON: `[first, last]` (numbers, both included), `[]` when empty.
+/// A key-group range in JSON: `[first, last]` (numbers, both included), `[]` when empty
+/// ([`statekit_core::json::key_group_range`]).
 pub fn key_groups_json(r: statekit_core::KeyGroupRange) -> Json {
-    if r.is_empty() {
-        json!([])
-    } else {
-        json!([r.start(), r.end_exclusive() - 1])
-    }
-}
-
-/// A problem in JSON: `{file, offset, field, reason, kind, context, text}` — what a script
-/// acts on, and the line `verify` prints.
-pub fn problem_json(p: &statekit_format::Problem) -> Json {
-    json!({
-        "file": p.file,
-        "offset": p.offset,
-        "field": p.field,
-        "reason": p.reason,
-        "kind": format!("{:?}", p.kind).to_lowercase(),
-        "context": p.context,
-        "text": p.to_string(),
-    })
+    statekit_core::json::key_group_range(&r, serde_json::value::Serializer).unwrap_or(Json::Null)
 }
 
 /// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
+pub use statekit_core::json::hex;
 
 /// Renders bytes as their schema says; bytes that do not decode are shown as hex with the
 /// reason (never an error: a dump must show what is there).
@@ -155,32 +134,10 @@ pub fn op_entry_json(subtask: u32, ks: &TypeSchema, key: &[u8], vs: &TypeSchema,
     json!({"subtask": subtask, "key": json_of(ks, key), "value": json_of(vs, value)})
 }
 
-/// A decoded value as JSON (bytes as `"0x…"` strings, 64-bit integers as numbers).
-pub fn value_json(v: &Value) -> Json {
-    match v {
-        Value::Bytes(b) => json!(format!("0x{}", hex(b))),
-        Value::Unit => Json::Null,
-        Value::Bool(b) => json!(b),
-        Value::I32(x) => json!(x),
-        Value::I64(x) => json!(x),
-        Value::U64(x) => json!(x),
-        // The shortest decimal that reads back as this f32 (not its f64 widening).
-        Value::F32(x) => format!("{x:e}").parse::<f64>().map_or(Json::Null, |f| json!(f)),
-        Value::F64(x) => json!(x),
-        Value::Str(s) => json!(s),
-        Value::List(items) | Value::Tuple(items) => Json::Array(items.iter().map(value_json).collect()),
-        Value::Struct(fields) => Json::Object(fields.iter().map(|(k, v)| (k.clone(), value_json(v))).collect()),
-        Value::Option(None) => Json::Null,
-        Value::Option(Some(v)) => value_json(v),
-    }
-}
-
-/// Bytes as JSON per their schema, or `{"hex": …, "error": …}` when they do not decode.
+/// Bytes as JSON per their schema, or `{"error": …, "hex": …}` when they do not decode: the
+/// library's [`Decoded`] as a `serde_json` value.
 pub fn json_of(schema: &TypeSchema, bytes: &[u8]) -> Json {
-    match decode_value(schema, bytes) {
-        Ok(v) => value_json(&v),
-        Err(e) => json!({"hex": hex(bytes), "error": e.to_string()}),
-    }
+    serde_json::to_value(Decoded::of(schema, bytes)).unwrap_or(Json::Null)
 }
 
 /// How `--key` text is read.

@@ -4,12 +4,12 @@
 use crate::render;
 use anyhow::{anyhow, Result};
 use clap::Args;
-use serde_json::{json, Value as Json};
+use serde::Serialize;
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{OperatorStateDescriptor, StateDescriptor, TypeSchema};
+use statekit_core::TypeSchema;
 use statekit_snapshot::diff::{
-    describe_state, diff_snapshots, Change, DiffOptions, DiffSummary, Difference, FieldChange, Item, KeyDetail,
-    KeyDiff, MapEntryDiff, OperatorStateDiff, Side,
+    describe_state, diff_snapshots, Change, DiffOptions, DiffSummary, Difference, DifferenceReport, FieldChange, Item,
+    KeyDetail, KeyDiff, MapEntryDiff, OperatorStateDiff, Side, SummaryReport,
 };
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -93,10 +93,10 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
                 return ControlFlow::Break(());
             }
             let written = if args.jsonl {
-                writeln!(out, "{}", difference_json(&d))
+                write_json(&mut out, &DifferenceReport::from(&d)).and_then(|()| writeln!(out))
             } else if args.json {
                 let sep = if printed == 0 { "\n  " } else { ",\n  " };
-                write!(out, "{sep}{}", difference_json(&d))
+                write!(out, "{sep}").and_then(|()| write_json(&mut out, &DifferenceReport::from(&d)))
             } else {
                 difference_text(&d)
                     .iter()
@@ -116,10 +116,13 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
         return Err(e.into());
     }
     if args.jsonl {
-        writeln!(out, "{}", summary_json(&summary))?;
+        write_json(&mut out, &SummaryReport::from(&summary))?;
+        writeln!(out)?;
     } else if args.json {
         let close = if printed == 0 { "" } else { "\n" };
-        writeln!(out, "{close}], \"summary\": {}}}", summary_json(&summary))?;
+        write!(out, "{close}], \"summary\": ")?;
+        write_json(&mut out, &SummaryReport::from(&summary))?;
+        writeln!(out, "}}")?;
     }
     out.flush()?;
     drop(out);
@@ -131,6 +134,12 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A record of the report as compact JSON (a line of `--jsonl`, an element of `--json`'s
+/// document: `{"differences": [` one difference per line `], "summary": {…}}`).
+fn write_json(out: &mut impl Write, record: &impl Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(out, record).map_err(std::io::Error::from)
 }
 
 /// The stderr line: what was found.
@@ -155,21 +164,6 @@ pub fn summary_text(s: &DiffSummary, limit: Option<u64>) -> String {
     t
 }
 
-fn summary_json(s: &DiffSummary) -> Json {
-    json!({
-        "type": "summary",
-        "identical": s.identical() && !s.truncated,
-        "operators": s.operators,
-        "states": s.states,
-        "operator_states": s.operator_states,
-        "keys": s.keys,
-        "layout_only_operators": s.layout,
-        "entries": {"a": s.entries[0], "b": s.entries[1]},
-        "bytes": {"a": s.bytes[0], "b": s.bytes[1]},
-        "truncated": s.truncated,
-    })
-}
-
 /// Changed properties as text: `parallelism 2 -> 3 (layout only), …`.
 pub fn fields_text(fields: &[FieldChange]) -> String {
     fields
@@ -185,40 +179,6 @@ pub fn fields_text(fields: &[FieldChange]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn fields_json(fields: &[FieldChange]) -> Json {
-    Json::Array(
-        fields
-            .iter()
-            .map(|f| json!({"field": f.field.as_str(), "old": f.old, "new": f.new, "layout": f.layout}))
-            .collect(),
-    )
-}
-
-fn desc_json(d: &Option<StateDescriptor>) -> Json {
-    match d {
-        None => Json::Null,
-        Some(d) => json!({
-            "kind": d.kind.to_string(),
-            "key": d.key_schema.to_string(),
-            "namespace": d.namespace_schema.to_string(),
-            "user_key": d.user_key_schema.as_ref().map(|s| s.to_string()),
-            "value": d.value_schema.to_string(),
-            "ttl_ms": d.ttl.map(|t| t.ttl_ms),
-        }),
-    }
-}
-
-fn op_desc_json(d: &Option<OperatorStateDescriptor>) -> Json {
-    match d {
-        None => Json::Null,
-        Some(d) => json!({
-            "mode": d.mode.to_string(),
-            "key": d.key_schema.as_ref().map(|s| s.to_string()),
-            "value": d.value_schema.to_string(),
-        }),
-    }
 }
 
 fn item_text(schema: &TypeSchema, it: &Item) -> String {
@@ -536,129 +496,6 @@ fn key_text(k: &KeyDiff) -> Vec<String> {
                     format!("{s} {loc}{rest}")
                 })
                 .collect()
-        }
-    }
-}
-
-fn item_json(schema: &TypeSchema, it: &Option<Item>) -> Json {
-    it.as_ref()
-        .map(|i| render::json_of(schema, &i.bytes))
-        .unwrap_or(Json::Null)
-}
-
-fn ts_json(it: &Option<Item>) -> Json {
-    json!(it.as_ref().and_then(|i| i.timestamp))
-}
-
-/// A difference as one JSON object.
-pub fn difference_json(d: &Difference) -> Json {
-    match d {
-        Difference::Operator(o) => json!({
-            "type": "operator",
-            "change": o.change.name(),
-            "uid": o.uid,
-            "fields": fields_json(&o.fields),
-            "layout_only": o.layout_only(),
-            "keyed_not_compared": o.keyed_not_compared,
-        }),
-        Difference::State(s) => json!({
-            "type": "state",
-            "change": s.change.name(),
-            "uid": s.uid,
-            "state": s.name,
-            "fields": fields_json(&s.fields),
-            "old": desc_json(&s.old),
-            "new": desc_json(&s.new),
-            "entries_compared": s.entries_compared,
-        }),
-        Difference::OperatorState(s) => {
-            let (vs, ks) = op_schemas(s);
-            json!({
-                "type": "operator_state",
-                "change": s.change.name(),
-                "uid": s.uid,
-                "state": s.name,
-                "fields": fields_json(&s.fields),
-                "old": op_desc_json(&s.old),
-                "new": op_desc_json(&s.new),
-                "removed_elements": s.removed_elements.iter().map(|e| render::json_of(&vs, e)).collect::<Vec<_>>(),
-                "added_elements": s.added_elements.iter().map(|e| render::json_of(&vs, e)).collect::<Vec<_>>(),
-                "entries": s.entries.iter().map(|e| json!({
-                    "key": render::json_of(&ks, &e.user_key),
-                    "old": item_json(&vs, &e.old),
-                    "new": item_json(&vs, &e.new),
-                })).collect::<Vec<_>>(),
-            })
-        }
-        Difference::Key(k) => {
-            let d = &k.state;
-            let vs = &d.value_schema;
-            let mut j = json!({
-                "type": "key",
-                "change": k.change.name(),
-                "uid": &*k.uid,
-                "state": d.name,
-                "kind": d.kind.to_string(),
-                "key_group": k.key_group,
-                "key": render::json_of(&d.key_schema, &k.key),
-                "namespace": render::json_of(&d.namespace_schema, &k.namespace),
-            });
-            let ttl = d.ttl.is_some();
-            match &k.detail {
-                KeyDetail::None => {}
-                KeyDetail::Value { old, new } => {
-                    j["old"] = item_json(vs, old);
-                    j["new"] = item_json(vs, new);
-                    if ttl {
-                        j["old_ttl_timestamp_ms"] = ts_json(old);
-                        j["new_ttl_timestamp_ms"] = ts_json(new);
-                    }
-                }
-                KeyDetail::List { old, new } => {
-                    let list = |l: &[Item]| -> Json { l.iter().map(|i| render::json_of(vs, &i.bytes)).collect() };
-                    let tss = |l: &[Item]| -> Json { l.iter().map(|i| json!(i.timestamp)).collect() };
-                    // An added key has no old list, a removed one no new list.
-                    j["old"] = if k.change == Change::Added {
-                        Json::Null
-                    } else {
-                        list(old)
-                    };
-                    j["new"] = if k.change == Change::Removed {
-                        Json::Null
-                    } else {
-                        list(new)
-                    };
-                    if ttl {
-                        j["old_ttl_timestamps_ms"] = tss(old);
-                        j["new_ttl_timestamps_ms"] = tss(new);
-                    }
-                }
-                KeyDetail::Map(entries) => {
-                    let uks = d.user_key_schema.clone().unwrap_or(TypeSchema::Bytes);
-                    j["entries"] = entries
-                        .iter()
-                        .map(|e| {
-                            let change = match (&e.old, &e.new) {
-                                (None, _) => Change::Added,
-                                (_, None) => Change::Removed,
-                                _ => Change::Modified,
-                            };
-                            let mut x = json!({
-                                "user_key": render::json_of(&uks, &e.user_key),
-                                "change": change.name(),
-                                "old": item_json(vs, &e.old),
-                                "new": item_json(vs, &e.new),
-                            });
-                            if ttl {
-                                x["old_ttl_timestamp_ms"] = ts_json(&e.old);
-                                x["new_ttl_timestamp_ms"] = ts_json(&e.new);
-                            }
-                            x
-                        })
-                        .collect();
-                }
-            }
-            j
         }
     }
 }

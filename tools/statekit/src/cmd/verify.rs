@@ -5,7 +5,7 @@ use super::changelog;
 use super::inspect::{format_label, FlinkArgs};
 use anyhow::Result;
 use clap::Args;
-use serde_json::json;
+use statekit_snapshot::verify::VerifyReport;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -25,126 +25,79 @@ pub struct VerifyArgs {
 
 /// `statekit verify`.
 pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
-    if changelog::is_log_file(&args.path) {
-        return verify_log_file(&args);
-    }
-    // A structurally unsound `_metadata` (which every other command refuses) is still
-    // verified: its problems are listed with those of its files, but the state is not decoded
-    // further (native databases, changelog replay) from metadata that cannot be trusted.
-    let spinner = crate::progress::Progress::spinner(&format!("verifying {}", args.path.display()));
-    let (reader, v) = statekit_snapshot::verify_location_with(&super::location(&args.path)?, &args.flink.options())?;
-    drop(spinner);
-    let problems: Vec<String> = v.problems.iter().map(ToString::to_string).collect();
-    let problems_json: Vec<serde_json::Value> = v.problems.iter().map(crate::render::problem_json).collect();
-    let (files, bytes, entries) = (v.files, v.bytes, v.entries);
-    let log = v.changelog.unwrap_or_default();
-    let is_changelog = v.changelog.is_some();
-    let ok = problems.is_empty();
+    let report = if changelog::is_log_file(&args.path) {
+        verify_log_file(&args)?
+    } else {
+        // A structurally unsound `_metadata` (which every other command refuses) is still
+        // verified: its problems are listed with those of its files, but the state is not
+        // decoded further (native databases, changelog replay) from metadata that cannot be
+        // trusted.
+        let spinner = crate::progress::Progress::spinner(&format!("verifying {}", args.path.display()));
+        let (reader, v) =
+            statekit_snapshot::verify_location_with(&super::location(&args.path)?, &args.flink.options())?;
+        drop(spinner);
+        VerifyReport::of_snapshot(args.path.display().to_string(), format_label(reader.metadata()), &v)
+    };
     if args.json {
-        let mut doc = json!({
-            "path": args.path.display().to_string(),
-            "ok": ok,
-            "format": format_label(reader.metadata()),
-            "files": files,
-            "bytes": bytes,
-            "entries": entries,
-            "problems": problems_json,
-        });
-        if is_changelog {
-            doc["changelog"] = log_json(&log);
-        }
-        outln!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        for p in &problems {
-            outln!("{} {p}", crate::color::red("problem:", crate::color::Stream::Out));
+        for line in report_text(&report) {
+            outln!("{line}");
         }
-        let log_text = if is_changelog {
-            format!(
-                "; {} log files decoded ({} change sets, {} change records), {} replayed records checked",
-                log.log_files, log.change_sets, log.records, log.replayed
-            )
-        } else {
-            String::new()
-        };
-        outln!(
-            "{}: {}, {bytes} bytes, {} checked{log_text}; {}",
-            args.path.display(),
-            crate::render::count(files, "file"),
-            crate::render::count(entries, "entry"),
-            verdict(&problems)
-        );
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn verdict(problems: &[String]) -> String {
-    if problems.is_empty() {
-        "OK".to_string()
+    Ok(if report.ok {
+        ExitCode::SUCCESS
     } else {
-        crate::render::count(problems.len() as u64, "problem")
-    }
-}
-
-fn log_json(log: &statekit_changelog::verify::LogCheck) -> serde_json::Value {
-    json!({
-        "log_files": log.log_files,
-        "log_bytes": log.bytes,
-        "change_sets": log.change_sets,
-        "change_records": log.records,
-        "replayed_records": log.replayed,
+        ExitCode::from(1)
     })
 }
 
 /// `statekit verify <file.skcl>`: one log file, without a checkpoint.
-fn verify_log_file(args: &VerifyArgs) -> Result<ExitCode> {
+fn verify_log_file(args: &VerifyArgs) -> Result<VerifyReport> {
+    let shown = args.path.display().to_string();
     if let Some(bytes) = changelog::unwritten_prepared(&args.path)? {
-        if args.json {
-            let doc = json!({
-                "path": args.path.display().to_string(),
-                "ok": true,
-                "format": "changelog-log-v1",
-                "prepared_unwritten": true,
-                "files": 1,
-                "bytes": bytes,
-                "changelog": log_json(&statekit_changelog::verify::LogCheck::default()),
-                "problems": [],
-            });
-            outln!("{}", serde_json::to_string_pretty(&doc)?);
-        } else {
-            outln!(
-                "{}: a prepared log file not yet written ({bytes} zero bytes): a running job's changelog keeps such spares; one a crash left behind is an orphan `statekit gc` deletes; OK",
-                args.path.display()
-            );
-        }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(VerifyReport::of_prepared_log_file(shown, bytes));
     }
     let (log, found) = changelog::verify_log_file(&args.path)?;
-    let problems: Vec<String> = found.iter().map(ToString::to_string).collect();
-    let problems_json: Vec<serde_json::Value> = found.iter().map(crate::render::problem_json).collect();
-    let ok = problems.is_empty();
-    if args.json {
-        let doc = json!({
-            "path": args.path.display().to_string(),
-            "ok": ok,
-            "format": "changelog-log-v1",
-            "files": 1,
-            "bytes": log.bytes,
-            "changelog": log_json(&log),
-            "problems": problems_json,
-        });
-        outln!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(VerifyReport::of_log_file(shown, &log, &found))
+}
+
+/// The report as text: a line per problem, then what was read and the verdict.
+fn report_text(r: &VerifyReport) -> Vec<String> {
+    let problem = crate::color::red("problem:", crate::color::Stream::Out);
+    let mut lines: Vec<String> = r.problems.iter().map(|p| format!("{problem} {}", p.text)).collect();
+    let verdict = if r.ok {
+        "OK".to_string()
     } else {
-        for p in &problems {
-            outln!("{} {p}", crate::color::red("problem:", crate::color::Stream::Out));
-        }
-        outln!(
-            "{}: log file, {} bytes, {} change sets, {} change records checked; {}",
-            args.path.display(),
-            log.bytes,
-            log.change_sets,
-            log.records,
-            verdict(&problems)
-        );
-    }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        crate::render::count(r.problems.len() as u64, "problem")
+    };
+    let log = r.changelog.unwrap_or_default();
+    lines.push(if r.prepared_unwritten {
+        format!(
+            "{}: a prepared log file not yet written ({} zero bytes): a running job's changelog keeps such spares; one a crash left behind is an orphan `statekit gc` deletes; OK",
+            r.path, r.bytes
+        )
+    } else if r.is_log_file() {
+        format!(
+            "{}: log file, {} bytes, {} change sets, {} change records checked; {verdict}",
+            r.path, r.bytes, log.change_sets, log.change_records
+        )
+    } else {
+        let log_text = if r.changelog.is_some() {
+            format!(
+                "; {} log files decoded ({} change sets, {} change records), {} replayed records checked",
+                log.log_files, log.change_sets, log.change_records, log.replayed_records
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{}: {}, {} bytes, {} checked{log_text}; {verdict}",
+            r.path,
+            crate::render::count(r.files, "file"),
+            r.bytes,
+            crate::render::count(r.entries.unwrap_or_default(), "entry"),
+        )
+    });
+    lines
 }
