@@ -10,8 +10,8 @@ use crate::writer::{ChangelogStorage, ChangelogWriter, PendingPersist};
 use statekit_core::state::{KeyedStateKind, TtlUpdateType};
 use statekit_core::storage::Storage;
 use statekit_core::{
-    key_group_for_key, BackendConfig, Clock, KeyGroupRange, KeyedStateBackend, KeyedStateView, StateDescriptor,
-    StateError, StateFunctions, StateHandle,
+    BackendConfig, Clock, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, KeyedStateBackend, KeyedStateView,
+    StateDescriptor, StateError, StateFunctions, StateHandle,
 };
 use statekit_format::{
     ChangelogKeyedHandle, FileRef, KeyedFileReader, LogSegmentRef, MaterializedPart, ResolvedChangelogHandle,
@@ -80,6 +80,8 @@ struct Logged {
     desc: StateDescriptor,
     /// Its metadata record was written in the current log segment.
     meta_written: bool,
+    /// Where its keys go: the backend's key-group rule for the state's key type.
+    groups: KeyGroupAssigner,
 }
 
 impl Logged {
@@ -288,7 +290,9 @@ impl<D: KeyedStateBackend> ChangelogBackend<D> {
             self.writer.append_metadata(state.0, &st.desc);
             st.meta_written = true;
         }
-        let kg = key_group_for_key(key, self.max_parallelism);
+        // Called only after the delegate accepted the key under this same rule, so the rule
+        // places it (a key it cannot place was refused there, and nothing is logged).
+        let Ok(kg) = st.groups.key_group(key) else { return };
         self.writer.append(
             kg,
             &Change {
@@ -359,8 +363,10 @@ impl<D: KeyedStateBackend> ChangelogBackend<D> {
     /// Registers in the wrapper every state the delegate has that the wrapper does not know
     /// yet (after a restore).
     fn sync_states(&mut self) {
+        let scheme = self.delegate.key_group_scheme();
         for d in self.delegate.descriptors().into_iter().skip(self.states.len()) {
             self.states.push(Logged {
+                groups: scheme.assigner(&d.key_schema, self.max_parallelism),
                 desc: d,
                 meta_written: false,
             });
@@ -686,6 +692,9 @@ impl KeyedStateView for ClippedView<'_> {
     fn max_parallelism(&self) -> u32 {
         self.inner.max_parallelism()
     }
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.inner.key_group_scheme()
+    }
     fn key_group_range(&self) -> KeyGroupRange {
         self.inner.key_group_range().intersection(&self.range)
     }
@@ -766,6 +775,10 @@ fn apply(
 impl<D: KeyedStateBackend> KeyedStateBackend for ChangelogBackend<D> {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
+    }
+
+    fn key_group_scheme(&self) -> KeyGroupScheme {
+        self.delegate.key_group_scheme()
     }
 
     fn key_group_range(&self) -> KeyGroupRange {

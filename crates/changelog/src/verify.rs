@@ -7,8 +7,9 @@
 use crate::file::{LogFileReader, LogId};
 use crate::record::Record;
 use crate::tail::{walk_tail, LogFiles, TailPos, TailStats};
+use statekit_core::keygroup::KeyGroupError;
 use statekit_core::storage::Blob;
-use statekit_core::{key_group_for_key, KeyGroupRange, StateDescriptor};
+use statekit_core::{KeyGroupRange, StateDescriptor};
 use statekit_format::{KeyedFileReader, KeyedStats, OperatorMetadata, Problem, ResolvedChangelogHandle};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::ControlFlow;
@@ -184,11 +185,15 @@ fn record_problem(
                 if c.time.is_some() { "has" } else { "lacks" },
                 if d.ttl.is_some() { "has" } else { "has no" }
             )),
-            Some(_) if key_group_for_key(c.key, op.max_parallelism) != kg => Some(format!(
-                "key group {kg}: the record's key belongs to key group {}",
-                key_group_for_key(c.key, op.max_parallelism)
-            )),
-            Some(_) => None,
+            Some(d) => match op.key_group_of(c.key, &d.key_schema) {
+                // A key type the operator's rule cannot place keeps the group it was logged in.
+                Err(KeyGroupError::UnsupportedKeyType { .. }) => None,
+                Err(e) => Some(format!("key group {kg}: the record's key: {e}")),
+                Ok(actual) if actual != kg => Some(format!(
+                    "key group {kg}: the record's key belongs to key group {actual}"
+                )),
+                Ok(_) => None,
+            },
         },
     }
 }
