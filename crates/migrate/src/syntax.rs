@@ -499,7 +499,7 @@ mod tests {
 
     #[test]
     fn whole_edit_errors() {
-        let e = "--rename".parse::<Edit>().unwrap_err();
+        let e = "--rename".parse::<Edit>().expect_err("not an edit");
         assert_eq!(e.kind(), ErrorKind::Caller);
         assert!(
             e.to_string()
@@ -507,15 +507,15 @@ mod tests {
             "{e}"
         );
         assert_eq!(
-            "--rename-uid".parse::<Edit>().unwrap_err().to_string(),
+            "--rename-uid".parse::<Edit>().expect_err("no value").to_string(),
             "--rename-uid: expected a value OLD=NEW"
         );
         assert_eq!(
-            "--purge-expired=now".parse::<Edit>().unwrap_err().to_string(),
+            "--purge-expired=now".parse::<Edit>().expect_err("a value").to_string(),
             r#"--purge-expired takes no value (got "now")"#
         );
         assert_eq!(
-            "--drop-state=a".parse::<Edit>().unwrap_err().to_string(),
+            "--drop-state=a".parse::<Edit>().expect_err("no state").to_string(),
             r#"--drop-state "a": expected UID/STATE"#
         );
     }
@@ -528,7 +528,7 @@ mod tests {
         assert_eq!(parse_size("17"), Ok(17));
         assert_eq!(parse_size("17b"), Ok(17));
         let refused = |s: &str| {
-            let e = parse_size(s).unwrap_err();
+            let e = parse_size(s).expect_err(s);
             assert_eq!(e.kind(), ErrorKind::Caller);
             e.to_string()
         };
@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(parse_shard("0/4"), Ok((0, 4)));
         assert_eq!(parse_shard("3/4"), Ok((3, 4)));
         for bad in ["3/3", "0/0", "1", "a/2", "1/b", "-1/2", ""] {
-            let e = parse_shard(bad).unwrap_err();
+            let e = parse_shard(bad).expect_err(bad);
             assert_eq!(e.kind(), ErrorKind::Caller);
             assert_eq!(
                 e.to_string(),
