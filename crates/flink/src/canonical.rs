@@ -21,6 +21,7 @@ use crate::input::Input;
 use crate::meta::{decode_keyed_proxy, BackendStateType, KeyedProxy, StateMeta};
 use crate::metadata::KeyGroupsHandle;
 use crate::operator::{unsnap, STREAM_IDENTIFIER};
+use crate::problem::DecodeProblem;
 use crate::serializer::FlinkType;
 use crate::value::{schema_of, transcode, width};
 use statekit_core::{
@@ -119,7 +120,7 @@ impl KeyGroupsView {
                 file: file.to_string(),
                 offset: 0,
                 field: format!("state {:?}", m.name),
-                what,
+                what: what.to_string(),
             })?;
             layouts.push(layout);
             states.push(desc);
@@ -279,6 +280,7 @@ impl KeyGroupsView {
                     out,
                 )
                 .map_err(|reason| {
+                    let reason = reason.to_string();
                     corrupt(
                         if reason.starts_with("value") { value_at } else { key_at },
                         &format!("state {:?}", self.states.get(state).map_or("?", |s| s.name.as_str())),
@@ -371,11 +373,11 @@ pub(crate) fn decode_record(
     key: &[u8],
     value: &[u8],
     out: &mut Vec<OwnedEntry>,
-) -> Result<(), String> {
+) -> Result<(), DecodeProblem> {
     let mut k = Input::new(key, "");
     if layout.timers {
         // Timer: i64 timestamp (sign bit flipped), key, namespace; the value is empty.
-        let ts = k.i64("timer").map_err(|e| e.to_string())? ^ i64::MIN;
+        let ts = k.i64("timer")? ^ i64::MIN;
         let (key, namespace) = key_and_namespace(key_type, &mut k, &layout.namespace)?;
         out.push(OwnedEntry {
             key_group,
@@ -403,7 +405,11 @@ pub(crate) fn decode_record(
         None => None,
     };
     if k.remaining() > 0 {
-        return Err(format!("key: {} bytes after the key's parts", k.remaining()));
+        return Err(DecodeProblem::Trailing {
+            bytes: k.remaining(),
+            what: "the key's parts",
+        }
+        .in_part("key"));
     }
     let mut v = Input::new(value, "");
     let mut push = |value: Vec<u8>, timestamp: Option<i64>| {
@@ -430,13 +436,15 @@ pub(crate) fn decode_record(
                 }
                 match v.u8("delimiter") {
                     Ok(b',') => {}
-                    _ => return Err("value: list elements are not separated by ','".into()),
+                    _ => return Err(DecodeProblem::ListSeparator.in_part("value")),
                 }
             }
         }
         KeyedStateKind::Map => {
             // bool isNull, then the value.
-            let null = v.bool("null flag").map_err(|e| format!("value: {e}"))?;
+            let null = v
+                .bool("null flag")
+                .map_err(|e| DecodeProblem::from(e).in_part("value"))?;
             if null {
                 return Ok(());
             }
@@ -453,18 +461,29 @@ pub(crate) fn decode_record(
         }
     }
     if v.remaining() > 0 {
-        return Err(format!("value: {} bytes after the value", v.remaining()));
+        return Err(DecodeProblem::Trailing {
+            bytes: v.remaining(),
+            what: "the value",
+        }
+        .in_part("value"));
     }
     Ok(())
 }
 
-fn key_and_namespace(key_type: &FlinkType, k: &mut Input<'_>, ns: &FlinkType) -> Result<(Vec<u8>, Vec<u8>), String> {
+fn key_and_namespace(
+    key_type: &FlinkType,
+    k: &mut Input<'_>,
+    ns: &FlinkType,
+) -> Result<(Vec<u8>, Vec<u8>), DecodeProblem> {
     let mut key = Vec::new();
     if matches!(key_type, FlinkType::Opaque { .. }) {
         // Unknown key encoding: everything up to a fixed-width namespace.
-        let w = width(ns).ok_or("key: an opaque key before a variable-length namespace cannot be split")?;
-        let n = k.remaining().checked_sub(w).ok_or("key: shorter than its namespace")?;
-        key.extend_from_slice(k.take(n, "key").map_err(|e| e.to_string())?);
+        let w = width(ns).ok_or(DecodeProblem::OpaqueKeySplit.in_part("key"))?;
+        let n = k
+            .remaining()
+            .checked_sub(w)
+            .ok_or(DecodeProblem::KeyShorterThanNamespace.in_part("key"))?;
+        key.extend_from_slice(k.take(n, "key")?);
     } else {
         transcode(key_type, k, &mut key)?;
     }
@@ -479,7 +498,7 @@ fn key_and_namespace_with_lengths(
     key_type: &FlinkType,
     k: &mut Input<'_>,
     ns: &FlinkType,
-) -> Result<(Vec<u8>, Vec<u8>), String> {
+) -> Result<(Vec<u8>, Vec<u8>), DecodeProblem> {
     let start = k.pos();
     let mut key = Vec::new();
     transcode(key_type, k, &mut key)?;
@@ -567,11 +586,11 @@ fn frame_streams(bytes: &[u8]) -> Vec<(usize, &[u8])> {
     out
 }
 
-fn skip_length_suffix(k: &mut Input<'_>, mut len: usize) -> Result<(), String> {
+fn skip_length_suffix(k: &mut Input<'_>, mut len: usize) -> Result<(), DecodeProblem> {
     loop {
-        let b = k.u8("length suffix").map_err(|e| e.to_string())?;
+        let b = k.u8("length suffix")?;
         if usize::from(b) != len & 0xFF {
-            return Err(format!("key: length suffix byte {b} does not match the part's length"));
+            return Err(DecodeProblem::LengthSuffix { byte: b }.in_part("key"));
         }
         len >>= 8;
         if len == 0 {
@@ -580,31 +599,33 @@ fn skip_length_suffix(k: &mut Input<'_>, mut len: usize) -> Result<(), String> {
     }
 }
 
-fn read_i64(v: &mut Input<'_>) -> Result<i64, String> {
-    v.i64("TTL timestamp").map_err(|e| format!("value: {e}"))
+fn read_i64(v: &mut Input<'_>) -> Result<i64, DecodeProblem> {
+    v.i64("TTL timestamp")
+        .map_err(|e| DecodeProblem::from(e).in_part("value"))
 }
 
 /// The statekit descriptors of the states a keyed head lists.
-pub(crate) fn descriptors(proxy: &KeyedProxy) -> Result<Vec<StateDescriptor>, String> {
+pub(crate) fn descriptors(proxy: &KeyedProxy) -> Result<Vec<StateDescriptor>, DecodeProblem> {
     proxy
         .states
         .iter()
         .map(|m| {
-            layout(&proxy.key, m)
-                .map(|(_, d)| d)
-                .map_err(|e| format!("state {:?}: {e}", m.name))
+            layout(&proxy.key, m).map(|(_, d)| d).map_err(|e| DecodeProblem::State {
+                state: m.name.clone(),
+                source: Box::new(e),
+            })
         })
         .collect()
 }
 
 /// The statekit layout and descriptor of one state from its meta info.
-pub(crate) fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), String> {
+pub(crate) fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), DecodeProblem> {
     let key_schema = schema_of(key);
     if m.backend_type == BackendStateType::PriorityQueue {
         // The timer's key type is the state's key type; its namespace type is the state's.
         let ns = match m.serializer("VALUE_SERIALIZER") {
             Some(FlinkType::Timer(_, ns)) => (**ns).clone(),
-            _ => return Err("a timer state without a timer serializer".into()),
+            _ => return Err(DecodeProblem::NoTimerSerializer),
         };
         let layout = Layout {
             kind: KeyedStateKind::List,
@@ -631,18 +652,24 @@ pub(crate) fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDes
         Some("MAP") => KeyedStateKind::Map,
         Some("REDUCING") => KeyedStateKind::Reducing,
         Some("AGGREGATING") => KeyedStateKind::Aggregating,
-        other => return Err(format!("keyed state type {other:?} is not read")),
+        other => return Err(DecodeProblem::StateType(other.map(str::to_string))),
     };
     let namespace = m
         .serializer("NAMESPACE_SERIALIZER")
         .cloned()
-        .ok_or("no namespace serializer")?;
-    let value = m.serializer("VALUE_SERIALIZER").cloned().ok_or("no value serializer")?;
+        .ok_or(DecodeProblem::NoNamespaceSerializer)?;
+    let value = m
+        .serializer("VALUE_SERIALIZER")
+        .cloned()
+        .ok_or(DecodeProblem::NoValueSerializer)?;
     let (value, user_key) = match (kind, value) {
         (KeyedStateKind::List, FlinkType::List(e)) => (*e, None),
         (KeyedStateKind::Map, FlinkType::Map(k, v)) => (*v, Some(*k)),
         (KeyedStateKind::List | KeyedStateKind::Map, v) => {
-            return Err(format!("a {kind:?} state with value serializer {}", v.name()));
+            return Err(DecodeProblem::ValueSerializer {
+                kind,
+                serializer: v.name(),
+            });
         }
         (_, v) => (v, None),
     };

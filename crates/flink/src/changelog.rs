@@ -19,6 +19,7 @@ use crate::error::FlinkError;
 use crate::input::Input;
 use crate::meta::read_meta;
 use crate::operator::unsnap;
+use crate::problem::DecodeProblem;
 use crate::serializer::FlinkType;
 use crate::value::{decodable, transcode_part};
 use statekit_core::{KeyGroupRange, KeyedStateKind, KeyedStateView, MemoryView, OwnedEntry, StateDescriptor};
@@ -284,8 +285,8 @@ pub(crate) fn replay(
         if !range.contains(kg) {
             continue;
         }
-        let d = decode_change(&c.bytes, &key, &ids, &states).map_err(corrupt)?;
-        apply(&mut cells, &states, kg, d).map_err(unsupported)?;
+        let d = decode_change(&c.bytes, &key, &ids, &states).map_err(|p| corrupt(p.to_string()))?;
+        apply(&mut cells, &states, kg, d).map_err(|p| unsupported(p.to_string()))?;
     }
     let mut entries = Vec::new();
     for ((kg, idx, key, namespace), cell) in cells {
@@ -423,40 +424,37 @@ fn decode_change(
     key_type: &FlinkType,
     ids: &BTreeMap<u16, usize>,
     states: &States,
-) -> Result<Decoded, String> {
-    let e = |e: FlinkError| e.to_string();
+) -> Result<Decoded, DecodeProblem> {
     let mut i = Input::new(bytes, "");
-    let op = i.u8("operation").map_err(e)?;
-    let id = i.u16("state id").map_err(e)?;
-    let &state = ids
-        .get(&id)
-        .ok_or_else(|| format!("state id {id} before its metadata change"))?;
-    let (_, l) = states.list.get(state).ok_or("state id")?;
-    let part = |t: &FlinkType, what: &str, i: &mut Input<'_>| {
+    let op = i.u8("operation")?;
+    let id = i.u16("state id")?;
+    let &state = ids.get(&id).ok_or(DecodeProblem::StateIdBeforeMetadata { id })?;
+    let (_, l) = states.list.get(state).ok_or(DecodeProblem::StateId)?;
+    let part = |t: &FlinkType, what: &'static str, i: &mut Input<'_>| {
         transcode_part(t, what, ", which has no length in the changelog", i)
     };
-    let ttl = |i: &mut Input<'_>| -> Result<Option<i64>, String> {
+    let ttl = |i: &mut Input<'_>| -> Result<Option<i64>, DecodeProblem> {
         if l.ttl {
-            i.i64("TTL timestamp").map(Some).map_err(e)
+            Ok(Some(i.i64("TTL timestamp")?))
         } else {
             Ok(None)
         }
     };
-    let element = |i: &mut Input<'_>| -> Result<(Vec<u8>, Option<i64>), String> {
+    let element = |i: &mut Input<'_>| -> Result<(Vec<u8>, Option<i64>), DecodeProblem> {
         let ts = ttl(i)?;
         Ok((part(&l.value, "a value", i)?, ts))
     };
     // The last part of a change: a value statekit does not decode is the rest of the
     // change (a change carries its length).
-    let last_element = |i: &mut Input<'_>| -> Result<(Vec<u8>, Option<i64>), String> {
+    let last_element = |i: &mut Input<'_>| -> Result<(Vec<u8>, Option<i64>), DecodeProblem> {
         if decodable(&l.value) {
             return element(i);
         }
         let ts = ttl(i)?;
         Ok((i.rest().to_vec(), ts))
     };
-    let map_value = |i: &mut Input<'_>| -> Result<Option<Stamped>, String> {
-        if i.bool("map value null flag").map_err(e)? {
+    let map_value = |i: &mut Input<'_>| -> Result<Option<Stamped>, DecodeProblem> {
+        if i.bool("map value null flag")? {
             Ok(None)
         } else {
             element(i).map(Some)
@@ -466,16 +464,19 @@ fn decode_change(
         // A timer: no key or namespace scope, the element only (they are inside it); an
         // addition carries a count (1) before it, a removal none.
         if op == ADD_ELEMENT {
-            let n = i.i32("timer count").map_err(e)?;
+            let n = i.i32("timer count")?;
             if n != 1 {
-                return Err(format!("{n} timers in one change (1 expected)"));
+                return Err(DecodeProblem::TimerCount { n });
             }
         }
-        let ts = i.i64("timer").map_err(e)? ^ i64::MIN;
+        let ts = i.i64("timer")? ^ i64::MIN;
         let key = part(key_type, "a key", &mut i)?;
         let namespace = part(&l.namespace, "a namespace", &mut i)?;
         if i.remaining() > 0 {
-            return Err(format!("{} bytes after the timer", i.remaining()));
+            return Err(DecodeProblem::Trailing {
+                bytes: i.remaining(),
+                what: "the timer",
+            });
         }
         return match op {
             ADD_ELEMENT | REMOVE_ELEMENT => Ok(Decoded {
@@ -485,7 +486,7 @@ fn decode_change(
                 namespace,
                 payload: Payload::Timer(ts),
             }),
-            other => Err(format!("operation {other} on a timer state")),
+            other => Err(DecodeProblem::TimerOperation { op: other }),
         };
     }
     let key = part(key_type, "a key", &mut i)?;
@@ -493,7 +494,7 @@ fn decode_change(
     let payload = match (op, l.kind) {
         (CLEAR, _) => Payload::None,
         (SET | SET_INTERNAL | ADD, KeyedStateKind::List) => {
-            let n = i.items("list size", 1).map_err(e)?;
+            let n = i.items("list size", 1)?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
                 items.push(element(&mut i)?);
@@ -501,8 +502,8 @@ fn decode_change(
             Payload::List(items)
         }
         (SET | SET_INTERNAL | ADD, KeyedStateKind::Map) => {
-            let uk = l.user_key.as_ref().ok_or("a map state without a user key type")?;
-            let n = i.items("map size", 2).map_err(e)?;
+            let uk = l.user_key.as_ref().ok_or(DecodeProblem::MapWithoutUserKey)?;
+            let n = i.items("map size", 2)?;
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
                 let k = part(uk, "a map key", &mut i)?;
@@ -519,27 +520,30 @@ fn decode_change(
             Payload::Element(v, ts)
         }
         (ADD_OR_UPDATE_ELEMENT, KeyedStateKind::Map) => {
-            let uk = l.user_key.as_ref().ok_or("a map state without a user key type")?;
+            let uk = l.user_key.as_ref().ok_or(DecodeProblem::MapWithoutUserKey)?;
             // User key and value, no null flag (unlike a whole map's entries).
             let k = part(uk, "a map key", &mut i)?;
             Payload::MapPut(k, Some(last_element(&mut i)?))
         }
         (REMOVE_ELEMENT, KeyedStateKind::Map) => {
-            let uk = l.user_key.as_ref().ok_or("a map state without a user key type")?;
+            let uk = l.user_key.as_ref().ok_or(DecodeProblem::MapWithoutUserKey)?;
             Payload::MapRemove(part(uk, "a map key", &mut i)?)
         }
         (MERGE_NS, _) => {
-            let n = i.items("merged namespaces", 1).map_err(e)?;
+            let n = i.items("merged namespaces", 1)?;
             let mut sources = Vec::with_capacity(n);
             for _ in 0..n {
                 sources.push(part(&l.namespace, "a namespace", &mut i)?);
             }
             Payload::Merge(sources)
         }
-        (op, kind) => return Err(format!("operation {op} on {kind} state")),
+        (op, kind) => return Err(DecodeProblem::Operation { op, kind }),
     };
     if i.remaining() > 0 {
-        return Err(format!("{} bytes after the change (operation {op})", i.remaining()));
+        return Err(DecodeProblem::TrailingAfterChange {
+            bytes: i.remaining(),
+            op,
+        });
     }
     Ok(Decoded {
         op,
@@ -550,7 +554,7 @@ fn decode_change(
     })
 }
 
-fn apply(cells: &mut BTreeMap<CellAt, Cell>, states: &States, kg: u32, d: Decoded) -> Result<(), String> {
+fn apply(cells: &mut BTreeMap<CellAt, Cell>, states: &States, kg: u32, d: Decoded) -> Result<(), DecodeProblem> {
     let kind = states.list.get(d.state).map(|(desc, _)| desc.kind);
     let at = (kg, d.state, d.key, d.namespace);
     let empty = || match kind {
@@ -649,13 +653,7 @@ fn apply(cells: &mut BTreeMap<CellAt, Cell>, states: &States, kg: u32, d: Decode
                     }
                 }
             }
-            _ => {
-                return Err(
-                    "merged namespaces of reducing, aggregating or value state (a merging window): the merge \
-                     function is user code"
-                        .into(),
-                )
-            }
+            _ => return Err(DecodeProblem::MergeNeedsUserCode),
         },
     }
     Ok(())

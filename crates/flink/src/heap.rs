@@ -20,8 +20,8 @@
 //! ([`HeapError::Budget`], `FlinkError::SearchBudget`).
 
 use crate::canonical::Layout;
-use crate::error::FlinkError;
 use crate::input::Input;
+use crate::problem::DecodeProblem;
 use crate::serializer::FlinkType;
 use crate::snapshot::flink_key_group;
 use crate::value::{decodable, transcode, transcode_part};
@@ -421,7 +421,7 @@ impl HeapReader<'_> {
 
     /// An entry's head: its namespace, then its key, which must be in this key group by
     /// Flink's rule where statekit computes it. Errors carry the position and the reason.
-    fn entry_head(&self, layout: &Layout, i: &mut Input<'_>) -> Result<(Vec<u8>, Vec<u8>), (usize, String)> {
+    fn entry_head(&self, layout: &Layout, i: &mut Input<'_>) -> Result<(Vec<u8>, Vec<u8>), (usize, DecodeProblem)> {
         let ns_at = i.pos();
         let namespace = part(&layout.namespace, "a namespace", i).map_err(|r| (ns_at, r))?;
         let key_at = i.pos();
@@ -429,7 +429,10 @@ impl HeapReader<'_> {
         match flink_key_group(&key, &self.key_schema, self.max_parallelism) {
             Some(g) if g != self.key_group => Err((
                 key_at,
-                format!("a key of key group {g} in key group {}'s data", self.key_group),
+                DecodeProblem::ForeignKeyGroup {
+                    found: g,
+                    expected: self.key_group,
+                },
             )),
             _ => Ok((namespace, key)),
         }
@@ -460,14 +463,14 @@ impl HeapReader<'_> {
                 at.inner_left -= 1;
                 let layout = self.layout(at.state, pos)?;
                 let field = self.field(at.state);
-                let fail = |r: String| (pos, field.clone(), r);
+                let fail = |r: DecodeProblem| (pos, field.clone(), r.to_string());
                 if layout.kind == KeyedStateKind::Map {
                     let uk = layout
                         .user_key
                         .as_ref()
-                        .ok_or_else(|| fail("a map state without a user key type".into()))?;
+                        .ok_or_else(|| fail(DecodeProblem::MapWithoutUserKey))?;
                     let u = part(uk, "a map key", &mut i).map_err(fail)?;
-                    if i.bool("map value null flag").map_err(|e| fail(e.to_string()))? {
+                    if i.bool("map value null flag").map_err(|e| fail(e.into()))? {
                         continue;
                     }
                     at.user_key = Some(u);
@@ -484,9 +487,9 @@ impl HeapReader<'_> {
                 at.entries_left -= 1;
                 let layout = self.layout(at.state, pos)?;
                 let field = self.field(at.state);
-                let fail = |p: usize, r: String| (p, field.clone(), r);
+                let fail = |p: usize, r: DecodeProblem| (p, field.clone(), r.to_string());
                 if layout.timers {
-                    let ts = i.i64("timer").map_err(|e| fail(pos, e.to_string()))? ^ i64::MIN;
+                    let ts = i.i64("timer").map_err(|e| fail(pos, e.into()))? ^ i64::MIN;
                     at.key = part(self.key, "a key", &mut i).map_err(|r| fail(pos, r))?;
                     at.namespace = part(&layout.namespace, "a namespace", &mut i).map_err(|r| fail(pos, r))?;
                     at.user_key = None;
@@ -498,10 +501,10 @@ impl HeapReader<'_> {
                 at.user_key = None;
                 match layout.kind {
                     KeyedStateKind::List => {
-                        at.inner_left = i.items("list size", 1).map_err(|e| fail(i.pos(), e.to_string()))?;
+                        at.inner_left = i.items("list size", 1).map_err(|e| fail(i.pos(), e.into()))?;
                     }
                     KeyedStateKind::Map => {
-                        at.inner_left = i.items("map size", 2).map_err(|e| fail(i.pos(), e.to_string()))?;
+                        at.inner_left = i.items("map size", 2).map_err(|e| fail(i.pos(), e.into()))?;
                     }
                     _ => {
                         at.timestamp = ttl(layout, &mut i).map_err(|r| fail(i.pos(), r))?;
@@ -559,7 +562,7 @@ impl HeapReader<'_> {
         at: &mut At,
         i: &mut Input<'_>,
         out: &mut Vec<OwnedEntry>,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, DecodeProblem> {
         if !decodable(&layout.value) {
             at.pos = i.pos();
             return Ok(true);
@@ -572,7 +575,7 @@ impl HeapReader<'_> {
 }
 
 /// A key, namespace or map key: these must be decodable (the search covers values only).
-fn part(t: &FlinkType, what: &str, i: &mut Input<'_>) -> Result<Vec<u8>, String> {
+fn part(t: &FlinkType, what: &'static str, i: &mut Input<'_>) -> Result<Vec<u8>, DecodeProblem> {
     transcode_part(
         t,
         what,
@@ -581,9 +584,9 @@ fn part(t: &FlinkType, what: &str, i: &mut Input<'_>) -> Result<Vec<u8>, String>
     )
 }
 
-fn ttl(layout: &Layout, i: &mut Input<'_>) -> Result<Option<i64>, String> {
+fn ttl(layout: &Layout, i: &mut Input<'_>) -> Result<Option<i64>, DecodeProblem> {
     if layout.ttl {
-        i.i64("TTL timestamp").map(Some).map_err(|e: FlinkError| e.to_string())
+        Ok(Some(i.i64("TTL timestamp")?))
     } else {
         Ok(None)
     }

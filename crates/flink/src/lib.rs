@@ -23,6 +23,7 @@ pub mod metadata;
 #[cfg(feature = "rocksdb")]
 mod native;
 mod operator;
+mod problem;
 pub mod scope;
 mod serializer;
 mod snapshot;
@@ -30,6 +31,7 @@ mod value;
 
 pub use canonical::KeyGroupsView;
 pub use error::{BudgetSpent, FlinkError};
+pub use problem::DecodeProblem;
 pub use meta::{decode_keyed_proxy, decode_operator_proxy, BackendStateType, KeyedProxy, OperatorProxy, StateMeta};
 pub use metadata::{
     check_metadata_size, decode_metadata, is_flink_metadata, ChangelogFilePart, ChannelHandle, DistributionMode,

@@ -131,7 +131,7 @@ impl NativeKeyedView {
                 file: name.to_string(),
                 offset: 0,
                 field: format!("state {:?}", m.name),
-                what,
+                what: what.to_string(),
             })?;
             layouts.push(l);
             states.push(d);
@@ -187,7 +187,7 @@ impl NativeKeyedView {
                         file: self.name.clone(),
                         offset: 0,
                         field: format!("state {family:?}, key group {kg}"),
-                        reason,
+                        reason: reason.to_string(),
                     }
                 })?;
             }

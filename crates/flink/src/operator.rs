@@ -12,6 +12,7 @@ use crate::error::FlinkError;
 use crate::input::Input;
 use crate::meta::{decode_operator_proxy, OperatorProxy, StateMeta};
 use crate::metadata::{DistributionMode, OperatorStateHandle};
+use crate::problem::DecodeProblem;
 use crate::serializer::FlinkType;
 use crate::value::{decodable, schema_of, transcode};
 use statekit_core::{OperatorStateData, OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot};
@@ -61,7 +62,7 @@ pub fn read_operator_state(
                     let mut i = Input::new(&data, file);
                     let mut e = Vec::new();
                     transcode(t, &mut i, &mut e)
-                        .map_err(|r| reader.corrupt(off as usize, &part.name, format!("element: {r}")))?;
+                        .map_err(|r| reader.corrupt(off as usize, &part.name, r.in_part("element").to_string()))?;
                     elements.push(e);
                 }
                 out.states.push((
@@ -91,7 +92,8 @@ pub fn read_operator_state(
                 // One offset, or none when the state is empty.
                 for &off in &part.offsets {
                     let data = reader.region(off, end_of(off), &part.name)?;
-                    read_broadcast(&data, kt, vt, &mut map).map_err(|r| reader.corrupt(off as usize, &part.name, r))?;
+                    read_broadcast(&data, kt, vt, &mut map)
+                        .map_err(|r| reader.corrupt(off as usize, &part.name, r.to_string()))?;
                 }
                 out.states.push((
                     OperatorStateDescriptor {
@@ -113,26 +115,20 @@ fn read_broadcast(
     kt: &FlinkType,
     vt: &FlinkType,
     map: &mut BTreeMap<Vec<u8>, Vec<u8>>,
-) -> Result<(), String> {
+) -> Result<(), DecodeProblem> {
     let mut i = Input::new(data, "");
-    let n = i.items("broadcast state size", 1).map_err(|e| e.to_string())?;
+    let n = i.items("broadcast state size", 1)?;
     if n > 0 && !decodable(kt) {
-        return Err(format!(
-            "broadcast keys of {} cannot be told apart from their values without user code",
-            kt.name()
-        ));
+        return Err(DecodeProblem::BroadcastKeys { type_name: kt.name() });
     }
     if n > 1 && !decodable(vt) {
-        return Err(format!(
-            "broadcast values of {} cannot be told apart from the next key without user code",
-            vt.name()
-        ));
+        return Err(DecodeProblem::BroadcastValues { type_name: vt.name() });
     }
     for _ in 0..n {
         let mut k = Vec::new();
-        transcode(kt, &mut i, &mut k).map_err(|e| format!("key: {e}"))?;
+        transcode(kt, &mut i, &mut k).map_err(|e| e.in_part("key"))?;
         let mut v = Vec::new();
-        transcode(vt, &mut i, &mut v).map_err(|e| format!("value: {e}"))?;
+        transcode(vt, &mut i, &mut v).map_err(|e| e.in_part("value"))?;
         map.insert(k, v);
     }
     Ok(())

@@ -4,7 +4,7 @@
 
 use crate::error::FlinkError;
 use crate::metadata::{decode_metadata, FlinkMetadata, FlinkOperator, KeyedHandle, StreamHandle};
-use statekit_core::storage::Storage;
+use statekit_core::storage::{Storage, StorageError};
 use statekit_core::{
     KeyGroupRange, OperatorId, OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot, StateDescriptor,
     TypeSchema,
@@ -82,7 +82,7 @@ struct FetchCache {
 }
 
 /// A file's local copy once fetched, or why it could not be.
-type Fetched = OnceLock<Result<PathBuf, String>>;
+type Fetched = OnceLock<Result<PathBuf, StorageError>>;
 
 impl FetchCache {
     /// The local copy of `path` of `storage`, fetched on first use and known by `key`; a
@@ -95,11 +95,11 @@ impl FetchCache {
         };
         let got = cell.get_or_init(|| {
             let local = self.dir.path().join(format!("{n:06}"));
-            storage.download(path, &local).map(|_| local).map_err(|e| e.to_string())
+            storage.download(path, &local).map(|_| local)
         });
         match got {
             Ok(p) => Location::Local(p.clone()),
-            Err(e) => Location::Missing(e.clone()),
+            Err(e) => Location::Missing(e.to_string()),
         }
     }
 }
@@ -457,7 +457,7 @@ impl FlinkSnapshot {
                 file: self.metadata_file.display().to_string(),
                 offset: 0,
                 field: format!("operator {} state meta info", op.id),
-                what,
+                what: what.to_string(),
             })?;
             for d in descs {
                 add(d, subtask, &mut out)?;
@@ -1153,25 +1153,22 @@ impl FlinkSnapshot {
     fn fetch(&self, storage: &dyn Storage, path: &str) -> Location {
         match self.fetch_cache() {
             Ok(c) => c.fetch(&storage.describe(path), storage, path),
-            Err(e) => Location::Missing(e),
+            Err(e) => Location::Missing(format!("{}: {e}", std::env::temp_dir().display())),
         }
     }
 
-    /// The cache of fetched files, made on first use.
-    fn fetch_cache(&self) -> Result<Arc<FetchCache>, String> {
+    /// The cache of fetched files, made on first use (in a new temporary directory).
+    fn fetch_cache(&self) -> std::io::Result<Arc<FetchCache>> {
         if let Some(c) = self.cache.get() {
             return Ok(c.clone());
         }
-        let dir = tempfile::Builder::new()
-            .prefix(".statekit-flink-")
-            .tempdir()
-            .map_err(|e| format!("{}: {e}", std::env::temp_dir().display()))?;
-        // Another thread may have made one first: the first one stays.
-        let _ = self.cache.set(Arc::new(FetchCache {
+        let dir = tempfile::Builder::new().prefix(".statekit-flink-").tempdir()?;
+        let made = Arc::new(FetchCache {
             dir,
             fetched: Mutex::new(HashMap::new()),
-        }));
-        self.cache.get().cloned().ok_or_else(|| "no cache".to_string())
+        });
+        // Another thread may have made one first: the first one stays.
+        Ok(self.cache.get_or_init(|| made).clone())
     }
 
     /// The snapshot in statekit's metadata model: operators by uid (or hex id), subtasks with

@@ -6,14 +6,14 @@
 //! Flink's bytes with schema [`TypeSchema::Bytes`]; so does any composite that holds one,
 //! since an opaque part has no length to step over.
 
-use crate::error::FlinkError;
 use crate::input::Input;
+use crate::problem::DecodeProblem;
 use crate::serializer::FlinkType;
-use statekit_core::limits::{value_budget, MAX_EXPANSION, VALUE_BUDGET_SLACK, VALUE_NODE_BYTES};
+use statekit_core::limits::{value_budget, VALUE_NODE_BYTES};
 use statekit_core::{encode_value, TypeSchema, Value};
 
 /// Nesting bound for decoded values (serializer snapshots are bounded the same way).
-const MAX_DEPTH: u32 = 32;
+pub(crate) const MAX_DEPTH: u32 = 32;
 
 /// Encoded width of a type in Flink's encoding, when fixed.
 pub(crate) fn width(t: &FlinkType) -> Option<usize> {
@@ -90,31 +90,30 @@ pub(crate) fn schema_of(t: &FlinkType) -> TypeSchema {
 /// Reads one value of Flink type `t` from `i` and appends it in statekit's top-level value
 /// encoding (the encoding of [`schema_of`]`(t)`). A type statekit does not decode takes the
 /// rest of the input as bytes.
-pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> Result<(), String> {
-    let e = |e: FlinkError| e.to_string();
+pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> Result<(), DecodeProblem> {
     // Top-level scalars straight from bytes to bytes.
     match t {
         FlinkType::String => {
-            let s = read_flink_string(i)?.ok_or("a null String")?;
+            let s = read_flink_string(i)?.ok_or(DecodeProblem::NullString)?;
             out.extend_from_slice(s.as_bytes());
         }
-        FlinkType::Long | FlinkType::Double => out.extend_from_slice(i.take(8, "value").map_err(e)?),
-        FlinkType::Int | FlinkType::Float => out.extend_from_slice(i.take(4, "value").map_err(e)?),
-        FlinkType::Short => out.extend_from_slice(&i32::from(i.u16("value").map_err(e)? as i16).to_be_bytes()),
-        FlinkType::Byte => out.extend_from_slice(&i32::from(i.u8("value").map_err(e)? as i8).to_be_bytes()),
-        FlinkType::Boolean => out.push(u8::from(i.bool("value").map_err(e)?)),
+        FlinkType::Long | FlinkType::Double => out.extend_from_slice(i.take(8, "value")?),
+        FlinkType::Int | FlinkType::Float => out.extend_from_slice(i.take(4, "value")?),
+        FlinkType::Short => out.extend_from_slice(&i32::from(i.u16("value")? as i16).to_be_bytes()),
+        FlinkType::Byte => out.extend_from_slice(&i32::from(i.u8("value")? as i8).to_be_bytes()),
+        FlinkType::Boolean => out.push(u8::from(i.bool("value")?)),
         FlinkType::Void => zero_byte(i, "Void")?,
         FlinkType::VoidNamespace | FlinkType::GlobalWindow => zero_byte(i, "namespace")?,
-        FlinkType::TimeWindow => out.extend_from_slice(i.take(16, "window").map_err(e)?),
+        FlinkType::TimeWindow => out.extend_from_slice(i.take(16, "window")?),
         FlinkType::ByteArray => {
-            let n = i.items("length", 1).map_err(e)?;
-            out.extend_from_slice(i.take(n, "bytes").map_err(e)?);
+            let n = i.items("length", 1)?;
+            out.extend_from_slice(i.take(n, "bytes")?);
         }
         t if !decodable(t) => out.extend_from_slice(i.rest()),
         t => {
             let mut budget = Budget::new(i.remaining());
             let v = read_value(t, i, 0, &mut budget)?;
-            let bytes = encode_value(&t.schema(), &v).map_err(|e| e.to_string())?;
+            let bytes = encode_value(&t.schema(), &v)?;
             out.extend_from_slice(&bytes);
         }
     }
@@ -123,9 +122,18 @@ pub(crate) fn transcode(t: &FlinkType, i: &mut Input<'_>, out: &mut Vec<u8>) -> 
 
 /// [`transcode`] of a part followed by more parts: a type statekit does not decode has no
 /// end to find, which is an error saying so (`what` names the part, `why` the layout).
-pub(crate) fn transcode_part(t: &FlinkType, what: &str, why: &str, i: &mut Input<'_>) -> Result<Vec<u8>, String> {
+pub(crate) fn transcode_part(
+    t: &FlinkType,
+    what: &'static str,
+    why: &'static str,
+    i: &mut Input<'_>,
+) -> Result<Vec<u8>, DecodeProblem> {
     if !decodable(t) {
-        return Err(format!("{what} of {}{why}", t.name()));
+        return Err(DecodeProblem::NoEnd {
+            what,
+            type_name: t.name(),
+            why,
+        });
     }
     let mut b = Vec::new();
     transcode(t, i, &mut b)?;
@@ -154,62 +162,65 @@ impl Budget {
     }
 
     /// Takes `cost`, or says the value is implausibly large.
-    fn charge(&mut self, cost: u64) -> Result<(), String> {
+    fn charge(&mut self, cost: u64) -> Result<(), DecodeProblem> {
         self.check(cost)?;
         self.left -= cost;
         Ok(())
     }
 
     /// Fails unless `cost` is still available (takes nothing).
-    fn check(&self, cost: u64) -> Result<(), String> {
+    fn check(&self, cost: u64) -> Result<(), DecodeProblem> {
         if cost > self.left {
-            return Err(format!(
-                "the value decodes to more than {} bytes ({MAX_EXPANSION}x the {} bytes it may come from, plus {VALUE_BUDGET_SLACK}): implausible counts",
-                self.limit, self.encoded
-            ));
+            return Err(DecodeProblem::TooLarge {
+                limit: self.limit,
+                encoded: self.encoded,
+            });
         }
         Ok(())
     }
 
     /// A count of `n` elements read at `at`: each a node of the value, so `n` of them must fit.
-    fn elements(&self, n: usize, at: usize) -> Result<(), String> {
+    fn elements(&self, n: usize, at: usize) -> Result<(), DecodeProblem> {
         self.check((n as u64).saturating_mul(VALUE_NODE_BYTES))
-            .map_err(|why| format!("a count of {n} at {at}: {why}"))
+            .map_err(|why| DecodeProblem::Count {
+                n,
+                at,
+                source: Box::new(why),
+            })
     }
 }
 
 /// A count of elements of at least `min_item` bytes each (at least one), checked against the
 /// bytes left and the value's budget.
-fn count(i: &mut Input<'_>, field: &str, min_item: usize, budget: &Budget) -> Result<usize, String> {
+fn count(i: &mut Input<'_>, field: &str, min_item: usize, budget: &Budget) -> Result<usize, DecodeProblem> {
     let at = i.pos();
-    let n = i.items(field, min_item.max(1)).map_err(|e| e.to_string())?;
+    let n = i.items(field, min_item.max(1))?;
     budget.elements(n, at)?;
     Ok(n)
 }
 
 /// Decodes one value of a decodable Flink type into a statekit [`Value`] of `t.schema()`,
 /// charging what it builds to `budget`.
-fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget) -> Result<Value, String> {
+fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget) -> Result<Value, DecodeProblem> {
     if depth > MAX_DEPTH {
-        return Err(format!("value nested deeper than {MAX_DEPTH}"));
+        return Err(DecodeProblem::TooDeep);
     }
     budget.charge(VALUE_NODE_BYTES)?;
-    let e = |e: FlinkError| e.to_string();
     let d = depth + 1;
     Ok(match t {
         FlinkType::String => {
-            let s = read_flink_string(i)?.ok_or("a null String")?;
+            let s = read_flink_string(i)?.ok_or(DecodeProblem::NullString)?;
             budget.charge(s.len() as u64)?;
             Value::Str(s)
         }
-        FlinkType::Long => Value::I64(i.i64("value").map_err(e)?),
-        FlinkType::Int => Value::I32(i.i32("value").map_err(e)?),
-        FlinkType::Short => Value::I32(i32::from(i.u16("value").map_err(e)? as i16)),
-        FlinkType::Byte => Value::I32(i32::from(i.u8("value").map_err(e)? as i8)),
-        FlinkType::Boolean => Value::Bool(i.bool("value").map_err(e)?),
-        FlinkType::Double => Value::F64(f64::from_bits(i.u64("value").map_err(e)?)),
-        FlinkType::Float => Value::F32(f32::from_bits(i.i32("value").map_err(e)? as u32)),
-        FlinkType::Char => Value::Str(String::from_utf16_lossy(&[i.u16("value").map_err(e)?])),
+        FlinkType::Long => Value::I64(i.i64("value")?),
+        FlinkType::Int => Value::I32(i.i32("value")?),
+        FlinkType::Short => Value::I32(i32::from(i.u16("value")? as i16)),
+        FlinkType::Byte => Value::I32(i32::from(i.u8("value")? as i8)),
+        FlinkType::Boolean => Value::Bool(i.bool("value")?),
+        FlinkType::Double => Value::F64(f64::from_bits(i.u64("value")?)),
+        FlinkType::Float => Value::F32(f32::from_bits(i.i32("value")? as u32)),
+        FlinkType::Char => Value::Str(String::from_utf16_lossy(&[i.u16("value")?])),
         FlinkType::Void => {
             zero_byte(i, "Void")?;
             Value::Unit
@@ -219,13 +230,13 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             Value::Unit
         }
         FlinkType::TimeWindow => Value::Struct(vec![
-            ("start".into(), Value::I64(i.i64("window start").map_err(e)?)),
-            ("end".into(), Value::I64(i.i64("window end").map_err(e)?)),
+            ("start".into(), Value::I64(i.i64("window start")?)),
+            ("end".into(), Value::I64(i.i64("window end")?)),
         ]),
         FlinkType::ByteArray => {
-            let n = i.items("length", 1).map_err(e)?;
+            let n = i.items("length", 1)?;
             budget.charge(n as u64)?;
-            Value::Bytes(i.take(n, "bytes").map_err(e)?.to_vec())
+            Value::Bytes(i.take(n, "bytes")?.to_vec())
         }
         FlinkType::PrimitiveArray(el) => {
             let n = count(i, "array length", min_width(el), budget)?;
@@ -261,7 +272,7 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             for _ in 0..n {
                 budget.charge(2 * VALUE_NODE_BYTES)?;
                 let key = read_value(k, i, d, budget)?;
-                let null = i.bool("map value null flag").map_err(e)?;
+                let null = i.bool("map value null flag")?;
                 let value = if null {
                     None
                 } else {
@@ -272,11 +283,11 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             Value::List(items)
         }
         FlinkType::Ttl(v) => {
-            i.i64("TTL timestamp").map_err(e)?;
+            i.i64("TTL timestamp")?;
             read_value(v, i, d, budget)?
         }
         FlinkType::Timer(k, n) => {
-            let ts = i.i64("timer timestamp").map_err(e)? ^ i64::MIN;
+            let ts = i.i64("timer timestamp")? ^ i64::MIN;
             Value::Struct(vec![
                 ("timestamp".into(), Value::I64(ts)),
                 ("key".into(), read_value(k, i, d, budget)?),
@@ -295,7 +306,7 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             // then one "is null" bit per field.
             let offset = if *legacy { 0 } else { 2 };
             let bits = offset + fields.len();
-            let mask = i.take(bits.div_ceil(8), "row mask").map_err(e)?;
+            let mask = i.take(bits.div_ceil(8), "row mask")?;
             let null = |b: usize| mask.get(b / 8).is_some_and(|m| m & (0x80 >> (b % 8)) != 0);
             // A null field costs no budget: at most 8 of them per mask byte.
             let mut items = Vec::with_capacity(fields.len());
@@ -310,19 +321,20 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
         }
         FlinkType::Pojo { class, fields } => {
             // Flags: 1 null, 2 the exact class (fields follow), 4/8 a subclass.
-            let flags = i.u8("POJO flags").map_err(e)?;
+            let flags = i.u8("POJO flags")?;
             if flags & 1 != 0 {
                 return Ok(Value::Option(None));
             }
             if flags & 2 == 0 {
-                return Err(format!(
-                    "a subclass of POJO {class} (flags {flags:#x}): its fields are not in the snapshot"
-                ));
+                return Err(DecodeProblem::PojoSubclass {
+                    class: class.clone(),
+                    flags,
+                });
             }
             let mut items = Vec::with_capacity(fields.len());
             for (name, f) in fields {
                 budget.charge(VALUE_NODE_BYTES)?;
-                let null = i.bool("POJO field null flag").map_err(e)?;
+                let null = i.bool("POJO field null flag")?;
                 let v = if null {
                     None
                 } else {
@@ -334,16 +346,21 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
         }
         FlinkType::Enum { class, constants } => {
             let at = i.pos();
-            let ordinal = i.i32("enum ordinal").map_err(e)?;
+            let ordinal = i.i32("enum ordinal")?;
             let name = usize::try_from(ordinal)
                 .ok()
                 .and_then(|o| constants.get(o))
-                .ok_or_else(|| format!("enum {class}: ordinal {ordinal} at {at}, {} constants", constants.len()))?;
+                .ok_or_else(|| DecodeProblem::EnumOrdinal {
+                    class: class.clone(),
+                    ordinal,
+                    at,
+                    constants: constants.len(),
+                })?;
             budget.charge(name.len() as u64)?;
             Value::Str(name.clone())
         }
         FlinkType::Nullable(v) => {
-            let null = i.bool("null flag").map_err(e)?;
+            let null = i.bool("null flag")?;
             Value::Option(if null {
                 None
             } else {
@@ -351,7 +368,7 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             })
         }
         FlinkType::Either(l, r) => {
-            let left = i.bool("Either side").map_err(e)?;
+            let left = i.bool("Either side")?;
             budget.charge(2 * VALUE_NODE_BYTES)?;
             let v = Some(Box::new(read_value(if left { l } else { r }, i, d, budget)?));
             if left {
@@ -367,7 +384,7 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             }
         }
         FlinkType::Option(v) => {
-            let present = i.bool("Option flag").map_err(e)?;
+            let present = i.bool("Option flag")?;
             Value::Option(if present {
                 Some(Box::new(read_value(v, i, d, budget)?))
             } else {
@@ -380,7 +397,7 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             let mut items = Vec::with_capacity(n);
             for _ in 0..n {
                 budget.charge(VALUE_NODE_BYTES)?;
-                let present = i.bool("element flag").map_err(e)?;
+                let present = i.bool("element flag")?;
                 items.push(Value::Option(if present {
                     Some(Box::new(read_value(element, i, d, budget)?))
                 } else {
@@ -389,50 +406,53 @@ fn read_value(t: &FlinkType, i: &mut Input<'_>, depth: u32, budget: &mut Budget)
             }
             Value::List(items)
         }
-        FlinkType::Opaque { class } => return Err(format!("a value of {class}, which statekit does not decode")),
+        FlinkType::Opaque { class } => return Err(DecodeProblem::Opaque { class: class.clone() }),
     })
 }
 
 /// The one byte of `Void`, `VoidNamespace` and `GlobalWindow` (`what`), which Flink always
 /// writes as 0.
-fn zero_byte(i: &mut Input<'_>, what: &str) -> Result<(), String> {
-    match i.u8(what).map_err(|e| e.to_string())? {
+fn zero_byte(i: &mut Input<'_>, what: &'static str) -> Result<(), DecodeProblem> {
+    match i.u8(what)? {
         0 => Ok(()),
-        b => Err(format!("a {what} byte of {b:#04x}, where Flink writes 0")),
+        byte => Err(DecodeProblem::NonZero { what, byte }),
     }
 }
 
 /// Flink's `StringValue` encoding: (UTF-16 length + 1) as a 7-bit varint (0 = null), then
 /// each UTF-16 unit as such a varint.
-pub(crate) fn read_flink_string(i: &mut Input<'_>) -> Result<Option<String>, String> {
+pub(crate) fn read_flink_string(i: &mut Input<'_>) -> Result<Option<String>, DecodeProblem> {
     let len = read_varint(i)?;
     if len == 0 {
         return Ok(None);
     }
-    let n = usize::try_from(len - 1).map_err(|_| "string length")?;
+    let n = usize::try_from(len - 1).map_err(|_| DecodeProblem::StringLength)?;
     if n > i.remaining() {
-        return Err(format!("a string of {n} characters in {} bytes", i.remaining()));
+        return Err(DecodeProblem::StringTooLong {
+            chars: n,
+            bytes: i.remaining(),
+        });
     }
     let mut units = Vec::with_capacity(n);
     for _ in 0..n {
         let u = read_varint(i)?;
-        units.push(u16::try_from(u).map_err(|_| format!("string character {u:#x} is not a UTF-16 unit"))?);
+        units.push(u16::try_from(u).map_err(|_| DecodeProblem::NotUtf16 { unit: u })?);
     }
     String::from_utf16(&units)
         .map(Some)
-        .map_err(|_| "a string with an unpaired surrogate".to_string())
+        .map_err(|_| DecodeProblem::UnpairedSurrogate)
 }
 
-fn read_varint(i: &mut Input<'_>) -> Result<u32, String> {
+fn read_varint(i: &mut Input<'_>) -> Result<u32, DecodeProblem> {
     let mut v: u32 = 0;
     for shift in [0, 7, 14, 21, 28] {
-        let b = i.u8("string").map_err(|e| e.to_string())?;
+        let b = i.u8("string")?;
         v |= u32::from(b & 0x7F) << shift;
         if b & 0x80 == 0 {
             return Ok(v);
         }
     }
-    Err("string varint longer than 5 bytes".into())
+    Err(DecodeProblem::VarintTooLong)
 }
 
 #[cfg(test)]
