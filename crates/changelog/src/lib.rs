@@ -29,7 +29,7 @@ mod writer;
 
 pub use backend::{restore_into, ChangelogBackend, ChangelogCut, ReplayClock, ReplayStats};
 pub use config::{ChangelogConfig, ConfigError, ConfigNote, ConfigProblem, StorageKind, ValueProblem};
-pub use error::ChangelogError;
+pub use error::{ChangelogError, MaterializationFailure, UploadFailure};
 pub use file::{
     ChangeSetBuffer, ChangeSetData, IndexEntry, LogCompression, LogFileReader, LogFileWriter, LogId, RecordsError,
     SealedChangeSet, FLAG_PADDED, META_KEY_GROUP,

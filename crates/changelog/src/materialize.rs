@@ -2,7 +2,7 @@
 //! checkpoints, so the log can be truncated and restores replay a bounded tail.
 
 use crate::backend::{delete_quietly, materialization_ref, OwnMaterialization};
-use crate::error::ChangelogError;
+use crate::error::{ChangelogError, MaterializationFailure};
 use crate::file::LogId;
 use statekit_core::storage::{join, Storage};
 use statekit_core::{KeyGroupRange, KeyedStateView};
@@ -45,7 +45,7 @@ pub(crate) struct Done {
     pub(crate) upto: u64,
 }
 
-type Job = JoinHandle<Result<Done, String>>;
+type Job = JoinHandle<Result<Done, MaterializationFailure>>;
 
 /// Runs the materializations of one backend: schedules them (with a per-subtask jitter on the
 /// first one), writes them on a background thread as canonical keyed files into
@@ -58,7 +58,7 @@ pub struct Materializer {
     failures: u32,
     last_id: u64,
     running: Option<Job>,
-    finished: Option<Result<Done, String>>,
+    finished: Option<Result<Done, MaterializationFailure>>,
 }
 
 impl std::fmt::Debug for Materializer {
@@ -158,7 +158,7 @@ impl Materializer {
         tracing::debug!(id, upto, file = %storage.describe(&path), "materialization started");
         self.running = Some(std::thread::spawn(move || {
             let info = write_keyed_file(view.as_ref(), range, storage.as_ref(), &path, &options)
-                .map_err(|e| format!("materialization {id}: {e}"))?;
+                .map_err(|source| MaterializationFailure::Write { id, source })?;
             Ok(Done {
                 own: OwnMaterialization {
                     id,
@@ -178,9 +178,7 @@ impl Materializer {
     /// Waits for the running materialization (its result is kept for `take_finished`).
     pub(crate) fn wait_running(&mut self) {
         if let Some(job) = self.running.take() {
-            let r = job
-                .join()
-                .unwrap_or_else(|_| Err("the materialization thread panicked".to_string()));
+            let r = job.join().unwrap_or_else(|_| Err(MaterializationFailure::Panicked));
             self.finished = Some(r);
         }
     }
@@ -204,10 +202,11 @@ impl Materializer {
                 self.failures += 1;
                 tracing::warn!(failures = self.failures, error = %why, "materialization failed");
                 if self.failures > self.policy.max_failures {
-                    Err(ChangelogError::Invalid(format!(
-                        "{} consecutive materializations failed (state.changelog.max-failures-allowed = {}); last: {why}",
-                        self.failures, self.policy.max_failures
-                    )))
+                    Err(ChangelogError::MaterializationFailures {
+                        failures: self.failures,
+                        allowed: self.policy.max_failures,
+                        last: why,
+                    })
                 } else {
                     Ok(None)
                 }

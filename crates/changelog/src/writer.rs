@@ -10,12 +10,12 @@
 //! persist) — so any number of checkpoints can be pending, and one failed upload fails one
 //! persist, not every later one.
 
-use crate::error::ChangelogError;
+use crate::error::{ChangelogError, UploadFailure};
 use crate::file::{mark_padded, ChangeSetBuffer, IndexEntry, LogCompression, LogFileWriter, LogId, SealedChangeSet};
 use crate::record::Change;
 use statekit_core::storage::{join, PreparedFile, Storage};
 use statekit_core::StateDescriptor;
-use statekit_format::{FileRef, FileScope};
+use statekit_format::{FileRef, FileScope, FormatError};
 
 /// The directory of a job's log files when they live in its checkpoint job directory.
 pub const DSTL_DIR: &str = "dstl";
@@ -101,7 +101,7 @@ enum SetState {
     /// Durable.
     Uploaded(LogSegment),
     /// The upload failed; kept to be uploaded again.
-    Failed(ChangeSetBuffer, String),
+    Failed(ChangeSetBuffer, UploadFailure),
 }
 
 /// What a writer shares with the uploader thread.
@@ -275,15 +275,13 @@ impl ChangelogStorage {
         config: UploadConfig,
     ) -> Result<Self, ChangelogError> {
         if config.persist_size_threshold > config.max_in_flight {
-            return Err(ChangelogError::Config(format!(
-                "dstl.dfs.batch.persist-size-threshold ({} bytes) must not exceed dstl.dfs.upload.max-in-flight ({} bytes)",
-                config.persist_size_threshold, config.max_in_flight
-            )));
+            return Err(ChangelogError::BatchAboveInFlight {
+                threshold: config.persist_size_threshold,
+                max_in_flight: config.max_in_flight,
+            });
         }
         if config.max_attempts == 0 {
-            return Err(ChangelogError::Config(
-                "dstl.dfs.upload.max-attempts must be at least 1".into(),
-            ));
+            return Err(ChangelogError::NoUploadAttempts);
         }
         storage.create_dir_all(dir)?;
         let config_prepared = config.prepared_files;
@@ -306,7 +304,7 @@ impl ChangelogStorage {
         let handle = std::thread::Builder::new()
             .name("statekit-dstl-upload".into())
             .spawn(move || upload_loop(&worker))
-            .map_err(|e| ChangelogError::Upload(format!("cannot start the uploader thread: {e}")))?;
+            .map_err(ChangelogError::UploaderThread)?;
         Ok(ChangelogStorage {
             _thread: Arc::new(UploaderThread {
                 inner: inner.clone(),
@@ -338,10 +336,9 @@ impl ChangelogStorage {
             None => {
                 let full = join(&self.inner.dir, &segment.path);
                 FileRef::external(self.inner.storage.as_ref(), &full, segment.file_size).ok_or_else(|| {
-                    ChangelogError::Config(format!(
-                        "{}: log files outside the job directory must be on the local filesystem or an object store",
-                        self.inner.storage.describe(&full)
-                    ))
+                    ChangelogError::LogOutsideJob {
+                        dir: self.inner.storage.describe(&full),
+                    }
                 })
             }
         }
@@ -743,14 +740,17 @@ fn write_file(
     name: &str,
     sets: &[SealedChangeSet],
     compression: LogCompression,
-) -> Result<(u64, Vec<IndexEntry>), String> {
+) -> Result<(u64, Vec<IndexEntry>), UploadFailure> {
     let path = join(dir, name);
-    let mut w =
-        LogFileWriter::create(storage, &path, rand::random(), now_ms(), compression).map_err(|e| e.to_string())?;
+    let file = |e: FormatError| UploadFailure::File(Arc::new(e));
+    let mut w = LogFileWriter::create(storage, &path, rand::random(), now_ms(), compression).map_err(file)?;
     for cs in sets {
-        w.append(cs).map_err(|e| format!("{}: {e}", storage.describe(&path)))?;
+        w.append(cs).map_err(|e| UploadFailure::Append {
+            file: storage.describe(&path),
+            source: Arc::new(e),
+        })?;
     }
-    w.finish().map_err(|e| e.to_string())
+    w.finish().map_err(file)
 }
 
 type Written = (String, u64, Vec<IndexEntry>);
@@ -758,12 +758,12 @@ type Written = (String, u64, Vec<IndexEntry>);
 /// Up to `max_attempts` attempts, `retry_delay` apart after a failure; an attempt slower than
 /// `timeout` gets another one started beside it (hedging). The first success wins; files of
 /// the other attempts are deleted (those still running, by a background thread when they end).
-fn write_with_retries(inner: &Arc<StorageInner>, sets: Arc<Vec<SealedChangeSet>>) -> Result<Written, String> {
+fn write_with_retries(inner: &Arc<StorageInner>, sets: Arc<Vec<SealedChangeSet>>) -> Result<Written, UploadFailure> {
     let cfg = &inner.config;
-    type Outcome = (String, Result<(u64, Vec<IndexEntry>), String>);
+    type Outcome = (String, Result<(u64, Vec<IndexEntry>), UploadFailure>);
     let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
     let (mut started, mut running) = (0u32, 0u32);
-    let mut last_error = String::from("no attempt was made");
+    let mut last_error = UploadFailure::NoAttempt;
     let mut winner: Option<Written> = None;
     let start = |started: &mut u32, running: &mut u32| {
         let name = new_file_name();
@@ -805,10 +805,10 @@ fn write_with_retries(inner: &Arc<StorageInner>, sets: Arc<Vec<SealedChangeSet>>
                     );
                     start(&mut started, &mut running);
                 } else {
-                    last_error = format!(
-                        "no attempt finished within {:?} ({} attempts)",
-                        cfg.timeout, cfg.max_attempts
-                    );
+                    last_error = UploadFailure::TimedOut {
+                        timeout: cfg.timeout,
+                        attempts: cfg.max_attempts,
+                    };
                     break;
                 }
             }
@@ -861,10 +861,10 @@ impl PendingPersist {
         let mut w = lock(&self.cell.state);
         loop {
             if self.from < w.lowest {
-                return Err(ChangelogError::Invalid(format!(
-                    "change sets from {} were truncated (the log starts at {}) before the persist completed",
-                    self.from, w.lowest
-                )));
+                return Err(ChangelogError::TruncatedBeforePersist {
+                    from: self.from,
+                    lowest: w.lowest,
+                });
             }
             let mut segs = Vec::new();
             let mut pending = false;
@@ -872,7 +872,10 @@ impl PendingPersist {
                 match st {
                     SetState::Uploaded(s) => segs.push(s.clone()),
                     SetState::Failed(_, why) => {
-                        return Err(ChangelogError::Upload(format!("change set {sqn}: {why}")));
+                        return Err(ChangelogError::Upload {
+                            sqn: *sqn,
+                            reason: why.clone(),
+                        });
                     }
                     SetState::Buffered(_) | SetState::InFlight => pending = true,
                 }
@@ -966,14 +969,10 @@ impl ChangelogWriter {
         let to = self.next_sqn();
         let lowest = lock(&self.cell.state).lowest;
         if from < lowest {
-            return Err(ChangelogError::Invalid(format!(
-                "persist from {from}: the log was truncated to {lowest}"
-            )));
+            return Err(ChangelogError::PersistBelowTruncation { from, lowest });
         }
         if from > to {
-            return Err(ChangelogError::Invalid(format!(
-                "persist from {from}: beyond the next sequence number {to}"
-            )));
+            return Err(ChangelogError::PersistBeyondNext { from, next: to });
         }
         self.upload_from(from);
         Ok(PendingPersist {
