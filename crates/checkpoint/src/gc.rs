@@ -16,7 +16,7 @@
 //! Reading is more generous than deleting: snapshots reached through symlinks are still read,
 //! because every reference they add only protects more files.
 
-use crate::error::CheckpointError;
+use crate::error::{CheckpointError, OrphanMoved};
 use crate::layout::{parse_checkpoint_dir_name, DSTL_DIR, SHARED_DIR, TASK_OWNED_DIR};
 use crate::reader::SnapshotReader;
 use statekit_format::METADATA_FILE_NAME;
@@ -452,31 +452,36 @@ fn below_base<'a>(base: &Path, path: &'a Path) -> Option<(Vec<&'a std::ffi::OsSt
 
 /// Opens the directory holding `o` (component by component, never following a symlink) and
 /// checks that `o`'s name there is still a regular file with the plan's identity.
-fn locate_orphan(base: &Path, o: &Orphan) -> Result<Option<(Dir, std::ffi::OsString)>, String> {
+fn locate_orphan(base: &Path, o: &Orphan) -> Result<Option<(Dir, std::ffi::OsString)>, OrphanMoved> {
     use rustix::fs::{AtFlags, FileType};
-    let (dirs, name) = below_base(base, &o.path).ok_or("it is not below the base directory")?;
-    let mut dir = Dir::open_base(base).map_err(|e| format!("the base directory: {e}"))?;
+    let (dirs, name) = below_base(base, &o.path).ok_or(OrphanMoved::NotBelowBase)?;
+    let mut dir = Dir::open_base(base).map_err(OrphanMoved::Base)?;
     for d in dirs {
         dir = match dir.open_child(d) {
             Ok(next) => next,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{:?} on its path is not a real directory ({e})", d)),
+            Err(source) => {
+                return Err(OrphanMoved::NotADirectory {
+                    name: d.to_os_string(),
+                    source,
+                })
+            }
         };
     }
     let st = match rustix::fs::statat(&dir.0, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(rustix::io::Errno::NOENT) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(OrphanMoved::Stat(e.into())),
     };
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err("it is no longer a regular file".into());
+        return Err(OrphanMoved::NotAFile);
     }
     let id = FileId {
         dev: st.st_dev as u64,
         ino: st.st_ino as u64,
     };
     if id != o.id || st.st_size as u64 != o.bytes {
-        return Err("it is no longer the file the plan found (replaced since)".into());
+        return Err(OrphanMoved::Replaced);
     }
     Ok(Some((dir, name.to_os_string())))
 }
@@ -494,29 +499,26 @@ fn locate_orphan(base: &Path, o: &Orphan) -> Result<Option<(Dir, std::ffi::OsStr
 pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
     let base = &plan.base;
     if base.as_os_str().is_empty() || !base.is_absolute() {
-        return Err(CheckpointError::GcRefused(
-            "refusing a gc plan without an absolute base directory".into(),
-        ));
+        return Err(CheckpointError::GcWithoutBase);
     }
     for o in &plan.orphans {
         if let Err(why) = locate_orphan(base, o) {
-            return Err(CheckpointError::GcRefused(format!(
-                "refusing the whole gc plan, nothing deleted: {}: {why} (base {})",
-                o.path.display(),
-                base.display()
-            )));
+            return Err(CheckpointError::GcRefused {
+                orphan: o.path.clone(),
+                why,
+                base: base.clone(),
+            });
         }
     }
     let mut n = 0;
     let mut bytes = 0u64;
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::new();
     for o in &plan.orphans {
-        let located = locate_orphan(base, o).map_err(|why| {
-            CheckpointError::GcRefused(format!(
-                "{}: {why}; stopped after deleting {n} files (base {})",
-                o.path.display(),
-                base.display()
-            ))
+        let located = locate_orphan(base, o).map_err(|why| CheckpointError::GcStopped {
+            orphan: o.path.clone(),
+            why,
+            deleted: n,
+            base: base.clone(),
         })?;
         if let Some((dir, name)) = located {
             match rustix::fs::unlinkat(&dir.0, &name, rustix::fs::AtFlags::empty()) {
@@ -695,11 +697,14 @@ pub fn apply_gc_at(base: &statekit_core::location::Location, plan: &GcPlan) -> R
     let mut keys = Vec::new();
     for o in &plan.orphans {
         let object = o.path.display().to_string();
-        let rel = object.strip_prefix(&prefix).filter(|r| !r.is_empty()).ok_or_else(|| {
-            CheckpointError::GcRefused(format!(
-                "refusing the whole gc plan, nothing deleted: {object} is not below {url}"
-            ))
-        })?;
+        let rel =
+            object
+                .strip_prefix(&prefix)
+                .filter(|r| !r.is_empty())
+                .ok_or_else(|| CheckpointError::GcOutsideBase {
+                    object: object.clone(),
+                    base: url.clone(),
+                })?;
         keys.push((statekit_core::storage::join(root, rel), o.bytes));
     }
     let (mut n, mut bytes) = (0usize, 0u64);

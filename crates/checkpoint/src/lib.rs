@@ -24,7 +24,7 @@ mod registry;
 mod store;
 mod writer;
 
-pub use error::CheckpointError;
+pub use error::{CheckpointError, InvalidRequest, OrphanMoved};
 pub use find::{
     find_dead_leftovers, find_snapshot_dirs, find_snapshot_dirs_in, has_metadata, SnapshotDir, StoredSnapshotDir,
 };

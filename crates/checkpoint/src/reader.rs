@@ -1,6 +1,6 @@
 //! Reading a snapshot and handing state to (possibly rescaled) subtasks.
 
-use crate::error::CheckpointError;
+use crate::error::{CheckpointError, InvalidRequest};
 use statekit_core::storage::{Storage, SubdirStorage};
 use statekit_core::{keygroup, redistribute, KeyGroupRange, KeyedStateBackend, KeyedStateView, OperatorStateSnapshot};
 use statekit_format::{
@@ -232,7 +232,7 @@ impl SnapshotReader {
         let op = f
             .metadata()
             .operator(&id)
-            .ok_or_else(|| CheckpointError::Invalid(format!("operator {id} is not in the Flink snapshot")))?;
+            .ok_or_else(|| CheckpointError::from(InvalidRequest::NotInFlinkSnapshot { id }))?;
         Ok(Some(f.keyed_views(op, range)?))
     }
 
@@ -303,10 +303,10 @@ impl SnapshotReader {
         Self::open_stored(storage, &dir, job_dir, checked, false, flink).map_err(|e| match e {
             CheckpointError::Format(statekit_format::FormatError::Storage(
                 statekit_core::storage::StorageError::NotFound(_),
-            )) => CheckpointError::Invalid(format!(
-                "{}: no {METADATA_FILE_NAME} here: not a snapshot, or an incomplete one",
-                location.display()
-            )),
+            )) => InvalidRequest::NoMetadata {
+                location: location.display().to_string(),
+            }
+            .into(),
             e => e,
         })
     }
@@ -566,12 +566,12 @@ impl SnapshotReader {
         self.state_data("keyed state")?;
         let op = self.operator(uid)?;
         if backend.max_parallelism() != op.max_parallelism {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?} was snapshotted with max parallelism {} but the backend has {}; \
-                 changing max parallelism needs a rewrite of the savepoint",
-                op.max_parallelism,
-                backend.max_parallelism()
-            )));
+            return Err(InvalidRequest::MaxParallelism {
+                uid: uid.to_string(),
+                snapshot: op.max_parallelism,
+                backend: backend.max_parallelism(),
+            }
+            .into());
         }
         if op
             .subtasks
@@ -584,22 +584,23 @@ impl SnapshotReader {
                 .find_map(|s| s.native.as_ref())
                 .map(|n| n.backend.clone())
                 .unwrap_or_default();
-            return Err(CheckpointError::Invalid(format!(
-                "{}: operator {uid:?} holds native {backend_name} state, which restores only into a {backend_name} \
-                 backend (statekit_snapshot::open_keyed restores any snapshot kind); take a canonical savepoint to switch backends",
-                self.storage.describe(METADATA_FILE_NAME)
-            )));
+            return Err(InvalidRequest::NativeState {
+                metadata: self.storage.describe(METADATA_FILE_NAME),
+                uid: uid.to_string(),
+                backend: backend_name.to_string(),
+            }
+            .into());
         }
         if op
             .subtasks
             .iter()
             .any(|s| s.changelog.is_some() && !s.key_groups.intersection(&backend.key_group_range()).is_empty())
         {
-            return Err(CheckpointError::Invalid(format!(
-                "{}: operator {uid:?} holds changelog state (materializations plus a log tail): restore it with \
-                 statekit_snapshot::open_keyed (any backend, with or without the changelog)",
-                self.storage.describe(METADATA_FILE_NAME)
-            )));
+            return Err(InvalidRequest::ChangelogState {
+                metadata: self.storage.describe(METADATA_FILE_NAME),
+                uid: uid.to_string(),
+            }
+            .into());
         }
         let readers = self.keyed_readers(uid, backend.key_group_range())?;
         let views: Vec<&dyn KeyedStateView> = readers.iter().map(|r| r as &dyn KeyedStateView).collect();
@@ -618,9 +619,11 @@ impl SnapshotReader {
         index: u32,
     ) -> Result<OperatorStateSnapshot, CheckpointError> {
         if index >= new_parallelism {
-            return Err(CheckpointError::Invalid(format!(
-                "subtask {index} is not below parallelism {new_parallelism}"
-            )));
+            return Err(InvalidRequest::SubtaskIndex {
+                index,
+                parallelism: new_parallelism,
+            }
+            .into());
         }
         let mut all = self.operator_states(uid, new_parallelism)?;
         Ok(all.swap_remove(index as usize))
@@ -648,17 +651,18 @@ impl SnapshotReader {
         let op = self.operator(uid)?;
         // A Flink snapshot's metadata has a subtask per index too, so the bound is the same.
         let s = op.subtasks.get(index as usize).ok_or_else(|| {
-            CheckpointError::Invalid(format!(
-                "operator {uid:?} has {} subtasks, no subtask {index}",
-                op.subtasks.len()
-            ))
+            CheckpointError::from(InvalidRequest::NoStoredSubtask {
+                uid: uid.to_string(),
+                subtasks: op.subtasks.len(),
+                index,
+            })
         })?;
         if let Some(f) = &self.flink {
             let id = op.operator_id;
             let fop = f
                 .metadata()
                 .operator(&id)
-                .ok_or_else(|| CheckpointError::Invalid(format!("operator {id} is not in the Flink snapshot")))?;
+                .ok_or_else(|| CheckpointError::from(InvalidRequest::NotInFlinkSnapshot { id }))?;
             return Ok(f.operator_state(fop, index)?);
         }
         Ok(match &s.operator {

@@ -1,6 +1,6 @@
 //! The checkpoints of one job: `<base>/<job-id>/chk-<N>/`.
 
-use crate::error::CheckpointError;
+use crate::error::{CheckpointError, InvalidRequest};
 use crate::layout::{checkpoint_dir_name, parse_checkpoint_dir_name, SHARED_DIR, TASK_OWNED_DIR};
 use crate::reader::SnapshotReader;
 use crate::registry::{RestoreMode, SharedStateRegistry};
@@ -170,12 +170,13 @@ impl CheckpointStore {
     /// `retained` (≥ 1) completed checkpoints.
     pub fn open(storage: Arc<dyn Storage>, job_id: &str, retained: usize) -> Result<Self, CheckpointError> {
         if job_id.is_empty() || job_id.contains('/') {
-            return Err(CheckpointError::Invalid(format!("invalid job id {job_id:?}")));
+            return Err(InvalidRequest::JobId {
+                job_id: job_id.to_string(),
+            }
+            .into());
         }
         if retained == 0 {
-            return Err(CheckpointError::Invalid(
-                "at least one checkpoint must be retained".into(),
-            ));
+            return Err(InvalidRequest::NothingRetained.into());
         }
         storage.create_dir_all(&join(job_id, SHARED_DIR))?;
         storage.create_dir_all(&join(job_id, TASK_OWNED_DIR))?;
@@ -274,7 +275,7 @@ impl CheckpointStore {
         };
         let mut sh = self.lock();
         if sh.restored.is_some() {
-            return Err(CheckpointError::Invalid("the store already recorded a restore".into()));
+            return Err(InvalidRequest::RestoreRecorded.into());
         }
         let mut ids = Vec::with_capacity(files.len());
         let mut foreign = Vec::new();
@@ -333,18 +334,12 @@ impl CheckpointStore {
     pub fn begin(&self, id: u64) -> Result<SnapshotWriter, CheckpointError> {
         if let Some(latest) = self.latest_completed()? {
             if latest.id >= id {
-                return Err(CheckpointError::Invalid(format!(
-                    "checkpoint {id} is not newer than the latest completed checkpoint {}",
-                    latest.id
-                )));
+                return Err(InvalidRequest::NotNewerThanLatest { id, latest: latest.id }.into());
             }
         }
         if let Some(r) = &self.lock().restored {
             if id <= r.id {
-                return Err(CheckpointError::Invalid(format!(
-                    "checkpoint {id} is not newer than the restored checkpoint {}",
-                    r.id
-                )));
+                return Err(InvalidRequest::NotNewerThanRestored { id, restored: r.id }.into());
             }
         }
         let dir = self.checkpoint_dir(id);

@@ -1,6 +1,6 @@
 //! Writing one snapshot (checkpoint or savepoint).
 
-use crate::error::CheckpointError;
+use crate::error::{CheckpointError, InvalidRequest};
 use crate::layout::new_savepoint_dir_name;
 use crate::layout::SHARED_DIR;
 use statekit_core::storage::SubdirStorage;
@@ -118,9 +118,12 @@ impl SnapshotWriter {
     pub fn native_target(&self, uid: &str, index: u32) -> Result<NativeTarget, CheckpointError> {
         let (id, parallelism, _) = self.operator_shape(uid)?;
         if index >= parallelism {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}: subtask {index} is not below its parallelism {parallelism}"
-            )));
+            return Err(InvalidRequest::SubtaskPastParallelism {
+                uid: uid.to_string(),
+                index,
+                parallelism,
+            }
+            .into());
         }
         let snapshot: Arc<dyn Storage> = Arc::new(SubdirStorage::new(self.storage.clone(), &self.dir)?);
         let job = match self.kind {
@@ -149,11 +152,13 @@ impl SnapshotWriter {
     ) -> Result<SubtaskMetadata, CheckpointError> {
         if self.kind == SnapshotKind::Savepoint {
             if let Some(f) = handle.files.iter().find(|f| f.file.scope != FileScope::Exclusive) {
-                return Err(CheckpointError::Invalid(format!(
-                    "operator {uid:?}, subtask {index}: a savepoint must be self-contained, but native file {:?} is {}",
-                    f.name,
-                    f.file.scope.as_str()
-                )));
+                return Err(InvalidRequest::SavepointSharesFile {
+                    uid: uid.to_string(),
+                    index,
+                    file: f.name.clone(),
+                    scope: f.file.scope.as_str(),
+                }
+                .into());
             }
         }
         self.record_subtask(uid, index, KeyedPart::Native(handle, states), operator, finished)
@@ -172,9 +177,11 @@ impl SnapshotWriter {
         finished: bool,
     ) -> Result<SubtaskMetadata, CheckpointError> {
         if self.kind == SnapshotKind::Savepoint {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}, subtask {index}: a savepoint is self-contained; write the backend's canonical state, not its changelog"
-            )));
+            return Err(InvalidRequest::SavepointChangelog {
+                uid: uid.to_string(),
+                index,
+            }
+            .into());
         }
         self.record_subtask(uid, index, KeyedPart::Changelog(handle, states), operator, finished)
     }
@@ -251,15 +258,15 @@ impl SnapshotWriter {
         keygroup::check_parallelism(parallelism, max_parallelism)?;
         let mut ops = self.lock();
         if ops.iter().any(|o| o.uid == uid) {
-            return Err(CheckpointError::Invalid(format!(
-                "operator uid {uid:?} registered twice"
-            )));
+            return Err(InvalidRequest::RegisteredTwice { uid: uid.to_string() }.into());
         }
         if let Some(other) = ops.iter().find(|o| o.id == id) {
-            return Err(CheckpointError::Invalid(format!(
-                "uids {uid:?} and {:?} hash to the same operator id {id}",
-                other.uid
-            )));
+            return Err(InvalidRequest::IdCollision {
+                uid: uid.to_string(),
+                other: other.uid.clone(),
+                id,
+            }
+            .into());
         }
         ops.push(OperatorBuilder {
             uid: uid.to_string(),
@@ -280,7 +287,7 @@ impl SnapshotWriter {
         let op = ops
             .iter_mut()
             .find(|o| o.uid == uid)
-            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))?;
+            .ok_or_else(|| CheckpointError::from(InvalidRequest::NotRegistered { uid: uid.to_string() }))?;
         agree_scheme(uid, &mut op.scheme, scheme)
     }
 
@@ -303,17 +310,19 @@ impl SnapshotWriter {
             .iter()
             .find(|o| o.uid == uid)
             .map(|o| (o.id, o.parallelism, o.max_parallelism))
-            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))
+            .ok_or_else(|| CheckpointError::from(InvalidRequest::NotRegistered { uid: uid.to_string() }))
     }
 
     /// [`Self::operator_shape`] of an operator that has a subtask `index`.
     fn subtask_shape(&self, uid: &str, index: u32) -> Result<(OperatorId, u32, u32), CheckpointError> {
         let shape = self.operator_shape(uid)?;
         if index >= shape.1 {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}: subtask {index} is not below its parallelism {}",
-                shape.1
-            )));
+            return Err(InvalidRequest::SubtaskPastParallelism {
+                uid: uid.to_string(),
+                index,
+                parallelism: shape.1,
+            }
+            .into());
         }
         Ok(shape)
     }
@@ -400,15 +409,19 @@ impl SnapshotWriter {
         let op = ops
             .iter_mut()
             .find(|o| o.uid == uid)
-            .ok_or_else(|| CheckpointError::Invalid(format!("operator uid {uid:?} was not registered")))?;
-        let slot = op
-            .subtasks
-            .get_mut(index as usize)
-            .ok_or_else(|| CheckpointError::Invalid(format!("operator {uid:?}: no subtask {index}")))?;
+            .ok_or_else(|| CheckpointError::from(InvalidRequest::NotRegistered { uid: uid.to_string() }))?;
+        let slot = op.subtasks.get_mut(index as usize).ok_or_else(|| {
+            CheckpointError::from(InvalidRequest::NoSubtask {
+                uid: uid.to_string(),
+                index,
+            })
+        })?;
         if slot.is_some() {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}: subtask {index} written twice"
-            )));
+            return Err(InvalidRequest::WrittenTwice {
+                uid: uid.to_string(),
+                index,
+            }
+            .into());
         }
         *slot = Some(SubtaskResult {
             meta: meta.clone(),
@@ -435,10 +448,13 @@ impl SnapshotWriter {
         let keyed_ref = match keyed {
             KeyedPart::View(Some(view)) if !view.states().is_empty() => {
                 if view.max_parallelism() != max_parallelism {
-                    return Err(CheckpointError::Invalid(format!(
-                        "operator {uid:?}: subtask {index}'s backend has max parallelism {} but the operator has {max_parallelism}",
-                        view.max_parallelism()
-                    )));
+                    return Err(InvalidRequest::BackendMaxParallelism {
+                        uid: uid.to_string(),
+                        index,
+                        backend: view.max_parallelism(),
+                        operator: max_parallelism,
+                    }
+                    .into());
                 }
                 self.set_key_group_scheme(uid, view.key_group_scheme())?;
                 let name = format!("{id}-{index}-keyed.skd");
@@ -460,12 +476,16 @@ impl SnapshotWriter {
             KeyedPart::View(_) => None,
             KeyedPart::Transcode(file, states) => {
                 if file.max_parallelism() != max_parallelism || file.key_group_range() != range {
-                    return Err(CheckpointError::Invalid(format!(
-                        "operator {uid:?}, subtask {index}: {} holds key groups {} of {}, not the subtask's {range} of {max_parallelism}",
-                        file.file_name(),
-                        file.key_group_range(),
-                        file.max_parallelism()
-                    )));
+                    return Err(InvalidRequest::FileKeyGroups {
+                        uid: uid.to_string(),
+                        index,
+                        file: file.file_name().to_string(),
+                        file_range: file.key_group_range(),
+                        file_max_parallelism: file.max_parallelism(),
+                        range,
+                        max_parallelism,
+                    }
+                    .into());
                 }
                 let name = format!("{id}-{index}-keyed.skd");
                 let info = transcode_keyed_file(
@@ -546,27 +566,36 @@ impl SnapshotWriter {
                     Some(s) => s,
                     None if partial => continue,
                     None => {
-                        return Err(CheckpointError::Invalid(format!(
-                            "operator {:?}: subtask {i} did not report its state",
-                            op.uid
-                        )))
+                        return Err(InvalidRequest::NotReported {
+                            uid: op.uid.clone(),
+                            index: i,
+                        }
+                        .into())
                     }
                 };
                 for d in &s.keyed_states {
                     match keyed_states.iter().find(|x| x.name == d.name) {
-                        Some(x) => x.check_compatible(d).map_err(|e| {
-                            CheckpointError::Invalid(format!("operator {:?}, subtask {i}: {e}", op.uid))
-                        })?,
+                        Some(x) => x
+                            .check_compatible(d)
+                            .map_err(|reason| InvalidRequest::SubtasksDisagree {
+                                uid: op.uid.clone(),
+                                index: i,
+                                reason,
+                            })?,
                         None => keyed_states.push(d.clone()),
                     }
                 }
                 for d in &s.operator_states {
                     match operator_states.iter().find(|x| x.name == d.name) {
                         Some(x) if x.mode != d.mode => {
-                            return Err(CheckpointError::Invalid(format!(
-                                "operator {:?}: operator state {:?} is {} in one subtask and {} in subtask {i}",
-                                op.uid, d.name, x.mode, d.mode
-                            )))
+                            return Err(InvalidRequest::OperatorStateModes {
+                                uid: op.uid.clone(),
+                                state: d.name.clone(),
+                                first: x.mode,
+                                other: d.mode,
+                                index: i,
+                            }
+                            .into())
                         }
                         Some(_) => {}
                         None => operator_states.push(d.clone()),
@@ -634,9 +663,12 @@ fn agree_scheme(
         None => *recorded = Some(scheme),
         Some(s) if s == scheme => {}
         Some(s) => {
-            return Err(CheckpointError::Invalid(format!(
-                "operator {uid:?}: its keys are in {s} key groups, but a subtask's are in {scheme} key groups"
-            )))
+            return Err(InvalidRequest::SchemeMismatch {
+                uid: uid.to_string(),
+                operator: s,
+                subtask: scheme,
+            }
+            .into())
         }
     }
     Ok(())
