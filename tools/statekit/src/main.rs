@@ -28,7 +28,7 @@ enum Command {
     /// List every checkpoint and savepoint under a directory.
     Ls(cmd::inspect::LsArgs),
     /// Show a snapshot's operators, states and sizes.
-    Show(cmd::inspect::ShowArgs),
+    Show(cmd::show::ShowArgs),
     /// Browse snapshots, operators, states and entries in a terminal UI.
     Inspect(tui::InspectArgs),
     /// Print the decoded entries of one state.
@@ -98,7 +98,7 @@ fn main() -> ExitCode {
             demo::run(demo::DemoCommand::Wordcount(args))
         }
         Command::Ls(args) => cmd::inspect::ls(args),
-        Command::Show(args) => cmd::inspect::show(args),
+        Command::Show(args) => cmd::show::show(args),
         Command::Inspect(args) => tui::inspect(args),
         Command::Dump(args) => cmd::dump::dump(args),
         Command::Verify(args) => cmd::verify::verify(args),

@@ -1,7 +1,8 @@
-//! Changelog (DSTL) state: what `show` says about a changelog checkpoint (from `_metadata`
-//! only), the change records `dump --changes` lists (of a checkpoint's tails, in replay order
-//! — the walk a restore replays, `statekit_changelog::tail` — or of one log file), and
-//! `verify` of a lone log file (the checks are `statekit_changelog::verify`'s).
+//! Changelog (DSTL) state: the text of a changelog summary (`show`, `dump`; the library's
+//! `statekit_snapshot::describe` computes it from `_metadata` only), the change records
+//! `dump --changes` lists (of a checkpoint's tails, in replay order — the walk a restore
+//! replays, `statekit_changelog::tail` — or of one log file), and `verify` of a lone log file
+//! (the checks are `statekit_changelog::verify`'s).
 
 use crate::render;
 use anyhow::{anyhow, bail, Result};
@@ -10,10 +11,9 @@ use statekit_changelog::tail::{walk_tail, LogFiles, TailStats};
 use statekit_changelog::verify::LogCheck;
 use statekit_changelog::{LogFileReader, LogId, Op, ReadKind, Record, RecordsError};
 use statekit_core::{key_group_for_key, KeyGroupRange, StateDescriptor, TypeSchema};
-use statekit_format::{
-    ChangelogKeyedHandle, FileScope, FormatError, KeyedStats, LogSegmentRef, OperatorMetadata, Problem, SubtaskMetadata,
-};
-use std::collections::{BTreeMap, HashMap};
+use statekit_format::{FormatError, OperatorMetadata, Problem, SubtaskMetadata};
+use statekit_snapshot::describe::ChangelogSummary;
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
@@ -69,153 +69,56 @@ fn open_lone(path: &Path) -> Result<LogFileReader> {
 // ----------------------------------------------------------------------------------------
 // show
 
-/// Sizes of the changelog state of one subtask, an operator or a whole checkpoint, from
-/// `_metadata` alone. Files and change sets referenced several times (log files are shared by
-/// the subtasks of an upload, inherited parts by the subtasks of a rescale) count once; the
-/// projected replay counts what each subtask's restore reads.
+/// The changelog summary of some subtasks (the library's
+/// [`ChangelogSummary`](statekit_snapshot::describe::ChangelogSummary)), as `dump` prints it
+/// beside a changelog state's entries.
 #[derive(Clone, Debug, Default)]
-pub struct Summary {
-    /// Materialized parts (entries of the handles).
-    pub parts: u64,
-    /// Distinct materialization files.
-    pub materialized_files: u64,
-    /// Their bytes.
-    pub materialized_bytes: u64,
-    /// Entries a restore loads from them (the key groups each part applies to); `None` when
-    /// some part has no statistics.
-    pub materialized_entries: Option<u64>,
-    /// Distinct change sets of the tails.
-    pub change_sets: u64,
-    /// Runs of change sets adjacent in one log file (one range read each).
-    pub segments: u64,
-    /// Distinct log files.
-    pub log_files: u64,
-    /// Bytes of the distinct change sets.
-    pub log_bytes: u64,
-    /// Bytes of the distinct log files (what storage keeps for them).
-    pub log_file_bytes: u64,
-    /// Records of the distinct change sets.
-    pub records: u64,
-    /// Change sets a restore reads (per subtask: those whose key groups meet its range).
-    pub replay_change_sets: u64,
-    /// Their records (after a rescale some belong to other key groups and are skipped).
-    pub replay_records: u64,
-    /// Their bytes.
-    pub replay_bytes: u64,
-}
+pub struct Summary(pub ChangelogSummary);
 
 impl Summary {
-    /// Log bytes per materialized byte, when there is a materialization.
-    pub fn space_amplification(&self) -> Option<f64> {
-        (self.materialized_bytes > 0).then(|| self.log_bytes as f64 / self.materialized_bytes as f64)
-    }
-
     /// The summary of these subtasks' changelog handles (subtasks without one are skipped).
     pub fn of<'a>(subtasks: impl IntoIterator<Item = &'a SubtaskMetadata>) -> Summary {
-        let mut s = Summary {
-            materialized_entries: Some(0),
-            ..Summary::default()
-        };
-        let mut mat_files: BTreeMap<(u8, &str), u64> = BTreeMap::new();
-        let mut log_files: BTreeMap<(u8, &str), u64> = BTreeMap::new();
-        let mut sets: BTreeMap<(u8, &str, u64), (u64, u32)> = BTreeMap::new();
-        for st in subtasks {
-            let Some(h) = &st.changelog else { continue };
-            for part in &h.materialized {
-                s.parts += 1;
-                mat_files.insert((scope_code(part.file.scope), &part.file.path), part.file.size);
-                let range = part.key_groups.intersection(&st.key_groups);
-                s.materialized_entries = match (s.materialized_entries, &part.stats) {
-                    (Some(n), Some(stats)) => Some(n + entries_in(stats, range)),
-                    _ => None,
-                };
-            }
-            for seg in &h.tail {
-                let file = (scope_code(seg.file.scope), seg.file.path.as_str());
-                log_files.insert(file, seg.file.size);
-                sets.insert((file.0, file.1, seg.offset), (seg.length, seg.records));
-                if !seg.key_groups.intersection(&st.key_groups).is_empty() {
-                    s.replay_change_sets += 1;
-                    s.replay_records += u64::from(seg.records);
-                    s.replay_bytes += seg.length;
-                }
-            }
-        }
-        s.materialized_files = mat_files.len() as u64;
-        s.materialized_bytes = mat_files.values().sum();
-        s.log_files = log_files.len() as u64;
-        s.log_file_bytes = log_files.values().sum();
-        s.change_sets = sets.len() as u64;
-        let mut prev: Option<(u8, &str, u64)> = None;
-        for (&(scope, path, offset), &(length, records)) in &sets {
-            s.log_bytes += length;
-            s.records += u64::from(records);
-            if prev != Some((scope, path, offset)) {
-                s.segments += 1;
-            }
-            prev = Some((scope, path, offset + length));
-        }
-        s
+        Summary(ChangelogSummary::of(subtasks))
     }
 
-    /// The summary as JSON (stable field names).
-    pub fn json(&self) -> Json {
-        json!({
-            "materialized": {
-                "parts": self.parts,
-                "files": self.materialized_files,
-                "bytes": self.materialized_bytes,
-                "entries": self.materialized_entries,
-            },
-            "tail": {
-                "change_sets": self.change_sets,
-                "segments": self.segments,
-                "log_files": self.log_files,
-                "log_bytes": self.log_bytes,
-                "log_file_bytes": self.log_file_bytes,
-                "records": self.records,
-            },
-            "replay": {
-                "change_sets": self.replay_change_sets,
-                "records": self.replay_records,
-                "bytes": self.replay_bytes,
-            },
-            "space_amplification": self.space_amplification(),
-        })
-    }
-
-    /// Three indented lines: materialized part, tail, projected replay.
+    /// Three indented lines ([`summary_text`]).
     pub fn text(&self, indent: &str) -> String {
-        let entries = self
-            .materialized_entries
-            .map_or_else(|| "? entries".to_string(), |n| format!("{n} entries"));
-        let amp = self
-            .space_amplification()
-            .map_or_else(|| "n/a (no materialization)".to_string(), |a| format!("{a:.2}"));
-        format!(
-            "{indent}materialized {} ({} part{}, {} file{}): {} B, {entries}\n\
-             {indent}tail         {} change set{} in {} segment{} of {} log file{} ({} B of files): {} B, {} records\n\
-             {indent}replay       {} change sets, {} records, {} B; space amplification (log/materialized bytes) {amp}",
-            if self.parts == 0 { "none" } else { "yes" },
-            self.parts,
-            plural(self.parts),
-            self.materialized_files,
-            plural(self.materialized_files),
-            self.materialized_bytes,
-            self.change_sets,
-            plural(self.change_sets),
-            self.segments,
-            plural(self.segments),
-            self.log_files,
-            plural(self.log_files),
-            self.log_file_bytes,
-            self.log_bytes,
-            self.records,
-            self.replay_change_sets,
-            self.replay_records,
-            self.replay_bytes,
-        )
+        summary_text(&self.0, indent)
     }
+}
+
+/// A changelog summary as three indented lines: materialized part, tail, projected replay.
+pub fn summary_text(s: &ChangelogSummary, indent: &str) -> String {
+    let (m, t, r) = (&s.materialized, &s.tail, &s.replay);
+    let entries = m
+        .entries
+        .map_or_else(|| "? entries".to_string(), |n| format!("{n} entries"));
+    let amp = s
+        .space_amplification
+        .map_or_else(|| "n/a (no materialization)".to_string(), |a| format!("{a:.2}"));
+    format!(
+        "{indent}materialized {} ({} part{}, {} file{}): {} B, {entries}\n\
+         {indent}tail         {} change set{} in {} segment{} of {} log file{} ({} B of files): {} B, {} records\n\
+         {indent}replay       {} change sets, {} records, {} B; space amplification (log/materialized bytes) {amp}",
+        if m.parts == 0 { "none" } else { "yes" },
+        m.parts,
+        plural(m.parts),
+        m.files,
+        plural(m.files),
+        m.bytes,
+        t.change_sets,
+        plural(t.change_sets),
+        t.segments,
+        plural(t.segments),
+        t.log_files,
+        plural(t.log_files),
+        t.log_file_bytes,
+        t.log_bytes,
+        t.records,
+        r.change_sets,
+        r.records,
+        r.bytes,
+    )
 }
 
 fn plural(n: u64) -> &'static str {
@@ -224,97 +127,6 @@ fn plural(n: u64) -> &'static str {
     } else {
         "s"
     }
-}
-
-fn scope_code(s: FileScope) -> u8 {
-    match s {
-        FileScope::Exclusive => 0,
-        FileScope::Shared => 1,
-        FileScope::Absolute => 2,
-        FileScope::Url => 3,
-    }
-}
-
-/// Entries of `stats` in the key groups of `range`.
-fn entries_in(stats: &KeyedStats, range: KeyGroupRange) -> u64 {
-    stats
-        .key_groups
-        .iter()
-        .filter(|g| range.contains(g.key_group))
-        .map(|g| g.entries)
-        .sum()
-}
-
-/// Entries per state a restore of operator `o` loads from its materializations, and whether
-/// the figures are estimates (a part applied to fewer key groups than its file holds: its
-/// per-state totals are scaled by the share of its entries in those key groups).
-pub fn materialized_state_totals(o: &OperatorMetadata) -> (BTreeMap<String, (u64, u64)>, bool) {
-    let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut approx = false;
-    for st in &o.subtasks {
-        let Some(h) = &st.changelog else { continue };
-        for part in &h.materialized {
-            let Some(stats) = &part.stats else {
-                approx = true;
-                continue;
-            };
-            let range = part.key_groups.intersection(&st.key_groups);
-            let inside = entries_in(stats, range);
-            let share = if inside == stats.entries {
-                1.0
-            } else {
-                approx = true;
-                if stats.entries == 0 {
-                    0.0
-                } else {
-                    inside as f64 / stats.entries as f64
-                }
-            };
-            for s in &stats.states {
-                let e = m.entry(s.name.clone()).or_default();
-                e.0 += (s.entries as f64 * share).round() as u64;
-                e.1 += (s.raw_bytes as f64 * share).round() as u64;
-            }
-        }
-    }
-    (m, approx)
-}
-
-/// The per-subtask JSON of a changelog handle (`show --json`).
-pub fn subtask_json(st: &SubtaskMetadata, h: &ChangelogKeyedHandle) -> Json {
-    let mut j = Summary::of([st]).json();
-    j["log"] = json!(LogId(h.log).to_string());
-    j["materialization_id"] = json!(h.materialization_id);
-    j["materialized"]["files_list"] = h
-        .materialized
-        .iter()
-        .map(|p| {
-            json!({
-                "path": p.file.path, "scope": p.file.scope.as_str(), "bytes": p.file.size,
-                "key_groups": crate::render::key_groups_json(p.key_groups),
-                "entries": p.stats.as_ref().map(|s| entries_in(s, p.key_groups.intersection(&st.key_groups))),
-            })
-        })
-        .collect();
-    let mut files: Vec<&str> = h.tail.iter().map(|t| t.file.path.as_str()).collect();
-    files.sort_unstable();
-    files.dedup();
-    j["tail"]["files_list"] = json!(files);
-    j["tail"]["sqns"] = sqn_ranges(&h.tail);
-    j
-}
-
-/// Per log, the lowest and highest sequence number of the tail.
-fn sqn_ranges(tail: &[LogSegmentRef]) -> Json {
-    let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for t in tail {
-        let e = m.entry(LogId(t.log).to_string()).or_insert((t.sqn, t.sqn));
-        e.0 = e.0.min(t.sqn);
-        e.1 = e.1.max(t.sqn);
-    }
-    m.into_iter()
-        .map(|(log, (a, b))| json!({"log": log, "from": a, "to": b}))
-        .collect()
 }
 
 // ----------------------------------------------------------------------------------------

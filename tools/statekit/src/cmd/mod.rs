@@ -9,6 +9,7 @@ pub mod inspect;
 pub mod migrate;
 #[cfg(feature = "query")]
 pub mod query;
+pub mod show;
 pub mod table;
 pub mod verify;
 

@@ -12,8 +12,8 @@ use super::screens::{Ctx, ListModel, Outcome, Read, Screen, ScreenModel, ScreenS
 use super::worker::diff::{DiffSide, DIFF_KEEP};
 use super::worker::opstate::OP_KEEP;
 use super::worker::{Direction, Msg, Request, SnapshotRow};
-use crate::cmd::inspect::state_totals;
 use statekit_format::{OperatorMetadata, SnapshotMetadata};
+use statekit_snapshot::describe::state_totals;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -570,7 +570,7 @@ impl App {
                         let desc = o.keyed_states[i].clone();
                         let totals = state_totals(&o);
                         let approx = o.subtasks.iter().any(|s| s.native.is_some() || s.changelog.is_some());
-                        let total = totals.get(&desc.name).map(|t| (t.0, approx));
+                        let total = totals.get(&desc.name).map(|t| (t.entries, approx));
                         self.push(ScreenState::Entries(EntriesView::new(o.uid.clone(), desc, total)));
                         self.apply(EntriesView::first_page(), "")
                     }

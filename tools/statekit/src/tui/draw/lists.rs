@@ -1,7 +1,6 @@
 //! Drawing the name lists (snapshots, operators, states) and the entries table.
 
 use super::{bytes, error_message, highlight, message, operator_bytes, title_with_filter};
-use crate::cmd::inspect::state_totals;
 use crate::render::cell;
 use crate::tui::app::App;
 use crate::tui::screens::entries::EntriesView;
@@ -12,6 +11,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Row as TRow, Table, TableState};
 use ratatui::Frame;
 use statekit_core::{KeyedStateKind, TypeSchema};
+use statekit_snapshot::describe::{changelog_tail, state_totals};
 
 /// The snapshot list's columns: heading and width.
 const SNAPSHOT_COLUMNS: [(&str, Constraint); 6] = [
@@ -279,7 +279,7 @@ pub fn states(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
     let tilde = if approx { "~" } else { "" };
     // A changelog operator: the materializations' counts, plus the tail's changes (of all
     // states, not split by state in `_metadata`) marked as such.
-    let (tail, _) = crate::cmd::inspect::changelog_tail(o);
+    let (tail, _) = changelog_tail(o);
     let plus = if tail > 0 { "+Δ" } else { "" };
     let items = StateItem::all(o);
     let rows = list
@@ -288,7 +288,8 @@ pub fn states(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
         .map(|&i| match items[i] {
             StateItem::Keyed(i) => {
                 let d = &o.keyed_states[i];
-                let (entries, b) = totals.get(&d.name).copied().unwrap_or_default();
+                let t = totals.get(&d.name).copied().unwrap_or_default();
+                let (entries, b) = (t.entries, t.bytes);
                 vec![
                     d.name.clone(),
                     d.kind.to_string(),

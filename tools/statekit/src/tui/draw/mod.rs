@@ -13,8 +13,6 @@ use super::app::App;
 use super::app::PromptKind;
 use super::keys::HELP;
 use super::screens::{Screen, ScreenState, StateItem};
-use crate::cmd::changelog::Summary;
-use crate::cmd::inspect::{is_changelog, state_totals};
 use crate::render::cell;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -23,6 +21,7 @@ use ratatui::widgets::{Bar, BarChart, BarGroup, Block, Borders, Clear, Paragraph
 use ratatui::Frame;
 use statekit_core::TypeSchema;
 use statekit_format::{OperatorMetadata, SubtaskMetadata};
+use statekit_snapshot::describe::{is_changelog, state_totals, ChangelogSummary};
 
 /// At this many columns or more the metadata pane sits beside the list, else under it.
 pub const SIDE_PANE_WIDTH: u16 = 100;
@@ -88,14 +87,7 @@ pub fn bytes(n: u64) -> String {
 /// (keyed bytes, operator-state bytes) of a subtask, as `show` counts them.
 fn subtask_bytes(s: &SubtaskMetadata) -> (u64, u64) {
     let ob = s.operator.as_ref().map_or(0, |f| f.size);
-    let kb = if let Some(n) = &s.native {
-        n.total_bytes()
-    } else if let Some(h) = &s.changelog {
-        h.materialized_bytes() + h.tail_bytes()
-    } else {
-        s.keyed.as_ref().map_or(0, |f| f.size)
-    };
-    (kb, ob)
+    (statekit_snapshot::describe::keyed_bytes(s), ob)
 }
 
 fn operator_bytes(o: &OperatorMetadata) -> u64 {
@@ -132,14 +124,9 @@ fn key_group_bytes(o: &OperatorMetadata) -> (Vec<u64>, &'static str) {
         }
         if let Some(h) = &s.changelog {
             what = "materialized";
-            for part in &h.materialized {
-                let range = part.key_groups.intersection(&s.key_groups);
-                for g in part.stats.iter().flat_map(|st| &st.key_groups) {
-                    if range.contains(g.key_group) {
-                        if let Some(b) = per.get_mut(g.key_group as usize) {
-                            *b = b.saturating_add(g.stored_bytes);
-                        }
-                    }
+            for g in statekit_snapshot::describe::materialized_key_groups(s, h) {
+                if let Some(b) = per.get_mut(g.key_group as usize) {
+                    *b = b.saturating_add(g.bytes);
                 }
             }
         }
@@ -460,7 +447,8 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
                 match app.state() {
                     Some(StateItem::Keyed(i)) => {
                         let d = &o.keyed_states[i];
-                        let (entries, b) = state_totals(o).get(&d.name).copied().unwrap_or_default();
+                        let t = state_totals(o).get(&d.name).copied().unwrap_or_default();
+                        let (entries, b) = (t.entries, t.bytes);
                         l.push(kv(
                             "state",
                             format!("{} ({}), {entries} entries, {}", d.name, d.kind, bytes(b)),
@@ -515,18 +503,18 @@ fn operator_lines(o: &OperatorMetadata, l: &mut Vec<Line<'static>>) {
         )));
     }
     if is_changelog(o) {
-        let sum = Summary::of(&o.subtasks);
+        let sum = ChangelogSummary::of(&o.subtasks);
         let amp = sum
-            .space_amplification()
+            .space_amplification
             .map(|a| format!(" (tail/materialized {a:.2}x)"))
             .unwrap_or_default();
         l.push(kv(
             "changelog",
             format!(
                 "materialized {}, log tail {} in {} change sets{amp}",
-                bytes(sum.materialized_bytes),
-                bytes(sum.log_bytes),
-                sum.change_sets
+                bytes(sum.materialized.bytes),
+                bytes(sum.tail.log_bytes),
+                sum.tail.change_sets
             ),
         ));
     }
