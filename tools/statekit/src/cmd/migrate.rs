@@ -6,7 +6,11 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use statekit_checkpoint::SnapshotReader;
 use statekit_format::Compression;
-use statekit_migrate::{migrate_to, Edit, MigrateOptions, OutputFormat, Plan, PlanOptions, Progress};
+/// `--shard I/N` and sizes (`--memory 256MiB`), as the library spells them.
+pub(crate) use statekit_migrate::syntax::{parse_shard, parse_size};
+use statekit_migrate::{
+    migrate_to, Edit, EditParseError, EditSyntax, MigrateOptions, OutputFormat, Plan, PlanOptions, Progress,
+};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,16 +113,6 @@ pub struct OutputArgs {
     /// Print the summary as one JSON document.
     #[arg(long)]
     pub json: bool,
-}
-
-pub(crate) fn parse_shard(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4");
-    let (i, n) = s.split_once('/').ok_or_else(bad)?;
-    let (i, n): (u32, u32) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
-    if n == 0 || i >= n {
-        return Err(bad());
-    }
-    Ok((i, n))
 }
 
 /// Arguments of `statekit finish-shards`.
@@ -252,89 +246,24 @@ pub struct RewriteArgs {
     pub key_format: crate::render::KeyFormat,
 }
 
-/// A size: bytes, or a number with KiB/MiB/GiB (or K/M/G, KB/MB/GB: powers of 1024 alike).
-pub(crate) fn parse_size(s: &str) -> std::result::Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a size such as 256MiB"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        other => return Err(format!("{s:?}: unknown unit {other:?} (KiB, MiB, GiB)")),
-    };
-    n.checked_mul(1usize << shift)
-        .filter(|&b| b > 0)
-        .ok_or_else(|| format!("{s:?}: out of range"))
-}
-
-/// `UID=N` (split at the last `=`, so a uid may hold one).
-fn uid_number(flag: &str, s: &str) -> Result<(String, u32)> {
-    let (uid, n) = s
-        .rsplit_once('=')
-        .filter(|(u, n)| !u.is_empty() && !n.is_empty())
-        .with_context(|| format!("{flag} {s:?}: expected UID=N"))?;
-    let n = n
-        .parse()
-        .with_context(|| format!("{flag} {s:?}: {n:?} is not a whole number"))?;
-    Ok((uid.to_string(), n))
-}
-
-/// Splits `s` at the first `sep`, both sides non-empty.
-fn split<'s>(flag: &str, s: &'s str, sep: char, shape: &str) -> Result<(&'s str, &'s str)> {
-    match s.split_once(sep) {
-        Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a, b)),
-        _ => bail!("{flag} {s:?}: expected {shape}"),
-    }
-}
-
 impl RewriteArgs {
-    fn edits(&self) -> Result<Vec<Edit>> {
+    /// The edits of the flags, in the order they apply (uids set and renamed first).
+    fn edits(&self) -> Result<Vec<Edit>, EditParseError> {
         let mut edits = Vec::new();
-        for s in &self.set_uid {
-            let (id, uid) = split("--set-uid", s, '=', "OPERATOR_ID=UID")?;
-            edits.push(Edit::SetUid {
-                operator_id: id.into(),
-                uid: uid.into(),
-            });
-        }
-        for s in &self.rename_uid {
-            let (from, to) = split("--rename-uid", s, '=', "OLD=NEW")?;
-            edits.push(Edit::RenameUid {
-                from: from.into(),
-                to: to.into(),
-            });
-        }
-        for uid in &self.drop_operator {
-            edits.push(Edit::DropOperator { uid: uid.clone() });
-        }
-        for s in &self.drop_state {
-            let (uid, state) = split("--drop-state", s, '/', "UID/STATE")?;
-            edits.push(Edit::DropState {
-                uid: uid.into(),
-                state: state.into(),
-            });
-        }
-        for s in &self.rename_state {
-            let (uid, names) = split("--rename-state", s, '/', "UID/OLD=NEW")?;
-            let (from, to) = split("--rename-state", names, '=', "UID/OLD=NEW")?;
-            edits.push(Edit::RenameState {
-                uid: uid.into(),
-                from: from.into(),
-                to: to.into(),
-            });
-        }
-        for s in &self.parallelism {
-            let (uid, parallelism) = uid_number("--parallelism", s)?;
-            edits.push(Edit::Parallelism { uid, parallelism });
-        }
-        for s in &self.max_parallelism {
-            let (uid, max_parallelism) = uid_number("--max-parallelism", s)?;
-            edits.push(Edit::MaxParallelism { uid, max_parallelism });
+        for syntax in EditSyntax::ALL {
+            let values = match syntax {
+                EditSyntax::SetUid => &self.set_uid,
+                EditSyntax::RenameUid => &self.rename_uid,
+                EditSyntax::DropOperator => &self.drop_operator,
+                EditSyntax::DropState => &self.drop_state,
+                EditSyntax::RenameState => &self.rename_state,
+                EditSyntax::Parallelism => &self.parallelism,
+                EditSyntax::MaxParallelism => &self.max_parallelism,
+                _ => continue,
+            };
+            for v in values {
+                edits.push(syntax.parse(v)?);
+            }
         }
         if self.purge_expired {
             edits.push(Edit::PurgeExpired);

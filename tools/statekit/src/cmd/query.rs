@@ -68,7 +68,7 @@ fn parse_spill_limit(s: &str) -> std::result::Result<u64, String> {
     if s.trim() == "0" {
         return Ok(0);
     }
-    crate::cmd::migrate::parse_size(s).map(|n| n as u64)
+    crate::cmd::migrate::parse_size(s).map(|n| n as u64).map_err(|e| e.to_string())
 }
 
 /// A positive duration as `--checkpoint-interval` takes it (`30s`, `5 min`, `500ms`; a bare
