@@ -11,6 +11,8 @@
 //! * [`find_snapshots`] and [`latest_checkpoint`]: what lies under a directory;
 //! * [`describe`]: what a snapshot holds, from `_metadata` alone (operators, states, types,
 //!   sizes, format, changelog summary), as a [`Description`] a tool renders;
+//! * [`EntryCursor`] ([`cursor`]): one keyed state's entries, seekable and filtered, read
+//!   as a walk, as pages or by search, a damaged key group reported and skipped;
 //! * [`diff`]: the differences between any two snapshots, streamed to a sink key group by key
 //!   group (design `docs/design/0007-diff.md`).
 //!
@@ -21,6 +23,7 @@
 //! backend, at any parallelism): `cargo run -p statekit-snapshot --example restore_any -- PATH UID`.
 
 mod backend;
+pub mod cursor;
 pub mod describe;
 pub mod diff;
 mod error;
@@ -29,6 +32,7 @@ pub mod verify;
 mod views;
 
 pub use backend::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom};
+pub use cursor::{CursorError, EntryCursor, EntryFilter, KeyedEntries};
 pub use describe::{describe, Description};
 pub use error::SnapshotError;
 pub use find::{
