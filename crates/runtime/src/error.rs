@@ -129,11 +129,52 @@ impl RuntimeError {
             RuntimeError::Snapshot(e) => e.kind(),
             RuntimeError::Changelog(e) => e.kind(),
             RuntimeError::Storage(e) => e.kind(),
-            // The job's own error: its chain is the job's to classify.
+            // The job's own error: a runtime error inside, or the first statekit error of its
+            // chain, tells.
             RuntimeError::Job(e) => match e.downcast_ref::<RuntimeError>() {
                 Some(r) => r.kind(),
-                None => ErrorKind::Internal,
+                None => ErrorKind::of_dyn(e.as_ref()),
             },
         }
+    }
+}
+
+impl statekit_core::HasErrorKind for RuntimeError {
+    fn kind(&self) -> ErrorKind {
+        RuntimeError::kind(self)
+    }
+}
+
+impl From<RuntimeError> for StateError {
+    /// A runtime error where a backend's error is expected (a job's state code calling the
+    /// runtime): the state error itself when it is one, else boxed with its kind.
+    fn from(e: RuntimeError) -> Self {
+        match e {
+            RuntimeError::State(s) => s,
+            other => StateError::Other(Box::new(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_follow_the_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let failed = RuntimeError::CheckpointFailed {
+            id: 3,
+            source: Box::new(RuntimeError::io("cannot open x")(io)),
+        };
+        assert_eq!(failed.kind(), ErrorKind::NotFound);
+        assert_eq!(failed.to_string(), "checkpoint 3 failed");
+        assert_eq!(
+            RuntimeError::job(RuntimeError::NativeNeedsRocksDb).kind(),
+            ErrorKind::Caller
+        );
+        assert_eq!(RuntimeError::job("a job's own failure").kind(), ErrorKind::Internal);
+        let boxed: StateError = RuntimeError::OffsetShape.into();
+        assert_eq!(boxed.kind(), ErrorKind::Corrupt);
     }
 }

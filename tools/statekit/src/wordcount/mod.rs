@@ -8,7 +8,7 @@
 //!
 //! A checkpoint N is taken between two records (so state, source offset and sink output are
 //! consistent, as with aligned barriers) by the runtime's [`CheckpointCoordinator`]:
-//! 1. *synchronous part* ([`job::Operators`]' [`Checkpointed::snapshot`]): every sink
+//! 1. *synchronous part* (`job::Operators`' [`Checkpointed::snapshot`]): every sink
 //!    pre-commits its open transaction, every backend freezes a copy-on-write view
 //!    ([`statekit_runtime::KeyedCut::take`]), operator state is copied;
 //! 2. *asynchronous part*: the views are written on background threads
