@@ -288,7 +288,7 @@ pub struct HashMapBackend {
     scheme: KeyGroupScheme,
     /// Flink's rule fixed to the states' key type (set when the first state registers);
     /// `None` under statekit's rule, which reuses the key hash.
-    flink_groups: Option<KeyGroupAssigner>,
+    flink_groups: Option<Box<KeyGroupAssigner>>,
     range: KeyGroupRange,
     /// `range.start()` and `range.len()`, for the per-operation range check.
     range_start: u32,
@@ -702,13 +702,13 @@ impl HashMapBackend {
         }
         let assigner = self.scheme.assigner(&descriptor.key_schema, self.max_parallelism);
         match &self.flink_groups {
-            None => self.flink_groups = Some(assigner),
-            Some(a) if *a == assigner => {}
+            None => self.flink_groups = Some(Box::new(assigner)),
+            Some(a) if **a == assigner => {}
             Some(_) => {
-                return Err(StateError::Incompatible(format!(
-                    "state {:?} has {} keys, but this backend's states are keyed by another type",
-                    descriptor.name, descriptor.key_schema
-                )))
+                return Err(StateError::Incompatible(statekit_core::Incompatibility::KeyType {
+                    state: descriptor.name.clone(),
+                    key_schema: descriptor.key_schema.clone(),
+                }))
             }
         }
         Ok(())
@@ -839,7 +839,8 @@ impl KeyedStateBackend for HashMapBackend {
             return Ok(h);
         }
         let h = StateHandle(
-            u32::try_from(self.states.len()).map_err(|_| StateError::Incompatible("too many states".into()))?,
+            u32::try_from(self.states.len())
+                .map_err(|_| StateError::Incompatible(statekit_core::Incompatibility::TooManyStates))?,
         );
         tracing::debug!(name = %descriptor.name, kind = %descriptor.kind, handle = h.0, "register state");
         self.names.insert(descriptor.name.clone(), h);
@@ -1196,7 +1197,8 @@ impl KeyedStateBackend for HashMapBackend {
             let start = self.range.start();
             let groups = self
                 .flink_groups
-                .clone()
+                .as_deref()
+                .cloned()
                 .unwrap_or_else(|| KeyGroupAssigner::statekit(self.max_parallelism));
             let states = &mut self.states;
             let mut count = 0usize;

@@ -27,8 +27,10 @@ pub mod cursor;
 pub mod describe;
 pub mod diff;
 mod error;
+mod family;
 mod find;
 pub mod verify;
+pub mod open;
 mod views;
 
 pub use backend::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom};
@@ -41,3 +43,4 @@ pub use find::{
 };
 pub use verify::{verify_location, verify_location_with, verify_path, verify_path_with, verify_reader, Verification};
 pub use views::{keyed_views, stored_as, StoredAs};
+pub use open::{Family, OpenOptions, Snapshot, SnapshotSource};
