@@ -374,7 +374,7 @@ pub enum InvalidRequest {
         /// The subtask that differs from the ones before.
         index: usize,
         /// How its state differs.
-        reason: String,
+        reason: statekit_core::Incompatibility,
     },
     /// An operator state of another mode in two subtasks.
     #[error("operator {uid:?}: operator state {state:?} is {first} in one subtask and {other} in subtask {index}")]

@@ -2,7 +2,8 @@
 //! library error reports.
 
 use crate::keygroup::KeyGroupRange;
-use crate::state::KeyedStateKind;
+use crate::schema::TypeSchema;
+use crate::state::{KeyedStateKind, OperatorStateMode};
 
 /// What kind of failure an error is, so an engine can act on it without matching messages
 /// (in the manner of slatedb's `ErrorKind`): every library error of statekit has a `kind()`.
@@ -121,6 +122,97 @@ fn kind_of_core(err: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     err.downcast_ref::<std::io::Error>().map(ErrorKind::of_io)
 }
 
+/// How a state registration (or a use of a state) does not fit the state registered before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Incompatibility {
+    /// Registered again as another kind.
+    #[error("state {state:?} is {now} but was registered as {registered}")]
+    Kind {
+        /// The state.
+        state: String,
+        /// Its kind now.
+        now: KeyedStateKind,
+        /// Its recorded kind.
+        registered: KeyedStateKind,
+    },
+    /// Registered again with another key, namespace or value schema.
+    #[error("state {state:?}: {part} schema {now} is not the recorded {recorded}")]
+    Schema {
+        /// The state.
+        state: String,
+        /// `key`, `namespace` or `value`.
+        part: &'static str,
+        /// The schema now.
+        now: TypeSchema,
+        /// The recorded schema.
+        recorded: TypeSchema,
+    },
+    /// Registered again with another map user-key schema.
+    #[error("state {state:?}: map user-key schema differs")]
+    UserKeySchema {
+        /// The state.
+        state: String,
+    },
+    /// Functions of another kind than the state's (a reduce function for a list state).
+    #[error("state {state:?} is a {kind} state and cannot take {functions} functions")]
+    Functions {
+        /// The state.
+        state: String,
+        /// Its kind.
+        kind: KeyedStateKind,
+        /// The functions given (`Reduce(..)`, `Aggregate(..)`).
+        functions: &'static str,
+    },
+    /// Keys of another type than the backend's other states, under a key-group scheme that
+    /// hashes them by type (Flink's).
+    #[error("state {state:?} has {key_schema} keys, but this backend's states are keyed by another type")]
+    KeyType {
+        /// The state.
+        state: String,
+        /// Its key schema.
+        key_schema: TypeSchema,
+    },
+    /// More states than handles.
+    #[error("too many states")]
+    TooManyStates,
+    /// An operator state registered again in another mode.
+    #[error("operator state {state:?} is {now} but was registered as {registered}")]
+    OperatorStateMode {
+        /// The state.
+        state: String,
+        /// Its mode now.
+        now: OperatorStateMode,
+        /// Its recorded mode.
+        registered: OperatorStateMode,
+    },
+    /// A list operation on an operator state that is not a list.
+    #[error("{state:?} is not a list state")]
+    NotAList {
+        /// The state.
+        state: String,
+    },
+    /// A broadcast operation on an operator state that is not broadcast.
+    #[error("{state:?} is not a broadcast state")]
+    NotBroadcast {
+        /// The state.
+        state: String,
+    },
+}
+
+impl Incompatibility {
+    /// What kind of failure this is: always the caller's.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Caller
+    }
+}
+
+impl HasErrorKind for Incompatibility {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Caller
+    }
+}
+
 /// Why a parallelism, max parallelism or subtask index does not fit.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -184,7 +276,7 @@ pub enum StateError {
     },
     /// A state was registered again with an incompatible descriptor.
     #[error("incompatible state registration: {0}")]
-    Incompatible(String),
+    Incompatible(Incompatibility),
     /// A reducing or aggregating state is used before its function was registered.
     #[error("state {0:?} has no reduce/aggregate function registered")]
     MissingFunction(String),

@@ -56,10 +56,11 @@ impl OperatorStateStore {
         if let Some(i) = self.states.iter().position(|(d, _)| d.name == desc.name) {
             let existing = &self.states[i].0;
             if existing.mode != desc.mode {
-                return Err(StateError::Incompatible(format!(
-                    "operator state {:?} is {} but was registered as {}",
-                    desc.name, desc.mode, existing.mode
-                )));
+                return Err(StateError::Incompatible(crate::Incompatibility::OperatorStateMode {
+                    state: desc.name.clone(),
+                    now: desc.mode,
+                    registered: existing.mode,
+                }));
             }
             return Ok(OperatorStateHandle(i as u32));
         }
@@ -82,7 +83,9 @@ impl OperatorStateStore {
     fn list_mut(&mut self, h: OperatorStateHandle) -> Result<&mut Vec<Vec<u8>>, StateError> {
         match self.states.get_mut(h.0 as usize) {
             Some((_, OperatorStateData::List(l))) => Ok(l),
-            Some((d, _)) => Err(StateError::Incompatible(format!("{:?} is not a list state", d.name))),
+            Some((d, _)) => Err(StateError::Incompatible(crate::Incompatibility::NotAList {
+                state: d.name.clone(),
+            })),
             None => Err(StateError::UnknownState(format!("operator state #{}", h.0))),
         }
     }
@@ -90,10 +93,9 @@ impl OperatorStateStore {
     fn map_mut(&mut self, h: OperatorStateHandle) -> Result<&mut BTreeMap<Vec<u8>, Vec<u8>>, StateError> {
         match self.states.get_mut(h.0 as usize) {
             Some((_, OperatorStateData::Broadcast(m))) => Ok(m),
-            Some((d, _)) => Err(StateError::Incompatible(format!(
-                "{:?} is not a broadcast state",
-                d.name
-            ))),
+            Some((d, _)) => Err(StateError::Incompatible(crate::Incompatibility::NotBroadcast {
+                state: d.name.clone(),
+            })),
             None => Err(StateError::UnknownState(format!("operator state #{}", h.0))),
         }
     }

@@ -289,12 +289,14 @@ impl StateDescriptor {
 
     /// Checks that a state registered again under the same name is compatible: same kind
     /// and schemas (TTL may change, as in Flink).
-    pub fn check_compatible(&self, other: &StateDescriptor) -> Result<(), String> {
+    pub fn check_compatible(&self, other: &StateDescriptor) -> Result<(), crate::Incompatibility> {
+        use crate::Incompatibility;
         if self.kind != other.kind {
-            return Err(format!(
-                "state {:?} is {} but was registered as {}",
-                self.name, other.kind, self.kind
-            ));
+            return Err(Incompatibility::Kind {
+                state: self.name.clone(),
+                now: other.kind,
+                registered: self.kind,
+            });
         }
         let pairs = [
             ("key", &self.key_schema, &other.key_schema),
@@ -303,14 +305,18 @@ impl StateDescriptor {
         ];
         for (what, a, b) in pairs {
             if a != b {
-                return Err(format!(
-                    "state {:?}: {what} schema {b} is not the recorded {a}",
-                    self.name
-                ));
+                return Err(Incompatibility::Schema {
+                    state: self.name.clone(),
+                    part: what,
+                    now: b.clone(),
+                    recorded: a.clone(),
+                });
             }
         }
         if self.user_key_schema != other.user_key_schema {
-            return Err(format!("state {:?}: map user-key schema differs", self.name));
+            return Err(Incompatibility::UserKeySchema {
+                state: self.name.clone(),
+            });
         }
         Ok(())
     }
@@ -368,20 +374,28 @@ impl StateFunctions {
         if fits {
             Ok(())
         } else {
-            Err(crate::StateError::Incompatible(format!(
-                "state {:?} is a {} state and cannot take {:?} functions",
-                desc.name, desc.kind, self
-            )))
+            Err(crate::StateError::Incompatible(crate::Incompatibility::Functions {
+                state: desc.name.clone(),
+                kind: desc.kind,
+                functions: self.name(),
+            }))
+        }
+    }
+}
+
+impl StateFunctions {
+    /// `None`, `Reduce(..)` or `Aggregate(..)` (also its `Debug` form).
+    fn name(&self) -> &'static str {
+        match self {
+            StateFunctions::None => "None",
+            StateFunctions::Reduce(_) => "Reduce(..)",
+            StateFunctions::Aggregate(_) => "Aggregate(..)",
         }
     }
 }
 
 impl fmt::Debug for StateFunctions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StateFunctions::None => "None",
-            StateFunctions::Reduce(_) => "Reduce(..)",
-            StateFunctions::Aggregate(_) => "Aggregate(..)",
-        })
+        f.write_str(self.name())
     }
 }

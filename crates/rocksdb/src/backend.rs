@@ -163,9 +163,12 @@ impl Store {
                 let files = crate::ingest::write_sorted(&opts.options, dir.clone(), opts.file_bytes, |f| {
                     cache.for_each_dirty(|s, k, v| f(s, k, v))
                 });
-                let flushed = flusher
-                    .join()
-                    .unwrap_or_else(|_| Err(RocksDbError::ThreadPanicked { thread: "memtable flush" }.into()));
+                let flushed = flusher.join().unwrap_or_else(|_| {
+                    Err(RocksDbError::ThreadPanicked {
+                        thread: "memtable flush",
+                    }
+                    .into())
+                });
                 (flushed, files)
             })
         });
@@ -636,10 +639,10 @@ impl RocksDbBackend {
         if self.states.is_empty() {
             self.groups = assigner;
         } else if self.groups != assigner {
-            return Err(StateError::Incompatible(format!(
-                "state {:?} has {} keys, but this backend's states are keyed by another type",
-                descriptor.name, descriptor.key_schema
-            )));
+            return Err(StateError::Incompatible(statekit_core::Incompatibility::KeyType {
+                state: descriptor.name.clone(),
+                key_schema: descriptor.key_schema.clone(),
+            }));
         }
         Ok(())
     }
@@ -1303,7 +1306,8 @@ impl KeyedStateBackend for RocksDbBackend {
             return Ok(h);
         }
         let h = StateHandle(
-            u32::try_from(self.states.len()).map_err(|_| StateError::Incompatible("too many states".into()))?,
+            u32::try_from(self.states.len())
+                .map_err(|_| StateError::Incompatible(statekit_core::Incompatibility::TooManyStates))?,
         );
         let store = self.store.as_mut().ok_or(RocksDbError::Disposed)?;
         store.add_cf(&descriptor.name)?;
