@@ -237,7 +237,7 @@ impl Watch for () {}
 pub enum CursorError {
     /// The snapshot's views could not be opened.
     #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
+    Snapshot(Box<SnapshotError>),
     /// Reading entries failed (not damage: an I/O error, a missing file, …).
     #[error(transparent)]
     State(#[from] StateError),
@@ -276,6 +276,12 @@ pub enum CursorError {
     /// The thread that reads pages ahead ended without saying why.
     #[error("the reader thread ended unexpectedly")]
     ReaderGone,
+}
+
+impl From<SnapshotError> for CursorError {
+    fn from(e: SnapshotError) -> Self {
+        CursorError::Snapshot(Box::new(e))
+    }
 }
 
 impl CursorError {
