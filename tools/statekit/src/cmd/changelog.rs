@@ -300,6 +300,37 @@ fn render_record(o: &Origin<'_>, kg: u32, rec: &Record<'_>, desc: Option<&StateD
     (text, j)
 }
 
+/// Lists the change records of a lone log file, in file order (a prepared spare has none);
+/// the file is checked whole first.
+fn dump_log_file_changes(
+    path: &Path,
+    filter: &ChangeFilter,
+    emit: &mut dyn FnMut(String, Json) -> Result<bool>,
+) -> Result<()> {
+    if unwritten_prepared(path)?.is_some() {
+        // A spare: no change records (yet).
+        return Ok(());
+    }
+    let reader = open_lone(path)?;
+    reader.verify().map_err(|e| anyhow!(problem_text(&e)))?;
+    let shown = path.display().to_string();
+    let mut declared: HashMap<(LogId, u32), StateDescriptor> = HashMap::new();
+    for e in reader.index() {
+        let data = reader.read(e).map_err(|e| anyhow!(problem_text(&e)))?;
+        let origin = Origin {
+            subtask: None,
+            file: &shown,
+            offset: e.offset,
+            log: e.log,
+            sqn: e.sqn,
+        };
+        if !for_each_listed(&data, &origin, filter, &mut declared, emit)? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 /// Lists the change records of a snapshot's tails in replay order (subtask by subtask, each
 /// tail in order, each change set's metadata first, then its key groups ascending), or of a
 /// lone log file in file order. Everything is decoded and checked before the first line is
@@ -314,28 +345,7 @@ pub fn dump_changes(
         if uid.is_some() {
             bail!("{}: a lone log file has no operators: drop --uid", path.display());
         }
-        if unwritten_prepared(path)?.is_some() {
-            // A spare: no change records (yet).
-            return Ok(());
-        }
-        let reader = open_lone(path)?;
-        reader.verify().map_err(|e| anyhow!(problem_text(&e)))?;
-        let shown = path.display().to_string();
-        let mut declared: HashMap<(LogId, u32), StateDescriptor> = HashMap::new();
-        for e in reader.index() {
-            let data = reader.read(e).map_err(|e| anyhow!(problem_text(&e)))?;
-            let origin = Origin {
-                subtask: None,
-                file: &shown,
-                offset: e.offset,
-                log: e.log,
-                sqn: e.sqn,
-            };
-            if !for_each_listed(&data, &origin, filter, &mut declared, emit)? {
-                return Ok(());
-            }
-        }
-        return Ok(());
+        return dump_log_file_changes(path, filter, emit);
     }
     let reader = super::open_reader(path, &Default::default())?;
     let m = reader.metadata();

@@ -188,111 +188,133 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
         .zip(&verified)
         .any(|(f, v)| status_word(f.complete, f.is_broken(), v.as_ref()) == status::BROKEN);
     if args.json {
-        let items: Vec<_> = found
-            .iter()
-            .zip(&verified)
-            .map(|(f, v)| {
-                json!({
-                    "status": status_word(f.complete, f.is_broken(), v.as_ref()),
-                    "verified": v.is_some(),
-                    "verify_problems": v.as_ref().and_then(|r| r.as_ref().err()).map(|e| e.lines().collect::<Vec<_>>()),
-                    "path": f.path.display().to_string(),
-                    "kind": f.meta.as_ref().map(|m| kind_name(m.kind)),
-                    "id": f.meta.as_ref().map(|m| m.checkpoint_id),
-                    "format": f.meta.as_ref().map(format_label),
-                    "timestamp_ms": f.meta.as_ref().map(|m| m.timestamp_ms),
-                    "time": f.meta.as_ref().map(|m| utc_time(m.timestamp_ms)),
-                    "bytes": f.bytes,
-                    "own_bytes": f.own_bytes,
-                    "dir_bytes": f.dir_bytes,
-                    "complete": f.complete,
-                    "problem": f.problem,
-                })
-            })
-            .chain(leftovers.iter().map(|l| {
-                json!({
-                    "status": status::LEFTOVER,
-                    "verified": false,
-                    "path": l.path.display().to_string(),
-                    "verify_problems": null,
-                    "kind": "leftover",
-                    "id": null,
-                    "format": null,
-                    "timestamp_ms": null,
-                    "time": null,
-                    "bytes": l.bytes,
-                    "own_bytes": l.bytes,
-                    "dir_bytes": l.bytes,
-                    "complete": false,
-                    "problem": LEFTOVER_PROBLEM,
-                })
-            }))
-            .collect();
-        outln!("{}", serde_json::to_string_pretty(&items)?);
+        ls_json(&found, &verified, &leftovers)?;
     } else {
-        outln!(
-            "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {:<12} PATH",
-            "KIND",
-            "ID",
-            "FORMAT",
-            "TIME (UTC)",
-            "BYTES",
-            "OWN BYTES",
-            "STATUS"
-        );
-        for (f, v) in found.iter().zip(&verified) {
-            let (kind, id, time) = match &f.meta {
-                Some(m) => (kind_name(m.kind), m.checkpoint_id.to_string(), utc_time(m.timestamp_ms)),
-                None => ("checkpoint", "-".to_string(), "-".to_string()),
-            };
-            let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
-            let status = status_word(f.complete, f.is_broken(), v.as_ref());
-            let status = status_cell(status);
-            outln!(
-                "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status} {}",
-                f.bytes,
-                f.own_bytes,
-                f.path.display()
-            );
-            if let Some(p) = &f.problem {
-                if f.is_broken() {
-                    outln!("{:<11} problem: {p}", "");
-                }
-            }
-            if let Some(Err(problems)) = v {
-                for p in problems.lines() {
-                    outln!("{:<11} problem: {p}", "");
-                }
-            }
-        }
-        for l in &leftovers {
-            let status = status_cell(status::LEFTOVER);
-            outln!(
-                "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {status} {}",
-                "leftover",
-                "-",
-                "-",
-                "-",
-                l.bytes,
-                l.bytes,
-                l.path.display()
-            );
-        }
-        if !leftovers.is_empty() {
-            outln!(
-                "{} leftover(s): {LEFTOVER_PROBLEM}; `statekit gc {base}` removes them",
-                leftovers.len()
-            );
-        }
-        if found.is_empty() && leftovers.is_empty() {
-            outln!("(no checkpoints or savepoints under {base})");
-        }
+        ls_text(&found, &verified, &leftovers, &base)?;
     }
     Ok(if args.verify && any_broken {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `ls --json`: one object per snapshot found (with its verification, when one ran), then
+/// one per leftover.
+fn ls_json(
+    found: &[statekit_snapshot::FoundSnapshot],
+    verified: &[Option<Result<(), String>>],
+    leftovers: &[statekit_core::temp::Leftover],
+) -> Result<()> {
+    let items: Vec<_> = found
+        .iter()
+        .zip(verified)
+        .map(|(f, v)| {
+            json!({
+                "status": status_word(f.complete, f.is_broken(), v.as_ref()),
+                "verified": v.is_some(),
+                "verify_problems": v.as_ref().and_then(|r| r.as_ref().err()).map(|e| e.lines().collect::<Vec<_>>()),
+                "path": f.path.display().to_string(),
+                "kind": f.meta.as_ref().map(|m| kind_name(m.kind)),
+                "id": f.meta.as_ref().map(|m| m.checkpoint_id),
+                "format": f.meta.as_ref().map(format_label),
+                "timestamp_ms": f.meta.as_ref().map(|m| m.timestamp_ms),
+                "time": f.meta.as_ref().map(|m| utc_time(m.timestamp_ms)),
+                "bytes": f.bytes,
+                "own_bytes": f.own_bytes,
+                "dir_bytes": f.dir_bytes,
+                "complete": f.complete,
+                "problem": f.problem,
+            })
+        })
+        .chain(leftovers.iter().map(|l| {
+            json!({
+                "status": status::LEFTOVER,
+                "verified": false,
+                "path": l.path.display().to_string(),
+                "verify_problems": null,
+                "kind": "leftover",
+                "id": null,
+                "format": null,
+                "timestamp_ms": null,
+                "time": null,
+                "bytes": l.bytes,
+                "own_bytes": l.bytes,
+                "dir_bytes": l.bytes,
+                "complete": false,
+                "problem": LEFTOVER_PROBLEM,
+            })
+        }))
+        .collect();
+    outln!("{}", serde_json::to_string_pretty(&items)?);
+    Ok(())
+}
+
+/// `ls`'s table: one row per snapshot found (and its problems), then one per leftover.
+fn ls_text(
+    found: &[statekit_snapshot::FoundSnapshot],
+    verified: &[Option<Result<(), String>>],
+    leftovers: &[statekit_core::temp::Leftover],
+    base: &statekit_core::location::Location,
+) -> Result<()> {
+    outln!(
+        "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {:<12} PATH",
+        "KIND",
+        "ID",
+        "FORMAT",
+        "TIME (UTC)",
+        "BYTES",
+        "OWN BYTES",
+        "STATUS"
+    );
+    for (f, v) in found.iter().zip(verified) {
+        let (kind, id, time) = match &f.meta {
+            Some(m) => (kind_name(m.kind), m.checkpoint_id.to_string(), utc_time(m.timestamp_ms)),
+            None => ("checkpoint", "-".to_string(), "-".to_string()),
+        };
+        let format = f.meta.as_ref().map(format_label).unwrap_or_else(|| "-".into());
+        let status = status_word(f.complete, f.is_broken(), v.as_ref());
+        let status = status_cell(status);
+        outln!(
+            "{kind:<11} {id:>6} {format:<15} {time:<20} {:>12} {:>12} {status} {}",
+            f.bytes,
+            f.own_bytes,
+            f.path.display()
+        );
+        if let Some(p) = &f.problem {
+            if f.is_broken() {
+                outln!("{:<11} problem: {p}", "");
+            }
+        }
+        if let Some(Err(problems)) = v {
+            for p in problems.lines() {
+                outln!("{:<11} problem: {p}", "");
+            }
+        }
+    }
+    for l in leftovers {
+        let status = status_cell(status::LEFTOVER);
+        outln!(
+            "{:<11} {:>6} {:<15} {:<20} {:>12} {:>12} {status} {}",
+            "leftover",
+            "-",
+            "-",
+            "-",
+            l.bytes,
+            l.bytes,
+            l.path.display()
+        );
+    }
+    if !leftovers.is_empty() {
+        outln!(
+            "{} leftover(s): {LEFTOVER_PROBLEM}; `statekit gc {base}` removes them",
+            leftovers.len()
+        );
+    }
+    if found.is_empty() && leftovers.is_empty() {
+        outln!("(no checkpoints or savepoints under {base})");
+    }
+    Ok(())
 }
 
 /// The words `ls` and the inspector use for a snapshot's status.
