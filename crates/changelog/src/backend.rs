@@ -608,12 +608,13 @@ pub fn restore_into(
     let mut readers: Vec<(KeyedFileReader, KeyGroupRange)> = Vec::new();
     for h in &overlapping {
         if h.max_parallelism != backend.max_parallelism() {
-            return Err(StateError::Restore(format!(
-                "subtask {}: changelog state of max parallelism {} into a backend of {}",
-                h.subtask,
-                h.max_parallelism,
-                backend.max_parallelism()
-            )));
+            return Err(StateError::Restore(
+                statekit_core::RestoreError::ChangelogMaxParallelism {
+                    subtask: h.subtask,
+                    snapshot: h.max_parallelism,
+                    backend: backend.max_parallelism(),
+                },
+            ));
         }
         let effective = h.key_groups.intersection(&range);
         for (part, file) in h.handle.materialized.iter().zip(&h.materialized) {
@@ -659,7 +660,7 @@ pub fn restore_into(
             &mut |p| {
                 Err(match p {
                     TailProblem::Open(e) | TailProblem::Read(e) => StateError::from(e),
-                    TailProblem::Mismatch(p) => StateError::Restore(p.to_string()),
+                    TailProblem::Mismatch(p) => crate::ChangelogError::TailMismatch(p).into(),
                 })
             },
             &mut |pos, kg, rec| {
@@ -740,12 +741,9 @@ fn apply(
         }
         Record::Change(c) => {
             debug_assert_ne!(kg, META_KEY_GROUP);
-            let h = *ids.get(&(log, c.state)).ok_or_else(|| {
-                StateError::Restore(format!(
-                    "a change of state {} that no metadata record declared",
-                    c.state
-                ))
-            })?;
+            let h = *ids
+                .get(&(log, c.state))
+                .ok_or_else(|| StateError::Restore(statekit_core::RestoreError::UndeclaredState { state: c.state }))?;
             if let (Some(clock), Some(t)) = (clock, c.time) {
                 clock.pin(t);
             }

@@ -82,6 +82,10 @@ pub enum ChangelogError {
         /// The next sequence number.
         next: u64,
     },
+    /// A restore met a log tail whose change set is not in its file as the checkpoint
+    /// references it.
+    #[error("cannot restore: {0}")]
+    TailMismatch(statekit_format::Problem),
     /// More consecutive materializations failed than allowed.
     #[error("{failures} consecutive materializations failed (state.changelog.max-failures-allowed = {allowed}); last: {last}")]
     MaterializationFailures {
@@ -186,7 +190,8 @@ impl ChangelogError {
             | ChangelogError::TruncatedBeforePersist { .. }
             | ChangelogError::PersistBelowTruncation { .. }
             | ChangelogError::PersistBeyondNext { .. }
-            | ChangelogError::MaterializationFailures { .. } => ErrorKind::Caller,
+            | ChangelogError::MaterializationFailures { .. }
+            | ChangelogError::TailMismatch(_) => ErrorKind::Caller,
             ChangelogError::UploaderThread(_) | ChangelogError::Upload { .. } => ErrorKind::Transient,
         }
     }

@@ -213,6 +213,282 @@ impl HasErrorKind for Incompatibility {
     }
 }
 
+/// Why restore input does not fit a backend ([`StateError::Restore`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// An entry that does not fit its state ([`crate::stream::check_entry_shape`]; boxed:
+    /// state results stay small).
+    #[error("{0}")]
+    Entry(Box<EntryProblem>),
+    /// A view of another max parallelism than the backend's.
+    #[error("view has max parallelism {view} but this backend has {backend}")]
+    MaxParallelism {
+        /// The view's.
+        view: u32,
+        /// The backend's.
+        backend: u32,
+    },
+    /// An entry in the data of another key group than its key's.
+    #[error("entry of key group {key_group} has a key that belongs to key group {actual}")]
+    ForeignKey {
+        /// The group it was filed under.
+        key_group: u32,
+        /// The group its key belongs to.
+        actual: u32,
+    },
+    /// An entry of a state index the view does not list.
+    #[error("entry of unknown state {state}")]
+    UnknownEntryState {
+        /// The entry's state index.
+        state: u32,
+    },
+    /// A map state's entry without its user key.
+    #[error("map state {state:?} entry without user key")]
+    NoUserKey {
+        /// The state.
+        state: String,
+    },
+    /// A state the backend has not registered (by its name).
+    #[error("state {state:?} is not registered")]
+    NotRegistered {
+        /// The state.
+        state: String,
+    },
+    /// A state index the backend has not registered.
+    #[error("state {state} is not registered")]
+    IndexNotRegistered {
+        /// The state index.
+        state: usize,
+    },
+    /// A native restore into a backend that already has states.
+    #[error("a native restore needs a fresh backend (states are already registered)")]
+    NotFresh,
+    /// A helper thread of the restore panicked (a bug).
+    #[error("a {thread} thread panicked")]
+    Panicked {
+        /// Which (`bulk-load`).
+        thread: &'static str,
+    },
+    /// One of the parallel file transfers failed without an error of its own.
+    #[error("a transfer failed")]
+    TransferFailed,
+    /// A file that changed since its checksum was taken.
+    #[error(
+        "{file}: CRC32 {crc:#010x} differs from {recorded:#010x}, taken when the file was written: it changed since"
+    )]
+    ChangedSinceWritten {
+        /// The file.
+        file: String,
+        /// Its CRC32 now.
+        crc: u32,
+        /// The CRC32 taken when it was written.
+        recorded: u32,
+    },
+    /// Native state of another backend.
+    #[error("subtask {subtask}: native state of backend {backend:?} cannot be read by the RocksDB backend")]
+    NativeBackend {
+        /// The subtask.
+        subtask: u32,
+        /// The backend that wrote it.
+        backend: String,
+    },
+    /// Native state of another layout.
+    #[error("subtask {subtask}: native layout {layout:?} is not {expected:?} (written by another statekit version?)")]
+    NativeLayout {
+        /// The subtask.
+        subtask: u32,
+        /// Its layout.
+        layout: String,
+        /// The layout this backend reads.
+        expected: &'static str,
+    },
+    /// Native or changelog state of another max parallelism.
+    #[error("subtask {subtask}: native state has max parallelism {snapshot} but the backend has {backend}")]
+    NativeMaxParallelism {
+        /// The subtask.
+        subtask: u32,
+        /// The state's.
+        snapshot: u32,
+        /// The backend's.
+        backend: u32,
+    },
+    /// A native handle without a `CURRENT` file.
+    #[error("subtask {subtask}: native handle lists no CURRENT file")]
+    NoCurrentFile {
+        /// The subtask.
+        subtask: u32,
+    },
+    /// A native file whose CRC32 is not the recorded one.
+    #[error("{file}: native file {name:?}: checksum mismatch: recorded {recorded:#010x}, computed {computed:#010x}")]
+    NativeChecksum {
+        /// The file, as its storage shows it.
+        file: String,
+        /// Its name in the handle.
+        name: String,
+        /// The recorded CRC32.
+        recorded: u32,
+        /// The CRC32 computed.
+        computed: u32,
+    },
+    /// A native file whose size is not the recorded one.
+    #[error("{file}: native file {name:?} has {size} bytes but _metadata records {recorded} ({})", if size < recorded { "truncated" } else { "trailing data" })]
+    NativeSize {
+        /// The file, as its storage shows it.
+        file: String,
+        /// Its name in the handle.
+        name: String,
+        /// Its size.
+        size: u64,
+        /// The recorded size.
+        recorded: u64,
+    },
+    /// An SST file whose size is not what was written.
+    #[error("SST file {}: {hashed} bytes hashed while writing it, but it has {size}", path.display())]
+    SstSize {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The bytes written.
+        hashed: u64,
+        /// Its size now.
+        size: u64,
+    },
+    /// A write without a database (a bug).
+    #[error("{what} without a database")]
+    NoDatabase {
+        /// `a write batch` or `an ingestion`.
+        what: &'static str,
+    },
+    /// No SST writer for a state (a bug).
+    #[error("no SST writer slot for state {state}")]
+    NoSstSlot {
+        /// The state index.
+        state: usize,
+    },
+    /// Changelog state of another max parallelism.
+    #[error("subtask {subtask}: changelog state of max parallelism {snapshot} into a backend of {backend}")]
+    ChangelogMaxParallelism {
+        /// The subtask.
+        subtask: u32,
+        /// The state's.
+        snapshot: u32,
+        /// The backend's.
+        backend: u32,
+    },
+    /// A change of a state no metadata record declared.
+    #[error("a change of state {state} that no metadata record declared")]
+    UndeclaredState {
+        /// The change's state id.
+        state: u32,
+    },
+    /// Two rows with one key (a state that holds one value per key).
+    #[error("state {state:?}, key group {key_group}: two rows for one key (key 0x{})", hex(key))]
+    DuplicateKey {
+        /// The state.
+        state: String,
+        /// The key group.
+        key_group: u32,
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// An operator state of another mode in two subtasks.
+    #[error("operator state {state:?} is {first} in one subtask and {other} in another")]
+    OperatorStateModes {
+        /// The state.
+        state: String,
+        /// Its mode in one.
+        first: OperatorStateMode,
+        /// Its mode in the other.
+        other: OperatorStateMode,
+    },
+}
+
+impl From<EntryProblem> for RestoreError {
+    fn from(e: EntryProblem) -> Self {
+        RestoreError::Entry(Box::new(e))
+    }
+}
+
+/// Lower-case hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl RestoreError {
+    /// What kind of failure this is: restore input that does not fit is the caller's
+    /// (a helper thread's panic is a bug).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RestoreError::Panicked { .. } => ErrorKind::Internal,
+            _ => ErrorKind::Caller,
+        }
+    }
+}
+
+impl HasErrorKind for RestoreError {
+    fn kind(&self) -> ErrorKind {
+        RestoreError::kind(self)
+    }
+}
+
+/// How an entry does not fit its state's descriptor.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryProblem {
+    /// A state index past the states.
+    #[error("entry names state index {index} but there are {states}")]
+    StateIndex {
+        /// The entry's state index.
+        index: u32,
+        /// How many states there are.
+        states: usize,
+    },
+    /// A user key on an entry of a state other than a map, or none on a map's.
+    #[error("state {state:?} ({kind}) entry {} a user key", if *has { "has" } else { "lacks" })]
+    UserKey {
+        /// The state.
+        state: String,
+        /// Its kind.
+        kind: KeyedStateKind,
+        /// Whether the entry has one.
+        has: bool,
+    },
+    /// A timestamp on an entry of a state without TTL, or none on a TTL'd state's.
+    #[error("state {state:?} entry {} a TTL timestamp", if *has { "has" } else { "lacks" })]
+    Timestamp {
+        /// The state.
+        state: String,
+        /// Whether the entry has one.
+        has: bool,
+    },
+    /// A part that does not decode by its schema.
+    #[error("state {state:?}: the {part} does not decode as {schema}: offset {}: {}", decode.offset, decode.reason)]
+    Undecodable {
+        /// The state.
+        state: String,
+        /// `key`, `namespace`, `user key` or `value`.
+        part: &'static str,
+        /// Its schema.
+        schema: TypeSchema,
+        /// The decoder's error (its offset in the part and reason; boxed: entry checks stay
+        /// small).
+        decode: Box<crate::schema::ValueDecodeError>,
+    },
+}
+
+impl EntryProblem {
+    /// What kind of failure this is: bytes that do not fit their state are corrupt.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Corrupt
+    }
+}
+
+impl HasErrorKind for EntryProblem {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Corrupt
+    }
+}
+
 /// Why a parallelism, max parallelism or subtask index does not fit.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -290,7 +566,7 @@ pub enum StateError {
     },
     /// Restore input does not fit this backend.
     #[error("cannot restore: {0}")]
-    Restore(String),
+    Restore(RestoreError),
     /// A snapshot or stream failed to read or write.
     #[error("snapshot I/O: {0}")]
     Snapshot(String),

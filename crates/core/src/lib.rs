@@ -30,7 +30,9 @@ pub mod stream;
 pub mod temp;
 
 pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
-pub use error::{ErrorKind, HasErrorKind, Incompatibility, KindedError, ParallelismError, StateError};
+pub use error::{
+    EntryProblem, ErrorKind, HasErrorKind, Incompatibility, KindedError, ParallelismError, RestoreError, StateError,
+};
 pub use keygroup::{
     key_group_for_key, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, DEFAULT_MAX_PARALLELISM,
     UPPER_BOUND_MAX_PARALLELISM,

@@ -172,10 +172,11 @@ pub fn redistribute(
         for (d, _) in &snap.states {
             match names.iter().find(|x| x.name == d.name) {
                 Some(existing) if existing.mode != d.mode => {
-                    return Err(StateError::Restore(format!(
-                        "operator state {:?} is {} in one subtask and {} in another",
-                        d.name, existing.mode, d.mode
-                    )))
+                    return Err(StateError::Restore(crate::RestoreError::OperatorStateModes {
+                        state: d.name.clone(),
+                        first: existing.mode,
+                        other: d.mode,
+                    }))
                 }
                 Some(_) => {}
                 None => names.push(d),

@@ -4,7 +4,7 @@
 //! ([`crate::KeyedStateBackend::restore`]); the savepoint format stores it; tools read it.
 //! Rescaling is a filter on key-group ranges.
 
-use crate::error::StateError;
+use crate::error::{EntryProblem, StateError};
 use crate::keygroup::KeyGroupRange;
 use crate::state::{KeyedStateKind, StateDescriptor};
 use std::cmp::Ordering;
@@ -103,37 +103,39 @@ pub fn key_prefix(key: &[u8]) -> u64 {
 
 /// Checks that an entry is consistent with the kind of its state (user key present exactly
 /// for maps, timestamp present exactly for TTL'd state).
-pub fn check_entry_shape(states: &[StateDescriptor], e: &Entry<'_>) -> Result<(), String> {
-    let desc = states
-        .get(e.state as usize)
-        .ok_or_else(|| format!("entry names state index {} but there are {}", e.state, states.len()))?;
+pub fn check_entry_shape(states: &[StateDescriptor], e: &Entry<'_>) -> Result<(), EntryProblem> {
+    let desc = entry_state(states, e)?;
     if (desc.kind == KeyedStateKind::Map) != e.user_key.is_some() {
-        return Err(format!(
-            "state {:?} ({}) entry {} a user key",
-            desc.name,
-            desc.kind,
-            if e.user_key.is_some() { "has" } else { "lacks" }
-        ));
+        return Err(EntryProblem::UserKey {
+            state: desc.name.clone(),
+            kind: desc.kind,
+            has: e.user_key.is_some(),
+        });
     }
     if desc.ttl.is_some() != e.timestamp.is_some() {
-        return Err(format!(
-            "state {:?} entry {} a TTL timestamp",
-            desc.name,
-            if e.timestamp.is_some() { "has" } else { "lacks" }
-        ));
+        return Err(EntryProblem::Timestamp {
+            state: desc.name.clone(),
+            has: e.timestamp.is_some(),
+        });
     }
     Ok(())
+}
+
+/// The descriptor of `e`'s state.
+fn entry_state<'s>(states: &'s [StateDescriptor], e: &Entry<'_>) -> Result<&'s StateDescriptor, EntryProblem> {
+    states.get(e.state as usize).ok_or(EntryProblem::StateIndex {
+        index: e.state,
+        states: states.len(),
+    })
 }
 
 /// Checks that every part of `e` (key, namespace, user key, value) decodes by its state's
 /// schemas ([`crate::decode_value`]), as a reader that renders values (`dump`) decodes them:
 /// what checksums cannot tell (bytes written wrong, or rewritten with their checksums). The
 /// error names the state, the part, the schema and the offset in the part.
-pub fn check_entry_values(states: &[StateDescriptor], e: &Entry<'_>) -> Result<(), String> {
-    let desc = states
-        .get(e.state as usize)
-        .ok_or_else(|| format!("entry names state index {} but there are {}", e.state, states.len()))?;
-    let part = |what: &str, schema: &crate::TypeSchema, bytes: &[u8]| {
+pub fn check_entry_values(states: &[StateDescriptor], e: &Entry<'_>) -> Result<(), EntryProblem> {
+    let desc = entry_state(states, e)?;
+    let part = |what: &'static str, schema: &crate::TypeSchema, bytes: &[u8]| {
         // The common large parts without building a value: top-level bytes take any bytes,
         // a top-level string any UTF-8.
         match schema {
@@ -141,12 +143,14 @@ pub fn check_entry_values(states: &[StateDescriptor], e: &Entry<'_>) -> Result<(
             crate::TypeSchema::Utf8 if std::str::from_utf8(bytes).is_ok() => return Ok(()),
             _ => {}
         }
-        crate::decode_value(schema, bytes).map(drop).map_err(|err| {
-            format!(
-                "state {:?}: the {what} does not decode as {schema}: offset {}: {}",
-                desc.name, err.offset, err.reason
-            )
-        })
+        crate::decode_value(schema, bytes)
+            .map(drop)
+            .map_err(|decode| EntryProblem::Undecodable {
+                state: desc.name.clone(),
+                part: what,
+                schema: schema.clone(),
+                decode: Box::new(decode),
+            })
     };
     part("key", &desc.key_schema, e.key)?;
     part("namespace", &desc.namespace_schema, e.namespace)?;

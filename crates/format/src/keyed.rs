@@ -108,14 +108,41 @@ fn header_body(max_parallelism: u32, range: KeyGroupRange, states: &[StateDescri
     b
 }
 
+/// A state list with one name twice.
+#[derive(Debug, thiserror::Error)]
+#[error("state name {name:?} appears twice")]
+struct DuplicateStateName {
+    name: String,
+}
+
 /// Checks what both writer and reader require of a state list.
-fn check_unique_names(states: &[StateDescriptor]) -> std::result::Result<(), String> {
+fn check_unique_names(states: &[StateDescriptor]) -> std::result::Result<(), DuplicateStateName> {
     for (i, d) in states.iter().enumerate() {
         if states.iter().take(i).any(|o| o.name == d.name) {
-            return Err(format!("state name {:?} appears twice", d.name));
+            return Err(DuplicateStateName { name: d.name.clone() });
         }
     }
     Ok(())
+}
+
+/// Why an entry may not follow the previous one of its key group.
+#[derive(Debug, thiserror::Error)]
+enum OrderProblem {
+    /// Before the previous entry in canonical order.
+    #[error("entry out of canonical order")]
+    OutOfOrder,
+    /// The same cell twice in a state that is not a list.
+    #[error("duplicate entry (same state, key, namespace and user key)")]
+    Duplicate,
+}
+
+/// Why an entry of a keyed file is wrong: its shape or values, or its place.
+#[derive(Debug, thiserror::Error)]
+enum EntryFault {
+    #[error("{0}")]
+    Entry(#[from] statekit_core::EntryProblem),
+    #[error("{0}")]
+    Order(#[from] OrderProblem),
 }
 
 /// Streams the view's entries for `range ∩ view.key_group_range()`, key group by key group,
@@ -500,10 +527,22 @@ impl RecordWriter {
         shapes: &[Shape],
     ) -> Result<()> {
         let Some(&shape) = shapes.get(e.state as usize) else {
-            return Err(self.bad(kg, check_entry_shape(states, e).err().unwrap_or_default()));
+            return Err(self.bad(
+                kg,
+                check_entry_shape(states, e)
+                    .err()
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+            ));
         };
         if shape.is_map != e.user_key.is_some() || shape.ttl != e.timestamp.is_some() {
-            return Err(self.bad(kg, check_entry_shape(states, e).err().unwrap_or_default()));
+            return Err(self.bad(
+                kg,
+                check_entry_shape(states, e)
+                    .err()
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+            ));
         }
         let mut same_prefix = false;
         if self.have_prev {
@@ -821,7 +860,7 @@ struct OrderChecker {
 
 impl OrderChecker {
     /// `Err(reason)` when `e` may not follow the previous entry.
-    fn check(&mut self, e: &Entry<'_>, shapes: &[Shape]) -> std::result::Result<(), String> {
+    fn check(&mut self, e: &Entry<'_>, shapes: &[Shape]) -> std::result::Result<(), OrderProblem> {
         let (mut key_eq, mut ns_eq) = (false, false);
         if self.have {
             let mut ord = e.state.cmp(&self.state);
@@ -842,9 +881,9 @@ impl OrderChecker {
                 };
             }
             match ord {
-                Ordering::Less => return Err("entry out of canonical order".into()),
+                Ordering::Less => return Err(OrderProblem::OutOfOrder),
                 Ordering::Equal if !shapes.get(e.state as usize).is_some_and(|s| s.is_list) => {
-                    return Err("duplicate entry (same state, key, namespace and user key)".into())
+                    return Err(OrderProblem::Duplicate)
                 }
                 _ => {}
             }
@@ -954,7 +993,7 @@ impl KeyedFileReader {
         }
         c.finish("header")?;
         check_unique_names(&states)
-            .map_err(|m| FormatError::corrupt(&file, layout.header_body_offset, "header.states", m))?;
+            .map_err(|m| FormatError::corrupt(&file, layout.header_body_offset, "header.states", m.to_string()))?;
         for s in &layout.sections {
             if !range.contains(s.id) || s.entries == 0 {
                 return Err(FormatError::corrupt(
@@ -1231,10 +1270,11 @@ impl KeyedFileReader {
         let mut index = 0u64;
         let t = self.read_section(s, dec, |e, len| {
             if let Err(m) = check_entry_shape(&self.states, e)
-                .and_then(|()| order.check(e, &self.shapes))
+                .map_err(EntryFault::from)
+                .and_then(|()| order.check(e, &self.shapes).map_err(EntryFault::from))
                 .and_then(|()| {
                     if values {
-                        check_entry_values(&self.states, e)
+                        check_entry_values(&self.states, e).map_err(EntryFault::from)
                     } else {
                         Ok(())
                     }

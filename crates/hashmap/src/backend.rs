@@ -757,9 +757,11 @@ fn ingest(st: &mut Registered, idx: usize, e: &Entry<'_>, now: i64) -> Result<()
             list.push(Cell::new(ts, e.value));
         }
         Tables::Map(t) => {
-            let user_key = e
-                .user_key
-                .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", st.desc.name)))?;
+            let user_key = e.user_key.ok_or_else(|| {
+                StateError::Restore(statekit_core::RestoreError::NoUserKey {
+                    state: st.desc.name.clone(),
+                })
+            })?;
             t[idx].put(&p, user_key, ts, e.value, st.desc.ttl.is_some());
         }
     }
@@ -1181,11 +1183,10 @@ impl KeyedStateBackend for HashMapBackend {
     fn restore(&mut self, views: &[&dyn KeyedStateView]) -> Result<(), StateError> {
         for view in views {
             if view.max_parallelism() != self.max_parallelism {
-                return Err(StateError::Restore(format!(
-                    "view has max parallelism {} but this backend has {}",
-                    view.max_parallelism(),
-                    self.max_parallelism
-                )));
+                return Err(StateError::Restore(statekit_core::RestoreError::MaxParallelism {
+                    view: view.max_parallelism(),
+                    backend: self.max_parallelism,
+                }));
             }
             let view_states = view.states().to_vec();
             let mapping = view_states
@@ -1205,7 +1206,7 @@ impl KeyedStateBackend for HashMapBackend {
             for kg in range {
                 let idx = (kg - start) as usize;
                 let _ = view.visit_key_group(kg, &mut |e| {
-                    check_entry_shape(&view_states, e).map_err(StateError::Restore)?;
+                    check_entry_shape(&view_states, e).map_err(|p| StateError::Restore(p.into()))?;
                     // Under Flink's rule for a key type statekit cannot hash, the entries
                     // keep the key groups they were given.
                     let actual = if groups.places_keys() {
@@ -1216,9 +1217,10 @@ impl KeyedStateBackend for HashMapBackend {
                         kg
                     };
                     if actual != kg {
-                        return Err(StateError::Restore(format!(
-                            "entry of key group {kg} has a key that belongs to key group {actual}"
-                        )));
+                        return Err(StateError::Restore(statekit_core::RestoreError::ForeignKey {
+                            key_group: kg,
+                            actual,
+                        }));
                     }
                     count += 1;
                     ingest(&mut states[mapping[e.state as usize].0 as usize], idx, e, now)?;

@@ -1022,9 +1022,7 @@ impl RocksDbBackend {
         reuse_restored_files: bool,
     ) -> Result<(), StateError> {
         if !self.states.is_empty() {
-            return Err(StateError::Restore(
-                "a native restore needs a fresh backend (states are already registered)".into(),
-            ));
+            return Err(StateError::Restore(statekit_core::RestoreError::NotFresh));
         }
         let overlapping: Vec<&ResolvedNativeHandle> = handles
             .iter()
@@ -1105,7 +1103,11 @@ impl RocksDbBackend {
             view.for_each_raw(part, |state, k, v| {
                 let s = names
                     .get(state)
-                    .ok_or_else(|| StateError::Restore(format!("state {state:?} is not registered")))?
+                    .ok_or_else(|| {
+                        StateError::Restore(statekit_core::RestoreError::NotRegistered {
+                            state: state.to_string(),
+                        })
+                    })?
                     .0 as usize;
                 store.batch(s, |cf| cf.put(&mut batch, k, v));
                 copied_keys += 1;
@@ -1705,11 +1707,10 @@ impl KeyedStateBackend for RocksDbBackend {
     fn restore(&mut self, views: &[&dyn KeyedStateView]) -> Result<(), StateError> {
         for view in views {
             if view.max_parallelism() != self.max_parallelism {
-                return Err(StateError::Restore(format!(
-                    "view has max parallelism {} but this backend has {}",
-                    view.max_parallelism(),
-                    self.max_parallelism
-                )));
+                return Err(StateError::Restore(statekit_core::RestoreError::MaxParallelism {
+                    view: view.max_parallelism(),
+                    backend: self.max_parallelism,
+                }));
             }
             let view_states = view.states().to_vec();
             let mapping = view_states
@@ -1810,7 +1811,7 @@ impl<'a> Loader<'a> {
                 b.states
                     .get(s)
                     .map(|r| (s, r.desc.clone()))
-                    .ok_or_else(|| StateError::Restore(format!("state {s} is not registered")))
+                    .ok_or_else(|| StateError::Restore(statekit_core::RestoreError::IndexNotRegistered { state: s }))
             })
             .collect::<Result<_, _>>()?;
         Ok(Loader {
@@ -1824,7 +1825,7 @@ impl<'a> Loader<'a> {
 
     /// Restores entry `e` of key group `kg` through `ingest`.
     fn load(&self, ingest: &mut Ingest<'_>, kg: u32, e: &statekit_core::Entry<'_>) -> Result<(), StateError> {
-        check_entry_shape(self.view_states, e).map_err(StateError::Restore)?;
+        check_entry_shape(self.view_states, e).map_err(|p| StateError::Restore(p.into()))?;
         // Under Flink's rule for a key type statekit cannot hash, entries keep their groups.
         let actual = if self.groups.places_keys() {
             self.groups
@@ -1834,12 +1835,15 @@ impl<'a> Loader<'a> {
             kg
         };
         if actual != kg {
-            return Err(StateError::Restore(format!(
-                "entry of key group {kg} has a key that belongs to key group {actual}"
-            )));
+            return Err(StateError::Restore(statekit_core::RestoreError::ForeignKey {
+                key_group: kg,
+                actual,
+            }));
         }
         let Some((s, desc)) = self.targets.get(e.state as usize) else {
-            return Err(StateError::Restore(format!("entry of unknown state {}", e.state)));
+            return Err(StateError::Restore(statekit_core::RestoreError::UnknownEntryState {
+                state: e.state,
+            }));
         };
         let s = *s;
         let ts = match desc.ttl {
@@ -1860,9 +1864,11 @@ impl<'a> Loader<'a> {
                 ingest.list_element(s, desc.ttl.is_some(), ts, e.value)
             }
             KeyedStateKind::Map => {
-                let user_key = e
-                    .user_key
-                    .ok_or_else(|| StateError::Restore(format!("map state {:?} entry without user key", desc.name)))?;
+                let user_key = e.user_key.ok_or_else(|| {
+                    StateError::Restore(statekit_core::RestoreError::NoUserKey {
+                        state: desc.name.clone(),
+                    })
+                })?;
                 layout.encode_map_key(&mut ingest.key, kg, e.key, e.namespace, user_key);
                 ingest.put_value(s, ts, e.value)
             }
@@ -1927,8 +1933,11 @@ impl RocksDbBackend {
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(StateError::Restore("a bulk-load thread panicked".into())))
+                    h.join().unwrap_or_else(|_| {
+                        Err(StateError::Restore(statekit_core::RestoreError::Panicked {
+                            thread: "bulk-load",
+                        }))
+                    })
                 })
                 .collect()
         });

@@ -136,12 +136,11 @@ impl Open<'_> {
             .metadata()
             .map_err(|e| StateError::io(format!("stat {}", self.path.display()), e))?;
         if md.len() != self.hashed {
-            return Err(StateError::Restore(format!(
-                "SST file {}: {} bytes hashed while writing it, but it has {}",
-                self.path.display(),
-                self.hashed,
-                md.len()
-            )));
+            return Err(StateError::Restore(statekit_core::RestoreError::SstSize {
+                path: self.path.clone(),
+                hashed: self.hashed,
+                size: md.len(),
+            }));
         }
         Ok(SstFile {
             state,
@@ -294,9 +293,9 @@ impl<'s> Ingest<'s> {
     fn write(&mut self, s: usize, op: Op, key: &[u8], val: &[u8]) -> Result<(), StateError> {
         match &mut self.sink {
             Sink::Batch(batch) => {
-                let store = self
-                    .store
-                    .ok_or_else(|| StateError::Restore("a write batch without a database".into()))?;
+                let store = self.store.ok_or_else(|| {
+                    StateError::Restore(statekit_core::RestoreError::NoDatabase { what: "a write batch" })
+                })?;
                 store.batch(s, |cf| match op {
                     Op::Put => cf.put(batch, key, val),
                     Op::Merge => cf.merge(batch, key, val),
@@ -322,7 +321,7 @@ impl<'s> Ingest<'s> {
         self.flush_list()?;
         let store = self
             .store
-            .ok_or_else(|| StateError::Restore("an ingestion without a database".into()))?;
+            .ok_or_else(|| StateError::Restore(statekit_core::RestoreError::NoDatabase { what: "an ingestion" }))?;
         let result = match std::mem::replace(&mut self.sink, Sink::Batch(WriteBatch::default())) {
             Sink::Batch(batch) => store.write(batch).map(|()| 0),
             Sink::Files(files) => files.ingest(store),
@@ -433,7 +432,7 @@ impl<'s> Files<'s> {
         let slot = self
             .open
             .get_mut(s)
-            .ok_or_else(|| StateError::Restore(format!("no SST writer slot for state {s}")))?;
+            .ok_or_else(|| StateError::Restore(statekit_core::RestoreError::NoSstSlot { state: s }))?;
         if slot.is_none() {
             let path = self.dir.join(format!("{s}-{}.sst", self.created));
             self.created += 1;

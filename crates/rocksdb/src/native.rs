@@ -18,7 +18,7 @@ use crate::layout::KeyLayout;
 use crate::options::RocksDbOptions;
 use crate::snapshot::{corrupt, visit_state, SliceCursor};
 use statekit_core::storage::Storage;
-use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, StateDescriptor, StateError};
+use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, RestoreError, StateDescriptor, StateError};
 use statekit_format::{
     FileRef, FileScope, NativeFile, NativeKeyedHandle, NativeStats, NativeTarget, ResolvedNativeFile,
     ResolvedNativeHandle,
@@ -216,9 +216,11 @@ fn upload_file(
     let mut out = storage.create(path).map_err(storage_err)?;
     let (_, crc) = stream_crc(&mut input, &from, Some(&mut out), &storage.describe(path))?;
     if let Some(k) = known.filter(|k| *k != crc) {
-        return Err(StateError::Restore(format!(
-            "{from}: CRC32 {crc:#010x} differs from {k:#010x}, taken when the file was written: it changed since"
-        )));
+        return Err(StateError::Restore(RestoreError::ChangedSinceWritten {
+            file: from,
+            crc,
+            recorded: k,
+        }));
     }
     let size = out.commit().map_err(storage_err)?;
     Ok((size, crc))
@@ -459,28 +461,29 @@ pub fn write_native(
 pub(crate) fn check_handle(handle: &ResolvedNativeHandle, max_parallelism: u32) -> Result<(), StateError> {
     let h = &handle.handle;
     if h.backend != BACKEND_NAME {
-        return Err(StateError::Restore(format!(
-            "subtask {}: native state of backend {:?} cannot be read by the RocksDB backend",
-            handle.subtask, h.backend
-        )));
+        return Err(StateError::Restore(RestoreError::NativeBackend {
+            subtask: handle.subtask,
+            backend: h.backend.clone(),
+        }));
     }
     if h.layout != LAYOUT_NAME {
-        return Err(StateError::Restore(format!(
-            "subtask {}: native layout {:?} is not {LAYOUT_NAME:?} (written by another statekit version?)",
-            handle.subtask, h.layout
-        )));
+        return Err(StateError::Restore(RestoreError::NativeLayout {
+            subtask: handle.subtask,
+            layout: h.layout.clone(),
+            expected: LAYOUT_NAME,
+        }));
     }
     if handle.max_parallelism != max_parallelism {
-        return Err(StateError::Restore(format!(
-            "subtask {}: native state has max parallelism {} but the backend has {max_parallelism}",
-            handle.subtask, handle.max_parallelism
-        )));
+        return Err(StateError::Restore(RestoreError::NativeMaxParallelism {
+            subtask: handle.subtask,
+            snapshot: handle.max_parallelism,
+            backend: max_parallelism,
+        }));
     }
     if !h.files.iter().any(|f| f.name == "CURRENT") {
-        return Err(StateError::Restore(format!(
-            "subtask {}: native handle lists no CURRENT file",
-            handle.subtask
-        )));
+        return Err(StateError::Restore(RestoreError::NoCurrentFile {
+            subtask: handle.subtask,
+        }));
     }
     Ok(())
 }
@@ -504,10 +507,12 @@ fn copy_checked(f: &ResolvedNativeFile, dst: &Path) -> Result<(), StateError> {
 
 fn check_crc_value(f: &ResolvedNativeFile, shown: &str, crc: u32) -> Result<(), StateError> {
     if crc != f.file.crc32 {
-        return Err(StateError::Restore(format!(
-            "{shown}: native file {:?}: checksum mismatch: recorded {:#010x}, computed {crc:#010x}",
-            f.file.name, f.file.crc32
-        )));
+        return Err(StateError::Restore(RestoreError::NativeChecksum {
+            file: shown.to_string(),
+            name: f.file.name.clone(),
+            recorded: f.file.crc32,
+            computed: crc,
+        }));
     }
     Ok(())
 }
@@ -520,16 +525,12 @@ fn check_crc(f: &ResolvedNativeFile, shown: &str, path: &Path) -> Result<(), Sta
 
 fn check_size(f: &ResolvedNativeFile, shown: &str, size: u64) -> Result<(), StateError> {
     if size != f.file.file.size {
-        return Err(StateError::Restore(format!(
-            "{shown}: native file {:?} has {size} bytes but _metadata records {} ({})",
-            f.file.name,
-            f.file.file.size,
-            if size < f.file.file.size {
-                "truncated"
-            } else {
-                "trailing data"
-            }
-        )));
+        return Err(StateError::Restore(RestoreError::NativeSize {
+            file: shown.to_string(),
+            name: f.file.name.clone(),
+            size,
+            recorded: f.file.file.size,
+        }));
     }
     Ok(())
 }
@@ -617,7 +618,7 @@ fn in_parallel<T: Sync, R: Send>(
         if let Some(Some(Err(e))) = results.into_iter().nth(pos) {
             return Err(e);
         }
-        return Err(StateError::Restore("a transfer failed".into()));
+        return Err(StateError::Restore(RestoreError::TransferFailed));
     }
     Ok(results.into_iter().flatten().flatten().collect())
 }

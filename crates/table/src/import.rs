@@ -1084,10 +1084,11 @@ impl KeyedStateView for UniqueView<'_> {
                 if let Some((s, k, n, u)) = &last {
                     if *s == e.state && k == e.key && n == e.namespace && u.as_deref() == e.user_key {
                         let name = states.get(e.state as usize).map_or("?", |d| d.name.as_str());
-                        return Err(StateError::Restore(format!(
-                            "state {name:?}, key group {key_group}: two rows for one key (key 0x{})",
-                            e.key.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                        )));
+                        return Err(StateError::Restore(statekit_core::RestoreError::DuplicateKey {
+                            state: name.to_string(),
+                            key_group,
+                            key: e.key.to_vec(),
+                        }));
                     }
                 }
                 last = Some((
