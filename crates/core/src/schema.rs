@@ -480,6 +480,21 @@ pub fn decode_value(schema: &TypeSchema, bytes: &[u8]) -> Result<Value, ValueDec
     Ok(v)
 }
 
+/// A value whose counts claim more than its bytes can hold (the reason of a
+/// [`ValueDecodeError`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "decodes to more than {limit} bytes ({}x its {encoded} encoded bytes, plus {}): implausible counts",
+    crate::limits::MAX_EXPANSION,
+    crate::limits::VALUE_BUDGET_SLACK
+)]
+struct Implausible {
+    /// The value's budget.
+    limit: u64,
+    /// Its encoded bytes.
+    encoded: usize,
+}
+
 /// What a value being decoded may still take ([`crate::limits::value_budget`]).
 struct Budget {
     left: u64,
@@ -489,15 +504,12 @@ struct Budget {
 
 impl Budget {
     /// Charges `cost`; the error reason when the budget is exhausted.
-    fn charge(&mut self, cost: u64) -> Result<(), String> {
+    fn charge(&mut self, cost: u64) -> Result<(), Implausible> {
         if cost > self.left {
-            return Err(format!(
-                "decodes to more than {} bytes ({}x its {} encoded bytes, plus {}): implausible counts",
-                self.limit,
-                crate::limits::MAX_EXPANSION,
-                self.encoded,
-                crate::limits::VALUE_BUDGET_SLACK
-            ));
+            return Err(Implausible {
+                limit: self.limit,
+                encoded: self.encoded,
+            });
         }
         self.left -= cost;
         Ok(())
@@ -521,7 +533,9 @@ fn decode_at(
     if depth > MAX_SCHEMA_DEPTH {
         return Err(err(*pos, "schema nested too deeply"));
     }
-    budget.charge(VALUE_NODE_BYTES).map_err(|why| err(*pos, &why))?;
+    budget
+        .charge(VALUE_NODE_BYTES)
+        .map_err(|why| err(*pos, &why.to_string()))?;
     let take = |pos: &mut usize, n: usize| -> Result<&[u8], ValueDecodeError> {
         let start = *pos;
         let end = start.checked_add(n).filter(|e| *e <= buf.len()).ok_or_else(|| {
@@ -551,7 +565,9 @@ fn decode_at(
             };
             let at = *pos;
             let raw = take(pos, n)?;
-            budget.charge(raw.len() as u64).map_err(|why| err(at, &why))?;
+            budget
+                .charge(raw.len() as u64)
+                .map_err(|why| err(at, &why.to_string()))?;
             if matches!(schema, TypeSchema::Utf8) {
                 Value::Str(
                     std::str::from_utf8(raw)
@@ -587,7 +603,7 @@ fn decode_at(
             }
             let nodes = n.saturating_mul(VALUE_NODE_BYTES);
             if nodes > budget.left {
-                let why = budget.charge(nodes).err().unwrap_or_default();
+                let why = budget.charge(nodes).err().map(|e| e.to_string()).unwrap_or_default();
                 return Err(err(at, &format!("count {n}: {why}")));
             }
             let cap = usize::try_from(n).unwrap_or(usize::MAX).min(left.max(1));

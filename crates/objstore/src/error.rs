@@ -74,12 +74,12 @@ pub(crate) fn check_len(url: &str, got: usize, range: &std::ops::Range<u64>) -> 
 }
 
 /// A failure of the client itself (its runtime, a spawned task), for `url`.
-pub(crate) fn client_error(url: &str, message: String) -> StorageError {
+pub(crate) fn client_error(url: &str, message: impl std::fmt::Display) -> StorageError {
     StorageError::Remote {
         path: url.to_string(),
         status: None,
         transient: false,
-        message,
+        message: message.to_string(),
     }
 }
 

@@ -27,20 +27,27 @@ pub(crate) fn runtime() -> Option<&'static tokio::runtime::Runtime> {
         .as_ref()
 }
 
+/// Why a request could not run to its end on the object store runtime.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BlockOnError {
+    /// The runtime did not start (its error was logged).
+    #[error("the object store runtime could not be started")]
+    NoRuntime,
+    /// The request panicked.
+    #[error("an object store request panicked")]
+    Panicked,
+}
+
 /// Runs `f` to completion from synchronous code. Called from inside a tokio runtime (an
 /// engine's async task), it runs on a scoped thread so the runtime is not blocked re-entrantly.
-pub(crate) fn block_on<F>(f: F) -> Result<F::Output, String>
+pub(crate) fn block_on<F>(f: F) -> Result<F::Output, BlockOnError>
 where
     F: Future + Send,
     F::Output: Send,
 {
-    let rt = runtime().ok_or_else(|| "the object store runtime could not be started".to_string())?;
+    let rt = runtime().ok_or(BlockOnError::NoRuntime)?;
     if tokio::runtime::Handle::try_current().is_ok() {
-        std::thread::scope(|s| {
-            s.spawn(|| rt.block_on(f))
-                .join()
-                .map_err(|_| "an object store request panicked".to_string())
-        })
+        std::thread::scope(|s| s.spawn(|| rt.block_on(f)).join().map_err(|_| BlockOnError::Panicked))
     } else {
         Ok(rt.block_on(f))
     }

@@ -55,7 +55,7 @@ impl ObjectWriter {
                 .map_err(|e| storage_error(&self.url, e))?;
             self.upload = Some(WriteMultipart::new_with_chunk_size(up, self.part_size));
         }
-        let rt = runtime().ok_or_else(|| client_error(&self.url, "no runtime".into()))?;
+        let rt = runtime().ok_or_else(|| client_error(&self.url, "no runtime"))?;
         let data = bytes::Bytes::from(std::mem::take(&mut self.buf));
         let parts = data.len().div_ceil(self.part_size.max(1)) as u64;
         let concurrency = self.concurrency;
@@ -109,7 +109,7 @@ impl StorageWriter for ObjectWriter {
                 if !rest.is_empty() {
                     self.stats.parts.fetch_add(1, Ordering::Relaxed);
                 }
-                let rt = runtime().ok_or_else(|| client_error(&url, "no runtime".into()))?;
+                let rt = runtime().ok_or_else(|| client_error(&url, "no runtime"))?;
                 {
                     let _guard = rt.enter();
                     up.put(rest);
