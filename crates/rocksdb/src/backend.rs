@@ -408,10 +408,9 @@ impl Store {
                     .create_cf(name, opts)
                     .map_err(db_err(format!("create column family {name:?}")))?;
             }
-            let cf = inner
-                .db
-                .cf_handle(name)
-                .ok_or_else(|| RocksDbError::Corrupt(format!("column family {name:?} vanished")))?;
+            let cf = inner.db.cf_handle(name).ok_or_else(|| {
+                RocksDbError::from(crate::error::Corruption::ColumnFamilyVanished { name: name.to_string() })
+            })?;
             cfs.push(cf);
             Ok(())
         })
@@ -1061,10 +1060,10 @@ impl RocksDbBackend {
                 .iter()
                 .find(|n| *n != rocksdb::DEFAULT_COLUMN_FAMILY_NAME && !descs.iter().any(|d| &d.name == *n))
             {
-                return Err(RocksDbError::Corrupt(format!(
-                    "subtask {}: column family {n:?} has no state descriptor in _metadata",
-                    base.subtask
-                ))
+                return Err(RocksDbError::from(crate::error::Corruption::NoDescriptor {
+                    subtask: base.subtask,
+                    column_family: n.to_string(),
+                })
                 .into());
             }
         }

@@ -30,7 +30,7 @@
 //! list with TTL) and combines segments by concatenating them.
 #![deny(clippy::indexing_slicing)]
 
-use crate::error::RocksDbError;
+use crate::error::{Corruption, RocksDbError};
 use statekit_core::StateError;
 
 /// The terminator written after an escaped key or namespace.
@@ -40,8 +40,8 @@ const ESCAPED_ZERO: [u8; 2] = [0x00, 0xFF];
 /// Length of a TTL timestamp prefix.
 pub const TIMESTAMP_BYTES: usize = 8;
 
-fn corrupt(what: impl Into<String>) -> StateError {
-    RocksDbError::Corrupt(what.into()).into()
+fn corrupt(what: Corruption) -> StateError {
+    RocksDbError::from(what).into()
 }
 
 /// The key layout of one backend: the width of the key-group prefix.
@@ -131,13 +131,11 @@ impl KeyLayout {
             raw.split_first_chunk::<2>()
                 .map(|(kg, rest)| (u32::from(u16::from_be_bytes(*kg)), rest))
         };
-        let (key_group, rest) =
-            prefix.ok_or_else(|| corrupt(format!("key of {} bytes has no key-group prefix", raw.len())))?;
+        let (key_group, rest) = prefix.ok_or_else(|| corrupt(Corruption::NoKeyGroupPrefix { len: raw.len() }))?;
         out.key_group = key_group;
-        let rest =
-            take_escaped(rest, &mut out.key).ok_or_else(|| corrupt("key part of a stored key is not terminated"))?;
+        let rest = take_escaped(rest, &mut out.key).ok_or_else(|| corrupt(Corruption::Unterminated { part: "key" }))?;
         let rest = take_escaped(rest, &mut out.namespace)
-            .ok_or_else(|| corrupt("namespace part of a stored key is not terminated"))?;
+            .ok_or_else(|| corrupt(Corruption::Unterminated { part: "namespace" }))?;
         out.user_key.clear();
         out.user_key.extend_from_slice(rest);
         Ok(())
@@ -222,10 +220,7 @@ pub fn split_value(raw: &[u8], stamped: bool) -> Result<(i64, &[u8]), StateError
         return Ok((0, raw));
     }
     let Some((ts, value)) = raw.split_first_chunk::<TIMESTAMP_BYTES>() else {
-        return Err(corrupt(format!(
-            "TTL value of {} bytes is shorter than its timestamp",
-            raw.len()
-        )));
+        return Err(corrupt(Corruption::ShortTtlValue { len: raw.len() }));
     };
     Ok((i64::from_be_bytes(*ts), value))
 }
@@ -258,10 +253,13 @@ impl<'a> ListElements<'a> {
         let mut len: u64 = 0;
         let mut shift = 0u32;
         loop {
-            let (&byte, rest) = self.rest.split_first().ok_or_else(|| corrupt("length is cut off"))?;
+            let (&byte, rest) = self
+                .rest
+                .split_first()
+                .ok_or_else(|| corrupt(Corruption::LengthCutOff))?;
             self.rest = rest;
             if shift >= 64 || (shift == 63 && byte > 1) {
-                return Err(corrupt("length overflows 64 bits"));
+                return Err(corrupt(Corruption::LengthOverflow));
             }
             len |= u64::from(byte & 0x7F) << shift;
             if byte & 0x80 == 0 {
@@ -275,7 +273,7 @@ impl<'a> ListElements<'a> {
         let mut ts = 0;
         if self.stamped {
             let Some((t, rest)) = self.rest.split_first_chunk::<TIMESTAMP_BYTES>() else {
-                return Err(corrupt("list element shorter than its timestamp"));
+                return Err(corrupt(Corruption::ShortElement));
             };
             ts = i64::from_be_bytes(*t);
             self.rest = rest;
@@ -284,7 +282,7 @@ impl<'a> ListElements<'a> {
         let (element, rest) = usize::try_from(len)
             .ok()
             .and_then(|l| self.rest.split_at_checked(l))
-            .ok_or_else(|| corrupt(format!("list element of {len} bytes runs past the value")))?;
+            .ok_or_else(|| corrupt(Corruption::ElementPastValue { len }))?;
         self.rest = rest;
         Ok((ts, element))
     }
@@ -407,15 +405,15 @@ pub struct ListOperand<'a> {
 
 /// Reads one list merge operand; returns it and what follows.
 fn take_operand(raw: &[u8]) -> Result<(ListOperand<'_>, &[u8]), StateError> {
-    let (&tag, after) = raw.split_first().ok_or_else(|| corrupt("empty list merge operand"))?;
+    let (&tag, after) = raw.split_first().ok_or_else(|| corrupt(Corruption::EmptyOperand))?;
     let mut elems = ListElements::new(after, false);
     let len = elems.take_len()?;
     let body = elems.rest;
     let (payload, next) = usize::try_from(len)
         .ok()
         .and_then(|l| body.split_at_checked(l))
-        .ok_or_else(|| corrupt("list merge operand runs past its end"))?;
-    let bad = || corrupt(format!("bad list merge operand (tag {tag}, {len} bytes)"));
+        .ok_or_else(|| corrupt(Corruption::OperandPastEnd))?;
+    let bad = || corrupt(Corruption::BadOperand { tag, len });
     let op = match tag {
         OPERAND_APPEND | OPERAND_APPEND_STAMPED => ListOperand {
             stamped: tag == OPERAND_APPEND_STAMPED,

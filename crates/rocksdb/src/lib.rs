@@ -51,7 +51,7 @@ mod tests;
 mod writeback;
 
 pub use backend::RocksDbBackend;
-pub use error::RocksDbError;
+pub use error::{Corruption, RocksDbError};
 pub use native::{
     verify_native, write_native, CutFile, NativeCut, NativeSnapshotView, NativeVerifyReport, NativeWritten,
     BACKEND_NAME, LAYOUT_NAME,

@@ -13,6 +13,7 @@
 //! * [`NativeSnapshotView`] reads a handle as the canonical entry stream without a database
 //!   open for writing (tools, conversion, verification).
 
+use crate::error::Corruption;
 use crate::error::RocksDbError;
 use crate::layout::KeyLayout;
 use crate::options::RocksDbOptions;
@@ -667,7 +668,7 @@ impl AsRef<[u8]> for BlobBytes {
 /// The file reader's error as a state error (damage, or what it does not read).
 fn files_err(subtask: u32, e: statekit_rocksdb_files::Error) -> StateError {
     match e.kind() {
-        statekit_rocksdb_files::ErrorKind::Corrupt => corrupt(format!("native snapshot of subtask {subtask}: {e}")),
+        statekit_rocksdb_files::ErrorKind::Corrupt => corrupt(Corruption::NativeFiles { subtask, error: e }),
         statekit_rocksdb_files::ErrorKind::Unsupported => {
             StateError::Snapshot(format!("native snapshot of subtask {subtask}: {e}"))
         }
@@ -713,10 +714,10 @@ impl NativeSnapshotView {
             .map_err(|e| files_err(subtask, e))?;
         for cf in db.column_families() {
             if cf.name != "default" && !handle.states.iter().any(|s| s.name == cf.name) {
-                return Err(RocksDbError::Corrupt(format!(
-                    "subtask {subtask}: column family {:?} has no state descriptor in _metadata",
-                    cf.name
-                ))
+                return Err(RocksDbError::from(Corruption::NoDescriptor {
+                    subtask,
+                    column_family: cf.name.clone(),
+                })
                 .into());
             }
         }
@@ -836,10 +837,12 @@ pub fn verify_native(
         check_size(f, &shown, blob.bytes().len() as u64)?;
         let crc = crc32fast::hash(blob.bytes());
         if crc != f.file.crc32 {
-            return Err(RocksDbError::Corrupt(format!(
-                "{shown}: native file {:?}: checksum mismatch: recorded {:#010x}, computed {crc:#010x}",
-                f.file.name, f.file.crc32
-            ))
+            return Err(RocksDbError::from(Corruption::NativeChecksum {
+                file: shown.clone(),
+                name: f.file.name.clone(),
+                recorded: f.file.crc32,
+                computed: crc,
+            })
             .into());
         }
         report.files += 1;
@@ -860,10 +863,12 @@ pub fn verify_native(
             .next();
         if let Some((k, _)) = outside {
             let kg = layout.decode(&k)?.key_group;
-            return Err(corrupt(format!(
-                "subtask {}: state {:?} holds key group {kg}, outside the subtask's range {range}",
-                handle.subtask, desc.name
-            )));
+            return Err(corrupt(Corruption::OutsideRange {
+                subtask: handle.subtask,
+                state: desc.name.clone(),
+                key_group: kg,
+                range,
+            }));
         }
     }
     // Every part decoded by its schema, as `dump` renders it (checksums cannot tell bytes
@@ -871,12 +876,12 @@ pub fn verify_native(
     let states = view.states.clone();
     let _ = view.visit_range(range, &mut |e| {
         report.entries += 1;
-        statekit_core::stream::check_entry_values(&states, e).map_err(|why| {
-            corrupt(format!(
-                "subtask {}: entry {} in key-group order: {why}",
-                handle.subtask,
-                report.entries - 1
-            ))
+        statekit_core::stream::check_entry_values(&states, e).map_err(|problem| {
+            corrupt(Corruption::Entry {
+                subtask: handle.subtask,
+                index: report.entries - 1,
+                problem,
+            })
         })?;
         Ok(ControlFlow::Continue(()))
     })?;

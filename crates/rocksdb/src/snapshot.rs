@@ -3,7 +3,7 @@
 
 use crate::backend::Ttl;
 use crate::db::{Db, OwnedSnapshot};
-use crate::error::{db_err, RocksDbError};
+use crate::error::{db_err, Corruption, RocksDbError};
 use crate::layout::{split_value, DecodedKey, KeyLayout, ListElements};
 use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions};
 use statekit_core::state::KeyedStateKind;
@@ -83,8 +83,8 @@ impl RocksDbSnapshot {
     }
 }
 
-pub(crate) fn corrupt(what: String) -> StateError {
-    RocksDbError::Corrupt(what).into()
+pub(crate) fn corrupt(what: Corruption) -> StateError {
+    RocksDbError::from(what).into()
 }
 
 impl KeyedStateView for RocksDbSnapshot {
@@ -110,10 +110,11 @@ impl KeyedStateView for RocksDbSnapshot {
         }
         self.snapshot.with_dependent(|inner, snap| {
             for (state, desc) in self.states.iter().enumerate() {
-                let cf = inner
-                    .db
-                    .cf_handle(&desc.name)
-                    .ok_or_else(|| corrupt(format!("no column family for state {:?}", desc.name)))?;
+                let cf = inner.db.cf_handle(&desc.name).ok_or_else(|| {
+                    corrupt(Corruption::NoColumnFamily {
+                        state: desc.name.clone(),
+                    })
+                })?;
                 let ro = key_group_read_options(self.layout, key_group);
                 let it = snap.raw_iterator_cf_opt(&cf, ro);
                 if visit_state(self.layout, key_group, state as u32, desc, self.now_ms, it, visitor)?.is_break() {
@@ -159,18 +160,18 @@ pub(crate) fn visit_state(
     while let Some((k, v)) = it.item() {
         layout.decode_into(k, &mut parts)?;
         if parts.key_group != key_group {
-            return Err(corrupt(format!(
-                "state {:?}: key of key group {} inside the range of key group {key_group}",
-                desc.name, parts.key_group
-            )));
+            return Err(corrupt(Corruption::ForeignKeyGroup {
+                state: desc.name.clone(),
+                found: parts.key_group,
+                key_group,
+            }));
         }
         if !is_map && !parts.user_key.is_empty() {
-            return Err(corrupt(format!(
-                "state {:?}: {} bytes after the namespace of a {} state's key",
-                desc.name,
-                parts.user_key.len(),
-                desc.kind
-            )));
+            return Err(corrupt(Corruption::BytesAfterNamespace {
+                state: desc.name.clone(),
+                len: parts.user_key.len(),
+                kind: desc.kind,
+            }));
         }
         let mut entry = Entry {
             state,
