@@ -647,3 +647,69 @@ impl StateError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error of a crate above this one, as a format reader's.
+    #[derive(Debug, thiserror::Error)]
+    #[error("damaged block")]
+    struct Damaged;
+
+    impl HasErrorKind for Damaged {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Corrupt
+        }
+    }
+
+    /// A wrapper whose cause is a boxed statekit error.
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading: {0}")]
+    struct Reading(#[source] StateError);
+
+    #[test]
+    fn a_boxed_error_keeps_its_kind_without_a_registry() {
+        let e = StateError::Other(Box::new(Damaged));
+        assert_eq!(e.kind(), ErrorKind::Corrupt);
+        assert_eq!(e.to_string(), "damaged block");
+        let StateError::Other(inner) = &e else { panic!("{e:?}") };
+        assert!(inner.downcast_ref::<Damaged>().is_some());
+        assert!(inner.is::<Damaged>());
+        assert!(!inner.is::<std::io::Error>());
+        // Found in a source chain too.
+        assert_eq!(ErrorKind::of_dyn(&Reading(e)), ErrorKind::Corrupt);
+        let io = std::io::Error::new(std::io::ErrorKind::TimedOut, "slow");
+        assert_eq!(ErrorKind::of_dyn(&io), ErrorKind::Transient);
+        assert_eq!(ErrorKind::of_dyn(&std::fmt::Error), ErrorKind::Internal);
+    }
+
+    #[test]
+    fn typed_causes_keep_their_messages() {
+        let e = StateError::InvalidParallelism(ParallelismError::SubtaskIndex {
+            index: 4,
+            parallelism: 4,
+        });
+        assert_eq!(
+            e.to_string(),
+            "invalid parallelism: subtask index 4 is not below parallelism 4"
+        );
+        assert_eq!(e.kind(), ErrorKind::Caller);
+        let e = StateError::Restore(RestoreError::DuplicateKey {
+            state: "s".into(),
+            key_group: 3,
+            key: vec![0x0a, 0xff],
+        });
+        assert_eq!(
+            e.to_string(),
+            "cannot restore: state \"s\", key group 3: two rows for one key (key 0x0aff)"
+        );
+        let e = EntryProblem::UserKey {
+            state: "m".into(),
+            kind: KeyedStateKind::Value,
+            has: true,
+        };
+        assert_eq!(e.to_string(), "state \"m\" (value) entry has a user key");
+        assert_eq!(StateError::Restore(e.into()).kind(), ErrorKind::Caller);
+    }
+}
