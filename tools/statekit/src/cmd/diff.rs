@@ -9,7 +9,7 @@ use statekit_checkpoint::SnapshotReader;
 use statekit_core::TypeSchema;
 use statekit_snapshot::diff::{
     describe_state, diff_snapshots, Change, DiffOptions, DiffSummary, Difference, DifferenceReport, FieldChange, Item,
-    KeyDetail, KeyDiff, MapEntryDiff, OperatorStateDiff, Side, SummaryReport,
+    KeyDetail, KeyDiff, MapEntryDiff, OperatorDiff, OperatorStateDiff, Side, StateDiff, SummaryReport,
 };
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -231,33 +231,18 @@ pub fn difference_cell(d: &Difference, part: usize, hex: bool) -> Option<DiffCel
     }
     Some(match d {
         Difference::Operator(o) => {
-            let mut what = match o.change {
+            let what = match o.change {
                 Change::Added => "operator added".to_string(),
                 Change::Removed => "operator removed".to_string(),
                 Change::Modified => fields_text(&o.fields),
             };
-            if o.layout_only() {
-                what.push_str(" — not a state difference");
-            }
-            if let Some(why) = &o.keyed_not_compared {
-                what.push_str(&format!("; keyed state not compared ({why})"));
-            }
             let sign = if o.layout_only() { '=' } else { o.change.sign() };
-            cells(sign, &o.uid, "", String::new(), what)
+            cells(sign, &o.uid, "", String::new(), what + &operator_notes(o))
         }
         Difference::State(s) => {
             let what = match s.change {
-                Change::Added => format!("added: {}", s.new.as_ref().map(describe_state).unwrap_or_default()),
-                Change::Removed => format!("removed: {}", s.old.as_ref().map(describe_state).unwrap_or_default()),
-                Change::Modified => format!(
-                    "{}{}",
-                    fields_text(&s.fields),
-                    if s.entries_compared {
-                        ""
-                    } else {
-                        " (entries not compared)"
-                    }
-                ),
+                Change::Added | Change::Removed => format!("{}: {}", s.change.name(), state_detail(s)),
+                Change::Modified => state_detail(s),
             };
             cells(s.change.sign(), &s.uid, &s.name, String::new(), what)
         }
@@ -328,6 +313,37 @@ pub fn difference_cell(d: &Difference, part: usize, hex: bool) -> Option<DiffCel
     })
 }
 
+/// What an operator difference adds after its changed properties: that only its layout
+/// changed, or why its keyed state was not compared.
+fn operator_notes(o: &OperatorDiff) -> String {
+    let mut t = String::new();
+    if o.layout_only() {
+        t.push_str(" — not a state difference");
+    }
+    if let Some(why) = &o.keyed_not_compared {
+        t.push_str(&format!("; keyed state not compared ({why})"));
+    }
+    t
+}
+
+/// A keyed-state difference after its name: the descriptor of an added or removed state,
+/// the changed properties of a modified one.
+fn state_detail(s: &StateDiff) -> String {
+    match s.change {
+        Change::Added => s.new.as_ref().map(describe_state).unwrap_or_default(),
+        Change::Removed => s.old.as_ref().map(describe_state).unwrap_or_default(),
+        Change::Modified => format!(
+            "{}{}",
+            fields_text(&s.fields),
+            if s.entries_compared {
+                ""
+            } else {
+                " (entries not compared)"
+            }
+        ),
+    }
+}
+
 /// What the header line of an operator-state difference says after the name.
 fn op_state_parts(s: &OperatorStateDiff) -> Option<String> {
     let mut parts = Vec::new();
@@ -390,37 +406,16 @@ pub fn difference_text(d: &Difference) -> Vec<String> {
             let mut t = format!("{} operator {:?}", o.change.sign(), o.uid);
             if o.change == Change::Modified {
                 t.push_str(&format!(": {}", fields_text(&o.fields)));
-                if o.layout_only() {
-                    t.push_str(" — not a state difference");
-                }
             }
-            if let Some(why) = &o.keyed_not_compared {
-                t.push_str(&format!("; keyed state not compared ({why})"));
-            }
-            vec![t]
+            vec![t + &operator_notes(o)]
         }
-        Difference::State(s) => {
-            let name = format!("{}/{}", s.uid, s.name);
-            vec![match s.change {
-                Change::Added => format!(
-                    "+ state {name}: {}",
-                    s.new.as_ref().map(describe_state).unwrap_or_default()
-                ),
-                Change::Removed => format!(
-                    "- state {name}: {}",
-                    s.old.as_ref().map(describe_state).unwrap_or_default()
-                ),
-                Change::Modified => format!(
-                    "~ state {name}: {}{}",
-                    fields_text(&s.fields),
-                    if s.entries_compared {
-                        ""
-                    } else {
-                        " (entries not compared)"
-                    }
-                ),
-            }]
-        }
+        Difference::State(s) => vec![format!(
+            "{} state {}/{}: {}",
+            s.change.sign(),
+            s.uid,
+            s.name,
+            state_detail(s)
+        )],
         Difference::OperatorState(s) => {
             let name = format!("{}/{}", s.uid, s.name);
             let (vs, ks) = op_schemas(s);
