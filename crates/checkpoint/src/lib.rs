@@ -33,7 +33,7 @@ pub use layout::{
     checkpoint_dir_name, new_job_id, new_savepoint_dir_name, parse_checkpoint_dir_name, DSTL_DIR, JOB_ID_HEX_LEN,
     SHARED_DIR, TASK_OWNED_DIR,
 };
-pub use reader::{resolve_snapshot_path, ReferencedFile, SnapshotReader};
+pub use reader::{resolve_snapshot_path, ReferencedFile, SnapshotReader, StoredMetadata};
 pub use registry::{Decision, RegistryError, RestoreMode, SharedStateRegistry};
 pub use store::{CheckpointListing, CheckpointStore, Cleanup, CompletedCheckpoint};
 pub use writer::SnapshotWriter;

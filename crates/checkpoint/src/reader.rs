@@ -288,26 +288,40 @@ impl SnapshotReader {
         flink: &statekit_flink::FlinkOpenOptions,
     ) -> Result<Self, CheckpointError> {
         use statekit_core::location::Location;
-        let (storage, path) = match location {
-            Location::Local(p) => return Self::open_impl(p, checked, flink),
-            Location::Stored { storage, path, .. } => (storage.clone(), path.clone()),
-        };
-        let dir = match path.rsplit_once('/') {
-            Some((d, METADATA_FILE_NAME)) => d.to_string(),
-            None if path == METADATA_FILE_NAME => String::new(),
-            _ => path,
-        };
-        // Shared files resolve against the enclosing directory (a checkpoint's job directory).
-        let job = dir.rsplit_once('/').map_or("", |(j, _)| j);
-        let job_dir = (!dir.is_empty()).then_some(job);
-        Self::open_stored(storage, &dir, job_dir, checked, false, flink).map_err(|e| match e {
-            CheckpointError::Format(statekit_format::FormatError::Storage(
-                statekit_core::storage::StorageError::NotFound(_),
-            )) => InvalidRequest::NoMetadata {
-                location: location.display().to_string(),
+        if let Location::Local(p) = location {
+            return Self::open_impl(p, checked, flink);
+        }
+        let m = StoredMetadata::fetch(location)?;
+        if statekit_flink::is_flink_metadata(m.blob.bytes()) {
+            return Self::open_stored(m.root.clone(), &m.dir, m.job_dir.as_deref(), checked, false, flink);
+        }
+        Self::from_stored_metadata(&m, checked)
+    }
+
+    /// The statekit snapshot whose `_metadata` [`StoredMetadata::fetch`] began to read (the
+    /// rest of it is fetched here: one request for a small file, as a whole read would be).
+    pub fn from_stored_metadata(m: &StoredMetadata, checked: bool) -> Result<Self, CheckpointError> {
+        m.fetch_all()?;
+        let file = m.storage.describe(METADATA_FILE_NAME);
+        let metadata = if checked {
+            let r = statekit_format::check_metadata(m.blob.bytes(), &file);
+            if r.is_err() {
+                statekit_core::storage::check_intact(m.blob.as_ref(), &file)
+                    .map_err(statekit_format::FormatError::from)?;
             }
-            .into(),
-            e => e,
+            r?
+        } else {
+            statekit_format::decode_metadata(m.blob.bytes(), &file)?
+        };
+        let mut resolver = FileResolver::new(m.storage.clone());
+        if let Some(j) = &m.job_dir {
+            resolver = resolver.with_job(Arc::new(SubdirStorage::new(m.root.clone(), j)?));
+        }
+        Ok(SnapshotReader {
+            storage: m.storage.clone(),
+            resolver,
+            metadata,
+            flink: None,
         })
     }
 
@@ -682,10 +696,104 @@ impl SnapshotReader {
                 files: r.files,
                 bytes: r.bytes,
                 entries: r.entries,
-                problems: r.problems.into_iter().map(flink_problem).collect(),
+                problems: r
+                    .problems
+                    .into_iter()
+                    .map(statekit_flink::FlinkError::into_problem)
+                    .collect(),
             });
         }
         Ok(verify_snapshot_files(&self.resolver)?)
+    }
+}
+
+/// The `_metadata` of a snapshot on a storage (an object store), its first bytes read — enough
+/// for a reader to tell which family of snapshot it is — with the storages its files resolve
+/// against.
+pub struct StoredMetadata {
+    /// The storage the location names.
+    pub root: Arc<dyn Storage>,
+    /// The snapshot directory inside `root` (`""`: its root).
+    pub dir: String,
+    /// The enclosing directory shared files resolve against (a checkpoint's job directory).
+    pub job_dir: Option<String>,
+    /// Storage rooted at the snapshot directory.
+    pub storage: Arc<dyn Storage>,
+    /// `_metadata`, opened by ranges: its first 4 bytes fetched.
+    pub blob: Arc<dyn statekit_core::storage::Blob>,
+}
+
+impl std::fmt::Debug for StoredMetadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredMetadata")
+            .field("metadata", &self.storage.describe(METADATA_FILE_NAME))
+            .field("job_dir", &self.job_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoredMetadata {
+    /// Opens the `_metadata` of the snapshot directory (or `_metadata` object) `location`
+    /// names and fetches its first 4 bytes (a small file comes whole with that one request).
+    /// A location with no `_metadata` is [`InvalidRequest::NoMetadata`].
+    pub fn fetch(location: &statekit_core::location::Location) -> Result<Self, CheckpointError> {
+        use statekit_core::location::Location;
+        let (root, path) = match location {
+            Location::Stored { storage, path, .. } => (storage.clone(), path.clone()),
+            Location::Local(p) => (
+                Arc::new(statekit_core::storage::LocalStorage::new(p)) as Arc<dyn Storage>,
+                String::new(),
+            ),
+        };
+        let dir = match path.rsplit_once('/') {
+            Some((d, METADATA_FILE_NAME)) => d.to_string(),
+            None if path == METADATA_FILE_NAME => String::new(),
+            _ => path,
+        };
+        let job = dir.rsplit_once('/').map_or("", |(j, _)| j).to_string();
+        let job_dir = (!dir.is_empty()).then_some(job);
+        let no_metadata = |e: statekit_core::storage::StorageError| -> CheckpointError {
+            match e {
+                statekit_core::storage::StorageError::NotFound(_) => InvalidRequest::NoMetadata {
+                    location: location.display().to_string(),
+                }
+                .into(),
+                e => statekit_format::FormatError::from(e).into(),
+            }
+        };
+        let storage: Arc<dyn Storage> = Arc::new(SubdirStorage::new(root.clone(), &dir)?);
+        let blob = storage.open_ranged(METADATA_FILE_NAME).map_err(no_metadata)?;
+        blob.fetch(0, 4).map_err(no_metadata)?;
+        Ok(StoredMetadata {
+            root,
+            dir,
+            job_dir,
+            storage,
+            blob,
+        })
+    }
+
+    /// The size of `_metadata`.
+    pub fn size(&self) -> u64 {
+        self.blob.bytes().len() as u64
+    }
+
+    /// Fetches the rest of `_metadata`.
+    pub fn fetch_all(&self) -> Result<(), CheckpointError> {
+        self.blob
+            .fetch(0, self.size())
+            .map_err(statekit_format::FormatError::from)?;
+        Ok(())
+    }
+
+    /// When `_metadata` was written, by the storage's listing of the snapshot directory (one
+    /// request; 0 when the listing does not say). A writer writes `_metadata` last.
+    pub fn written_ms(&self) -> i64 {
+        self.storage
+            .list("")
+            .ok()
+            .and_then(|l| l.into_iter().find(|e| e.name == METADATA_FILE_NAME))
+            .map_or(0, |e| e.modified_ms)
     }
 }
 
@@ -696,53 +804,5 @@ fn refuse_outside_handles(flink: &statekit_flink::FlinkSnapshot) -> Result<(), C
     match flink.handle_problems().into_iter().next() {
         Some(e) => Err(e.into()),
         None => Ok(()),
-    }
-}
-
-/// A problem Flink's reader found, in the format layer's words (file, offset, field, reason).
-fn flink_problem(e: statekit_flink::FlinkError) -> statekit_format::FormatError {
-    use statekit_flink::FlinkError as F;
-    match e {
-        F::Corrupt {
-            file,
-            offset,
-            field,
-            reason,
-        } => statekit_format::FormatError::Corrupt {
-            file,
-            offset,
-            field,
-            reason,
-        },
-        F::Unsupported {
-            file,
-            offset,
-            field,
-            what,
-        } => statekit_format::FormatError::Corrupt {
-            file,
-            offset,
-            field,
-            reason: format!("unsupported: {what}"),
-        },
-        F::Outside { metadata, handle, rule } => statekit_format::FormatError::Corrupt {
-            file: metadata,
-            offset: 0,
-            field: "file handle".into(),
-            reason: format!("{handle:?} is outside the snapshot: {rule}"),
-        },
-        other => {
-            let (file, reason) = match &other {
-                F::Io { path, source } => (path.clone(), source.to_string()),
-                F::NotFlink { path, reason } => (path.clone(), reason.clone()),
-                _ => (String::new(), other.to_string()),
-            };
-            statekit_format::FormatError::Corrupt {
-                file,
-                offset: 0,
-                field: "file".into(),
-                reason,
-            }
-        }
     }
 }

@@ -211,6 +211,7 @@ impl OwnedEntry {
 #[derive(Clone, Debug)]
 pub struct MemoryView {
     max_parallelism: u32,
+    scheme: crate::KeyGroupScheme,
     range: KeyGroupRange,
     states: Vec<StateDescriptor>,
     entries: Vec<OwnedEntry>,
@@ -232,10 +233,17 @@ impl MemoryView {
         });
         MemoryView {
             max_parallelism,
+            scheme: crate::KeyGroupScheme::Statekit,
             range,
             states,
             entries,
         }
+    }
+
+    /// The same view, its keys placed by `scheme` (statekit's rule unless set).
+    pub fn with_key_group_scheme(mut self, scheme: crate::KeyGroupScheme) -> Self {
+        self.scheme = scheme;
+        self
     }
 
     /// Copies every entry of `view` in `range`.
@@ -250,6 +258,7 @@ impl MemoryView {
         }
         Ok(MemoryView {
             max_parallelism: view.max_parallelism(),
+            scheme: view.key_group_scheme(),
             range,
             states: view.states().to_vec(),
             entries,
@@ -265,6 +274,9 @@ impl MemoryView {
 impl KeyedStateView for MemoryView {
     fn max_parallelism(&self) -> u32 {
         self.max_parallelism
+    }
+    fn key_group_scheme(&self) -> crate::KeyGroupScheme {
+        self.scheme
     }
     fn key_group_range(&self) -> KeyGroupRange {
         self.range

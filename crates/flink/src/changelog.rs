@@ -22,7 +22,9 @@ use crate::operator::unsnap;
 use crate::problem::DecodeProblem;
 use crate::serializer::FlinkType;
 use crate::value::{decodable, transcode_part};
-use statekit_core::{KeyGroupRange, KeyedStateKind, KeyedStateView, MemoryView, OwnedEntry, StateDescriptor};
+use statekit_core::{
+    KeyGroupRange, KeyGroupScheme, KeyedStateKind, KeyedStateView, MemoryView, OwnedEntry, StateDescriptor,
+};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
@@ -324,7 +326,7 @@ pub(crate) fn replay(
         }
     }
     let descriptors = states.list.into_iter().map(|(d, _)| d).collect();
-    Ok(MemoryView::new(max_parallelism, range, descriptors, entries))
+    Ok(MemoryView::new(max_parallelism, range, descriptors, entries).with_key_group_scheme(KeyGroupScheme::Flink))
 }
 
 /// A layout for a state only the materialized part knows (its descriptor's schemas are

@@ -134,6 +134,57 @@ impl statekit_core::HasErrorKind for FlinkError {
     }
 }
 
+impl FlinkError {
+    /// The problem in the format layer's words (file, offset, field, reason), as `verify`
+    /// lists the problems of every family.
+    pub fn into_problem(self) -> statekit_format::FormatError {
+        use FlinkError as F;
+        match self {
+            F::Corrupt {
+                file,
+                offset,
+                field,
+                reason,
+            } => statekit_format::FormatError::Corrupt {
+                file,
+                offset,
+                field,
+                reason,
+            },
+            F::Unsupported {
+                file,
+                offset,
+                field,
+                what,
+            } => statekit_format::FormatError::Corrupt {
+                file,
+                offset,
+                field,
+                reason: format!("unsupported: {what}"),
+            },
+            F::Outside { metadata, handle, rule } => statekit_format::FormatError::Corrupt {
+                file: metadata,
+                offset: 0,
+                field: "file handle".into(),
+                reason: format!("{handle:?} is outside the snapshot: {rule}"),
+            },
+            other => {
+                let (file, reason) = match &other {
+                    F::Io { path, source } => (path.clone(), source.to_string()),
+                    F::NotFlink { path, reason } => (path.clone(), reason.clone()),
+                    _ => (String::new(), other.to_string()),
+                };
+                statekit_format::FormatError::Corrupt {
+                    file,
+                    offset: 0,
+                    field: "file".into(),
+                    reason,
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FlinkError;

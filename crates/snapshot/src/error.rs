@@ -22,6 +22,10 @@ pub enum SnapshotError {
     /// The changelog failed.
     #[error(transparent)]
     Changelog(#[from] ChangelogError),
+    /// An Apache Flink snapshot could not be read (bad `_metadata`, a damaged or missing
+    /// state file, a form statekit does not read).
+    #[error(transparent)]
+    Flink(#[from] statekit_flink::FlinkError),
     /// Native files of one backend cannot restore into another (a caller mistake: choose the
     /// snapshot's backend, or convert to a canonical savepoint first).
     #[error("{snapshot} is a native {backend} snapshot: it restores into a {backend} backend only (or take a canonical savepoint to switch backends)")]
@@ -60,6 +64,7 @@ impl SnapshotError {
             SnapshotError::Format(e) => e.kind(),
             SnapshotError::State(e) => e.kind(),
             SnapshotError::Changelog(e) => e.kind(),
+            SnapshotError::Flink(e) => e.kind(),
             SnapshotError::NativeNeedsItsBackend { .. } => ErrorKind::Caller,
             SnapshotError::BackendNotBuilt { .. } => ErrorKind::Unsupported,
             SnapshotError::ChangelogView { source, .. } => source.kind(),

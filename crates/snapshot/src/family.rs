@@ -60,14 +60,50 @@ impl SnapshotSource for StatekitSource {
 /// `statekit-flink` and mapped onto the metadata model.
 #[derive(Debug)]
 pub(crate) struct FlinkSource {
-    // Transitional: the checkpoint reader still holds the Flink snapshot; the adapter will
-    // hold `statekit_flink::FlinkSnapshot` itself once the commands use the façade.
-    reader: SnapshotReader,
+    flink: statekit_flink::FlinkSnapshot,
+    metadata: SnapshotMetadata,
+    storage: Arc<dyn Storage>,
 }
 
 impl FlinkSource {
-    pub(crate) fn new(reader: SnapshotReader) -> Self {
-        FlinkSource { reader }
+    /// The snapshot `flink` opened, its files in `storage`. `checked`: a handle that leads
+    /// outside the snapshot by its text alone is refused (as `_metadata`'s structural
+    /// problems are; only `verify` opens unchecked, to list them). `state_schema`: the keyed
+    /// and operator state descriptors are read from the heads of the state streams.
+    pub(crate) fn new(
+        flink: statekit_flink::FlinkSnapshot,
+        storage: Arc<dyn Storage>,
+        checked: bool,
+        state_schema: bool,
+    ) -> Result<Self, SnapshotError> {
+        if checked {
+            if let Some(e) = flink.handle_problems().into_iter().next() {
+                return Err(e.into());
+            }
+        }
+        let mut metadata = flink.to_statekit();
+        if state_schema {
+            for (op, meta) in flink.metadata().operators.iter().zip(metadata.operators.iter_mut()) {
+                meta.keyed_states = flink.keyed_descriptors(op)?;
+                meta.operator_states = flink.operator_descriptors(op)?;
+            }
+        }
+        Ok(FlinkSource {
+            flink,
+            metadata,
+            storage,
+        })
+    }
+
+    /// Flink's operator behind `op` (the same id).
+    fn operator(&self, op: &OperatorMetadata) -> Result<&statekit_flink::FlinkOperator, SnapshotError> {
+        self.flink.metadata().operator(&op.operator_id).ok_or_else(|| {
+            SnapshotError::Checkpoint(statekit_checkpoint::CheckpointError::UnknownOperator {
+                snapshot: self.flink.metadata_file().display().to_string(),
+                uid: op.uid.clone(),
+                known: self.metadata.operators.iter().map(|o| o.uid.clone()).collect(),
+            })
+        })
     }
 }
 
@@ -77,11 +113,11 @@ impl SnapshotSource for FlinkSource {
     }
 
     fn metadata(&self) -> &SnapshotMetadata {
-        self.reader.metadata()
+        &self.metadata
     }
 
     fn storage(&self) -> &Arc<dyn Storage> {
-        self.reader.storage()
+        &self.storage
     }
 
     fn keyed_views(
@@ -89,14 +125,45 @@ impl SnapshotSource for FlinkSource {
         op: &OperatorMetadata,
         range: KeyGroupRange,
     ) -> Result<Vec<Box<dyn KeyedStateView>>, SnapshotError> {
-        Ok(self.reader.flink_keyed_views(&op.uid, range)?.unwrap_or_default())
+        Ok(self.flink.keyed_views(self.operator(op)?, range)?)
     }
 
     fn stored_operator_state(&self, op: &OperatorMetadata, index: u32) -> Result<OperatorStateSnapshot, SnapshotError> {
-        Ok(self.reader.stored_operator_state(&op.uid, index)?)
+        Ok(self.flink.operator_state(self.operator(op)?, index)?)
     }
 
     fn verify(&self) -> Result<SnapshotVerifyReport, SnapshotError> {
-        Ok(self.reader.verify()?)
+        let r = self.flink.verify();
+        Ok(SnapshotVerifyReport {
+            files: r.files,
+            bytes: r.bytes,
+            entries: r.entries,
+            problems: r
+                .problems
+                .into_iter()
+                .map(statekit_flink::FlinkError::into_problem)
+                .collect(),
+        })
+    }
+
+    fn opaque_parts(&self) -> Result<Vec<crate::open::OpaquePart>, SnapshotError> {
+        let mut out = Vec::new();
+        for (op, meta) in self
+            .flink
+            .metadata()
+            .operators
+            .iter()
+            .zip(self.metadata.operators.iter())
+        {
+            for p in self.flink.opaque_parts(op)? {
+                out.push(crate::open::OpaquePart {
+                    uid: meta.uid.clone(),
+                    state: p.state,
+                    part: p.part,
+                    serializer: p.serializer,
+                });
+            }
+        }
+        Ok(out)
     }
 }

@@ -15,6 +15,7 @@
 //! [`OpenOptions::uids`] — name its operators once, when the snapshot is opened).
 
 use crate::error::SnapshotError;
+use crate::family::{FlinkSource, StatekitSource};
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::location::Location;
 use statekit_core::storage::Storage;
@@ -80,11 +81,29 @@ pub trait SnapshotSource: Send + Sync + fmt::Debug {
     fn stored_operator_state(&self, op: &OperatorMetadata, index: u32) -> Result<OperatorStateSnapshot, SnapshotError>;
     /// Checks every byte of the snapshot's own files.
     fn verify(&self) -> Result<SnapshotVerifyReport, SnapshotError>;
+    /// The parts of its states' entries statekit keeps as bytes (values of types it does not
+    /// decode), each with the serializer that wrote it; empty when every value is typed.
+    fn opaque_parts(&self) -> Result<Vec<OpaquePart>, SnapshotError> {
+        Ok(Vec::new())
+    }
     /// statekit's reader of the snapshot's files, for the tools that handle statekit's files as
     /// files (copy, link, collect garbage, replay a changelog); `None` for other families.
     fn statekit_files(&self) -> Option<&SnapshotReader> {
         None
     }
+}
+
+/// A part of a state's entries statekit keeps as the bytes another family wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpaquePart {
+    /// The operator's uid.
+    pub uid: String,
+    /// The state's name.
+    pub state: String,
+    /// Which part of its entries: `key`, `namespace`, `user key` or `value`.
+    pub part: String,
+    /// The serializer that wrote it and the type it names.
+    pub serializer: String,
 }
 
 /// An opened checkpoint or savepoint of any family: the one handle commands and engines hold.
@@ -107,32 +126,67 @@ impl Snapshot {
     }
 
     /// Opens the snapshot at `location` (a local path, or a directory or `_metadata` object of
-    /// a storage) with `options`, by the adapter of its family.
+    /// a storage) with `options`, by the adapter of the family its `_metadata` starts like.
     pub fn open_location(location: &Location, options: &OpenOptions) -> Result<Self, SnapshotError> {
         let flink = statekit_flink::FlinkOpenOptions {
             uids: options.uids.clone(),
             roots: options.roots.clone(),
         };
-        let mut reader = if options.unchecked {
-            SnapshotReader::open_location_unchecked_with(location, &flink)?
-        } else {
-            SnapshotReader::open_location(location, &flink)?
+        let checked = !options.unchecked;
+        let source: Arc<dyn SnapshotSource> = match location {
+            Location::Local(path) => {
+                let dir = statekit_checkpoint::resolve_snapshot_path(path)?;
+                let file = if path.is_file() {
+                    path.to_path_buf()
+                } else {
+                    dir.join(statekit_format::METADATA_FILE_NAME)
+                };
+                if starts_like_flink(&file) {
+                    let snapshot = statekit_flink::FlinkSnapshot::open(&file, &flink)?;
+                    let storage = statekit_format::FileResolver::local(&dir).snapshot().clone();
+                    Arc::new(FlinkSource::new(snapshot, storage, checked, options.state_schema)?)
+                } else {
+                    let reader = match checked {
+                        true => SnapshotReader::open(path)?,
+                        false => SnapshotReader::open_unchecked(path)?,
+                    };
+                    Arc::new(StatekitSource::new(reader))
+                }
+            }
+            Location::Stored { .. } => {
+                let m = statekit_checkpoint::StoredMetadata::fetch(location)?;
+                if statekit_flink::is_flink_metadata(m.blob.bytes()) {
+                    // Refused by its size before the rest of its bytes are fetched.
+                    let file = m.storage.describe(statekit_format::METADATA_FILE_NAME);
+                    statekit_flink::check_metadata_size(m.size(), &file)?;
+                    m.fetch_all()?;
+                    let snapshot = statekit_flink::FlinkSnapshot::open_stored(
+                        m.root.clone(),
+                        &m.dir,
+                        &m.storage.describe(""),
+                        m.blob.bytes(),
+                        m.written_ms(),
+                        &flink,
+                    )?;
+                    Arc::new(FlinkSource::new(
+                        snapshot,
+                        m.storage.clone(),
+                        checked,
+                        options.state_schema,
+                    )?)
+                } else {
+                    Arc::new(StatekitSource::new(SnapshotReader::from_stored_metadata(&m, checked)?))
+                }
+            }
         };
-        if options.state_schema {
-            reader.load_state_schema()?;
-        }
-        Ok(Self::from_reader(reader))
+        Ok(Snapshot { source })
     }
 
-    /// The snapshot an already opened reader holds, by the adapter of its family.
-    // Transitional: the checkpoint reader still recognizes Flink's `_metadata` while the
-    // commands move to this façade; then each family's adapter recognizes its own.
-    pub fn from_reader(reader: SnapshotReader) -> Self {
-        let source: Arc<dyn SnapshotSource> = match reader.flink().is_some() {
-            true => Arc::new(crate::family::FlinkSource::new(reader)),
-            false => Arc::new(crate::family::StatekitSource::new(reader)),
-        };
-        Snapshot { source }
+    /// The statekit snapshot an already opened reader of statekit's files holds.
+    pub fn from_statekit_reader(reader: SnapshotReader) -> Self {
+        Snapshot {
+            source: Arc::new(StatekitSource::new(reader)),
+        }
     }
 
     /// A snapshot of a family statekit does not ship, opened by its own adapter.
@@ -204,8 +258,23 @@ impl Snapshot {
         self.source.verify()
     }
 
+    /// The parts of its states' entries statekit keeps as bytes ([`SnapshotSource::opaque_parts`]).
+    pub fn opaque_parts(&self) -> Result<Vec<OpaquePart>, SnapshotError> {
+        self.source.opaque_parts()
+    }
+
     /// statekit's reader of the snapshot's files, when it is statekit's own.
     pub fn statekit_files(&self) -> Option<&SnapshotReader> {
         self.source.statekit_files()
     }
+}
+
+/// Whether the local file `path` starts with the magic number of Flink's `_metadata` (opened as
+/// a regular file only: a FIFO would block the open).
+fn starts_like_flink(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    statekit_core::storage::open_regular_file(path)
+        .ok()
+        .is_some_and(|(mut f, _)| f.read_exact(&mut head).is_ok() && statekit_flink::is_flink_metadata(&head))
 }

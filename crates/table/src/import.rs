@@ -1065,6 +1065,10 @@ impl KeyedStateView for UniqueView<'_> {
         self.inner.max_parallelism()
     }
 
+    fn key_group_scheme(&self) -> statekit_core::KeyGroupScheme {
+        self.inner.key_group_scheme()
+    }
+
     fn key_group_range(&self) -> KeyGroupRange {
         self.inner.key_group_range()
     }
