@@ -38,7 +38,7 @@ use crate::error::SnapshotError;
 use crate::views::keyed_views;
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::{
-    ErrorKind, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError, TypeSchema,
+    ErrorKind, KeyGroupRange, KeyGroupScheme, KeyedStateKind, KeyedStateView, StateDescriptor, StateError, TypeSchema,
 };
 use std::collections::VecDeque;
 use std::ops::{ControlFlow, Range};
@@ -300,11 +300,12 @@ impl CursorError {
     }
 }
 
-/// The key group `key` (serialized as `key_schema` says) is in, in the snapshot `reader`
-/// opened: the one place the cursor computes it. `None` when the snapshot's rule cannot
-/// place keys of that type.
-fn key_group_of(reader: &SnapshotReader, uid: &str, key: &[u8], key_schema: &TypeSchema) -> Option<u32> {
-    reader.key_group_of(uid, key, key_schema)
+/// The key group `key` (serialized as `key_schema` says) is in under `scheme`, the rule the
+/// operator's data was placed by (recorded with it: Flink's for state from Apache Flink):
+/// the one place the cursor computes a key's key group. `None` when the rule cannot place
+/// keys of that type.
+fn key_group_of(scheme: KeyGroupScheme, key: &[u8], key_schema: &TypeSchema, max_parallelism: u32) -> Option<u32> {
+    scheme.assigner(key_schema, max_parallelism).key_group(key).ok()
 }
 
 /// The keyed state of one operator, opened as views (one per subtask, in key-group order):
@@ -313,6 +314,7 @@ fn key_group_of(reader: &SnapshotReader, uid: &str, key: &[u8], key_schema: &Typ
 pub struct KeyedEntries {
     uid: String,
     max_parallelism: u32,
+    scheme: KeyGroupScheme,
     range: KeyGroupRange,
     views: Arc<Vec<Box<dyn KeyedStateView>>>,
 }
@@ -322,6 +324,7 @@ impl std::fmt::Debug for KeyedEntries {
         f.debug_struct("KeyedEntries")
             .field("uid", &self.uid)
             .field("max_parallelism", &self.max_parallelism)
+            .field("scheme", &self.scheme)
             .field("range", &self.range)
             .field("views", &self.views.len())
             .finish()
@@ -333,11 +336,12 @@ impl KeyedEntries {
     /// files, native files read-only, changelog state restored).
     pub fn open(reader: &SnapshotReader, uid: &str, range: KeyGroupRange) -> Result<Self, CursorError> {
         let op = reader.operator(uid).map_err(SnapshotError::from)?;
-        let max_parallelism = op.max_parallelism;
+        let (max_parallelism, scheme) = (op.max_parallelism, op.key_group_scheme);
         let views = keyed_views(reader, uid, range)?;
         Ok(KeyedEntries {
             uid: uid.to_string(),
             max_parallelism,
+            scheme,
             range: range.intersection(&KeyGroupRange::all(max_parallelism)),
             views: Arc::new(views),
         })
@@ -371,6 +375,7 @@ impl KeyedEntries {
             filter,
             range,
             max_parallelism: self.max_parallelism,
+            scheme: self.scheme,
             next: Position::START,
             stream: None,
         }
@@ -393,6 +398,8 @@ pub struct EntryCursor {
     /// The key groups read.
     range: KeyGroupRange,
     max_parallelism: u32,
+    /// The rule the operator's keys were placed by.
+    scheme: KeyGroupScheme,
     /// Where the next walk or page forward starts.
     next: Position,
     /// The read ahead of the last page forward, held for the next.
@@ -458,7 +465,7 @@ impl EntryCursor {
         if let Some(kg) = filter
             .key
             .as_ref()
-            .and_then(|k| key_group_of(reader, uid, k, &desc.key_schema))
+            .and_then(|k| key_group_of(op.key_group_scheme, k, &desc.key_schema, max_parallelism))
         {
             range = range.intersection(&KeyGroupRange::new(kg, kg));
         }
@@ -656,9 +663,7 @@ impl EntryCursor {
         let Some(desc) = self.descriptor() else {
             return Ok(None);
         };
-        // The views carry the rule that placed their keys (Flink's for Flink state).
-        let scheme = self.views.first().map(|v| v.key_group_scheme()).unwrap_or_default();
-        let Ok(kg) = scheme.assigner(&desc.key_schema, self.max_parallelism).key_group(key) else {
+        let Some(kg) = key_group_of(self.scheme, key, &desc.key_schema, self.max_parallelism) else {
             return Ok(None);
         };
         if !self.range.contains(kg) {

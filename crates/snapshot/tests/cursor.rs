@@ -370,3 +370,50 @@ fn a_damaged_key_group_is_reported_and_the_walk_goes_on() {
     assert_eq!(e.kind(), ErrorKind::Corrupt);
     assert!(matches!(e, CursorError::Damaged(ref d) if d.key_group == bad), "{e}");
 }
+
+/// Apache Flink's own savepoint: a key is looked up in the key group Flink put it in (its
+/// murmur(hashCode) rule, recorded with the operator), both when a cursor is opened for one
+/// key and by `find_key`.
+#[test]
+fn flink_keys_are_found_in_flinks_key_groups() {
+    let sp = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/flink/flink-1.20.5/savepoint-hashmap-canonical/savepoint");
+    let uid = "fdae8dad403fd2441defe2c3680362f5";
+    let mut reader = SnapshotReader::open(&sp).expect("open");
+    reader.load_state_schema().expect("schema");
+    let entries = KeyedEntries::open(&reader, uid, KeyGroupRange::all(128)).expect("views");
+    let (all, _) = walk_all(&mut entries.cursor("count", EntryFilter::default()));
+    // Flink's String serializer: a length, then the characters.
+    let stored = all
+        .iter()
+        .find(|e| e.key.ends_with(b"hello"))
+        .expect("the word hello")
+        .clone();
+    let statekit_kg = key_group_for_key(&stored.key, 128);
+    assert_ne!(
+        stored.position.key_group, statekit_kg,
+        "a key statekit's rule places elsewhere"
+    );
+
+    let p = entries
+        .cursor("count", EntryFilter::default())
+        .find_key(&stored.key)
+        .expect("find")
+        .expect("found");
+    assert_eq!(p, stored.position);
+    let mut one = EntryCursor::open(
+        &reader,
+        uid,
+        "count",
+        EntryFilter {
+            key: Some(stored.key.clone()),
+            ..EntryFilter::default()
+        },
+    )
+    .expect("cursor");
+    assert_eq!(
+        one.key_groups(),
+        KeyGroupRange::new(stored.position.key_group, stored.position.key_group)
+    );
+    assert_eq!(walk_all(&mut one).0, vec![stored]);
+}
