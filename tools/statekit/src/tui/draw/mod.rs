@@ -444,48 +444,53 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
                     }
                 }
             } else {
-                match app.state() {
-                    Some(StateItem::Keyed(i)) => {
-                        let d = &o.keyed_states[i];
-                        let t = state_totals(o).get(&d.name).copied().unwrap_or_default();
-                        let (entries, b) = (t.entries, t.bytes);
-                        l.push(kv(
-                            "state",
-                            format!("{} ({}), {entries} entries, {}", d.name, d.kind, bytes(b)),
-                        ));
-                        let mut types = format!(
-                            "key {} ns {} value {}",
-                            d.key_schema, d.namespace_schema, d.value_schema
-                        );
-                        if let Some(u) = &d.user_key_schema {
-                            types.push_str(&format!(" user key {u}"));
-                        }
-                        l.push(kv("types", types));
-                        if let Some(t) = d.ttl {
-                            l.push(kv(
-                                "ttl",
-                                if t.ttl_ms == statekit_core::TtlConfig::DURATION_NOT_STORED {
-                                    "duration not stored".to_string()
-                                } else {
-                                    format!("{} ms", t.ttl_ms)
-                                },
-                            ));
-                        }
-                    }
-                    Some(StateItem::Operator(i)) => {
-                        let d = &o.operator_states[i];
-                        l.push(kv(
-                            "operator state",
-                            format!("{} ({}), value {}", d.name, d.mode, d.value_schema),
-                        ));
-                    }
-                    None => {}
-                }
+                state_lines(o, app.state(), &mut l);
                 operator_lines(o, &mut l);
             }
             let (per, what) = key_group_bytes(o);
             (l, Some((per, what, highlight)))
         }
+    }
+}
+
+/// What the metadata pane says of the selected state: its kind, size, types and TTL.
+fn state_lines(o: &OperatorMetadata, item: Option<StateItem>, l: &mut Vec<Line<'static>>) {
+    match item {
+        Some(StateItem::Keyed(i)) => {
+            let d = &o.keyed_states[i];
+            let t = state_totals(o).get(&d.name).copied().unwrap_or_default();
+            let (entries, b) = (t.entries, t.bytes);
+            l.push(kv(
+                "state",
+                format!("{} ({}), {entries} entries, {}", d.name, d.kind, bytes(b)),
+            ));
+            let mut types = format!(
+                "key {} ns {} value {}",
+                d.key_schema, d.namespace_schema, d.value_schema
+            );
+            if let Some(u) = &d.user_key_schema {
+                types.push_str(&format!(" user key {u}"));
+            }
+            l.push(kv("types", types));
+            if let Some(t) = d.ttl {
+                l.push(kv(
+                    "ttl",
+                    if t.ttl_ms == statekit_core::TtlConfig::DURATION_NOT_STORED {
+                        "duration not stored".to_string()
+                    } else {
+                        format!("{} ms", t.ttl_ms)
+                    },
+                ));
+            }
+        }
+        Some(StateItem::Operator(i)) => {
+            let d = &o.operator_states[i];
+            l.push(kv(
+                "operator state",
+                format!("{} ({}), value {}", d.name, d.mode, d.value_schema),
+            ));
+        }
+        None => {}
     }
 }
 
