@@ -4,7 +4,13 @@ use crate::render::{self, KeyFormat};
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
-use statekit_core::{KeyGroupRange, KeyedStateKind, OperatorStateData, StateError, UPPER_BOUND_MAX_PARALLELISM};
+use statekit_checkpoint::SnapshotReader;
+use statekit_core::{
+    KeyGroupRange, KeyedStateKind, OperatorStateData, OperatorStateDescriptor, StateDescriptor, StateError,
+    UPPER_BOUND_MAX_PARALLELISM,
+};
+use statekit_format::OperatorMetadata;
+use statekit_snapshot::cursor::{DamagedKeyGroup, EntryCursor, EntryFilter, EntryRef, Walked};
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -218,169 +224,11 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let mut reader = super::open_reader(&args.path, &args.flink.options())?;
     reader.load_state_schema()?;
     let op = reader.operator(uid)?.clone();
-    let mut out = Out::new(args.json, args.jsonl, args.limit);
-    let mut changelog_note: Option<String> = None;
-    let mut total: Option<u64> = None;
-    let mut damaged: Vec<(u32, String)> = Vec::new();
-    let result = if let Some(desc) = op.keyed_states.iter().find(|d| d.name == state) {
-        let desc = desc.clone();
-        let key = match &args.key {
-            Some(k) => Some(render::parse_key(k, &desc.key_schema, args.key_format)?),
-            None => None,
-        };
-        let mut range = KeyGroupRange::all(op.max_parallelism);
-        if let Some(kgs) = args.key_group {
-            if kgs.end_exclusive() > op.max_parallelism {
-                bail!(
-                    "key group {} does not exist: operator {:?} has {} key groups",
-                    kgs.end_exclusive() - 1,
-                    op.uid,
-                    op.max_parallelism
-                );
-            }
-            range = kgs;
-        }
-        if let Some(kg) = key
-            .as_ref()
-            .and_then(|k| reader.key_group_of(k, &desc.key_schema, op.max_parallelism))
-        {
-            range = range.intersection(&KeyGroupRange::new(kg, kg));
-        }
-        if op.subtasks.iter().any(|st| st.changelog.is_some()) {
-            // A changelog checkpoint: what the entries are made of, on standard error after
-            // them (standard output stays entries only, for scripts and --json).
-            let summary = super::changelog::Summary::of(
-                op.subtasks
-                    .iter()
-                    .filter(|st| !st.key_groups.intersection(&range).is_empty()),
-            );
-            changelog_note = Some(format!(
-                "changelog checkpoint: operator {:?} as a restore sees it, materialization + tail replayed:\n{}",
-                op.uid,
-                summary.text("  ")
-            ));
-        }
-        // The whole state's entry count, when `_metadata` knows it (to say "10 of 50").
-        if args.key.is_none() && args.key_group.is_none() {
-            total = op
-                .subtasks
-                .iter()
-                .map(|st| {
-                    st.keyed_stats
-                        .as_ref()
-                        .and_then(|s| s.states.iter().find(|x| x.name == desc.name).map(|x| x.entries))
-                })
-                .sum();
-        }
-        let mut result = Ok(ControlFlow::Continue(()));
-        'files: for file in statekit_snapshot::keyed_views(&reader, uid, range)? {
-            let Some(idx) = file.states().iter().position(|d| d.name == desc.name) else {
-                continue;
-            };
-            let idx = idx as u32;
-            for kg in file.key_group_range().intersection(&range) {
-                let mut element = 0u64;
-                let mut last_key: Vec<u8> = Vec::new();
-                let mut last_ns: Vec<u8> = Vec::new();
-                let r = file.visit_key_group(kg, &mut |e| {
-                    if e.state != idx || key.as_deref().is_some_and(|k| k != e.key) {
-                        return Ok(ControlFlow::Continue(()));
-                    }
-                    if e.key != last_key.as_slice() || e.namespace != last_ns.as_slice() {
-                        element = 0;
-                        last_key = e.key.to_vec();
-                        last_ns = e.namespace.to_vec();
-                    }
-                    let k = render::text(&desc.key_schema, e.key);
-                    let ns = render::text(&desc.namespace_schema, e.namespace);
-                    let v = render::text(&desc.value_schema, e.value);
-                    let ttl = e.timestamp.map(|t| format!(" ttl_ts={t}")).unwrap_or_default();
-                    let mut j = json!({
-                        "key_group": kg,
-                        "key": render::json_of(&desc.key_schema, e.key),
-                        "namespace": render::json_of(&desc.namespace_schema, e.namespace),
-                        "value": render::json_of(&desc.value_schema, e.value),
-                    });
-                    if let Some(t) = e.timestamp {
-                        j["ttl_timestamp_ms"] = json!(t);
-                    }
-                    let text = match (desc.kind, e.user_key) {
-                        (KeyedStateKind::Map, Some(uk)) => {
-                            let uks = desc.user_key_schema.clone().unwrap_or(statekit_core::TypeSchema::Bytes);
-                            j["user_key"] = render::json_of(&uks, uk);
-                            format!(
-                                "kg={kg} key={k} ns={ns} user_key={} value={v}{ttl}",
-                                render::text(&uks, uk)
-                            )
-                        }
-                        (KeyedStateKind::List, _) => {
-                            j["index"] = json!(element);
-                            let t = format!("kg={kg} key={k} ns={ns} element[{element}]={v}{ttl}");
-                            element += 1;
-                            t
-                        }
-                        _ => format!("kg={kg} key={k} ns={ns} value={v}{ttl}"),
-                    };
-                    out.emit(text, j)
-                });
-                match r {
-                    Ok(ControlFlow::Continue(())) => {}
-                    // Damaged bytes hide only their key group: the rest is read, and the
-                    // damage reported after it (exit 1).
-                    Err(e) if e.kind() == statekit_core::ErrorKind::Corrupt => {
-                        damaged.push((kg, e.to_string()));
-                    }
-                    r => {
-                        result = r;
-                        break 'files;
-                    }
-                }
-            }
-        }
-        result
+    let out = Out::new(args.json, args.jsonl, args.limit);
+    if let Some(desc) = op.keyed_states.iter().find(|d| d.name == state) {
+        dump_keyed(&args, &reader, uid, &op, desc, out)
     } else if let Some(desc) = op.operator_states.iter().find(|d| d.name == state) {
-        let desc = desc.clone();
-        if args.key.is_some() || args.key_group.is_some() {
-            bail!(
-                "{:?} is operator state: --key and --key-group apply to keyed state only",
-                desc.name
-            );
-        }
-        let mut result = Ok(ControlFlow::Continue(()));
-        // What each subtask stored (a union state's elements under the subtask that wrote
-        // them, not redistributed); each subtask's file is read once.
-        'subtasks: for i in 0..op.parallelism {
-            let snap = reader.stored_operator_state(uid, i)?;
-            for (d, data) in &snap.states {
-                if d.name != desc.name {
-                    continue;
-                }
-                let r = match data {
-                    OperatorStateData::List(items) => each(items.iter().enumerate(), |(j, e)| {
-                        let vs = &desc.value_schema;
-                        out.emit(
-                            render::op_element_line(i, j, vs, e),
-                            render::op_element_json(i, j, vs, e),
-                        )
-                    }),
-                    OperatorStateData::Broadcast(m) => {
-                        let ks = desc.key_schema.clone().unwrap_or(statekit_core::TypeSchema::Bytes);
-                        each(m.iter(), |(k, v)| {
-                            let vs = &desc.value_schema;
-                            out.emit(
-                                render::op_entry_line(i, &ks, k, vs, v),
-                                render::op_entry_json(i, &ks, k, vs, v),
-                            )
-                        })
-                    }
-                };
-                if !matches!(r, Ok(ControlFlow::Continue(()))) {
-                    result = r;
-                    break 'subtasks;
-                }
-            }
-        }
-        result
+        dump_operator_state(&args, &reader, uid, &op, desc, out)
     } else {
         let keyed: Vec<&str> = op.keyed_states.iter().map(|d| d.name.as_str()).collect();
         let opst: Vec<&str> = op.operator_states.iter().map(|d| d.name.as_str()).collect();
@@ -389,9 +237,77 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             op.uid,
             state
         );
+    }
+}
+
+/// `statekit dump` of a keyed state: the entries an [`EntryCursor`] walks, each damaged key
+/// group named after them (exit 1).
+fn dump_keyed(
+    args: &DumpArgs,
+    reader: &SnapshotReader,
+    uid: &str,
+    op: &OperatorMetadata,
+    desc: &StateDescriptor,
+    mut out: Out,
+) -> Result<ExitCode> {
+    let key = match &args.key {
+        Some(k) => Some(render::parse_key(k, &desc.key_schema, args.key_format)?),
+        None => None,
     };
-    // A break is the limit reached.
-    if let Err(e) = result {
+    let filter = EntryFilter {
+        key_groups: args.key_group,
+        key,
+        ..EntryFilter::default()
+    };
+    let mut cursor = EntryCursor::open(reader, uid, &desc.name, filter)?;
+    let range = cursor.key_groups();
+    // A changelog checkpoint: what the entries are made of, on standard error after them
+    // (standard output stays entries only, for scripts and --json).
+    let changelog_note = op.subtasks.iter().any(|st| st.changelog.is_some()).then(|| {
+        let summary = super::changelog::Summary::of(
+            op.subtasks
+                .iter()
+                .filter(|st| !st.key_groups.intersection(&range).is_empty()),
+        );
+        format!(
+            "changelog checkpoint: operator {:?} as a restore sees it, materialization + tail replayed:\n{}",
+            op.uid,
+            summary.text("  ")
+        )
+    });
+    // The whole state's entry count, when `_metadata` knows it (to say "10 of 50").
+    let total: Option<u64> = if args.key.is_none() && args.key_group.is_none() {
+        op.subtasks
+            .iter()
+            .map(|st| {
+                st.keyed_stats
+                    .as_ref()
+                    .and_then(|s| s.states.iter().find(|x| x.name == desc.name).map(|x| x.entries))
+            })
+            .sum()
+    } else {
+        None
+    };
+    let mut damaged: Vec<DamagedKeyGroup> = Vec::new();
+    let mut failed: Option<StateError> = None;
+    // A break is the limit reached, or standard output failing (`failed`).
+    let _ = cursor.walk(&mut |w| match w {
+        Walked::Entry(e) => {
+            let (text, json) = entry_out(desc, &e);
+            out.emit(text, json).unwrap_or_else(|e| {
+                failed = Some(e);
+                ControlFlow::Break(())
+            })
+        }
+        // Damaged bytes hide only their key group: the rest is read, and the damage
+        // reported after it (exit 1).
+        Walked::Damaged(d) => {
+            damaged.push(d);
+            ControlFlow::Continue(())
+        }
+        Walked::KeyGroupDone(_) => ControlFlow::Continue(()),
+    })?;
+    if let Some(e) = failed {
         return Err(e.into());
     }
     let code = out.finish("entry", total)?;
@@ -403,10 +319,94 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
             "error: {} could not be read (every other key group was dumped):",
             crate::render::count(damaged.len() as u64, "damaged key group")
         );
-        for (kg, why) in &damaged {
-            eprintln!("  key group {kg}: {why}");
+        for d in &damaged {
+            eprintln!("  key group {}: {}", d.key_group, d.error);
         }
         return Ok(ExitCode::from(1));
     }
     Ok(code)
+}
+
+/// One keyed entry as a text line and a JSON object.
+fn entry_out(desc: &StateDescriptor, e: &EntryRef<'_>) -> (String, serde_json::Value) {
+    let kg = e.position.key_group;
+    let k = render::text(&desc.key_schema, e.key);
+    let ns = render::text(&desc.namespace_schema, e.namespace);
+    let v = render::text(&desc.value_schema, e.value);
+    let ttl = e.ttl_timestamp.map(|t| format!(" ttl_ts={t}")).unwrap_or_default();
+    let mut j = json!({
+        "key_group": kg,
+        "key": render::json_of(&desc.key_schema, e.key),
+        "namespace": render::json_of(&desc.namespace_schema, e.namespace),
+        "value": render::json_of(&desc.value_schema, e.value),
+    });
+    if let Some(t) = e.ttl_timestamp {
+        j["ttl_timestamp_ms"] = json!(t);
+    }
+    let text = match (desc.kind, e.user_key) {
+        (KeyedStateKind::Map, Some(uk)) => {
+            let uks = desc.user_key_schema.clone().unwrap_or(statekit_core::TypeSchema::Bytes);
+            j["user_key"] = render::json_of(&uks, uk);
+            format!(
+                "kg={kg} key={k} ns={ns} user_key={} value={v}{ttl}",
+                render::text(&uks, uk)
+            )
+        }
+        (KeyedStateKind::List, _) => {
+            let element = e.element.unwrap_or_default();
+            j["index"] = json!(element);
+            format!("kg={kg} key={k} ns={ns} element[{element}]={v}{ttl}")
+        }
+        _ => format!("kg={kg} key={k} ns={ns} value={v}{ttl}"),
+    };
+    (text, j)
+}
+
+/// `statekit dump` of an operator state: what each subtask stored (a union state's elements
+/// under the subtask that wrote them, not redistributed); each subtask's file is read once.
+fn dump_operator_state(
+    args: &DumpArgs,
+    reader: &SnapshotReader,
+    uid: &str,
+    op: &OperatorMetadata,
+    desc: &OperatorStateDescriptor,
+    mut out: Out,
+) -> Result<ExitCode> {
+    if args.key.is_some() || args.key_group.is_some() {
+        bail!(
+            "{:?} is operator state: --key and --key-group apply to keyed state only",
+            desc.name
+        );
+    }
+    'subtasks: for i in 0..op.parallelism {
+        let snap = reader.stored_operator_state(uid, i)?;
+        for (d, data) in &snap.states {
+            if d.name != desc.name {
+                continue;
+            }
+            let vs = &desc.value_schema;
+            let r = match data {
+                OperatorStateData::List(items) => each(items.iter().enumerate(), |(j, e)| {
+                    out.emit(
+                        render::op_element_line(i, j, vs, e),
+                        render::op_element_json(i, j, vs, e),
+                    )
+                }),
+                OperatorStateData::Broadcast(m) => {
+                    let ks = desc.key_schema.clone().unwrap_or(statekit_core::TypeSchema::Bytes);
+                    each(m.iter(), |(k, v)| {
+                        out.emit(
+                            render::op_entry_line(i, &ks, k, vs, v),
+                            render::op_entry_json(i, &ks, k, vs, v),
+                        )
+                    })
+                }
+            };
+            // A break is the limit reached.
+            if r?.is_break() {
+                break 'subtasks;
+            }
+        }
+    }
+    out.finish("entry", None)
 }

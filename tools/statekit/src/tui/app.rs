@@ -514,7 +514,7 @@ impl App {
             return None;
         };
         let query = e.query(page_size);
-        let from = e.selected().map(|r| r.cursor.clone()).unwrap_or_default();
+        let from = e.selected().map(|r| r.position.clone()).unwrap_or_default();
         let (req, pending) = match read {
             Read::Page { at, select, pending } => {
                 let gen = self.next_gen(&format!("reading {:?}", query.state));

@@ -370,7 +370,7 @@ pub fn entries(app: &App, e: &EntriesView, f: &mut Frame, area: Rect) {
         .rows
         .iter()
         .map(|r| {
-            let mut c = vec![r.cursor.key_group.to_string(), cell(&d.key_schema, &r.key, app.hex)];
+            let mut c = vec![r.position.key_group.to_string(), cell(&d.key_schema, &r.key, app.hex)];
             if with_ns {
                 c.push(cell(&d.namespace_schema, &r.namespace, app.hex));
             }

@@ -419,8 +419,8 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
             if let ScreenState::Entries(e) = screen {
                 if let Some(r) = e.selected() {
                     let d = &e.desc;
-                    highlight = Some(r.cursor.key_group);
-                    l.push(kv("key group", r.cursor.key_group.to_string()));
+                    highlight = Some(r.position.key_group);
+                    l.push(kv("key group", r.position.key_group.to_string()));
                     l.push(kv("key", cell(&d.key_schema, &r.key, app.hex)));
                     if d.namespace_schema != TypeSchema::Unit {
                         l.push(kv("namespace", cell(&d.namespace_schema, &r.namespace, app.hex)));

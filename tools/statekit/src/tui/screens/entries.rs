@@ -147,8 +147,8 @@ impl ScreenModel for EntriesView {
         let next = p
             .and_then(|p| p.rows.last())
             .map(|r| Cursor {
-                key_group: r.cursor.key_group,
-                index: r.cursor.index + 1,
+                key_group: r.position.key_group,
+                index: r.position.index + 1,
             })
             .unwrap_or_default();
         let sel = self.sel;

@@ -16,15 +16,23 @@ use crate::render;
 use diff::{DiffPart, DiffSide};
 use opstate::OpStateRead;
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::{key_group_for_key, KeyGroupRange, KeyedStateKind, KeyedStateView, StateDescriptor, StateError};
+use statekit_core::{KeyGroupRange, StateDescriptor};
 use statekit_format::SnapshotMetadata;
-use std::collections::VecDeque;
-use std::ops::ControlFlow;
+use statekit_snapshot::cursor::{CursorError, EntryCursor, EntryFilter, EntryRef, KeyedEntries, Watch};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// One entry, as stored.
+pub use statekit_snapshot::cursor::CursorEntry as Row;
+/// Which way `n`/`N` go: after the selected entry wrapping to the start, or before it
+/// wrapping to the end.
+pub use statekit_snapshot::cursor::Direction;
+/// The position of an entry: its key group, and its index among the entries of the state
+/// (that pass the filter) in that key group.
+pub use statekit_snapshot::cursor::Position as Cursor;
 
 /// A snapshot found under the directory given to `inspect`.
 #[derive(Clone, Debug)]
@@ -64,40 +72,6 @@ impl SnapshotRow {
     }
 }
 
-/// The position of an entry: its key group, and its index among the entries of the state
-/// (that pass the filter) in that key group.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Cursor {
-    /// Key group.
-    pub key_group: u32,
-    /// Index within the key group.
-    pub index: u64,
-}
-
-impl Cursor {
-    /// The first entry.
-    pub const START: Cursor = Cursor { key_group: 0, index: 0 };
-}
-
-/// One entry, as stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
-    /// Where it is.
-    pub cursor: Cursor,
-    /// Key bytes.
-    pub key: Vec<u8>,
-    /// Namespace bytes.
-    pub namespace: Vec<u8>,
-    /// Map user key bytes.
-    pub user_key: Option<Vec<u8>>,
-    /// Value, element or map value bytes.
-    pub value: Vec<u8>,
-    /// TTL timestamp (ms).
-    pub ttl_timestamp: Option<i64>,
-    /// Index of a list element in its list.
-    pub element: Option<u64>,
-}
-
 /// A page of entries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Page {
@@ -112,14 +86,14 @@ pub struct Page {
     pub damaged: Vec<String>,
 }
 
-/// `row` as one line ([`render::entry_line`]: what the entry filter matches).
-pub fn entry_line(desc: &StateDescriptor, row: &Row, hex: bool) -> String {
+/// An entry as one line ([`render::entry_line`]: what the entry filter matches).
+fn entry_line(desc: &StateDescriptor, e: &EntryRef<'_>, hex: bool) -> String {
     let parts = render::EntryParts {
-        key: &row.key,
-        namespace: &row.namespace,
-        user_key: row.user_key.as_deref(),
-        element: row.element,
-        value: &row.value,
+        key: e.key,
+        namespace: e.namespace,
+        user_key: e.user_key,
+        element: e.element,
+        value: e.value,
     };
     render::entry_line(desc, parts, hex)
 }
@@ -146,15 +120,6 @@ pub enum PageAt {
     Before(Cursor),
     /// The last page.
     Last,
-}
-
-/// Which way `n`/`N` go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// After the cursor, wrapping to the start.
-    Next,
-    /// Before the cursor, wrapping to the end.
-    Prev,
 }
 
 /// Work for the worker.
@@ -333,102 +298,48 @@ impl Msg {
     }
 }
 
-/// The open views of one operator.
-#[derive(Clone)]
-struct Views {
-    uid: String,
-    max_parallelism: u32,
-    views: Arc<Vec<Box<dyn KeyedStateView>>>,
-}
-
-/// The reading side: the open snapshot, the views of the operator last read, and the read
+/// The reading side: the open snapshot, the views of the operator last read, and the cursor
 /// of the entries page shown, held open for the next page.
 pub struct Worker {
     latest: Arc<AtomicU64>,
     reader: Option<SnapshotReader>,
-    views: Option<Views>,
-    stream: Option<Stream>,
+    views: Option<KeyedEntries>,
+    /// The cursor of the last page read, with the (uid, state, filter) of its query: its
+    /// read ahead continues where that page ended.
+    cursor: Option<((String, String, String), EntryCursor)>,
     /// Snapshots to verify in the background (the [`Loader`]'s verifier thread), if any.
     verify: Option<std::sync::mpsc::Sender<PathBuf>>,
     /// Those already asked for.
     verify_asked: std::collections::HashSet<PathBuf>,
 }
 
-/// Rows a [`Stream`]'s reader thread may have read ahead of the page shown.
-const STREAM_DEPTH: usize = 256;
-
-/// A sequential read of one state (and filter), held open between pages: the next page
-/// continues where the last one ended, instead of reading its key group again from the
-/// start. A thread visits the key groups in order and hands the rows over a bounded channel
-/// (at most [`STREAM_DEPTH`] rows wait in it); dropping the stream ends the thread at its
-/// next row.
-struct Stream {
-    views: Arc<Vec<Box<dyn KeyedStateView>>>,
-    /// (uid, state, filter) of the query it reads.
-    query: (String, String, String),
-    /// The cursor of a request that continues the stream.
-    resume: Cursor,
-    /// A row received and not yet handed out.
-    peeked: Option<Row>,
-    rx: Receiver<Streamed>,
-}
-
-/// What a stream's reader thread sends.
-enum Streamed {
-    Row(Row),
-    /// Key group done.
-    KeyGroup(u32),
-    /// The last key group is done.
-    End,
-    Failed(String),
-    /// A key group could not be read (damaged bytes); the stream goes on past it.
-    Damaged(String),
-}
-
 fn stream_key(q: &Query) -> (String, String, String) {
     (q.uid.clone(), q.state.clone(), q.filter.clone())
 }
 
-impl Stream {
-    /// Starts reading `q` from `from`.
-    fn start(views: &Views, q: &Query, from: &Cursor) -> Result<Stream, Fail> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_DEPTH);
-        let (v, query, from) = (views.clone(), q.clone(), from.clone());
-        std::thread::Builder::new()
-            .name("statekit-inspect-pages".into())
-            .spawn(move || {
-                for kg in from.key_group..v.max_parallelism {
-                    let skip = if kg == from.key_group { from.index } else { 0 };
-                    let r = visit(&v, &query, kg, &mut |row| {
-                        if row.cursor.index < skip {
-                            return Ok(true);
-                        }
-                        // The page reader is gone: stop.
-                        Ok(tx.send(Streamed::Row(row)).is_ok())
-                    });
-                    let next = match r {
-                        Ok(true) => Streamed::KeyGroup(kg),
-                        Ok(false) => return,
-                        Err(Fail::Cancelled) => return,
-                        Err(Fail::Error(e)) => Streamed::Failed(e),
-                        Err(Fail::Damaged(e)) => Streamed::Damaged(e),
-                    };
-                    let failed = matches!(next, Streamed::Failed(_));
-                    if tx.send(next).is_err() || failed {
-                        return;
-                    }
-                }
-                let _ = tx.send(Streamed::End);
-            })
-            .map_err(|e| Fail::Error(format!("starting a reader thread: {e}")))?;
-        Ok(Stream {
-            views: views.views.clone(),
-            query: stream_key(q),
-            resume: from.clone(),
-            peeked: None,
-            rx,
-        })
+/// The cursor over `q`'s entries: the one in `slot` when it reads the same query, else a
+/// new one over `views` (put in `slot`).
+fn cursor_for<'s>(
+    slot: &'s mut Option<((String, String, String), EntryCursor)>,
+    views: &KeyedEntries,
+    q: &Query,
+) -> &'s mut EntryCursor {
+    let key = stream_key(q);
+    if slot.as_ref().is_some_and(|(k, _)| *k != key) {
+        *slot = None;
     }
+    &mut slot
+        .get_or_insert_with(|| {
+            let mut filter = EntryFilter::default();
+            if !q.filter.is_empty() {
+                let text = q.filter.clone();
+                filter.matches = Some(Arc::new(move |desc: &StateDescriptor, e: &EntryRef<'_>| {
+                    entry_line(desc, e, false).contains(&text)
+                }));
+            }
+            (key, views.cursor(&q.state, filter))
+        })
+        .1
 }
 
 /// Why a read ended without a result.
@@ -437,13 +348,14 @@ enum Fail {
     Cancelled,
     /// An error to show.
     Error(String),
-    /// A key group whose bytes are damaged (corrupt data): what is around it stays readable.
-    Damaged(String),
 }
 
-impl From<StateError> for Fail {
-    fn from(e: StateError) -> Self {
-        Fail::Error(e.to_string())
+impl From<CursorError> for Fail {
+    fn from(e: CursorError) -> Self {
+        match e {
+            CursorError::Cancelled => Fail::Cancelled,
+            e => Fail::Error(e.to_string()),
+        }
     }
 }
 
@@ -452,18 +364,29 @@ impl Fail {
     fn message(self) -> Option<String> {
         match self {
             Fail::Cancelled => None,
-            Fail::Error(e) | Fail::Damaged(e) => Some(e),
+            Fail::Error(e) => Some(e),
         }
     }
 }
 
-/// Progress reporting, at most every 50 ms.
+/// Progress reporting, at most every 50 ms; a read watched by it stops when a request newer
+/// than `gen` arrives.
 struct Progress<'a> {
     gen: u64,
+    latest: Arc<AtomicU64>,
     what: String,
     total: u64,
     last: Instant,
     out: &'a mut dyn FnMut(Msg),
+}
+
+impl Watch for Progress<'_> {
+    fn cancelled(&mut self) -> bool {
+        self.latest.load(Ordering::SeqCst) > self.gen
+    }
+    fn progress(&mut self, done: u64) {
+        self.tick(done);
+    }
 }
 
 impl Progress<'_> {
@@ -488,7 +411,7 @@ impl Worker {
             latest,
             reader: None,
             views: None,
-            stream: None,
+            cursor: None,
             verify: None,
             verify_asked: std::collections::HashSet::new(),
         }
@@ -542,7 +465,7 @@ impl Worker {
             Request::Open { gen, path } => {
                 self.verify_later(&path);
                 self.views = None;
-                self.stream = None;
+                self.cursor = None;
                 self.reader = None;
                 // An Apache Flink snapshot's states are in the heads of its state streams.
                 // `path` may be an object-store URL: opened by location, as every command does.
@@ -576,7 +499,7 @@ impl Worker {
                 }
                 Ok(None) => out(Msg::NotFound { gen, text }),
                 Err(Fail::Cancelled) => {}
-                Err(Fail::Error(e) | Fail::Damaged(e)) => out(Msg::Page {
+                Err(Fail::Error(e)) => out(Msg::Page {
                     gen,
                     result: Err(e),
                     select: 0,
@@ -592,154 +515,57 @@ impl Worker {
     }
 
     /// Opens (or reuses) the views of `uid`.
-    fn views(&mut self, gen: u64, uid: &str, out: &mut dyn FnMut(Msg)) -> Result<&Views, Fail> {
-        let cached = self.views.as_ref().is_some_and(|v| v.uid == uid);
-        if !cached {
-            self.views = None;
-            let reader = self
-                .reader
-                .as_ref()
-                .ok_or_else(|| Fail::Error("no snapshot is open".into()))?;
-            out(Msg::Progress {
-                gen,
-                what: format!("opening the state files of {uid:?}"),
-                done: 0,
-                total: 0,
-                unit: "",
-            });
-            let op = reader.operator(uid).map_err(|e| Fail::Error(e.to_string()))?;
-            let max_parallelism = op.max_parallelism;
-            let views = statekit_snapshot::keyed_views(reader, uid, KeyGroupRange::all(max_parallelism))
-                .map_err(|e| Fail::Error(format!("{e:#}")))?;
-            self.views = Some(Views {
-                uid: uid.to_string(),
-                max_parallelism,
-                views: Arc::new(views),
-            });
+    fn views(&mut self, gen: u64, uid: &str, out: &mut dyn FnMut(Msg)) -> Result<KeyedEntries, Fail> {
+        if let Some(v) = self.views.as_ref().filter(|v| v.uid() == uid) {
+            return Ok(v.clone());
         }
-        self.views.as_ref().ok_or_else(|| Fail::Error("no views".into()))
+        self.views = None;
+        self.cursor = None;
+        let reader = self
+            .reader
+            .as_ref()
+            .ok_or_else(|| Fail::Error("no snapshot is open".into()))?;
+        out(Msg::Progress {
+            gen,
+            what: format!("opening the state files of {uid:?}"),
+            done: 0,
+            total: 0,
+            unit: "",
+        });
+        let op = reader.operator(uid).map_err(|e| Fail::Error(e.to_string()))?;
+        let views = KeyedEntries::open(reader, uid, KeyGroupRange::all(op.max_parallelism))
+            .map_err(|e| Fail::Error(format!("{e:#}")))?;
+        self.views = Some(views.clone());
+        Ok(views)
     }
 
     /// Reads one page.
     fn page(&mut self, gen: u64, q: &Query, at: &PageAt, out: &mut dyn FnMut(Msg)) -> Result<Page, Fail> {
-        let latest = self.latest.clone();
-        let views = &self.views(gen, &q.uid, out)?.clone();
-        let n = views.max_parallelism;
+        let views = self.views(gen, &q.uid, out)?;
+        let cursor = cursor_for(&mut self.cursor, &views, q);
         let size = q.page_size.max(1);
         let mut progress = Progress {
             gen,
+            latest: self.latest.clone(),
             what: format!("reading {:?}", q.state),
-            total: u64::from(n),
+            total: u64::from(views.max_parallelism()),
             last: Instant::now(),
             out,
         };
-        let cancelled = || latest.load(Ordering::SeqCst) > gen;
-        match at {
+        let page = match at {
             PageAt::From(c) => {
-                let reuse = self.stream.as_ref().is_some_and(|st| {
-                    Arc::ptr_eq(&st.views, &views.views) && st.query == stream_key(q) && st.resume == *c
-                });
-                let mut st = match self.stream.take() {
-                    Some(st) if reuse => st,
-                    _ => Stream::start(views, q, c)?,
-                };
-                let mut rows: Vec<Row> = Vec::with_capacity(size);
-                rows.extend(st.peeked.take());
-                let mut more = false;
-                let mut damaged = Vec::new();
-                loop {
-                    if cancelled() {
-                        // The rows taken so far are lost with the stream: the next read
-                        // starts afresh.
-                        return Err(Fail::Cancelled);
-                    }
-                    match st.rx.recv_timeout(Duration::from_millis(50)) {
-                        Ok(Streamed::Row(r)) if rows.len() == size => {
-                            st.peeked = Some(r);
-                            more = true;
-                            break;
-                        }
-                        Ok(Streamed::Row(r)) => rows.push(r),
-                        Ok(Streamed::KeyGroup(kg)) => progress.tick(u64::from(kg + 1 - c.key_group)),
-                        Ok(Streamed::End) => break,
-                        Ok(Streamed::Failed(e)) => return Err(Fail::Error(e)),
-                        Ok(Streamed::Damaged(e)) => damaged.push(e),
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                            return Err(Fail::Error("the reader thread ended unexpectedly".into()))
-                        }
-                    }
-                }
-                if more {
-                    if let Some(last) = rows.last() {
-                        st.resume = Cursor {
-                            key_group: last.cursor.key_group,
-                            index: last.cursor.index + 1,
-                        };
-                    }
-                    self.stream = Some(st);
-                }
-                Ok(Page {
-                    start: c.clone(),
-                    rows,
-                    more,
-                    damaged,
-                })
+                cursor.seek(c.clone());
+                cursor.next_page(size, &mut progress)?
             }
-            PageAt::Before(_) | PageAt::Last => {
-                let end = match at {
-                    PageAt::Before(c) => c.clone(),
-                    _ => Cursor { key_group: n, index: 0 },
-                };
-                // At most `size` rows are ever held: a ring per key group, then the page.
-                let mut acc: VecDeque<Row> = VecDeque::with_capacity(size);
-                let mut damaged = Vec::new();
-                let mut kg = end.key_group.min(n);
-                let first = end.key_group;
-                loop {
-                    if kg < n {
-                        if cancelled() {
-                            return Err(Fail::Cancelled);
-                        }
-                        progress.tick(u64::from(first.min(n) - kg));
-                        let limit = if kg == end.key_group { end.index } else { u64::MAX };
-                        let mut ring: VecDeque<Row> = VecDeque::new();
-                        let want = size - acc.len();
-                        let r = visit(views, q, kg, &mut |row| {
-                            if row.cursor.index >= limit {
-                                return Ok(false);
-                            }
-                            if ring.len() == want {
-                                ring.pop_front();
-                            }
-                            ring.push_back(row);
-                            Ok(true)
-                        });
-                        match r {
-                            Ok(_) => {}
-                            // The key group's entries before the damage are kept; it is named.
-                            Err(Fail::Damaged(e)) => damaged.push(e),
-                            Err(e) => return Err(e),
-                        }
-                        while let Some(r) = ring.pop_back() {
-                            acc.push_front(r);
-                        }
-                    }
-                    if acc.len() == size || kg == 0 {
-                        break;
-                    }
-                    kg -= 1;
-                }
-                let rows: Vec<Row> = acc.into_iter().collect();
-                let start = rows.first().map(|r| r.cursor.clone()).unwrap_or(Cursor::START);
-                Ok(Page {
-                    start,
-                    rows,
-                    more: !matches!(at, PageAt::Last),
-                    damaged,
-                })
-            }
-        }
+            PageAt::Before(c) => cursor.page_before(Some(c), size, &mut progress)?,
+            PageAt::Last => cursor.page_before(None, size, &mut progress)?,
+        };
+        Ok(Page {
+            start: page.start,
+            rows: page.entries,
+            more: page.more,
+            damaged: page.damaged.iter().map(ToString::to_string).collect(),
+        })
     }
 
     /// Finds the cursor of the entry a search lands on.
@@ -754,186 +580,31 @@ impl Worker {
         direction: Direction,
         out: &mut dyn FnMut(Msg),
     ) -> Result<Option<(Cursor, Option<String>)>, Fail> {
-        let latest = self.latest.clone();
         let views = self.views(gen, &q.uid, out)?;
-        let n = views.max_parallelism;
-        let Some(desc) = state_desc(views, &q.state) else {
+        let cursor = cursor_for(&mut self.cursor, &views, q);
+        let Some(desc) = cursor.descriptor().cloned() else {
             return Ok(None);
         };
         if exact_first {
             if let Ok(key) = render::parse_key(text, &desc.key_schema, render::KeyFormat::Auto) {
-                let kg = key_group_for_key(&key, n);
-                let mut found = None;
-                visit(views, q, kg, &mut |row| {
-                    if row.key == key {
-                        found = Some(row.cursor);
-                        return Ok(false);
-                    }
-                    Ok(true)
-                })?;
-                if let Some(c) = found {
+                if let Some(c) = cursor.find_key(&key)? {
+                    let kg = c.key_group;
                     return Ok(Some((c, Some(format!("key {text} (key group {kg})")))));
                 }
             }
         }
-        let matches = |row: &Row| render::text(&desc.key_schema, &row.key).contains(text);
+        let matches = |e: &EntryRef<'_>| render::text(&desc.key_schema, e.key).contains(text);
         let mut progress = Progress {
             gen,
+            latest: self.latest.clone(),
             what: format!("searching {:?} for {text:?}", q.state),
-            total: u64::from(n),
+            total: u64::from(views.max_parallelism()),
             last: Instant::now(),
             out,
         };
-        let cancelled = || latest.load(Ordering::SeqCst) > gen;
-        // Scans key groups `kgs`, calling `hit` on every matching row with its position
-        // relative to `from` (before, at/after); `hit` returns false to stop.
-        let scan_kgs = |kgs: std::ops::Range<u32>,
-                        hit: &mut dyn FnMut(&Row) -> bool,
-                        progress: &mut Progress<'_>|
-         -> Result<bool, Fail> {
-            for kg in kgs {
-                if cancelled() {
-                    return Err(Fail::Cancelled);
-                }
-                progress.tick(u64::from(kg));
-                let go = visit(views, q, kg, &mut |row| Ok(!matches(&row) || hit(&row)))?;
-                if !go {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        };
-        let wrapped = Some("search wrapped around".to_string());
-        match direction {
-            Direction::Next => {
-                let mut found: Option<Cursor> = None;
-                scan_kgs(
-                    from.key_group..n,
-                    &mut |r| {
-                        if r.cursor > *from {
-                            found = Some(r.cursor.clone());
-                            false
-                        } else {
-                            true
-                        }
-                    },
-                    &mut progress,
-                )?;
-                if let Some(c) = found {
-                    return Ok(Some((c, None)));
-                }
-                scan_kgs(
-                    0..from.key_group.saturating_add(1).min(n),
-                    &mut |r| {
-                        if r.cursor <= *from {
-                            found = Some(r.cursor.clone());
-                        }
-                        false
-                    },
-                    &mut progress,
-                )?;
-                Ok(found.map(|c| (c, wrapped)))
-            }
-            Direction::Prev => {
-                let mut found: Option<Cursor> = None;
-                scan_kgs(
-                    0..from.key_group.saturating_add(1).min(n),
-                    &mut |r| {
-                        if r.cursor < *from {
-                            found = Some(r.cursor.clone());
-                            true
-                        } else {
-                            false
-                        }
-                    },
-                    &mut progress,
-                )?;
-                if let Some(c) = found {
-                    return Ok(Some((c, None)));
-                }
-                scan_kgs(
-                    from.key_group..n,
-                    &mut |r| {
-                        if r.cursor >= *from {
-                            found = Some(r.cursor.clone());
-                        }
-                        true
-                    },
-                    &mut progress,
-                )?;
-                Ok(found.map(|c| (c, wrapped)))
-            }
-        }
+        let found = cursor.find(from, direction, &matches, &mut progress)?;
+        Ok(found.map(|f| (f.position, f.wrapped.then(|| "search wrapped around".to_string()))))
     }
-}
-
-/// The descriptor of keyed state `name` in any of the views.
-fn state_desc<'v>(views: &'v Views, name: &str) -> Option<&'v StateDescriptor> {
-    views.views.iter().flat_map(|v| v.states()).find(|d| d.name == name)
-}
-
-/// Calls `f` with every entry of state `q.state` in key group `kg` that passes the filter,
-/// in canonical order, numbered within the key group; `f` returns false to stop. Returns
-/// false when `f` stopped.
-fn visit(views: &Views, q: &Query, kg: u32, f: &mut dyn FnMut(Row) -> Result<bool, Fail>) -> Result<bool, Fail> {
-    let mut index = 0u64;
-    let mut outcome: Result<bool, Fail> = Ok(true);
-    for view in views.views.iter().filter(|v| v.key_group_range().contains(kg)) {
-        let Some(state) = view.states().iter().position(|d| d.name == q.state) else {
-            continue;
-        };
-        let desc = &view.states()[state];
-        let state = state as u32;
-        let is_list = desc.kind == KeyedStateKind::List;
-        let mut element = 0u64;
-        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
-        let r = view.visit_key_group(kg, &mut |e| {
-            if e.state != state {
-                return Ok(ControlFlow::Continue(()));
-            }
-            let same = last
-                .as_ref()
-                .is_some_and(|(k, ns)| k.as_slice() == e.key && ns.as_slice() == e.namespace);
-            if !same {
-                element = 0;
-                last = Some((e.key.to_vec(), e.namespace.to_vec()));
-            }
-            let row = Row {
-                cursor: Cursor { key_group: kg, index },
-                key: e.key.to_vec(),
-                namespace: e.namespace.to_vec(),
-                user_key: e.user_key.map(<[u8]>::to_vec),
-                value: e.value.to_vec(),
-                ttl_timestamp: e.timestamp,
-                element: is_list.then_some(element),
-            };
-            element += 1;
-            if !q.filter.is_empty() && !entry_line(desc, &row, false).contains(&q.filter) {
-                return Ok(ControlFlow::Continue(()));
-            }
-            index += 1;
-            match f(row) {
-                Ok(true) => Ok(ControlFlow::Continue(())),
-                Ok(false) => {
-                    outcome = Ok(false);
-                    Ok(ControlFlow::Break(()))
-                }
-                Err(fail) => {
-                    outcome = Err(fail);
-                    Ok(ControlFlow::Break(()))
-                }
-            }
-        });
-        match r {
-            Ok(ControlFlow::Break(())) => return outcome,
-            Ok(ControlFlow::Continue(())) => {}
-            Err(e) if e.kind() == statekit_core::ErrorKind::Corrupt => {
-                return Err(Fail::Damaged(format!("key group {kg}: {e}")))
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    outcome
 }
 
 /// The snapshots under `root` (a local directory or an object-store URL), as the snapshot
