@@ -6,7 +6,7 @@
 //! savepoint and its conversion reports nothing, and the converted `_metadata` records the
 //! scheme and keeps the operator ids; `dump --key a` finds the entry in both; a `rewrite` to
 //! another max parallelism places the key by Flink's rule (key group 209 of 256), where a
-//! query then finds it.
+//! query then finds it. The same on Flink's checkpoints (changelog and incremental RocksDB).
 
 mod common;
 
@@ -279,4 +279,46 @@ fn export_and_import_keep_flinks_key_groups() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!text.contains("kg="), "diff C imported names no entry: {text}");
+}
+
+/// The same on Flink's checkpoints (changelog, materialized changelog, incremental RocksDB):
+/// the query reads a in key group 81, a conversion `diff` finds identical, and a rewrite to
+/// 256 key groups puts a in 209.
+#[test]
+fn flink_checkpoints_keep_flinks_key_groups() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in [
+        "checkpoint-changelog-hashmap",
+        "checkpoint-changelog-hashmap-materialized",
+        "checkpoint-rocksdb-incremental",
+    ] {
+        let text = std::fs::read_to_string(fixture(name).join("expected-chk-2.json")).expect("expected");
+        let want: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let count = want["keyed_state"]["word-count"]["count"]["values"]["a"]
+            .as_i64()
+            .expect("a's count");
+        let metadata = fixture(name).join(want["metadata_file"].as_str().expect("metadata_file"));
+        let cp = metadata.parent().expect("checkpoint directory");
+        assert_finds_a(name, cp, count, 128, A_KEY_GROUP);
+        assert_dump_finds_a(name, cp, count, A_KEY_GROUP);
+        let c = dir.path().join(name);
+        ok(&["convert", path_str(cp), path_str(&c)]);
+        let out = ok(&["diff", path_str(cp), path_str(&c)]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("no differences"), "{name}: diff CP C: {text}");
+        assert_finds_a(&format!("{name} converted"), &c, count, 128, A_KEY_GROUP);
+        let r = dir.path().join(format!("{name}-256"));
+        ok(&[
+            "rewrite",
+            path_str(cp),
+            path_str(&r),
+            "--max-parallelism",
+            &format!("{WORD_COUNT}=256"),
+        ]);
+        assert_finds_a(&format!("{name} rewritten"), &r, count, 256, A_KEY_GROUP_OF_256);
+    }
 }
