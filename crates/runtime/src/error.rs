@@ -5,7 +5,8 @@ use statekit_core::storage::StorageError;
 use statekit_core::{ErrorKind, StateError};
 use statekit_snapshot::SnapshotError;
 
-/// Errors of the runtime: a checkpoint, the sink's transactions, the source's offsets.
+/// Errors of the runtime: a checkpoint, the sink's transactions, the source's offsets. The
+/// lower crates' errors travel boxed, so a `Result` of the runtime stays small.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
@@ -73,16 +74,16 @@ pub enum RuntimeError {
     Write(#[from] std::io::Error),
     /// The checkpoint store or a snapshot writer/reader failed.
     #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
+    Checkpoint(Box<CheckpointError>),
     /// A backend or operator state failed.
     #[error(transparent)]
-    State(#[from] StateError),
+    State(Box<StateError>),
     /// Opening or restoring a backend failed.
     #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
+    Snapshot(Box<SnapshotError>),
     /// The changelog failed to persist a checkpoint's log tail.
     #[error(transparent)]
-    Changelog(#[from] ChangelogError),
+    Changelog(Box<ChangelogError>),
     /// Storage failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -96,6 +97,30 @@ pub enum RuntimeError {
     /// hooks), carried through the coordinator unchanged.
     #[error(transparent)]
     Job(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<CheckpointError> for RuntimeError {
+    fn from(e: CheckpointError) -> Self {
+        RuntimeError::Checkpoint(Box::new(e))
+    }
+}
+
+impl From<StateError> for RuntimeError {
+    fn from(e: StateError) -> Self {
+        RuntimeError::State(Box::new(e))
+    }
+}
+
+impl From<SnapshotError> for RuntimeError {
+    fn from(e: SnapshotError) -> Self {
+        RuntimeError::Snapshot(Box::new(e))
+    }
+}
+
+impl From<ChangelogError> for RuntimeError {
+    fn from(e: ChangelogError) -> Self {
+        RuntimeError::Changelog(Box::new(e))
+    }
 }
 
 impl RuntimeError {
@@ -150,7 +175,7 @@ impl From<RuntimeError> for StateError {
     /// runtime): the state error itself when it is one, else boxed with its kind.
     fn from(e: RuntimeError) -> Self {
         match e {
-            RuntimeError::State(s) => s,
+            RuntimeError::State(s) => *s,
             other => StateError::Other(Box::new(other)),
         }
     }
@@ -176,5 +201,7 @@ mod tests {
         assert_eq!(RuntimeError::job("a job's own failure").kind(), ErrorKind::Internal);
         let boxed: StateError = RuntimeError::OffsetShape.into();
         assert_eq!(boxed.kind(), ErrorKind::Corrupt);
+        // Small enough to return everywhere (clippy's result_large_err is 128 bytes).
+        assert!(std::mem::size_of::<RuntimeError>() <= 64);
     }
 }
