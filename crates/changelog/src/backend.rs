@@ -660,7 +660,7 @@ pub fn restore_into(
             &mut |p| {
                 Err(match p {
                     TailProblem::Open(e) | TailProblem::Read(e) => StateError::from(e),
-                    TailProblem::Mismatch(p) => crate::ChangelogError::TailMismatch(p).into(),
+                    TailProblem::Mismatch(p) => crate::ChangelogError::TailMismatch(Box::new(p)).into(),
                 })
             },
             &mut |pos, kg, rec| {

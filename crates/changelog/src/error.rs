@@ -85,7 +85,7 @@ pub enum ChangelogError {
     /// A restore met a log tail whose change set is not in its file as the checkpoint
     /// references it.
     #[error("cannot restore: {0}")]
-    TailMismatch(statekit_format::Problem),
+    TailMismatch(Box<statekit_format::Problem>),
     /// More consecutive materializations failed than allowed.
     #[error("{failures} consecutive materializations failed (state.changelog.max-failures-allowed = {allowed}); last: {last}")]
     MaterializationFailures {
@@ -94,7 +94,7 @@ pub enum ChangelogError {
         /// The failures allowed.
         allowed: u32,
         /// The last failure.
-        last: MaterializationFailure,
+        last: Box<MaterializationFailure>,
     },
 }
 

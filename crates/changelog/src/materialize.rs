@@ -205,7 +205,7 @@ impl Materializer {
                     Err(ChangelogError::MaterializationFailures {
                         failures: self.failures,
                         allowed: self.policy.max_failures,
-                        last: why,
+                        last: Box::new(why),
                     })
                 } else {
                     Ok(None)

@@ -54,7 +54,7 @@ pub enum CheckpointError {
         /// The orphan.
         orphan: std::path::PathBuf,
         /// What is wrong with it.
-        why: OrphanMoved,
+        why: Box<OrphanMoved>,
         /// The plan's base directory.
         base: std::path::PathBuf,
     },
@@ -64,7 +64,7 @@ pub enum CheckpointError {
         /// The orphan.
         orphan: std::path::PathBuf,
         /// What is wrong with it.
-        why: OrphanMoved,
+        why: Box<OrphanMoved>,
         /// The files deleted before it.
         deleted: usize,
         /// The plan's base directory.

@@ -505,7 +505,7 @@ pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
         if let Err(why) = locate_orphan(base, o) {
             return Err(CheckpointError::GcRefused {
                 orphan: o.path.clone(),
-                why,
+                why: Box::new(why),
                 base: base.clone(),
             });
         }
@@ -516,7 +516,7 @@ pub fn apply_gc(plan: &GcPlan) -> Result<(usize, u64), CheckpointError> {
     for o in &plan.orphans {
         let located = locate_orphan(base, o).map_err(|why| CheckpointError::GcStopped {
             orphan: o.path.clone(),
-            why,
+            why: Box::new(why),
             deleted: n,
             base: base.clone(),
         })?;

@@ -143,10 +143,10 @@ pub enum Incompatibility {
         state: String,
         /// `key`, `namespace` or `value`.
         part: &'static str,
-        /// The schema now.
-        now: TypeSchema,
+        /// The schema now (boxed, as the next: state results stay small).
+        now: Box<TypeSchema>,
         /// The recorded schema.
-        recorded: TypeSchema,
+        recorded: Box<TypeSchema>,
     },
     /// Registered again with another map user-key schema.
     #[error("state {state:?}: map user-key schema differs")]

@@ -308,8 +308,8 @@ impl StateDescriptor {
                 return Err(Incompatibility::Schema {
                     state: self.name.clone(),
                     part: what,
-                    now: b.clone(),
-                    recorded: a.clone(),
+                    now: Box::new(b.clone()),
+                    recorded: Box::new(a.clone()),
                 });
             }
         }

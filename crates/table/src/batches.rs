@@ -5,7 +5,7 @@ use crate::TableError;
 use arrow_array::builder::{BinaryBuilder, StringBuilder};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray, UInt64Array};
 use arrow_schema::SchemaRef;
-use statekit_core::schema::{decode_value, Value};
+use statekit_core::schema::{decode_value, Value, ValueDecodeError};
 use statekit_core::{Entry, StateDescriptor, TypeSchema};
 use std::sync::Arc;
 
@@ -101,12 +101,12 @@ impl StateBatches {
         // Every cell is read (checked and decoded, once) before anything is appended, so a
         // failed row leaves no partial row behind.
         let uk_schema = self.desc.user_key_schema.as_ref().unwrap_or(&TypeSchema::Bytes);
-        let key = read_cell(&self.desc.key_schema, e.key).map_err(|r| column_err("key", r))?;
+        let key = read_cell(&self.desc.key_schema, e.key).map_err(|r| column_err("key", r.to_string()))?;
         let user_key = match user_key {
-            Some(u) => Some(read_cell(uk_schema, u).map_err(|r| column_err("user_key", r))?),
+            Some(u) => Some(read_cell(uk_schema, u).map_err(|r| column_err("user_key", r.to_string()))?),
             None => None,
         };
-        let value = read_cell(&self.desc.value_schema, e.value).map_err(|r| column_err("value", r))?;
+        let value = read_cell(&self.desc.value_schema, e.value).map_err(|r| column_err("value", r.to_string()))?;
         let expires = match (self.desc.ttl, e.timestamp) {
             (Some(ttl), Some(ts)) => Some(ts.saturating_add(i64::try_from(ttl.ttl_ms).unwrap_or(i64::MAX))),
             (Some(_), None) => {
@@ -261,30 +261,50 @@ enum Cell<'a> {
     Value(Value),
 }
 
+/// Why a stored part does not read as its column's cell.
+#[derive(Debug, thiserror::Error)]
+enum CellError {
+    /// The schema decoder's reason.
+    #[error("{0}")]
+    Decode(#[from] ValueDecodeError),
+    /// A fixed-width value of another width (that the decoder did not reject).
+    #[error("{got} bytes where {expected} were expected")]
+    Width { got: usize, expected: usize },
+    /// A string that is not UTF-8 (that the decoder did not reject).
+    #[error("not UTF-8")]
+    NotUtf8,
+    /// A fixed-width slice of the wrong width (cannot happen after the width check).
+    #[error("a fixed-width value of the wrong width")]
+    BadWidth,
+}
+
 /// Reads the value stored as `bytes` by `schema` into the cell its [`ColumnBuf`] takes; the
 /// reason, as the schema decoder gives it, when the bytes do not decode.
-fn read_cell<'a>(schema: &TypeSchema, bytes: &'a [u8]) -> Result<Cell<'a>, String> {
-    let fixed = |n: usize| -> Result<&'a [u8], String> {
+fn read_cell<'a>(schema: &TypeSchema, bytes: &'a [u8]) -> Result<Cell<'a>, CellError> {
+    let fixed = |n: usize| -> Result<&'a [u8], CellError> {
         if bytes.len() == n {
             Ok(bytes)
         } else {
-            Err(decode_value(schema, bytes).err().map_or_else(
-                || format!("{} bytes where {n} were expected", bytes.len()),
-                |e| e.to_string(),
+            Err(decode_value(schema, bytes).err().map_or(
+                CellError::Width {
+                    got: bytes.len(),
+                    expected: n,
+                },
+                CellError::Decode,
             ))
         }
     };
-    let bad_width = |_| "a fixed-width value of the wrong width".to_string();
+    let bad_width = |_| CellError::BadWidth;
     Ok(match schema {
         TypeSchema::Bytes => Cell::Bytes(bytes),
         TypeSchema::Utf8 => Cell::Str(std::str::from_utf8(bytes).map_err(|_| {
             decode_value(schema, bytes)
                 .err()
-                .map_or_else(|| "not UTF-8".to_string(), |e| e.to_string())
+                .map_or(CellError::NotUtf8, CellError::Decode)
         })?),
         TypeSchema::I64 => Cell::I64(i64::from_be_bytes(fixed(8)?.try_into().map_err(bad_width)?)),
         TypeSchema::U64 => Cell::U64(u64::from_be_bytes(fixed(8)?.try_into().map_err(bad_width)?)),
         TypeSchema::I32 => Cell::I32(i32::from_be_bytes(fixed(4)?.try_into().map_err(bad_width)?)),
-        _ => Cell::Value(decode_value(schema, bytes).map_err(|e| e.to_string())?),
+        _ => Cell::Value(decode_value(schema, bytes)?),
     })
 }

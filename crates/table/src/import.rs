@@ -603,8 +603,44 @@ fn holds(t: &DataType, schema: &TypeSchema) -> bool {
     }
 }
 
+/// Why a table cell does not hold a value of its column's schema.
+#[derive(Debug, thiserror::Error)]
+enum ColumnProblem {
+    /// A null where the schema is no option.
+    #[error("null, but {schema} is not an option")]
+    NullNotOption { schema: TypeSchema },
+    /// An integer schema on a column of another type.
+    #[error("{data_type} is not an integer column")]
+    NotInteger { data_type: DataType },
+    /// A column of another type than the schema's (`boolean`, `float32`, `string`, …).
+    #[error("not a {what} column")]
+    NotA { what: &'static str },
+    /// An integer outside the schema's range.
+    #[error("{value} does not fit {schema}")]
+    OutOfRange { value: i128, schema: TypeSchema },
+    /// A struct column with fewer fields than the tuple.
+    #[error("a struct with too few fields")]
+    TooFewFields,
+    /// A struct column without a field of the struct.
+    #[error("no field {name:?}")]
+    NoField { name: String },
+    /// A field of a struct or tuple (by name or index).
+    #[error("field {field}: {inner}")]
+    Field { field: String, inner: Box<ColumnProblem> },
+}
+
+impl ColumnProblem {
+    /// `self` as the problem of field `field`.
+    fn in_field(self, field: String) -> ColumnProblem {
+        ColumnProblem::Field {
+            field,
+            inner: Box::new(self),
+        }
+    }
+}
+
 /// The value at `row` of `array` as `schema` (whose type [`holds`] checked).
-fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value, String> {
+fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value, ColumnProblem> {
     if let TypeSchema::Option(inner) = schema {
         return if array.is_null(row) {
             Ok(Value::Option(None))
@@ -616,19 +652,27 @@ fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value,
         return Ok(Value::Unit);
     }
     if array.is_null(row) {
-        return Err(format!("null, but {schema} is not an option"));
+        return Err(ColumnProblem::NullNotOption { schema: schema.clone() });
     }
     macro_rules! int {
         ($($t:ty),*) => {{
             let v: Option<i128> = None $(.or_else(|| array.as_primitive_opt::<$t>().map(|a| i128::from(a.value(row)))))*;
-            v.ok_or_else(|| format!("{} is not an integer column", array.data_type()))?
+            v.ok_or_else(|| ColumnProblem::NotInteger { data_type: array.data_type().clone() })?
         }};
     }
     Ok(match schema {
-        TypeSchema::Bool => Value::Bool(array.as_boolean_opt().ok_or("not a boolean column")?.value(row)),
+        TypeSchema::Bool => Value::Bool(
+            array
+                .as_boolean_opt()
+                .ok_or(ColumnProblem::NotA { what: "boolean" })?
+                .value(row),
+        ),
         TypeSchema::I32 | TypeSchema::I64 | TypeSchema::U64 => {
             let v = int!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type);
-            let out_of_range = || format!("{v} does not fit {schema}");
+            let out_of_range = || ColumnProblem::OutOfRange {
+                value: v,
+                schema: schema.clone(),
+            };
             match schema {
                 TypeSchema::I32 => Value::I32(i32::try_from(v).map_err(|_| out_of_range())?),
                 TypeSchema::I64 => Value::I64(i64::try_from(v).map_err(|_| out_of_range())?),
@@ -638,7 +682,7 @@ fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value,
         TypeSchema::F32 => Value::F32(
             array
                 .as_primitive_opt::<Float32Type>()
-                .ok_or("not a float32 column")?
+                .ok_or(ColumnProblem::NotA { what: "float32" })?
                 .value(row),
         ),
         TypeSchema::F64 => match array.as_primitive_opt::<Float64Type>() {
@@ -646,7 +690,7 @@ fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value,
             None => Value::F64(f64::from(
                 array
                     .as_primitive_opt::<Float32Type>()
-                    .ok_or("not a float column")?
+                    .ok_or(ColumnProblem::NotA { what: "float" })?
                     .value(row),
             )),
         },
@@ -655,7 +699,7 @@ fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value,
             DataType::LargeUtf8 => array.as_string::<i64>().value(row).to_string(),
             _ => array
                 .as_string_view_opt()
-                .ok_or("not a string column")?
+                .ok_or(ColumnProblem::NotA { what: "string" })?
                 .value(row)
                 .to_string(),
         }),
@@ -665,14 +709,17 @@ fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value,
             DataType::FixedSizeBinary(_) => array.as_fixed_size_binary().value(row).to_vec(),
             _ => array
                 .as_binary_view_opt()
-                .ok_or("not a binary column")?
+                .ok_or(ColumnProblem::NotA { what: "binary" })?
                 .value(row)
                 .to_vec(),
         }),
         TypeSchema::List(item) => {
             let values = match array.data_type() {
                 DataType::LargeList(_) => array.as_list::<i64>().value(row),
-                _ => array.as_list_opt::<i32>().ok_or("not a list column")?.value(row),
+                _ => array
+                    .as_list_opt::<i32>()
+                    .ok_or(ColumnProblem::NotA { what: "list" })?
+                    .value(row),
             };
             (0..values.len())
                 .map(|i| value_at(values.as_ref(), i, item))
@@ -680,22 +727,24 @@ fn value_at(array: &dyn Array, row: usize, schema: &TypeSchema) -> Result<Value,
                 .map(Value::List)?
         }
         TypeSchema::Tuple(items) => {
-            let s = array.as_struct_opt().ok_or("not a struct column")?;
+            let s = array.as_struct_opt().ok_or(ColumnProblem::NotA { what: "struct" })?;
             let mut out = Vec::with_capacity(items.len());
             for (i, t) in items.iter().enumerate() {
-                let c = s.columns().get(i).ok_or("a struct with too few fields")?;
-                out.push(value_at(c.as_ref(), row, t).map_err(|e| format!("field {i}: {e}"))?);
+                let c = s.columns().get(i).ok_or(ColumnProblem::TooFewFields)?;
+                out.push(value_at(c.as_ref(), row, t).map_err(|e| e.in_field(i.to_string()))?);
             }
             Value::Tuple(out)
         }
         TypeSchema::Struct(items) => {
-            let s = array.as_struct_opt().ok_or("not a struct column")?;
+            let s = array.as_struct_opt().ok_or(ColumnProblem::NotA { what: "struct" })?;
             let mut out = Vec::with_capacity(items.len());
             for (n, t) in items {
-                let c = s.column_by_name(n).ok_or_else(|| format!("no field {n:?}"))?;
+                let c = s
+                    .column_by_name(n)
+                    .ok_or_else(|| ColumnProblem::NoField { name: n.clone() })?;
                 out.push((
                     n.clone(),
-                    value_at(c.as_ref(), row, t).map_err(|e| format!("field {n}: {e}"))?,
+                    value_at(c.as_ref(), row, t).map_err(|e| e.in_field(n.clone()))?,
                 ));
             }
             Value::Struct(out)
@@ -712,7 +761,7 @@ fn cell(path: &Path, c: &Column<'_>, row: usize, number: u64) -> Result<Vec<u8>,
         column: Some(c.name.into()),
         reason,
     };
-    let v = value_at(c.array, row, &c.schema).map_err(bad)?;
+    let v = value_at(c.array, row, &c.schema).map_err(|p| bad(p.to_string()))?;
     encode_value(&c.schema, &v).map_err(|e| bad(e.to_string()))
 }
 
