@@ -9,7 +9,7 @@
 //! * [`open_keyed`]: a backend of the caller's choice ([`BackendChoice`], optionally under the
 //!   changelog: [`ChangelogSetup`]) restored from any snapshot kind at any parallelism;
 //! * [`find_snapshots`] and [`latest_checkpoint`]: what lies under a directory;
-//! * [`describe`]: what a snapshot holds, from `_metadata` alone (operators, states, types,
+//! * [`describe()`]: what a snapshot holds, from `_metadata` alone (operators, states, types,
 //!   sizes, format, changelog summary), as a [`Description`] a tool renders;
 //! * [`EntryCursor`] ([`cursor`]): one keyed state's entries, seekable and filtered, read
 //!   as a walk, as pages or by search, a damaged key group reported and skipped;
