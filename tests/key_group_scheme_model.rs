@@ -525,7 +525,7 @@ fn cases(scheme: KeyGroupScheme, key_type: KeyType) -> impl Strategy<Value = Cas
 /// Per scheme and key type: `$name` through every path but import, `$import` through export
 /// and import.
 macro_rules! scheme_tests {
-    ($($name:ident, $import:ident $(#[$import_attr:meta])*: $scheme:ident, $key:ident;)*) => {
+    ($($name:ident, $import:ident: $scheme:ident, $key:ident;)*) => {
         proptest! {
             #![proptest_config(ProptestConfig { cases: 2, failure_persistence: None, ..ProptestConfig::default() })]
             $(
@@ -535,7 +535,6 @@ macro_rules! scheme_tests {
                 }
 
                 #[test]
-                $(#[$import_attr])*
                 fn $import(case in cases(KeyGroupScheme::$scheme, KeyType::$key)) {
                     run_import(&case);
                 }
@@ -545,12 +544,12 @@ macro_rules! scheme_tests {
 }
 
 scheme_tests! {
-    flink_utf8, flink_utf8_export_import #[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]: Flink, Utf8;
-    flink_i32, flink_i32_export_import #[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]: Flink, I32;
-    flink_i64, flink_i64_export_import #[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]: Flink, I64;
-    flink_bool, flink_bool_export_import #[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]: Flink, Bool;
-    flink_f32, flink_f32_export_import #[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]: Flink, F32;
-    flink_f64, flink_f64_export_import #[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]: Flink, F64;
+    flink_utf8, flink_utf8_export_import: Flink, Utf8;
+    flink_i32, flink_i32_export_import: Flink, I32;
+    flink_i64, flink_i64_export_import: Flink, I64;
+    flink_bool, flink_bool_export_import: Flink, Bool;
+    flink_f32, flink_f32_export_import: Flink, F32;
+    flink_f64, flink_f64_export_import: Flink, F64;
     statekit_utf8, statekit_utf8_export_import: Statekit, Utf8;
     statekit_i32, statekit_i32_export_import: Statekit, I32;
     statekit_i64, statekit_i64_export_import: Statekit, I64;
@@ -636,13 +635,11 @@ fn flink_native_files_restore_into_rocksdb() {
     }
 }
 
-/// ... and through export and import. Ignored: `import_tables` fails on Flink-keyed state with
-/// `operator "op": its keys are in flink key groups, but a subtask's are in statekit key
-/// groups` — `UniqueView` (crates/table/src/import.rs), the view it writes each subtask
-/// through, does not forward `KeyedStateView::key_group_scheme`, so the writer, told Flink's
-/// scheme by `set_key_group_scheme`, is handed a view that says statekit's.
+/// ... and through export and import (this failed until 589104f: import's `UniqueView`
+/// did not forward `KeyedStateView::key_group_scheme`, so the writer, told Flink's scheme,
+/// refused its subtasks: "its keys are in flink key groups, but a subtask's are in statekit
+/// key groups").
 #[test]
-#[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]
 fn flink_string_a_stays_in_key_group_81_through_export_and_import() {
     run_import(&key_a_case());
 }

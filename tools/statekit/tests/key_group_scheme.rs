@@ -241,12 +241,10 @@ fn rewrite_to_another_max_parallelism_places_keys_by_flinks_rule() {
 
 /// Export of the converted savepoint, its schema (`schema --json`, which names Flink's
 /// scheme) and import give back a savepoint `diff` finds identical, with a in key group 81.
-/// Ignored: `import` refuses Flink-keyed state (`error: operator "…": its keys are in flink
-/// key groups, but a subtask's are in statekit key groups`, exit 2) — `UniqueView`
-/// (crates/table/src/import.rs), through which each subtask is written, does not forward
-/// `KeyedStateView::key_group_scheme`, so the writer, told Flink's scheme, sees statekit's.
+/// (Until 589104f `import` refused Flink-keyed state, exit 2: `error: operator "…": its keys
+/// are in flink key groups, but a subtask's are in statekit key groups` — `UniqueView`, through
+/// which each subtask is written, did not forward `KeyedStateView::key_group_scheme`.)
 #[test]
-#[ignore = "bug: import refuses Flink-keyed state (table/src/import.rs UniqueView does not forward key_group_scheme)"]
 fn export_and_import_keep_flinks_key_groups() {
     let dir = tempfile::tempdir().expect("tempdir");
     let name = "savepoint-hashmap-canonical";
