@@ -293,7 +293,22 @@ impl SnapshotReader {
         }
         let m = StoredMetadata::fetch(location)?;
         if statekit_flink::is_flink_metadata(m.blob.bytes()) {
-            return Self::open_stored(m.root.clone(), &m.dir, m.job_dir.as_deref(), checked, false, flink);
+            // Refused by its size before the rest of its bytes are fetched.
+            statekit_flink::check_metadata_size(m.size(), &m.storage.describe(METADATA_FILE_NAME))?;
+            m.fetch_all()?;
+            let snapshot = statekit_flink::FlinkSnapshot::open_stored(
+                m.root.clone(),
+                &m.dir,
+                &m.storage.describe(""),
+                m.blob.bytes(),
+                m.written_ms(),
+                flink,
+            )?;
+            if checked {
+                refuse_outside_handles(&snapshot)?;
+            }
+            let resolver = m.resolver()?;
+            return Ok(Self::from_flink(m.storage.clone(), resolver, snapshot));
         }
         Self::from_stored_metadata(&m, checked)
     }
@@ -313,13 +328,9 @@ impl SnapshotReader {
         } else {
             statekit_format::decode_metadata(m.blob.bytes(), &file)?
         };
-        let mut resolver = FileResolver::new(m.storage.clone());
-        if let Some(j) = &m.job_dir {
-            resolver = resolver.with_job(Arc::new(SubdirStorage::new(m.root.clone(), j)?));
-        }
         Ok(SnapshotReader {
             storage: m.storage.clone(),
-            resolver,
+            resolver: m.resolver()?,
             metadata,
             flink: None,
         })
@@ -770,6 +781,16 @@ impl StoredMetadata {
             job_dir,
             storage,
             blob,
+        })
+    }
+
+    /// Resolves the snapshot's file references: against its directory, shared files against
+    /// the enclosing one.
+    pub fn resolver(&self) -> Result<FileResolver, CheckpointError> {
+        let resolver = FileResolver::new(self.storage.clone());
+        Ok(match &self.job_dir {
+            Some(j) => resolver.with_job(Arc::new(SubdirStorage::new(self.root.clone(), j)?)),
+            None => resolver,
         })
     }
 
