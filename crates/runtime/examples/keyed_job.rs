@@ -1,10 +1,7 @@
-//! A keyed job on statekit-runtime: counts the words of an in-memory text with a counter of
-//! parallelism 2 (keyed ValueState `count`), a checkpoint every 4 words and an exactly-once
-//! file sink writing `(word,count)` lines. The first run fails midway (an injected error just
-//! after a checkpoint was triggered, before it completed); the second restores the latest
-//! completed checkpoint and finishes. Committed output holds every count exactly once.
-//!
-//! `cargo run -p statekit-runtime --example keyed_job`
+//! A keyed job on statekit-runtime (`cargo run -p statekit-runtime --example keyed_job`):
+//! counts words with a keyed ValueState `count` at parallelism 2, a checkpoint every 4 words,
+//! `(word,count)` lines into an exactly-once file sink. The first run fails after word 8 (a
+//! checkpoint in flight); the second restores the latest completed one: every count once.
 
 use statekit_runtime::statekit_checkpoint::{new_job_id, CheckpointStore, RestoreMode, SnapshotWriter};
 use statekit_runtime::statekit_core::storage::LocalStorage;
@@ -12,8 +9,7 @@ use statekit_runtime::statekit_core::{key_group_for_key, keygroup, BackendConfig
 use statekit_runtime::statekit_core::{StateDescriptor, StateFunctions, StateHandle, TypeSchema};
 use statekit_runtime::statekit_snapshot::{open_keyed, BackendChoice, KeyedBackend, RestoreFrom};
 use statekit_runtime::*;
-use std::path::Path;
-use std::sync::Arc;
+use std::{path::Path, sync::Arc};
 
 const P: u32 = 2;
 const MAX_P: u32 = 128;
@@ -34,10 +30,8 @@ impl Job {
         let o = keygroup::subtask_for_key_group(MAX_P, P, key_group_for_key(key, MAX_P)) as usize;
         let (backend, count) = &mut self.counters[o];
         let mut buf = Vec::new();
-        let n = match backend.as_dyn().get(*count, key, &[], &mut buf)? {
-            true => i64::decode(&buf)? + 1,
-            false => 1,
-        };
+        let seen = backend.as_dyn().get(*count, key, &[], &mut buf)?;
+        let n = if seen { i64::decode(&buf)? + 1 } else { 1 };
         backend.as_dyn().put(*count, key, &[], &n.to_bytes())?;
         self.sinks[o].write_line(&format!("({word},{n})"))
     }
@@ -62,57 +56,37 @@ impl Checkpointed for Job {
 
     fn checkpoint_complete(&mut self, id: u64, subsumed: &[u64]) -> Result<(), RuntimeError> {
         for (backend, _) in &mut self.counters {
-            backend.as_dyn().notify_checkpoint_complete(id)?;
-            for s in subsumed {
-                backend.as_dyn().notify_checkpoint_subsumed(*s)?;
-            }
+            let b = backend.as_dyn();
+            b.notify_checkpoint_complete(id)?;
+            subsumed.iter().try_for_each(|s| b.notify_checkpoint_subsumed(*s))?;
         }
-        for sink in &mut self.sinks {
-            sink.commit_up_to(id)?;
-        }
-        Ok(())
+        self.sinks.iter_mut().try_for_each(|s| s.commit_up_to(id).map(drop))
     }
 
     fn checkpoint_aborted(&mut self, id: u64) -> Result<(), RuntimeError> {
-        for (backend, _) in &mut self.counters {
-            backend.as_dyn().notify_checkpoint_aborted(id)?;
-        }
-        Ok(())
+        let abort = |(b, _): &mut (KeyedBackend, StateHandle)| b.as_dyn().notify_checkpoint_aborted(id);
+        Ok(self.counters.iter_mut().try_for_each(abort)?)
     }
 }
 
-/// Runs the job on `text` under `dir` (checkpoints in `ck/`, output in `out/`) from the
-/// latest completed checkpoint, one every `every` words; with `fail_at`, fails right after
-/// that word (and the checkpoint it may have triggered, not yet completed).
+/// Runs the job on `text` in `dir` (`ck/`, `out/`) from the latest checkpoint; fails after word `fail_at`.
 pub fn run(dir: &Path, text: &str, every: u64, guarantee: Guarantee, fail_at: Option<u64>) -> Result<(), RuntimeError> {
     let restored = open_latest_checkpoint(&dir.join("ck"))?;
     let store = CheckpointStore::open(Arc::new(LocalStorage::new(dir.join("ck"))), &new_job_id(), 2)?;
     let first = restored.as_ref().map_or(0, |r| r.metadata().checkpoint_id) + 1;
     let mut coordinator = CheckpointCoordinator::new(store, first).with_max_concurrent(2);
-    let (out, mode, mut pending) = (dir.join("out"), RestoreMode::NoClaim, Vec::new());
-    let mut offsets = SourceOffsets::new()?;
+    let (out, mode, mut pending, mut offsets) = (dir.join("out"), RestoreMode::NoClaim, vec![], SourceOffsets::new()?);
     if let Some(reader) = &restored {
         coordinator.restored(reader, mode)?;
         offsets = SourceOffsets::restore(reader, "source", 1, 0)?;
         pending = restore_pending_commits(reader, "sink", P)?;
     }
-    if guarantee == Guarantee::ExactlyOnce {
-        // Commit what the checkpoint pre-committed, abort every other transaction.
-        FileSink::recover(&out, &pending)?;
-    }
+    FileSink::recover(&out, &pending)?; // commit what the checkpoint pre-committed, abort the rest
     let (mut counters, mut sinks, run_id) = (Vec::new(), Vec::new(), new_job_id());
     for i in 0..P {
-        let from = restored.as_ref().map(|reader| RestoreFrom {
-            reader,
-            uid: "counter",
-            mode,
-        });
-        let mut backend = open_keyed(
-            &BackendChoice::HashMap,
-            BackendConfig::for_subtask(MAX_P, P, i)?,
-            None,
-            from,
-        )?;
+        let (config, uid) = (BackendConfig::for_subtask(MAX_P, P, i)?, "counter");
+        let from = restored.as_ref().map(|reader| RestoreFrom { reader, uid, mode });
+        let mut backend = open_keyed(&BackendChoice::HashMap, config, None, from)?;
         let state = StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64);
         let count = backend.as_dyn().register(state, StateFunctions::None)?;
         counters.push((backend, count));
@@ -125,11 +99,10 @@ pub fn run(dir: &Path, text: &str, every: u64, guarantee: Guarantee, fail_at: Op
     };
     let mut source = WordSource::text("input", text);
     source.seek(job.offsets.get("input")?.unwrap_or(0));
-    let mut n = 0;
-    while let Some(word) = source.next_word() {
+    for n in 1.. {
+        let Some(word) = source.next_word() else { break };
         job.count(&word)?;
         job.offsets.set("input", source.offset())?;
-        n += 1;
         if n % every == 0 {
             coordinator.trigger(&mut job)?;
         }
@@ -158,18 +131,15 @@ pub fn committed(dir: &Path) -> std::io::Result<Vec<String>> {
 #[allow(dead_code)] // the tests include this file for `run`
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    match run(dir.path(), TEXT, 4, Guarantee::ExactlyOnce, Some(8)) {
-        Err(e) => println!("first run: {e}"),
-        Ok(()) => return Err("the first run should have failed".into()),
-    }
+    let failed = run(dir.path(), TEXT, 4, Guarantee::ExactlyOnce, Some(8)).err();
+    println!("first run: {}", failed.ok_or("the first run should have failed")?);
     run(dir.path(), TEXT, 4, Guarantee::ExactlyOnce, None)?;
     let lines = committed(dir.path())?;
-    let mut want: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashMap::new();
-    for w in TEXT.split(' ') {
-        let n = seen.entry(w).or_insert(0);
-        *n += 1;
-        want.push(format!("({w},{n})"));
+    // The i-th word's line: (word, how often it occurred up to i).
+    let words: Vec<&str> = TEXT.split(' ').collect();
+    let mut want = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        want.push(format!("({w},{})", words[..=i].iter().filter(|x| *x == w).count()));
     }
     want.sort();
     assert_eq!(lines, want, "every count committed exactly once");
