@@ -680,12 +680,10 @@ fn flink_keys_through_a_spilling_sort() {
 }
 
 /// A point lookup of a boolean key reads only that key's key group, as one of a string or
-/// integer key does. Ignored: DataFusion simplifies `key = true` to `key` and `key = false`
-/// to `NOT key` before the filter reaches the scan, and statekit-query's pruning
-/// (crates/query/src/prune.rs) knows only `key = <literal>` and `key IN (…)`, so the scan
-/// reads every key group (`key_groups=16 of 16`); the result is still right.
+/// integer key does — though DataFusion simplifies `key = true` to `key` and `key = false` to
+/// `NOT key` before the filter reaches the scan (it read every key group before the pruning
+/// learnt those forms).
 #[test]
-#[ignore = "bug: WHERE key = true/false on a boolean key prunes nothing (DataFusion rewrites it to `key`/`NOT key`, which prune.rs does not read)"]
 fn boolean_key_lookup_reads_one_key_group() {
     for scheme in [KeyGroupScheme::Flink, KeyGroupScheme::Statekit] {
         let case = Case {

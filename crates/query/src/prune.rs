@@ -1,7 +1,9 @@
 //! Which key groups a scan must read, from the predicates DataFusion pushes into it: a key
 //! equality or `IN` list maps to the key groups of those keys (the key encoded by the
 //! state's key type, hashed as the project assigns key groups), a comparison on
-//! `key_group` to a range; `AND` intersects, `OR` unites. Anything else prunes nothing.
+//! `key_group` to a range; a boolean key itself (`key`, `NOT key`: DataFusion's form of
+//! `key = true` / `key = false`) to its key group; `AND` intersects, `OR` unites. Anything
+//! else prunes nothing.
 
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
@@ -95,6 +97,18 @@ pub(crate) fn key_groups(expr: &Expr, key_schema: &TypeSchema, groups: &KeyGroup
                     .collect(),
             )
         }
+        // A boolean key: DataFusion simplifies `key = true` to `key` and `key = false` to
+        // `NOT key` before pushing them down.
+        Expr::Column(_) if column_name(expr) == Some("key") && *key_schema == TypeSchema::Bool => Some(
+            key_group_of(&ScalarValue::Boolean(Some(true)), key_schema, groups)?
+                .into_iter()
+                .collect(),
+        ),
+        Expr::Not(inner) if column_name(inner) == Some("key") && *key_schema == TypeSchema::Bool => Some(
+            key_group_of(&ScalarValue::Boolean(Some(false)), key_schema, groups)?
+                .into_iter()
+                .collect(),
+        ),
         _ => None,
     }
 }
