@@ -1,7 +1,8 @@
 //! The example's keyed job (`examples/keyed_job.rs`) failed midway — at every word, with
 //! and without a checkpoint in flight — and restored from the latest completed checkpoint:
-//! the committed output holds every count exactly once. A savepoint round trip through the
-//! coordinator, and its refusal of checkpoints without a store.
+//! the committed output holds every count exactly once. A crash between a checkpoint's
+//! completion and its sink's commit, committed by the restore. A savepoint round trip through
+//! the coordinator, and its refusal of checkpoints without a store.
 
 #[path = "../examples/keyed_job.rs"]
 mod keyed_job;
@@ -120,4 +121,84 @@ fn a_savepoint_without_checkpoints_restores_the_source_offset() {
     assert_eq!(restored.get("in").expect("get"), Some(42));
     assert!(unclaimed_operators(&reader, &["source"]).is_empty());
     assert_eq!(unclaimed_operators(&reader, &["other"]), ["source"]);
+}
+
+/// A job of one exactly-once sink whose notification can fail before the sink commits: a
+/// crash between a checkpoint's completion and its commit.
+struct SinkJob {
+    sink: FileSink,
+    crash_before_commit: bool,
+}
+
+impl Checkpointed for SinkJob {
+    fn snapshot(&mut self, w: &SnapshotWriter, _: bool) -> Result<AsyncSnapshot, RuntimeError> {
+        w.register_operator("sink", 1, 128)?;
+        let mut part = AsyncSnapshot::new();
+        part.push(SubtaskSnapshot::new("sink", 0).operator_state(self.sink.snapshot_state(w.checkpoint_id())?));
+        Ok(part)
+    }
+    fn checkpoint_complete(&mut self, id: u64, _: &[u64]) -> Result<(), RuntimeError> {
+        if self.crash_before_commit {
+            return Err(RuntimeError::job("crash before the commit"));
+        }
+        self.sink.commit_up_to(id).map(drop)
+    }
+    fn checkpoint_aborted(&mut self, _: u64) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+}
+
+/// Checkpoint 1 completes, the job dies before its sink commits: the restore commits what
+/// checkpoint 1 recorded as pre-committed (and aborts what came after it).
+#[test]
+fn a_crash_between_completion_and_commit_is_committed_by_the_restore() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ck, out) = (dir.path().join("ck"), dir.path().join("out"));
+    let store = |id: &str| {
+        let storage = Arc::new(LocalStorage::new(&ck));
+        statekit_runtime::statekit_checkpoint::CheckpointStore::open(storage, id, 2).expect("store")
+    };
+    let sink = FileSink::new(&out, 0, "run1", Guarantee::ExactlyOnce, 1).expect("sink");
+    let mut job = SinkJob {
+        sink,
+        crash_before_commit: true,
+    };
+    let mut coordinator = CheckpointCoordinator::new(store("00000000000000000000000000000001"), 1);
+    job.sink.write_line("(a,1)").expect("write");
+    let e = coordinator.trigger_final(&mut job).expect_err("the crash");
+    assert!(e.to_string().contains("crash before the commit"), "{e}");
+    job.sink.write_line("(b,1)").expect("write after the checkpoint");
+    job.sink
+        .snapshot_state(2)
+        .expect("pre-commit of a checkpoint that never completes");
+    drop(job);
+    assert!(committed_files(&out).is_empty(), "nothing committed before the restore");
+
+    let reader = open_latest_checkpoint(&ck)
+        .expect("latest")
+        .expect("checkpoint 1 completed");
+    assert_eq!(reader.metadata().checkpoint_id, 1);
+    let pending = restore_pending_commits(&reader, "sink", 1).expect("pending");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let recovery = FileSink::recover(&out, &pending).expect("recover");
+    assert_eq!((recovery.committed, recovery.aborted), (1, 1));
+    let lines: Vec<String> = committed_files(&out)
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .expect("read")
+                .lines()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(lines, ["(a,1)"]);
+}
+
+fn committed_files(out: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(out)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .collect()
 }
