@@ -6,7 +6,9 @@
 //! [`KeyedStateBackend`] trait, the canonical [`Entry`] stream every snapshot can be read
 //! as ([`KeyedStateView`]), operator state with Flink's redistribution, and the
 //! [`Storage`](storage::Storage) trait checkpoint files go through, and decoded values as
-//! JSON ([`json`]: the one serialisation every report shares).
+//! JSON ([`json`]: the one serialisation every report shares); Apache Flink's configuration
+//! keys with their old spellings, value syntax and typo rule ([`flink_config`]); and the
+//! [`ErrorKind`] every library error tells ([`HasErrorKind`]).
 //!
 //! Crates above this one: `statekit-format` (on-disk format), `statekit-hashmap` (heap
 //! backend), `statekit-checkpoint` (checkpoint/savepoint lifecycle).
