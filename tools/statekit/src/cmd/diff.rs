@@ -58,12 +58,15 @@ pub struct DiffArgs {
     /// JSON lines: one object per difference, then a summary object (for streaming).
     #[arg(long)]
     pub jsonl: bool,
+    /// For Apache Flink snapshots (either side).
+    #[command(flatten)]
+    pub flink: super::inspect::FlinkArgs,
 }
 
 /// `statekit diff`.
 pub fn diff(args: DiffArgs) -> Result<ExitCode> {
-    let ra = open_side(&args.a)?;
-    let rb = open_side(&args.b)?;
+    let ra = open_side(&args.a, &args.flink.options())?;
+    let rb = open_side(&args.b, &args.flink.options())?;
     let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
     let opts = DiffOptions {
         uid: args.uid.clone(),
@@ -496,8 +499,8 @@ fn key_text(k: &KeyDiff) -> Vec<String> {
 }
 
 /// Opens one side; an error names its path.
-pub fn open_side(path: &std::path::Path) -> Result<SnapshotReader> {
-    super::open_reader(path, &Default::default())
+pub fn open_side(path: &std::path::Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
+    super::open_reader(path, flink)
         .and_then(|mut r| r.load_state_schema().map(|()| r).map_err(anyhow::Error::from))
         .map_err(|e| {
             let (shown, msg) = (path.display().to_string(), e.to_string());

@@ -555,19 +555,22 @@ pub struct SchemaArgs {
     /// describe the job you are about to deploy).
     #[arg(long)]
     pub json: bool,
+    /// For Apache Flink snapshots.
+    #[command(flatten)]
+    pub flink: super::inspect::FlinkArgs,
 }
 
 /// Opens a snapshot with its state schema (an Apache Flink snapshot's states are in the heads
 /// of its state streams, not in `_metadata`).
-fn open_with_schema(path: &std::path::Path) -> Result<SnapshotReader> {
-    let mut reader = super::open_reader(path, &Default::default())?;
+fn open_with_schema(path: &std::path::Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
+    let mut reader = super::open_reader(path, flink)?;
     reader.load_state_schema()?;
     Ok(reader)
 }
 
 /// `statekit schema`.
 pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
-    let reader = open_with_schema(&args.path)?;
+    let reader = open_with_schema(&args.path, &args.flink.options())?;
     let schema = statekit_migrate::JobSchema::of_reader(&reader)?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&schema)?);
@@ -627,11 +630,14 @@ pub struct CheckArgs {
     /// Print the report as one JSON document.
     #[arg(long)]
     pub json: bool,
+    /// For Apache Flink snapshots.
+    #[command(flatten)]
+    pub flink: super::inspect::FlinkArgs,
 }
 
 /// `statekit check`: exit 0 compatible, 1 incompatible (each reason on a line), 2 error.
 pub fn check(args: CheckArgs) -> Result<ExitCode> {
-    let reader = open_with_schema(&args.path)?;
+    let reader = open_with_schema(&args.path, &args.flink.options())?;
     let snapshot = statekit_migrate::JobSchema::of(reader.metadata());
     let parse_schema = |text: &str| {
         serde_json::from_str::<statekit_migrate::JobSchema>(text).map_err(|e| {
@@ -653,7 +659,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
                     .with_context(|| format!("{}: reading the schema", against.display()))?;
                 parse_schema(&text)?
             } else {
-                statekit_migrate::JobSchema::of(open_with_schema(&args.against)?.metadata())
+                statekit_migrate::JobSchema::of(open_with_schema(&args.against, &args.flink.options())?.metadata())
             }
         }
         // On an object store a `.json` object is a schema file, anything else a snapshot.
@@ -663,7 +669,7 @@ pub fn check(args: CheckArgs) -> Result<ExitCode> {
                 .with_context(|| format!("{}: the schema is not UTF-8", args.against.display()))?;
             parse_schema(text)?
         }
-        _ => statekit_migrate::JobSchema::of(open_with_schema(&args.against)?.metadata()),
+        _ => statekit_migrate::JobSchema::of(open_with_schema(&args.against, &args.flink.options())?.metadata()),
     };
     let report = statekit_migrate::check(&snapshot, &job);
     let ok = report.is_compatible();

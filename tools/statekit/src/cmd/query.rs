@@ -61,6 +61,10 @@ pub struct QueryArgs {
     /// not give a shell.
     #[arg(long)]
     pub unrestricted: bool,
+    /// For Apache Flink snapshots: `--flink-uid` names operators stored by id, so tables are
+    /// `"<uid>"."<state>"` as in the job.
+    #[command(flatten)]
+    pub flink: super::inspect::FlinkArgs,
 }
 
 /// A size as `--memory-limit` takes it, or `0`.
@@ -68,7 +72,9 @@ fn parse_spill_limit(s: &str) -> std::result::Result<u64, String> {
     if s.trim() == "0" {
         return Ok(0);
     }
-    crate::cmd::migrate::parse_size(s).map(|n| n as u64).map_err(|e| e.to_string())
+    crate::cmd::migrate::parse_size(s)
+        .map(|n| n as u64)
+        .map_err(|e| e.to_string())
 }
 
 /// A positive duration as `--checkpoint-interval` takes it (`30s`, `5 min`, `500ms`; a bare
@@ -83,7 +89,7 @@ fn parse_timeout(s: &str) -> std::result::Result<Duration, String> {
 
 /// `statekit query`.
 pub fn query(args: QueryArgs) -> Result<ExitCode> {
-    let mut reader = super::open_reader(&args.snapshot, &Default::default())?;
+    let mut reader = super::open_reader(&args.snapshot, &args.flink.options())?;
     reader.load_state_schema()?;
     let options = QueryOptions {
         memory_limit: args.memory_limit,

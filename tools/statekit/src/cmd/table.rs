@@ -73,6 +73,9 @@ pub struct ExportArgs {
     /// Print the list of tables written as one JSON document (as `_tables.json`).
     #[arg(long)]
     pub json: bool,
+    /// For Apache Flink snapshots.
+    #[command(flatten)]
+    pub flink: super::inspect::FlinkArgs,
 }
 
 /// `statekit export`.
@@ -89,7 +92,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         Some(ExportCompression::Snappy) => TableCompression::Snappy,
         Some(ExportCompression::None) => TableCompression::None,
     };
-    let mut reader = super::open_reader(&args.snapshot, &Default::default())?;
+    let mut reader = super::open_reader(&args.snapshot, &args.flink.options())?;
     reader.load_state_schema()?;
     let options = ExportOptions {
         uid: args.uid.clone(),

@@ -1329,8 +1329,8 @@ mod diff_view {
     #[test]
     fn cells_match_the_cli_lines() {
         let (_dir, a, b) = pair();
-        let ra = crate::cmd::diff::open_side(&a).expect("a");
-        let rb = crate::cmd::diff::open_side(&b).expect("b");
+        let ra = crate::cmd::diff::open_side(&a, &Default::default()).expect("a");
+        let rb = crate::cmd::diff::open_side(&b, &Default::default()).expect("b");
         let mut n = 0;
         statekit_snapshot::diff::diff_snapshots(
             statekit_snapshot::diff::Side {

@@ -9,7 +9,7 @@ use super::{
 use anyhow::{bail, Context, Result};
 use statekit_changelog::ChangelogStorage;
 use statekit_checkpoint::{new_job_id, CheckpointStore, SnapshotReader, SnapshotWriter};
-use statekit_core::{key_group_for_key, keygroup, BackendConfig, Codec, StateFunctions, StateHandle};
+use statekit_core::{keygroup, BackendConfig, Codec, KeyGroupAssigner, StateFunctions, StateHandle};
 use statekit_format::SnapshotKind;
 use statekit_runtime::{
     restore_pending_commits, unclaimed_operators, AsyncSnapshot, CheckpointCoordinator, Checkpointed,
@@ -103,6 +103,9 @@ impl Checkpointed for Operators {
 
 struct Job {
     args: WordcountArgs,
+    /// Where a word's key group is: the restored state's key-group rule (statekit's for a
+    /// fresh run, Flink's for state converted from Flink), for the word's string key.
+    groups: KeyGroupAssigner,
     run_id: String,
     ops: Operators,
     source: WordSource,
@@ -332,7 +335,7 @@ impl Job {
             Some(store) => CheckpointCoordinator::new(store, next_checkpoint),
             None => CheckpointCoordinator::savepoints_only(&run_id, next_checkpoint),
         };
-        let ops = Operators {
+        let mut ops = Operators {
             counters,
             sinks,
             offsets,
@@ -341,7 +344,13 @@ impl Job {
             checkpoint_type: args.checkpoint_type,
             savepoint_format: args.savepoint_format,
         };
+        let scheme = ops
+            .counters
+            .first_mut()
+            .map(|c| c.backend.as_dyn().key_group_scheme())
+            .unwrap_or_default();
         Ok(Job {
+            groups: scheme.assigner(&statekit_core::TypeSchema::Utf8, max_p),
             args,
             run_id,
             ops,
@@ -352,15 +361,15 @@ impl Job {
         })
     }
 
-    fn owner(&self, key: &[u8]) -> usize {
+    fn owner(&self, key: &[u8]) -> Result<usize> {
         let (p, max_p) = (self.args.parallelism, self.args.max_parallelism);
-        keygroup::subtask_for_key_group(max_p, p, key_group_for_key(key, max_p)) as usize
+        Ok(keygroup::subtask_for_key_group(max_p, p, self.groups.key_group(key)?) as usize)
     }
 
     /// One record through counter and sink.
     fn process(&mut self, word: &str, position: u64) -> Result<()> {
         let key = word.as_bytes();
-        let o = self.owner(key);
+        let o = self.owner(key)?;
         let c = &mut self.ops.counters[o];
         let (count_h, positions_h) = (c.count, c.positions);
         let b = c.backend.as_dyn();
@@ -385,7 +394,7 @@ impl Job {
     /// How often the word `prev` was followed by `word`.
     fn count_follower(&mut self, prev: &str, word: &str) -> Result<()> {
         let pk = prev.as_bytes();
-        let o = self.owner(pk);
+        let o = self.owner(pk)?;
         let c = &mut self.ops.counters[o];
         let followers = c.followers;
         let b = c.backend.as_dyn();

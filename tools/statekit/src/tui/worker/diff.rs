@@ -178,7 +178,7 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
         total: 0,
         unit: "",
     });
-    let open = |s: &DiffSide| open_side(&s.path).map_err(|e| sanitize(&format!("{e:#}"), sides));
+    let open = |s: &DiffSide| open_side(&s.path, &Default::default()).map_err(|e| sanitize(&format!("{e:#}"), sides));
     let ra = match open(&sides[0]) {
         Ok(r) => r,
         Err(e) => return done(out, Err(e)),
