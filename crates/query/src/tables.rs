@@ -6,7 +6,7 @@ use crate::scan::{ScanStats, StateTable};
 use crate::QueryError;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
-use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use datafusion::catalog::{CatalogProvider, MemorySchemaProvider, SchemaProvider};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use statekit_checkpoint::SnapshotReader;
@@ -48,7 +48,64 @@ pub(crate) fn register(
     }
     ctx.register_table("states", Arc::new(states_table(reader)?))?;
     ctx.register_table("operators", Arc::new(operators_table(reader)?))?;
+    // Operators stored by id only (Flink before 2.0) answer to the uid whose hash is their id
+    // too, as in every other command: `"word-count"."count"` without `--flink-uid`.
+    let unnamed = meta
+        .operators
+        .iter()
+        .filter(|o| o.uid == o.operator_id.to_string())
+        .map(|o| (o.operator_id, o.uid.clone()))
+        .collect();
+    ctx.register_catalog(
+        "datafusion",
+        Arc::new(ByUidHash {
+            inner: catalog,
+            unnamed,
+        }),
+    );
     Ok(())
+}
+
+/// The default catalog, whose operator schemas also answer to a uid whose hash is the id of
+/// an operator stored by id only.
+#[derive(Debug)]
+struct ByUidHash {
+    inner: Arc<dyn CatalogProvider>,
+    /// Operator id → the schema it is registered as (the id's hex).
+    unnamed: std::collections::HashMap<statekit_core::OperatorId, String>,
+}
+
+impl CatalogProvider for ByUidHash {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn schema_names(&self) -> Vec<String> {
+        self.inner.schema_names()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        self.inner.schema(name).or_else(|| {
+            let registered = self.unnamed.get(&statekit_core::OperatorId::from_uid(name))?;
+            self.inner.schema(registered)
+        })
+    }
+
+    fn register_schema(
+        &self,
+        name: &str,
+        schema: Arc<dyn SchemaProvider>,
+    ) -> datafusion::error::Result<Option<Arc<dyn SchemaProvider>>> {
+        self.inner.register_schema(name, schema)
+    }
+
+    fn deregister_schema(
+        &self,
+        name: &str,
+        cascade: bool,
+    ) -> datafusion::error::Result<Option<Arc<dyn SchemaProvider>>> {
+        self.inner.deregister_schema(name, cascade)
+    }
 }
 
 fn utf8(name: &str, nullable: bool) -> Field {

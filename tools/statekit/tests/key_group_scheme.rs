@@ -320,3 +320,40 @@ fn flink_checkpoints_keep_flinks_key_groups() {
         assert_finds_a(&format!("{name} rewritten"), &r, count, 256, A_KEY_GROUP_OF_256);
     }
 }
+
+/// The issue's own example: the word count's state addressed by its uid, on a Flink 1.x
+/// savepoint that stores operator ids only — without `--flink-uid` (the uid whose hash is the
+/// id names it, as in every command) and with it (the operator is then named by it).
+#[test]
+fn query_by_uid_names_the_operator_stored_by_id() {
+    for name in SAVEPOINTS {
+        let sp = savepoint(name);
+        let want = expected_count_of_a(name).to_string();
+        let sql = r#"SELECT value FROM "word-count"."count" WHERE key = 'a'"#;
+        for extra in [&[][..], &["--flink-uid", "word-count"][..]] {
+            let mut args = vec!["query", "--format", "csv"];
+            args.extend_from_slice(extra);
+            args.extend([path_str(&sp), sql]);
+            let out = stdout(&args);
+            assert_eq!(out.lines().collect::<Vec<_>>(), ["value", want.as_str()], "{name} {extra:?}: {out}");
+        }
+        let explain = stdout(&[
+            "query",
+            path_str(&sp),
+            r#"EXPLAIN SELECT value FROM "word-count"."count" WHERE key = 'a'"#,
+        ]);
+        assert!(
+            explain.contains(&format!("key_groups=1 of 128 [{A_KEY_GROUP}]")),
+            "{name}: {explain}"
+        );
+        // The operator by id still answers, as before.
+        let by_id = stdout(&[
+            "query",
+            "--format",
+            "csv",
+            path_str(&sp),
+            &format!(r#"SELECT value FROM "{WORD_COUNT}"."count" WHERE key = 'a'"#),
+        ]);
+        assert_eq!(by_id.lines().nth(1), Some(want.as_str()), "{name}: {by_id}");
+    }
+}
