@@ -181,7 +181,7 @@ impl BlockEncoder {
         let zstd = match compression {
             Compression::Zstd { level } => Some(
                 zstd::bulk::Compressor::new(level)
-                    .map_err(|e| FormatError::invalid_input(format!("zstd level {level}: {e}")))?,
+                    .map_err(|error| FormatError::from(crate::error::WriteProblem::ZstdLevel { level, error }))?,
             ),
             _ => None,
         };
@@ -199,7 +199,7 @@ impl BlockEncoder {
     /// Encodes `raw` (whole records) as one block of `section` holding `entries` records.
     pub(crate) fn encode<'a>(&'a mut self, raw: &'a [u8], section: u32, entries: u32) -> Result<EncodedBlock<'a>> {
         let raw_len = u32::try_from(raw.len())
-            .map_err(|_| FormatError::invalid_input(format!("a block of {} bytes exceeds 4 GiB", raw.len())))?;
+            .map_err(|_| FormatError::from(crate::error::WriteProblem::BlockTooLarge { len: raw.len() }))?;
         let mut codec = CODEC_NONE;
         match self.compression {
             Compression::None => {}
@@ -215,7 +215,7 @@ impl BlockEncoder {
                     if skip != self.literals.disabled {
                         let mode = if skip { ParamSwitch::Disable } else { ParamSwitch::Auto };
                         z.set_parameter(CParameter::LiteralCompressionMode(mode))
-                            .map_err(|e| FormatError::invalid_input(format!("zstd literal compression mode: {e}")))?;
+                            .map_err(|error| FormatError::from(crate::error::WriteProblem::ZstdLiterals { error }))?;
                         self.literals.disabled = skip;
                     }
                     self.scratch.clear();

@@ -383,7 +383,7 @@ impl ContainerWriter {
     ) -> Result<Self> {
         let file = storage.describe(path);
         let body_len = u32::try_from(header_body.len())
-            .map_err(|_| FormatError::invalid_input(format!("{file}: file header exceeds 4 GiB")))?;
+            .map_err(|_| FormatError::from(crate::error::WriteProblem::HeaderTooLarge { file: file.to_string() }))?;
         let mut w = storage.create(path)?;
         let mut head = Vec::with_capacity(HEADER_PREFIX_LEN + header_body.len() + 4);
         head.extend_from_slice(&kind.magic);
@@ -426,7 +426,7 @@ impl ContainerWriter {
     /// Encodes and writes one block of the open section.
     pub(crate) fn write_block(&mut self, raw: &[u8], entries: u32) -> Result<()> {
         if self.cur.is_none() {
-            return Err(FormatError::invalid_input("block written outside a section"));
+            return Err(crate::error::WriteProblem::OutsideSection.into());
         }
         let id = self.cur.map_or(0, |c| c.id);
         let enc = match self.enc.as_mut() {
@@ -446,7 +446,7 @@ impl ContainerWriter {
     /// [`ContainerWriter::write_all_vectored`] (possibly later, together with others).
     pub(crate) fn add_block(&mut self, stored_len: usize, raw_len: usize, entries: u32) -> Result<()> {
         let Some(cur) = self.cur.as_mut() else {
-            return Err(FormatError::invalid_input("block written outside a section"));
+            return Err(crate::error::WriteProblem::OutsideSection.into());
         };
         let n = (BLOCK_HEADER_LEN + stored_len) as u64;
         self.pos += n;
@@ -456,7 +456,7 @@ impl ContainerWriter {
         cur.blocks = cur
             .blocks
             .checked_add(1)
-            .ok_or_else(|| FormatError::invalid_input("more than 2^32 blocks in one section"))?;
+            .ok_or_else(|| FormatError::from(crate::error::WriteProblem::TooManyBlocks))?;
         Ok(())
     }
 

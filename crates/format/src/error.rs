@@ -61,6 +61,11 @@ pub enum FormatError {
         /// Why it cannot be followed.
         reason: String,
     },
+    /// What was asked of a writer does not fit (a state list with a name twice, key groups
+    /// past the max parallelism, a view that stops early, entries out of order, a block too
+    /// large, …), or the writer failed inside: shown as a snapshot I/O failure.
+    #[error("snapshot I/O: {0}")]
+    Write(Box<WriteProblem>),
 }
 
 impl FormatError {
@@ -74,15 +79,10 @@ impl FormatError {
         }
     }
 
-    /// An error about the input given to a writer (not about bytes on disk).
-    pub(crate) fn invalid_input(reason: impl Into<String>) -> Self {
-        FormatError::State(StateError::Snapshot(reason.into()))
-    }
-
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            FormatError::Corrupt { .. } | FormatError::BadMagic { .. } => ErrorKind::Corrupt,
+            FormatError::Corrupt { .. } | FormatError::BadMagic { .. } | FormatError::Write(_) => ErrorKind::Corrupt,
             FormatError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
             FormatError::Storage(e) => e.kind(),
             FormatError::State(e) => e.kind(),
@@ -116,5 +116,184 @@ impl From<FormatError> for StateError {
             FormatError::State(s) => s,
             other => StateError::Other(Box::new(other)),
         }
+    }
+}
+
+/// Why writing a statekit file failed ([`FormatError::Write`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteProblem {
+    /// The zstd level is refused.
+    #[error("zstd level {level}: {error}")]
+    ZstdLevel {
+        /// The level.
+        level: i32,
+        /// zstd's error.
+        error: std::io::Error,
+    },
+    /// zstd refused its literal compression mode.
+    #[error("zstd literal compression mode: {error}")]
+    ZstdLiterals {
+        /// zstd's error.
+        error: std::io::Error,
+    },
+    /// A block past the format's 4 GiB.
+    #[error("a block of {len} bytes exceeds 4 GiB")]
+    BlockTooLarge {
+        /// Its length.
+        len: usize,
+    },
+    /// A file header past 4 GiB.
+    #[error("{file}: file header exceeds 4 GiB")]
+    HeaderTooLarge {
+        /// The file.
+        file: String,
+    },
+    /// A block outside a section (a bug of the writer's caller).
+    #[error("block written outside a section")]
+    OutsideSection,
+    /// More blocks than a section counts.
+    #[error("more than 2^32 blocks in one section")]
+    TooManyBlocks,
+    /// The block pipeline stopped before the file was done.
+    #[error("block pipeline stopped")]
+    PipelineStopped,
+    /// Key groups past the max parallelism.
+    #[error("{file}: key groups {range} exceed max parallelism {max_parallelism}")]
+    KeyGroupsPastMax {
+        /// The file.
+        file: String,
+        /// The key groups asked for.
+        range: statekit_core::KeyGroupRange,
+        /// The max parallelism.
+        max_parallelism: u32,
+    },
+    /// A state name twice in one file.
+    #[error("{file}: state name {name:?} appears twice")]
+    DuplicateStateName {
+        /// The file.
+        file: String,
+        /// The name.
+        name: String,
+    },
+    /// An operator state name twice in one file.
+    #[error("{file}: operator state {name:?} appears twice")]
+    DuplicateOperatorState {
+        /// The file.
+        file: String,
+        /// The name.
+        name: String,
+    },
+    /// Operator state data of another shape than its mode's.
+    #[error("{file}: operator state {name:?} is a {mode} state but holds {holds} data")]
+    OperatorStateData {
+        /// The file.
+        file: String,
+        /// The state.
+        name: String,
+        /// Its mode.
+        mode: statekit_core::OperatorStateMode,
+        /// What its data is (`list` or `broadcast`).
+        holds: &'static str,
+    },
+    /// The view stopped its visit before the key group's end.
+    #[error("key group {key_group}: the view stopped its visit early")]
+    StoppedEarly {
+        /// The key group.
+        key_group: u32,
+    },
+    /// A transcoding that does not keep the source's states.
+    #[error("{file}: a transcoded file keeps the states of {from} (same number, kinds and TTLs, in order)")]
+    TranscodeStates {
+        /// The file written.
+        file: String,
+        /// The file read.
+        from: String,
+    },
+    /// A schema nested past the bound.
+    #[error(
+        "{what} {name:?}: schema nested deeper than {} levels",
+        statekit_core::schema::MAX_SCHEMA_DEPTH
+    )]
+    SchemaTooDeep {
+        /// `state` or `operator state`.
+        what: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// An entry the writer refuses (its shape, order or state), in one key group.
+    #[error("{file}: key group {key_group}: {reason}")]
+    Entry {
+        /// The file.
+        file: String,
+        /// The key group.
+        key_group: u32,
+        /// Why.
+        reason: EntryRefused,
+    },
+    /// The writer lost what it had buffered (a bug).
+    #[error("{file}: key group {key_group}: internal error: {what} is not in the block buffer")]
+    Lost {
+        /// The file.
+        file: String,
+        /// The key group.
+        key_group: u32,
+        /// What is missing (`the previous key`, …).
+        what: &'static str,
+    },
+}
+
+/// Why a writer refuses an entry ([`WriteProblem::Entry`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryRefused {
+    /// It does not fit its state ([`statekit_core::stream::check_entry_shape`]; empty when
+    /// the check found nothing).
+    #[error("{}", .0.as_ref().map(|p| p.to_string()).unwrap_or_default())]
+    Shape(Option<statekit_core::EntryProblem>),
+    /// Before the previous entry in canonical order.
+    #[error("entries out of canonical order (state {state} key {key:02x?} after state {previous_state} key {previous_key:02x?})")]
+    OutOfOrder {
+        /// Its state index.
+        state: u32,
+        /// Its key.
+        key: Vec<u8>,
+        /// The previous entry's state index.
+        previous_state: u32,
+        /// The previous entry's key.
+        previous_key: Vec<u8>,
+    },
+    /// The same cell twice, or a map's user keys out of order.
+    #[error("state {state:?}: duplicate or out-of-order entry for key {key:02x?}")]
+    Duplicate {
+        /// The state.
+        state: String,
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// A state index the writer keeps no totals for.
+    #[error("state index {state} has no totals")]
+    NoTotals {
+        /// The state index.
+        state: u32,
+    },
+}
+
+impl From<WriteProblem> for FormatError {
+    fn from(p: WriteProblem) -> Self {
+        FormatError::Write(Box::new(p))
+    }
+}
+
+impl WriteProblem {
+    /// What kind of failure this is (as before it was typed: damaged or unusable input).
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Corrupt
+    }
+}
+
+impl statekit_core::HasErrorKind for WriteProblem {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Corrupt
     }
 }

@@ -5,6 +5,7 @@
 use crate::block::{BlockDecoder, BlockHeader, Compression, WriteOptions, BLOCK_HEADER_LEN, CODEC_LZ4, CODEC_NONE};
 use crate::container::{self, ContainerWriter, Layout, Section, KEYED};
 use crate::error::FormatError;
+use crate::error::{EntryRefused, WriteProblem};
 use crate::metadata::{FileRef, FileScope};
 use crate::pipeline::{self, BlockSink};
 use crate::wire::{
@@ -185,14 +186,20 @@ fn write_keyed_file_with(
     check_max_parallelism(max_parallelism)?;
     let range = range.intersection(&view.key_group_range());
     if range.end_exclusive() > max_parallelism {
-        return Err(FormatError::invalid_input(format!(
-            "{file}: key groups {range} exceed max parallelism {max_parallelism}"
-        )));
+        return Err(WriteProblem::KeyGroupsPastMax {
+            file: file.to_string(),
+            range,
+            max_parallelism,
+        }
+        .into());
     }
     for d in states {
         check_state_descriptor(d)?;
     }
-    check_unique_names(states).map_err(|m| FormatError::invalid_input(format!("{file}: {m}")))?;
+    check_unique_names(states).map_err(|m| WriteProblem::DuplicateStateName {
+        file: file.to_string(),
+        name: m.name,
+    })?;
     let shapes: Vec<Shape> = states.iter().map(Shape::of).collect();
     let mut cw = ContainerWriter::create(
         storage,
@@ -216,9 +223,7 @@ fn write_keyed_file_with(
             return Err(f);
         }
         if visited.is_break() {
-            return Err(FormatError::invalid_input(format!(
-                "key group {kg}: the view stopped its visit early"
-            )));
+            return Err(WriteProblem::StoppedEarly { key_group: kg }.into());
         }
         w.end_key_group(sink, kg)
     };
@@ -279,15 +284,19 @@ pub fn transcode_keyed_file(
             a.kind == b.kind && x.ttl == y.ttl
         });
     if !same_shape {
-        return Err(FormatError::invalid_input(format!(
-            "{file}: a transcoded file keeps the states of {} (same number, kinds and TTLs, in order)",
-            reader.file
-        )));
+        return Err(WriteProblem::TranscodeStates {
+            file: file.to_string(),
+            from: reader.file.clone(),
+        }
+        .into());
     }
     for d in states {
         check_state_descriptor(d)?;
     }
-    check_unique_names(states).map_err(|m| FormatError::invalid_input(format!("{file}: {m}")))?;
+    check_unique_names(states).map_err(|m| WriteProblem::DuplicateStateName {
+        file: file.to_string(),
+        name: m.name,
+    })?;
     let mut cw = ContainerWriter::create(
         storage,
         path,
@@ -506,15 +515,23 @@ impl RecordWriter {
     }
 
     #[cold]
-    fn bad(&self, kg: u32, m: String) -> FormatError {
-        FormatError::invalid_input(format!("{}: key group {kg}: {m}", self.file))
+    fn bad(&self, kg: u32, reason: EntryRefused) -> FormatError {
+        WriteProblem::Entry {
+            file: self.file.clone(),
+            key_group: kg,
+            reason,
+        }
+        .into()
     }
 
     #[cold]
-    fn lost(file: &str, kg: u32, what: &str) -> FormatError {
-        FormatError::invalid_input(format!(
-            "{file}: key group {kg}: internal error: {what} is not in the block buffer"
-        ))
+    fn lost(file: &str, kg: u32, what: &'static str) -> FormatError {
+        WriteProblem::Lost {
+            file: file.to_string(),
+            key_group: kg,
+            what,
+        }
+        .into()
     }
 
     #[inline]
@@ -527,22 +544,10 @@ impl RecordWriter {
         shapes: &[Shape],
     ) -> Result<()> {
         let Some(&shape) = shapes.get(e.state as usize) else {
-            return Err(self.bad(
-                kg,
-                check_entry_shape(states, e)
-                    .err()
-                    .map(|p| p.to_string())
-                    .unwrap_or_default(),
-            ));
+            return Err(self.bad(kg, EntryRefused::Shape(check_entry_shape(states, e).err())));
         };
         if shape.is_map != e.user_key.is_some() || shape.ttl != e.timestamp.is_some() {
-            return Err(self.bad(
-                kg,
-                check_entry_shape(states, e)
-                    .err()
-                    .map(|p| p.to_string())
-                    .unwrap_or_default(),
-            ));
+            return Err(self.bad(kg, EntryRefused::Shape(check_entry_shape(states, e).err())));
         }
         let mut same_prefix = false;
         if self.have_prev {
@@ -559,10 +564,12 @@ impl RecordWriter {
                 Ordering::Less => {
                     return Err(self.bad(
                         kg,
-                        format!(
-                            "entries out of canonical order (state {} key {:02x?} after state {} key {:02x?})",
-                            e.state, e.key, self.prev_state, prev_key
-                        ),
+                        EntryRefused::OutOfOrder {
+                            state: e.state,
+                            key: e.key.to_vec(),
+                            previous_state: self.prev_state,
+                            previous_key: prev_key.to_vec(),
+                        },
                     ))
                 }
                 Ordering::Greater => {}
@@ -578,11 +585,10 @@ impl RecordWriter {
                     if dup {
                         return Err(self.bad(
                             kg,
-                            format!(
-                                "state {:?}: duplicate or out-of-order entry for key {:02x?}",
-                                states.get(e.state as usize).map_or("", |d| d.name.as_str()),
-                                e.key
-                            ),
+                            EntryRefused::Duplicate {
+                                state: states.get(e.state as usize).map_or("", |d| d.name.as_str()).to_string(),
+                                key: e.key.to_vec(),
+                            },
                         ));
                     }
                 }
@@ -633,7 +639,7 @@ impl RecordWriter {
                 *n += 1;
                 *r += len;
             }
-            _ => return Err(self.bad(kg, format!("state index {} has no totals", e.state))),
+            _ => return Err(self.bad(kg, EntryRefused::NoTotals { state: e.state })),
         }
         if self.raw.len() >= self.block_size {
             self.flush(sink, kg)?;

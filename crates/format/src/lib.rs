@@ -64,7 +64,7 @@ mod wire;
 
 pub use block::{Compression, WriteOptions};
 pub use container::FORMAT_VERSION;
-pub use error::FormatError;
+pub use error::{EntryRefused, FormatError, WriteProblem};
 pub use keyed::{
     transcode_keyed_file, write_keyed_file, KeyGroupInfo, KeyedFileInfo, KeyedFileReader, StateStats, VerifyReport,
 };

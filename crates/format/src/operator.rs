@@ -29,10 +29,11 @@ pub fn write_operator_file(
     for (i, (d, data)) in snapshot.states.iter().enumerate() {
         check_operator_descriptor(d)?;
         if snapshot.states.iter().take(i).any(|(o, _)| o.name == d.name) {
-            return Err(FormatError::invalid_input(format!(
-                "{file}: operator state {:?} appears twice",
-                d.name
-            )));
+            return Err(crate::error::WriteProblem::DuplicateOperatorState {
+                file: file.to_string(),
+                name: d.name.clone(),
+            }
+            .into());
         }
         let fits = matches!(
             (d.mode, data),
@@ -43,16 +44,17 @@ pub fn write_operator_file(
                 )
         );
         if !fits {
-            return Err(FormatError::invalid_input(format!(
-                "{file}: operator state {:?} is a {} state but holds {} data",
-                d.name,
-                d.mode,
-                if matches!(data, OperatorStateData::List(_)) {
+            return Err(crate::error::WriteProblem::OperatorStateData {
+                file: file.to_string(),
+                name: d.name.clone(),
+                mode: d.mode,
+                holds: if matches!(data, OperatorStateData::List(_)) {
                     "list"
                 } else {
                     "broadcast"
-                }
-            )));
+                },
+            }
+            .into());
         }
         put_operator_descriptor(&mut header, d);
     }

@@ -77,7 +77,7 @@ enum Msg {
 }
 
 fn stopped() -> FormatError {
-    FormatError::invalid_input("block pipeline stopped")
+    crate::error::WriteProblem::PipelineStopped.into()
 }
 
 /// Bytes of blocks an encoder thread may have in flight (queued, or waiting in the writer's

@@ -521,10 +521,11 @@ pub(crate) fn check_state_descriptor(d: &StateDescriptor) -> Result<()> {
     ];
     for s in schemas.into_iter().flatten() {
         if s.depth() > MAX_SCHEMA_DEPTH {
-            return Err(FormatError::invalid_input(format!(
-                "state {:?}: schema nested deeper than {MAX_SCHEMA_DEPTH} levels",
-                d.name
-            )));
+            return Err(crate::error::WriteProblem::SchemaTooDeep {
+                what: "state",
+                name: d.name.clone(),
+            }
+            .into());
         }
     }
     Ok(())
@@ -534,10 +535,11 @@ pub(crate) fn check_state_descriptor(d: &StateDescriptor) -> Result<()> {
 pub(crate) fn check_operator_descriptor(d: &OperatorStateDescriptor) -> Result<()> {
     for s in [Some(&d.value_schema), d.key_schema.as_ref()].into_iter().flatten() {
         if s.depth() > MAX_SCHEMA_DEPTH {
-            return Err(FormatError::invalid_input(format!(
-                "operator state {:?}: schema nested deeper than {MAX_SCHEMA_DEPTH} levels",
-                d.name
-            )));
+            return Err(crate::error::WriteProblem::SchemaTooDeep {
+                what: "operator state",
+                name: d.name.clone(),
+            }
+            .into());
         }
     }
     Ok(())
