@@ -332,7 +332,7 @@ pub(crate) fn write_canonical(writer: &SnapshotWriter, id: u64, b: &mut dyn Keye
     let meta = writer
         .write_subtask(UID, 0, Some(view.as_ref()), None, false)
         .expect("write");
-    meta.keyed.map_or(0, |f| f.size)
+    meta.keyed.canonical().map_or(0, |f| f.size)
 }
 
 /// A native checkpoint of `b`: cut + upload (+ `_metadata`); `incremental`: the files of

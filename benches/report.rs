@@ -543,7 +543,7 @@ fn rocksdb_checkpoints(o: &Opts) {
             .expect("write");
         store.complete(writer).expect("complete");
         b.notify_checkpoint_complete(id).expect("notify");
-        (t.elapsed(), sync, meta.keyed.map_or(0, |f| f.size))
+        (t.elapsed(), sync, meta.keyed.canonical().map_or(0, |f| f.size))
     };
     // A native checkpoint: cut + upload of the files new since the last completed one.
     let native = |b: &mut w::RocksDbBackend, id: u64| -> (Duration, Duration, u64, u64, Duration) {

@@ -254,7 +254,7 @@ fn incremental_checkpoints_upload_only_new_files_and_shared_files_die_with_their
     let (total, uploaded): (u64, u64) = meta2.operators[0]
         .subtasks
         .iter()
-        .filter_map(|s| s.native.as_ref())
+        .filter_map(|s| s.keyed.native())
         .fold((0, 0), |(t, u), h| (t + h.total_bytes(), u + h.uploaded_bytes));
     assert!(
         uploaded * 10 < total,
@@ -263,7 +263,7 @@ fn incremental_checkpoints_upload_only_new_files_and_shared_files_die_with_their
     let reused: Vec<_> = meta2.operators[0]
         .subtasks
         .iter()
-        .filter_map(|s| s.native.as_ref())
+        .filter_map(|s| s.keyed.native())
         .flat_map(|h| &h.files)
         .filter(|f| handles1.iter().flat_map(|h| &h.files).any(|g| g.file == f.file))
         .collect();
@@ -424,7 +424,7 @@ fn restore_modes_own_protect_or_detach_the_restored_files() {
         let abs_refs: Vec<String> = first.operators[0]
             .subtasks
             .iter()
-            .filter_map(|s| s.native.as_ref())
+            .filter_map(|s| s.keyed.native())
             .flat_map(|h| &h.files)
             .filter(|f| f.file.scope == FileScope::Absolute)
             .map(|f| f.file.path.clone())

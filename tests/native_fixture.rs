@@ -26,7 +26,7 @@ fn native_savepoint_fixture_reads_verifies_and_restores() {
     assert!(op
         .subtasks
         .iter()
-        .all(|s| s.native.as_ref().is_some_and(|n| n.backend == "rocksdb"
+        .all(|s| s.keyed.native().is_some_and(|n| n.backend == "rocksdb"
             && n.layout == "statekit-rocksdb-v1"
             && n.files.iter().all(|f| f.file.scope == FileScope::Exclusive))));
     let report = reader.verify().expect("verify");

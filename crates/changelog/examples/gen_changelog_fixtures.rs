@@ -54,8 +54,8 @@ fn main() {
             .expect("reader");
     let op = reader.operator(fixture::UID).expect("operator");
     let seg = op.subtasks[0]
-        .changelog
-        .as_ref()
+        .keyed
+        .changelog()
         .and_then(|h| h.tail.first())
         .expect("a tail segment")
         .clone();

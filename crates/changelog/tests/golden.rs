@@ -191,7 +191,7 @@ fn the_checkpoint_verifies_and_restores_its_content_at_any_parallelism() {
     let op = reader.operator(UID).expect("operator");
     assert_eq!((op.parallelism, op.max_parallelism), (fixture::P, MAX_P));
     for s in &op.subtasks {
-        let h = s.changelog.as_ref().expect("changelog handle");
+        let h = s.keyed.changelog().expect("changelog handle");
         assert_eq!(h.materialized.len(), 1, "one materialization per subtask");
         assert!(!h.tail.is_empty(), "a tail per subtask");
     }

@@ -464,7 +464,7 @@ impl SnapshotReader {
 
     /// True when some subtask of operator `uid` holds its keyed state as native files.
     pub fn is_native(&self, uid: &str) -> Result<bool, CheckpointError> {
-        Ok(self.operator(uid)?.subtasks.iter().any(|s| s.native.is_some()))
+        Ok(self.operator(uid)?.subtasks.iter().any(|s| s.keyed.native().is_some()))
     }
 
     /// The native keyed handles of operator `uid` whose key groups overlap `range`, with every
@@ -477,7 +477,7 @@ impl SnapshotReader {
         let op = self.operator(uid)?;
         let mut out = Vec::new();
         for s in &op.subtasks {
-            let Some(handle) = &s.native else { continue };
+            let Some(handle) = s.keyed.native() else { continue };
             if s.key_groups.intersection(&range).is_empty() {
                 continue;
             }
@@ -504,7 +504,11 @@ impl SnapshotReader {
 
     /// True when some subtask of operator `uid` holds its keyed state as a changelog handle.
     pub fn is_changelog(&self, uid: &str) -> Result<bool, CheckpointError> {
-        Ok(self.operator(uid)?.subtasks.iter().any(|s| s.changelog.is_some()))
+        Ok(self
+            .operator(uid)?
+            .subtasks
+            .iter()
+            .any(|s| s.keyed.changelog().is_some()))
     }
 
     /// The changelog handles of operator `uid` whose key groups overlap `range`, with every
@@ -517,7 +521,7 @@ impl SnapshotReader {
         let op = self.operator(uid)?;
         let mut out = Vec::new();
         for s in &op.subtasks {
-            let Some(handle) = &s.changelog else { continue };
+            let Some(handle) = s.keyed.changelog() else { continue };
             if s.key_groups.intersection(&range).is_empty() {
                 continue;
             }
@@ -573,7 +577,7 @@ impl SnapshotReader {
         let op = self.operator(uid)?;
         let mut out = Vec::new();
         for s in &op.subtasks {
-            if let Some(file) = &s.keyed {
+            if let Some(file) = s.keyed.canonical() {
                 if !s.key_groups.intersection(&range).is_empty() {
                     let (storage, path) = self.open_ref(file)?;
                     out.push(KeyedFileReader::open(storage.as_ref(), &path, Some(file.size))?);
@@ -601,12 +605,12 @@ impl SnapshotReader {
         if op
             .subtasks
             .iter()
-            .any(|s| s.native.is_some() && !s.key_groups.intersection(&backend.key_group_range()).is_empty())
+            .any(|s| s.keyed.native().is_some() && !s.key_groups.intersection(&backend.key_group_range()).is_empty())
         {
             let backend_name = op
                 .subtasks
                 .iter()
-                .find_map(|s| s.native.as_ref())
+                .find_map(|s| s.keyed.native())
                 .map(|n| n.backend.clone())
                 .unwrap_or_default();
             return Err(InvalidRequest::NativeState {
@@ -619,7 +623,7 @@ impl SnapshotReader {
         if op
             .subtasks
             .iter()
-            .any(|s| s.changelog.is_some() && !s.key_groups.intersection(&backend.key_group_range()).is_empty())
+            .any(|s| s.keyed.changelog().is_some() && !s.key_groups.intersection(&backend.key_group_range()).is_empty())
         {
             return Err(InvalidRequest::ChangelogState {
                 metadata: self.storage.describe(METADATA_FILE_NAME),

@@ -11,8 +11,8 @@ use statekit_core::{
 };
 use statekit_format::{
     encode_metadata, transcode_keyed_file, write_keyed_file, write_operator_file, ChangelogKeyedHandle, FileRef,
-    FileScope, KeyedFileReader, KeyedStats, NativeKeyedHandle, NativeTarget, OperatorMetadata, SnapshotFormat,
-    SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
+    FileScope, KeyedFileReader, KeyedHandle, KeyedStats, NativeKeyedHandle, NativeTarget, OperatorMetadata,
+    SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata, WriteOptions, METADATA_FILE_NAME,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -191,7 +191,7 @@ impl SnapshotWriter {
         self.lock()
             .iter()
             .flat_map(|o| o.subtasks.iter().flatten())
-            .filter_map(|s| s.meta.native.clone())
+            .filter_map(|s| s.meta.keyed.native().cloned())
             .collect()
     }
 
@@ -387,11 +387,9 @@ impl SnapshotWriter {
             index,
             key_groups: KeyGroupRange::for_subtask(max_parallelism, parallelism, index),
             finished,
-            keyed: keyed_ref,
+            keyed: keyed_ref.map_or(KeyedHandle::None, KeyedHandle::Canonical),
             keyed_stats,
             operator: operator_ref,
-            native: None,
-            changelog: None,
         };
         self.store_subtask(uid, index, meta, keyed_states, operator_states)
     }
@@ -532,11 +530,14 @@ impl SnapshotWriter {
             index,
             key_groups: range,
             finished,
-            keyed: keyed_ref,
+            keyed: match (keyed_ref, native, changelog) {
+                (Some(f), _, _) => KeyedHandle::Canonical(f),
+                (None, Some(n), _) => KeyedHandle::Native(n),
+                (None, None, Some(c)) => KeyedHandle::Changelog(c),
+                (None, None, None) => KeyedHandle::None,
+            },
             keyed_stats,
             operator: operator_ref,
-            native,
-            changelog,
         };
         self.store_subtask(uid, index, meta, keyed_states, operator_states)
     }
@@ -616,9 +617,9 @@ impl SnapshotWriter {
             });
         }
         let subtasks = || operators.iter().flat_map(|o| &o.subtasks);
-        let format = if subtasks().any(|s| s.native.is_some()) {
+        let format = if subtasks().any(|s| s.keyed.native().is_some()) {
             SnapshotFormat::Native
-        } else if subtasks().any(|s| s.changelog.is_some()) {
+        } else if subtasks().any(|s| s.keyed.changelog().is_some()) {
             SnapshotFormat::Changelog
         } else {
             SnapshotFormat::Canonical

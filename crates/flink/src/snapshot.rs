@@ -1191,11 +1191,9 @@ impl FlinkSnapshot {
                     index,
                     key_groups,
                     finished: op.fully_finished || found.is_some_and(|s| s.finished),
-                    keyed: None,
+                    keyed: statekit_format::KeyedHandle::None,
                     keyed_stats: None,
                     operator: None,
-                    native: None,
-                    changelog: None,
                 };
                 if let Some(s) = found {
                     if let Some(k) = &s.managed_keyed {
@@ -1208,7 +1206,8 @@ impl FlinkSnapshot {
                             _ => {}
                         }
                         let size: u64 = k.streams().iter().map(|h| h.size()).sum();
-                        sm.keyed = Some(self.file_ref(k.streams().first().copied(), size));
+                        sm.keyed =
+                            statekit_format::KeyedHandle::Canonical(self.file_ref(k.streams().first().copied(), size));
                     }
                     if let Some(h) = s.managed_operator.first() {
                         sm.operator = Some(self.file_ref(Some(&h.stream), h.stream.size()));

@@ -69,9 +69,9 @@ pub use keyed::{
     transcode_keyed_file, write_keyed_file, KeyGroupInfo, KeyedFileInfo, KeyedFileReader, StateStats, VerifyReport,
 };
 pub use metadata::{
-    ChangelogKeyedHandle, FileRef, FileScope, KeyGroupStats, KeyedStats, LogSegmentRef, MaterializedPart, NativeFile,
-    NativeKeyedHandle, NativeStateStats, NativeStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
-    SubtaskMetadata, METADATA_FILE_NAME,
+    ChangelogKeyedHandle, FileRef, FileScope, KeyGroupStats, KeyedHandle, KeyedStats, LogSegmentRef, MaterializedPart,
+    NativeFile, NativeKeyedHandle, NativeStateStats, NativeStats, OperatorMetadata, SnapshotFormat, SnapshotKind,
+    SnapshotMetadata, SubtaskMetadata, METADATA_FILE_NAME,
 };
 pub use metadata_codec::{decode_metadata, encode_metadata, read_metadata, write_metadata};
 pub use operator::{decode_operator_file, read_operator_file, write_operator_file};

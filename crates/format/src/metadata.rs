@@ -156,6 +156,75 @@ impl KeyedStats {
     }
 }
 
+/// How a subtask's keyed state is stored: at most one form, by construction.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum KeyedHandle {
+    /// The subtask had no keyed state.
+    #[default]
+    None,
+    /// A canonical keyed data file.
+    Canonical(FileRef),
+    /// A backend's native files (a native snapshot).
+    Native(NativeKeyedHandle),
+    /// Materializations plus a changelog tail (the subtask ran the changelog).
+    Changelog(ChangelogKeyedHandle),
+}
+
+impl KeyedHandle {
+    /// True when the subtask had no keyed state.
+    pub fn is_none(&self) -> bool {
+        matches!(self, KeyedHandle::None)
+    }
+
+    /// The canonical keyed data file, when the state is one.
+    pub fn canonical(&self) -> Option<&FileRef> {
+        match self {
+            KeyedHandle::Canonical(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The native files, when the state is a native snapshot.
+    pub fn native(&self) -> Option<&NativeKeyedHandle> {
+        match self {
+            KeyedHandle::Native(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The changelog handle, when the subtask ran the changelog.
+    pub fn changelog(&self) -> Option<&ChangelogKeyedHandle> {
+        match self {
+            KeyedHandle::Changelog(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// [`KeyedHandle::canonical`], mutable.
+    pub fn canonical_mut(&mut self) -> Option<&mut FileRef> {
+        match self {
+            KeyedHandle::Canonical(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// [`KeyedHandle::native`], mutable.
+    pub fn native_mut(&mut self) -> Option<&mut NativeKeyedHandle> {
+        match self {
+            KeyedHandle::Native(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// [`KeyedHandle::changelog`], mutable.
+    pub fn changelog_mut(&mut self) -> Option<&mut ChangelogKeyedHandle> {
+        match self {
+            KeyedHandle::Changelog(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
 /// One subtask of an operator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubtaskMetadata {
@@ -165,44 +234,37 @@ pub struct SubtaskMetadata {
     pub key_groups: KeyGroupRange,
     /// The subtask had finished (a bounded input ended) when the snapshot was taken.
     pub finished: bool,
-    /// Keyed state data, when the subtask had any.
-    pub keyed: Option<FileRef>,
+    /// Its keyed state: none, a canonical data file, a backend's native files, or a
+    /// changelog handle.
+    pub keyed: KeyedHandle,
     /// Statistics of the keyed data file (entries and bytes per state and per key group), so
     /// tools can show sizes without reading data files. Present when written by statekit.
     pub keyed_stats: Option<KeyedStats>,
     /// Operator state data, when the subtask had any.
     pub operator: Option<FileRef>,
-    /// Keyed state as a backend's native files (instead of `keyed`), when the subtask wrote a
-    /// native snapshot.
-    pub native: Option<NativeKeyedHandle>,
-    /// Keyed state as materializations plus a changelog tail (instead of `keyed`), when the
-    /// subtask ran the changelog.
-    pub changelog: Option<ChangelogKeyedHandle>,
 }
 
 impl SubtaskMetadata {
     /// Every file the subtask references: keyed data file, native files, changelog
     /// materializations and log files (each once), operator data file.
     pub fn files(&self) -> impl Iterator<Item = &FileRef> {
-        let mut log_files: Vec<&FileRef> = Vec::new();
-        if let Some(c) = &self.changelog {
-            for m in &c.materialized {
-                log_files.push(&m.file);
-            }
-            for t in &c.tail {
-                if !log_files
-                    .iter()
-                    .any(|f| f.scope == t.file.scope && f.path == t.file.path)
-                {
-                    log_files.push(&t.file);
+        let mut keyed: Vec<&FileRef> = Vec::new();
+        match &self.keyed {
+            KeyedHandle::None => {}
+            KeyedHandle::Canonical(f) => keyed.push(f),
+            KeyedHandle::Native(n) => keyed.extend(n.files.iter().map(|f| &f.file)),
+            KeyedHandle::Changelog(c) => {
+                for m in &c.materialized {
+                    keyed.push(&m.file);
+                }
+                for t in &c.tail {
+                    if !keyed.iter().any(|f| f.scope == t.file.scope && f.path == t.file.path) {
+                        keyed.push(&t.file);
+                    }
                 }
             }
         }
-        self.keyed
-            .iter()
-            .chain(self.native.iter().flat_map(|n| n.files.iter().map(|f| &f.file)))
-            .chain(log_files)
-            .chain(self.operator.iter())
+        keyed.into_iter().chain(self.operator.iter())
     }
 }
 

@@ -4,9 +4,9 @@
 use crate::container::{check_magic_and_version, FORMAT_VERSION};
 use crate::error::FormatError;
 use crate::metadata::{
-    ChangelogKeyedHandle, FileRef, FileScope, KeyGroupStats, KeyedStats, LogSegmentRef, MaterializedPart, NativeFile,
-    NativeKeyedHandle, NativeStateStats, NativeStats, OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata,
-    SubtaskMetadata,
+    ChangelogKeyedHandle, FileRef, FileScope, KeyGroupStats, KeyedHandle, KeyedStats, LogSegmentRef, MaterializedPart,
+    NativeFile, NativeKeyedHandle, NativeStateStats, NativeStats, OperatorMetadata, SnapshotFormat, SnapshotKind,
+    SnapshotMetadata, SubtaskMetadata,
 };
 use crate::wire::{
     get_operator_descriptor, get_state_descriptor, le_u32, put_operator_descriptor, put_state_descriptor, put_str,
@@ -108,32 +108,29 @@ pub fn encode_metadata(meta: &SnapshotMetadata) -> Vec<u8> {
             if st.finished {
                 flags |= SUBTASK_FINISHED;
             }
-            if st.keyed.is_some() {
-                flags |= SUBTASK_HAS_KEYED;
-            }
+            flags |= match &st.keyed {
+                KeyedHandle::None => 0,
+                KeyedHandle::Canonical(_) => SUBTASK_HAS_KEYED,
+                KeyedHandle::Native(_) => SUBTASK_HAS_NATIVE,
+                KeyedHandle::Changelog(_) => SUBTASK_HAS_CHANGELOG,
+            };
             if st.operator.is_some() {
                 flags |= SUBTASK_HAS_OPERATOR;
             }
             if st.keyed_stats.is_some() {
                 flags |= SUBTASK_HAS_KEYED_STATS;
             }
-            if st.native.is_some() {
-                flags |= SUBTASK_HAS_NATIVE;
-            }
-            if st.changelog.is_some() {
-                flags |= SUBTASK_HAS_CHANGELOG;
-            }
             body.push(flags);
-            for f in [&st.keyed, &st.operator].into_iter().flatten() {
+            for f in [st.keyed.canonical(), st.operator.as_ref()].into_iter().flatten() {
                 put_file_ref(&mut body, f);
             }
             if let Some(ks) = &st.keyed_stats {
                 put_keyed_stats(&mut body, ks);
             }
-            if let Some(n) = &st.native {
+            if let Some(n) = st.keyed.native() {
                 put_native_handle(&mut body, n);
             }
-            if let Some(c) = &st.changelog {
+            if let Some(c) = st.keyed.changelog() {
                 put_changelog_handle(&mut body, c);
             }
         }
@@ -349,15 +346,16 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
             } else {
                 None
             };
-            let native = if flags & SUBTASK_HAS_NATIVE != 0 {
-                Some(get_native_handle(&mut c, &g("native"))?)
-            } else {
-                None
-            };
-            let changelog = if flags & SUBTASK_HAS_CHANGELOG != 0 {
-                Some(get_changelog_handle(&mut c, &g("changelog"))?)
-            } else {
-                None
+            // At most one of the three (checked above), in the order they are written.
+            let keyed = match keyed {
+                Some(f) => KeyedHandle::Canonical(f),
+                None if flags & SUBTASK_HAS_NATIVE != 0 => {
+                    KeyedHandle::Native(get_native_handle(&mut c, &g("native"))?)
+                }
+                None if flags & SUBTASK_HAS_CHANGELOG != 0 => {
+                    KeyedHandle::Changelog(get_changelog_handle(&mut c, &g("changelog"))?)
+                }
+                None => KeyedHandle::None,
             };
             subtasks.push(SubtaskMetadata {
                 index,
@@ -366,8 +364,6 @@ pub(crate) fn decode_with_offsets(bytes: &[u8], file: &str) -> Result<(SnapshotM
                 keyed,
                 keyed_stats,
                 operator,
-                native,
-                changelog,
             });
         }
         offsets.subtasks.push(sub_offsets);

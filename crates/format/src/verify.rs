@@ -194,7 +194,7 @@ pub(crate) fn structural_problems(
                 }
                 prev_end = st.key_groups.end_exclusive();
             }
-            for (what, f) in [("keyed", &st.keyed), ("operator", &st.operator)] {
+            for (what, f) in [("keyed", st.keyed.canonical()), ("operator", st.operator.as_ref())] {
                 let Some(f) = f else { continue };
                 bytes_total += u128::from(f.size);
                 if f.scope == FileScope::Exclusive {
@@ -227,7 +227,7 @@ pub(crate) fn structural_problems(
                     bytes_total += u128::from(g.stored_bytes);
                 }
             }
-            if let Some(native) = &st.native {
+            if let Some(native) = st.keyed.native() {
                 if meta.format != SnapshotFormat::Native {
                     problems.push(sub_problem(
                         "native",
@@ -265,7 +265,7 @@ pub(crate) fn structural_problems(
                     }
                 }
             }
-            if let Some(cl) = &st.changelog {
+            if let Some(cl) = st.keyed.changelog() {
                 if meta.format != SnapshotFormat::Changelog {
                     problems.push(sub_problem(
                         "changelog",
@@ -366,7 +366,7 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
     };
     for (i, op) in meta.operators.iter().enumerate() {
         for (j, st) in op.subtasks.iter().enumerate() {
-            if let Some(native) = &st.native {
+            if let Some(native) = st.keyed.native() {
                 for nf in &native.files {
                     match locate(resolver, &nf.file) {
                         None => {}
@@ -380,7 +380,7 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                     }
                 }
             }
-            if let Some(cl) = &st.changelog {
+            if let Some(cl) = st.keyed.changelog() {
                 for part in &cl.materialized {
                     match locate(resolver, &part.file) {
                         None => {}
@@ -432,7 +432,7 @@ fn verify_impl(storage: &dyn Storage, resolver: Option<&FileResolver>) -> Result
                     }
                 }
             }
-            let keyed = st.keyed.as_ref().and_then(|f| locate(resolver, f).map(|r| (f, r)));
+            let keyed = st.keyed.canonical().and_then(|f| locate(resolver, f).map(|r| (f, r)));
             let keyed = match keyed {
                 Some((_, Err(e))) => {
                     report.problems.push(e);

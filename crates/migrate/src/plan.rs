@@ -433,9 +433,11 @@ impl Plan {
             });
         }
         for op in &mut ops {
-            let canonical = meta
-                .operator(&op.source_uid)
-                .is_some_and(|o| o.subtasks.iter().all(|s| s.native.is_none() && s.changelog.is_none()));
+            let canonical = meta.operator(&op.source_uid).is_some_and(|o| {
+                o.subtasks
+                    .iter()
+                    .all(|s| s.keyed.native().is_none() && s.keyed.changelog().is_none())
+            });
             op.linked = options.link
                 && options.format == OutputFormat::Canonical
                 && purge.is_none()

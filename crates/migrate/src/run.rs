@@ -334,9 +334,9 @@ impl Summary {
             .iter()
             .flat_map(|o| &o.subtasks)
             .map(|s| {
-                u64::from(s.keyed.is_some())
+                u64::from(s.keyed.canonical().is_some())
                     + u64::from(s.operator.is_some())
-                    + s.native.as_ref().map_or(0, |h| h.files.len() as u64)
+                    + s.keyed.native().map_or(0, |h| h.files.len() as u64)
             })
             .sum::<u64>();
         Summary {
@@ -656,7 +656,7 @@ fn transcodable(
     else {
         return Ok(None);
     };
-    let (Some(f), None, None) = (&s.keyed, &s.native, &s.changelog) else {
+    let statekit_format::KeyedHandle::Canonical(f) = &s.keyed else {
         return Ok(None);
     };
     let (storage, path) = reader.resolver().resolve(f).map_err(CheckpointError::from)?;
@@ -762,7 +762,7 @@ fn link_subtask(
             },
         ))
     };
-    let keyed = match &s.keyed {
+    let keyed = match s.keyed.canonical() {
         Some(f) => {
             let (storage, path, placed) = place(f, format!("{id}-{i}-keyed.skd"))?;
             let r = KeyedFileReader::open(storage.as_ref(), &path, Some(f.size)).map_err(CheckpointError::from)?;
@@ -788,7 +788,8 @@ fn link_subtask(
 /// Bytes of a written subtask's data files.
 fn file_bytes(meta: &statekit_format::SubtaskMetadata) -> u64 {
     meta.keyed
-        .iter()
+        .canonical()
+        .into_iter()
         .chain(meta.operator.iter())
         .map(|f| f.size)
         .fold(0, u64::saturating_add)

@@ -355,7 +355,10 @@ fn every_kind_converts_to_native_and_back_with_the_same_entries() {
         let out = SnapshotReader::open(&native).expect("native output");
         assert_eq!(out.metadata().format.as_str(), "native");
         let op = out.operator(uid).expect("op");
-        assert!(op.subtasks.iter().all(|s| s.native.is_some() && s.keyed.is_none()));
+        assert!(op
+            .subtasks
+            .iter()
+            .all(|s| s.keyed.native().is_some() && s.keyed.canonical().is_none()));
         let files = op.subtasks.iter().flat_map(|s| s.native.iter()).flat_map(|h| &h.files);
         assert!(files.clone().any(|f| f.name.ends_with(".sst")));
         assert!(files

@@ -161,7 +161,7 @@ fn key_predicates_read_only_their_key_groups() {
         .operators
         .iter()
         .flat_map(|o| &o.subtasks)
-        .filter_map(|s| s.keyed.as_ref())
+        .filter_map(|s| s.keyed.canonical())
         .map(|f| f.size)
         .sum();
     let q = SnapshotQuery::new(reader).expect("session");

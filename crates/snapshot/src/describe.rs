@@ -17,8 +17,8 @@ use statekit_checkpoint::SnapshotReader;
 use statekit_core::{uid_looks_auto_generated, KeyGroupRange};
 use statekit_flink::FlinkSnapshot;
 use statekit_format::{
-    ChangelogKeyedHandle, FileRef, FileScope, KeyedStats, LogSegmentRef, NativeKeyedHandle, OperatorMetadata,
-    SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
+    ChangelogKeyedHandle, FileRef, FileScope, KeyedHandle, KeyedStats, LogSegmentRef, NativeKeyedHandle,
+    OperatorMetadata, SnapshotFormat, SnapshotKind, SnapshotMetadata, SubtaskMetadata,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -483,7 +483,7 @@ impl SubtaskDescription {
     /// Describes one subtask.
     pub fn of(s: &SubtaskMetadata) -> SubtaskDescription {
         SubtaskDescription {
-            changelog: s.changelog.as_ref().map(|h| SubtaskChangelog::of(s, h)),
+            changelog: s.keyed.changelog().map(|h| SubtaskChangelog::of(s, h)),
             entries: s.keyed_stats.as_ref().map(|k| k.entries),
             finished: s.finished,
             index: s.index,
@@ -498,8 +498,8 @@ impl SubtaskDescription {
                     })
                     .collect()
             }),
-            keyed_file: s.keyed.as_ref().map(FileSize::from),
-            native: s.native.as_ref().map(NativeDescription::from),
+            keyed_file: s.keyed.canonical().map(FileSize::from),
+            native: s.keyed.native().map(NativeDescription::from),
             operator_file: s.operator.as_ref().map(FileSize::from),
             keyed_bytes: keyed_bytes(s),
         }
@@ -540,10 +540,11 @@ impl SubtaskChangelog {
 /// Bytes of a subtask's keyed state: a changelog handle's materializations plus tail, the
 /// native files', or the canonical keyed file's.
 pub fn keyed_bytes(s: &SubtaskMetadata) -> u64 {
-    match (&s.changelog, &s.native, &s.keyed) {
-        (Some(h), _, _) => h.materialized_bytes().saturating_add(h.tail_bytes()),
-        (None, Some(n), _) => n.total_bytes(),
-        (None, None, keyed) => keyed.as_ref().map_or(0, |f| f.size),
+    match &s.keyed {
+        KeyedHandle::Changelog(h) => h.materialized_bytes().saturating_add(h.tail_bytes()),
+        KeyedHandle::Native(n) => n.total_bytes(),
+        KeyedHandle::Canonical(f) => f.size,
+        KeyedHandle::None => 0,
     }
 }
 
@@ -592,7 +593,7 @@ impl ChangelogSummary {
         let mut log_files: BTreeMap<(u8, &str), u64> = BTreeMap::new();
         let mut sets: BTreeMap<(u8, &str, u64), (u64, u32)> = BTreeMap::new();
         for st in subtasks {
-            let Some(h) = &st.changelog else { continue };
+            let Some(h) = st.keyed.changelog() else { continue };
             for part in &h.materialized {
                 s.materialized.parts += 1;
                 mat_files.insert((scope_code(part.file.scope), &part.file.path), part.file.size);
@@ -660,7 +661,7 @@ pub fn materialized_state_totals(o: &OperatorMetadata) -> (BTreeMap<String, Stat
     let mut m: BTreeMap<String, StateTotals> = BTreeMap::new();
     let mut approx = false;
     for st in &o.subtasks {
-        let Some(h) = &st.changelog else { continue };
+        let Some(h) = st.keyed.changelog() else { continue };
         for part in &h.materialized {
             let Some(stats) = &part.stats else {
                 approx = true;
@@ -699,7 +700,7 @@ pub fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, StateTotals> {
             e.entries = e.entries.saturating_add(s.entries);
             e.bytes = e.bytes.saturating_add(s.raw_bytes);
         }
-        for s in st.native.iter().flat_map(|n| &n.stats.states) {
+        for s in st.keyed.native().into_iter().flat_map(|n| &n.stats.states) {
             let e = m.entry(s.name.clone()).or_default();
             e.entries = e.entries.saturating_add(s.estimated_keys);
             e.bytes = e.bytes.saturating_add(s.bytes);
@@ -716,7 +717,7 @@ pub fn state_totals(o: &OperatorMetadata) -> BTreeMap<String, StateTotals> {
 
 /// Whether some subtask of `o` holds changelog state.
 pub fn is_changelog(o: &OperatorMetadata) -> bool {
-    o.subtasks.iter().any(|s| s.changelog.is_some())
+    o.subtasks.iter().any(|s| s.keyed.changelog().is_some())
 }
 
 /// What `_metadata` knows of a changelog operator's state beyond its materializations: the
@@ -725,7 +726,7 @@ pub fn is_changelog(o: &OperatorMetadata) -> bool {
 pub fn changelog_tail(o: &OperatorMetadata) -> (u64, u64) {
     o.subtasks
         .iter()
-        .filter_map(|s| s.changelog.as_ref())
+        .filter_map(|s| s.keyed.changelog())
         .fold((0, 0), |(r, b): (u64, u64), h| {
             (r.saturating_add(h.tail_records()), b.saturating_add(h.tail_bytes()))
         })
@@ -770,7 +771,7 @@ pub fn format_label(m: &SnapshotMetadata) -> String {
                 .operators
                 .iter()
                 .flat_map(|o| &o.subtasks)
-                .find_map(|s| s.native.as_ref())
+                .find_map(|s| s.keyed.native())
                 .map(|n| n.backend.clone())
                 .unwrap_or_else(|| "?".into());
             format!("native-{backend}")
@@ -795,7 +796,7 @@ pub fn restores_into(m: &SnapshotMetadata) -> String {
                 .operators
                 .iter()
                 .flat_map(|o| &o.subtasks)
-                .filter_map(|s| s.native.as_ref().map(|n| n.backend.as_str()))
+                .filter_map(|s| s.keyed.native().map(|n| n.backend.as_str()))
                 .collect();
             backends.into_iter().collect::<Vec<_>>().join(", ")
         }
@@ -844,7 +845,7 @@ mod tests {
         assert_fields_sorted(&d);
         assert_eq!(d.format, "canonical-v1");
         assert_eq!(d.restores_into, "any backend");
-        assert!(d.changelog.is_none() && d.flink.is_none());
+        assert!(d.keyed.changelog().is_none() && d.flink.is_none());
         let j = serde_json::to_value(&d).expect("serializes");
         assert_eq!(j["kind"], "savepoint");
         for (o, m) in d.operators.iter().zip(&reader.metadata().operators) {
@@ -871,18 +872,18 @@ mod tests {
         let d = describe(&open("v1/changelog-checkpoint/c4a9e10f0c4a9e10f0c4a9e10f0c4a9e/chk-3"));
         assert_fields_sorted(&d);
         assert_eq!(d.format, "changelog-v1");
-        let all = d.changelog.as_ref().expect("a changelog summary");
+        let all = d.keyed.changelog().expect("a changelog summary");
         assert!(all.tail.files_list.is_none() && all.tail.sqns.is_none());
         let j = serde_json::to_value(&d).expect("serializes");
         assert!(j["changelog"]["tail"].get("files_list").is_none());
         let op = d
             .operators
             .iter()
-            .find(|o| o.changelog.is_some())
+            .find(|o| o.keyed.changelog().is_some())
             .expect("a changelog operator");
         let tail = op.tail_change_records.expect("tail records");
         assert!(op.keyed_states.iter().all(|s| s.entries_estimated == (tail > 0)));
-        let sub = op.subtasks.iter().find_map(|s| s.changelog.as_ref()).expect("a handle");
+        let sub = op.subtasks.iter().find_map(|s| s.keyed.changelog()).expect("a handle");
         assert!(sub.summary.tail.files_list.is_some() && sub.summary.tail.sqns.is_some());
         assert_eq!(sub.log.len(), 32);
         let sj = serde_json::to_value(sub).expect("serializes");
@@ -905,11 +906,7 @@ mod tests {
         assert_fields_sorted(&d);
         assert!(d.format.starts_with("native-"), "{}", d.format);
         let op = d.operators.iter().find(|o| o.is_native()).expect("a native operator");
-        let n = op
-            .subtasks
-            .iter()
-            .find_map(|s| s.native.as_ref())
-            .expect("native files");
+        let n = op.subtasks.iter().find_map(|s| s.keyed.native()).expect("native files");
         assert!(n.files > 0 && n.bytes > 0);
         assert!(d.restores_into.contains(&n.backend));
     }

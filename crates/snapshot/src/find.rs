@@ -140,15 +140,15 @@ pub fn referenced_bytes(m: &SnapshotMetadata) -> (u64, u64) {
     let (mut total, mut own) = (0u64, 0u64);
     let mut changelog_files: std::collections::BTreeSet<(&str, &str)> = std::collections::BTreeSet::new();
     for s in m.operators.iter().flat_map(|o| &o.subtasks) {
-        for f in s.keyed.iter().chain(s.operator.iter()) {
+        for f in s.keyed.canonical().into_iter().chain(s.operator.iter()) {
             total = total.saturating_add(f.size);
             own = own.saturating_add(f.size);
         }
-        if let Some(n) = &s.native {
+        if let Some(n) = s.keyed.native() {
             total = total.saturating_add(n.total_bytes());
             own = own.saturating_add(n.uploaded_bytes);
         }
-        if let Some(c) = &s.changelog {
+        if let Some(c) = s.keyed.changelog() {
             let files = c
                 .materialized
                 .iter()

@@ -117,7 +117,7 @@ pub fn verify_reader(reader: &SnapshotReader, sound: bool) -> Result<Verificatio
         .metadata()
         .operators
         .iter()
-        .any(|o| o.subtasks.iter().any(|s| s.changelog.is_some()));
+        .any(|o| o.subtasks.iter().any(|s| s.keyed.changelog().is_some()));
     if sound {
         let native = verify_native_state(reader, &mut v.problems)?;
         v.entries = v.entries.saturating_add(native);
@@ -141,7 +141,7 @@ fn verify_native_state(reader: &SnapshotReader, problems: &mut Vec<Problem>) -> 
     #[cfg_attr(not(feature = "rocksdb"), allow(unused_mut))]
     let mut entries = 0;
     for o in &reader.metadata().operators {
-        if !o.subtasks.iter().any(|s| s.native.is_some()) {
+        if !o.subtasks.iter().any(|s| s.keyed.native().is_some()) {
             continue;
         }
         #[cfg(feature = "rocksdb")]
@@ -189,7 +189,7 @@ fn verify_changelog(reader: &SnapshotReader, problems: &mut Vec<Problem>) -> Log
     let mut check = LogCheck::default();
     let mut files = LogFiles::new();
     for op in &reader.metadata().operators {
-        if !op.subtasks.iter().any(|s| s.changelog.is_some()) {
+        if !op.subtasks.iter().any(|s| s.keyed.changelog().is_some()) {
             continue;
         }
         match reader.changelog_handles(&op.uid, KeyGroupRange::all(op.max_parallelism)) {

@@ -49,7 +49,7 @@ fn sound_snapshots_of_every_kind_verify_clean() {
     assert!(v.is_ok(), "{:?}", v.problems);
     assert!(v.metadata_sound);
     assert_eq!((v.files, v.entries), (7, 67 + 2 + 12));
-    assert!(v.changelog.is_none());
+    assert!(v.keyed.changelog().is_none());
 
     let (_, v) = verify_path(&changelog_checkpoint(&fixture("changelog-checkpoint"))).expect("verify");
     assert!(v.is_ok(), "{:?}", v.problems);
@@ -137,17 +137,17 @@ fn restore_and_verify_agree_on_a_tail_that_disagrees_with_its_file() {
             .find(|o| {
                 o.subtasks
                     .iter()
-                    .any(|s| s.changelog.as_ref().is_some_and(|c| !c.tail.is_empty()))
+                    .any(|s| s.keyed.changelog().is_some_and(|c| !c.tail.is_empty()))
             })
             .expect("an operator with a changelog tail");
         let st = op
             .subtasks
             .iter_mut()
-            .find(|s| s.changelog.as_ref().is_some_and(|c| !c.tail.is_empty()))
+            .find(|s| s.keyed.changelog().is_some_and(|c| !c.tail.is_empty()))
             .expect("a subtask with a tail");
         let seg = st
-            .changelog
-            .as_mut()
+            .keyed
+            .changelog_mut()
             .and_then(|c| c.tail.first_mut())
             .expect("a tail segment");
         seg.records += 1;

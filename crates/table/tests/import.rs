@@ -174,7 +174,7 @@ fn keyed_files(sp: &Path) -> Vec<Vec<u8>> {
         .iter()
         .map(|s| {
             s.keyed
-                .as_ref()
+                .canonical()
                 .map(|f| std::fs::read(sp.join(&f.path)).expect("keyed file"))
                 .unwrap_or_default()
         })

@@ -645,12 +645,7 @@ fn damaged_log_files_are_reported_with_file_and_offset() {
     assert_eq!(show["format"], "changelog-v1");
     // The first change set of subtask 0's tail: a restore reads it.
     let meta = SnapshotReader::open(&chk2).expect("open").metadata().clone();
-    let seg = meta.operators[0].subtasks[0]
-        .changelog
-        .as_ref()
-        .expect("changelog")
-        .tail[0]
-        .clone();
+    let seg = meta.operators[0].subtasks[0].keyed.changelog().expect("changelog").tail[0].clone();
     let log_rel = seg.file.path.clone();
     let name = Path::new(&log_rel).file_name().expect("name").to_owned();
     let original = std::fs::read(job.base().join("job").join(&log_rel)).expect("read log");

@@ -117,7 +117,7 @@ fn restore(dir: &Path, tag: &str, path: &Path) -> Ran {
 fn keyed_file(dir: &Path, uid: &str, i: usize) -> PathBuf {
     let m = read_meta(dir);
     let op = m.operator(uid).expect("operator");
-    dir.join(&op.subtasks[i].keyed.as_ref().expect("keyed file").path)
+    dir.join(&op.subtasks[i].keyed.canonical().expect("keyed file").path)
 }
 
 /// Point 4: a FIFO as `_metadata` or as a data file made `show`, `verify`, `dump`, `diff` and
@@ -173,7 +173,7 @@ fn an_error_is_printed_once() {
     let f = sp.join(
         &m.operator("word-counter").expect("op").subtasks[0]
             .keyed
-            .as_ref()
+            .canonical()
             .expect("keyed")
             .path,
     );
@@ -409,7 +409,7 @@ fn restore_and_every_reader_refuse_what_verify_rejects() {
     let target = keyed_file(&absolute, "counter", 0);
     edit_meta(&absolute, |m| {
         let op = m.operators.iter_mut().find(|o| o.uid == "counter").expect("counter");
-        let k = op.subtasks[0].keyed.as_mut().expect("keyed");
+        let k = op.subtasks[0].keyed.canonical_mut().expect("keyed");
         k.scope = FileScope::Absolute;
         k.path = s(&target).to_string();
     });

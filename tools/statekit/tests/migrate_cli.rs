@@ -169,7 +169,7 @@ fn operator_bytes(path: &Path, uid: &str) -> u64 {
     let op = r.operator(uid).expect("operator");
     op.subtasks
         .iter()
-        .flat_map(|s| s.keyed.iter().chain(s.operator.iter()))
+        .flat_map(|s| s.keyed.canonical().into_iter().chain(s.operator.iter()))
         .map(|f| f.size)
         .sum()
 }

@@ -227,11 +227,9 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             index: i,
             key_groups: range,
             finished: false,
-            keyed: Some(info.file.clone()),
+            keyed: statekit_format::KeyedHandle::Canonical(info.file.clone()),
             keyed_stats: Some(KeyedStats::from_info(&info)),
             operator: Some(oref),
-            native: None,
-            changelog: None,
         });
     }
 
@@ -288,11 +286,12 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
             index: i,
             key_groups: range,
             finished: true,
-            keyed: keyed_ref,
+            keyed: keyed_ref.map_or(
+                statekit_format::KeyedHandle::None,
+                statekit_format::KeyedHandle::Canonical,
+            ),
             keyed_stats,
             operator: operator_ref,
-            native: None,
-            changelog: None,
         });
     }
 

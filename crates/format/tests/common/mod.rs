@@ -433,12 +433,16 @@ pub fn arb_metadata() -> impl Strategy<Value = SnapshotMetadata> {
                 } else {
                     SnapshotKind::Checkpoint
                 },
-                format: if operators.iter().flat_map(|o| &o.subtasks).any(|s| s.native.is_some()) {
+                format: if operators
+                    .iter()
+                    .flat_map(|o| &o.subtasks)
+                    .any(|s| s.keyed.native().is_some())
+                {
                     SnapshotFormat::Native
                 } else if operators
                     .iter()
                     .flat_map(|o| &o.subtasks)
-                    .any(|s| s.changelog.is_some())
+                    .any(|s| s.keyed.changelog().is_some())
                 {
                     SnapshotFormat::Changelog
                 } else {

@@ -353,7 +353,7 @@ pub fn dump_changes(
         .operators
         .iter()
         .filter(|o| uid.is_none_or(|u| u == o.uid))
-        .filter(|o| o.subtasks.iter().any(|s| s.changelog.is_some()))
+        .filter(|o| o.subtasks.iter().any(|s| s.keyed.changelog().is_some()))
         .collect();
     if ops.is_empty() {
         match uid {

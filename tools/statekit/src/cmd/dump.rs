@@ -263,7 +263,7 @@ fn dump_keyed(
     let range = cursor.key_groups();
     // A changelog checkpoint: what the entries are made of, on standard error after them
     // (standard output stays entries only, for scripts and --json).
-    let changelog_note = op.subtasks.iter().any(|st| st.changelog.is_some()).then(|| {
+    let changelog_note = op.subtasks.iter().any(|st| st.keyed.changelog().is_some()).then(|| {
         let summary = super::changelog::Summary::of(
             op.subtasks
                 .iter()

@@ -186,7 +186,7 @@ fn subtask_text(s: &SubtaskDescription, key_groups: bool) -> Result<()> {
         s.keyed_bytes,
         if s.finished { "  finished" } else { "" }
     );
-    if let Some(c) = &s.changelog {
+    if let Some(c) = s.changelog.as_ref() {
         outln!("{}", summary_text(&c.summary, "      "));
     }
     if key_groups {
@@ -198,7 +198,7 @@ fn subtask_text(s: &SubtaskDescription, key_groups: bool) -> Result<()> {
 /// `show --key-groups`: a subtask's bytes (and entries) per key group, with bars.
 fn key_groups_text(s: &SubtaskDescription) -> Result<()> {
     let bar = |b: u64, max: u64| "#".repeat((b.saturating_mul(40).div_ceil(max)) as usize);
-    if let Some(n) = &s.native {
+    if let Some(n) = s.native.as_ref() {
         let per = &n.estimated_bytes_per_key_group;
         let max = per.iter().map(|g| g.bytes).max().unwrap_or(1).max(1);
         for g in per {
@@ -210,7 +210,7 @@ fn key_groups_text(s: &SubtaskDescription) -> Result<()> {
             );
         }
     }
-    if let Some(c) = &s.changelog {
+    if let Some(c) = s.changelog.as_ref() {
         // The tail's key groups are in the log files' indexes, not in `_metadata`.
         let per = &c.materialized_key_groups;
         let max = per.iter().map(|g| g.bytes).max().unwrap_or(1).max(1);

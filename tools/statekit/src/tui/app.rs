@@ -569,7 +569,10 @@ impl App {
                     StateItem::Keyed(i) => {
                         let desc = o.keyed_states[i].clone();
                         let totals = state_totals(&o);
-                        let approx = o.subtasks.iter().any(|s| s.native.is_some() || s.changelog.is_some());
+                        let approx = o
+                            .subtasks
+                            .iter()
+                            .any(|s| s.keyed.native().is_some() || s.keyed.changelog().is_some());
                         let total = totals.get(&desc.name).map(|t| (t.entries, approx));
                         self.push(ScreenState::Entries(EntriesView::new(o.uid.clone(), desc, total)));
                         self.apply(EntriesView::first_page(), "")

@@ -275,7 +275,7 @@ pub fn states(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
         return message(f, area, title, vec![Line::from("no operator")]);
     };
     let totals = state_totals(o);
-    let approx = o.subtasks.iter().any(|s| s.native.is_some());
+    let approx = o.subtasks.iter().any(|s| s.keyed.native().is_some());
     let tilde = if approx { "~" } else { "" };
     // A changelog operator: the materializations' counts, plus the tail's changes (of all
     // states, not split by state in `_metadata`) marked as such.

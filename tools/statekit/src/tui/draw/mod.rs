@@ -114,7 +114,7 @@ fn key_group_bytes(o: &OperatorMetadata) -> (Vec<u64>, &'static str) {
                 }
             }
         }
-        if let Some(n) = &s.native {
+        if let Some(n) = s.keyed.native() {
             what = "RocksDB estimate";
             for (kg, b) in &n.stats.key_groups {
                 if let Some(x) = per.get_mut(*kg as usize) {
@@ -122,7 +122,7 @@ fn key_group_bytes(o: &OperatorMetadata) -> (Vec<u64>, &'static str) {
                 }
             }
         }
-        if let Some(h) = &s.changelog {
+        if let Some(h) = s.keyed.changelog() {
             what = "materialized";
             for g in statekit_snapshot::describe::materialized_key_groups(s, h) {
                 if let Some(b) = per.get_mut(g.key_group as usize) {
