@@ -230,7 +230,7 @@ fn incremental_checkpoints_upload_only_new_files_and_shared_files_die_with_their
     let handles1: Vec<_> = meta1.operators[0]
         .subtasks
         .iter()
-        .filter_map(|s| s.native.clone())
+        .filter_map(|s| s.keyed.native().cloned())
         .collect();
     assert_eq!(meta1.format, SnapshotFormat::Native);
     assert_eq!(handles1.len(), 2);

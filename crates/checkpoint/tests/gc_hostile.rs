@@ -53,10 +53,10 @@ fn point_keyed_file_at(chk: &Path, target: &Path) {
     let md_path = chk.join(METADATA_FILE_NAME);
     let mut meta = decode_metadata(&std::fs::read(&md_path).expect("read"), "_metadata").expect("decode");
     let sub = &mut meta.operators[0].subtasks[0];
-    let keyed = sub.keyed.clone().expect("keyed file");
+    let keyed = sub.keyed.canonical().cloned().expect("keyed file");
     std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
     std::fs::rename(chk.join(&keyed.path), target).expect("move keyed file");
-    sub.keyed = Some(FileRef {
+    sub.keyed = statekit_format::KeyedHandle::Canonical(FileRef {
         scope: FileScope::Absolute,
         path: target.display().to_string(),
         size: keyed.size,

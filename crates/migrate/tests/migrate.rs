@@ -359,7 +359,7 @@ fn every_kind_converts_to_native_and_back_with_the_same_entries() {
             .subtasks
             .iter()
             .all(|s| s.keyed.native().is_some() && s.keyed.canonical().is_none()));
-        let files = op.subtasks.iter().flat_map(|s| s.native.iter()).flat_map(|h| &h.files);
+        let files = op.subtasks.iter().flat_map(|s| s.keyed.native()).flat_map(|h| &h.files);
         assert!(files.clone().any(|f| f.name.ends_with(".sst")));
         assert!(files
             .clone()

@@ -378,6 +378,7 @@ fn bad_configs_are_rejected() {
         max_parallelism: m,
         key_group_range: r,
         clock: ManualClock::new(0),
+        key_group_scheme: Default::default(),
     };
     let err = |c: BackendConfig| RocksDbBackend::new(c, RocksDbOptions::default()).expect_err("must fail");
     assert!(matches!(

@@ -845,7 +845,7 @@ mod tests {
         assert_fields_sorted(&d);
         assert_eq!(d.format, "canonical-v1");
         assert_eq!(d.restores_into, "any backend");
-        assert!(d.keyed.changelog().is_none() && d.flink.is_none());
+        assert!(d.changelog.is_none() && d.flink.is_none());
         let j = serde_json::to_value(&d).expect("serializes");
         assert_eq!(j["kind"], "savepoint");
         for (o, m) in d.operators.iter().zip(&reader.metadata().operators) {
@@ -872,18 +872,18 @@ mod tests {
         let d = describe(&open("v1/changelog-checkpoint/c4a9e10f0c4a9e10f0c4a9e10f0c4a9e/chk-3"));
         assert_fields_sorted(&d);
         assert_eq!(d.format, "changelog-v1");
-        let all = d.keyed.changelog().expect("a changelog summary");
+        let all = d.changelog.as_ref().expect("a changelog summary");
         assert!(all.tail.files_list.is_none() && all.tail.sqns.is_none());
         let j = serde_json::to_value(&d).expect("serializes");
         assert!(j["changelog"]["tail"].get("files_list").is_none());
         let op = d
             .operators
             .iter()
-            .find(|o| o.keyed.changelog().is_some())
+            .find(|o| o.changelog.is_some())
             .expect("a changelog operator");
         let tail = op.tail_change_records.expect("tail records");
         assert!(op.keyed_states.iter().all(|s| s.entries_estimated == (tail > 0)));
-        let sub = op.subtasks.iter().find_map(|s| s.keyed.changelog()).expect("a handle");
+        let sub = op.subtasks.iter().find_map(|s| s.changelog.as_ref()).expect("a handle");
         assert!(sub.summary.tail.files_list.is_some() && sub.summary.tail.sqns.is_some());
         assert_eq!(sub.log.len(), 32);
         let sj = serde_json::to_value(sub).expect("serializes");
@@ -906,7 +906,7 @@ mod tests {
         assert_fields_sorted(&d);
         assert!(d.format.starts_with("native-"), "{}", d.format);
         let op = d.operators.iter().find(|o| o.is_native()).expect("a native operator");
-        let n = op.subtasks.iter().find_map(|s| s.keyed.native()).expect("native files");
+        let n = op.subtasks.iter().find_map(|s| s.native.as_ref()).expect("native files");
         assert!(n.files > 0 && n.bytes > 0);
         assert!(d.restores_into.contains(&n.backend));
     }

@@ -49,7 +49,7 @@ fn sound_snapshots_of_every_kind_verify_clean() {
     assert!(v.is_ok(), "{:?}", v.problems);
     assert!(v.metadata_sound);
     assert_eq!((v.files, v.entries), (7, 67 + 2 + 12));
-    assert!(v.keyed.changelog().is_none());
+    assert!(v.changelog.is_none());
 
     let (_, v) = verify_path(&changelog_checkpoint(&fixture("changelog-checkpoint"))).expect("verify");
     assert!(v.is_ok(), "{:?}", v.problems);

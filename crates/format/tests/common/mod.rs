@@ -275,10 +275,11 @@ fn arb_subtask(index: u32) -> impl Strategy<Value = SubtaskMetadata> {
             move |((a, b), finished, keyed, operator, keyed_stats, native, changelog)| {
                 // A subtask has at most one of a keyed data file, a native handle and a
                 // changelog handle.
-                let (keyed, native, changelog) = match (keyed, native, changelog) {
-                    (_, Some(n), _) => (None, Some(n), None),
-                    (_, None, Some(c)) => (None, None, Some(c)),
-                    (k, None, None) => (k, None, None),
+                let keyed = match (keyed, native, changelog) {
+                    (_, Some(n), _) => statekit_format::KeyedHandle::Native(n),
+                    (_, None, Some(c)) => statekit_format::KeyedHandle::Changelog(c),
+                    (Some(k), None, None) => statekit_format::KeyedHandle::Canonical(k),
+                    (None, None, None) => statekit_format::KeyedHandle::None,
                 };
                 SubtaskMetadata {
                     index,
@@ -287,8 +288,6 @@ fn arb_subtask(index: u32) -> impl Strategy<Value = SubtaskMetadata> {
                     keyed,
                     keyed_stats,
                     operator,
-                    native,
-                    changelog,
                 }
             },
         )
