@@ -31,7 +31,6 @@ mod value;
 
 pub use canonical::KeyGroupsView;
 pub use error::{BudgetSpent, FlinkError};
-pub use problem::DecodeProblem;
 pub use meta::{decode_keyed_proxy, decode_operator_proxy, BackendStateType, KeyedProxy, OperatorProxy, StateMeta};
 pub use metadata::{
     check_metadata_size, decode_metadata, is_flink_metadata, ChangelogFilePart, ChannelHandle, DistributionMode,
@@ -42,6 +41,7 @@ pub use metadata::{
 #[cfg(feature = "rocksdb")]
 pub use native::NativeKeyedView;
 pub use operator::read_operator_state;
+pub use problem::DecodeProblem;
 pub use serializer::{decode_serializer_snapshot, FlinkType};
 pub use snapshot::{
     flink_key_group, FlinkOpenOptions, FlinkSnapshot, FlinkVerifyReport, Location, OpaquePart,

@@ -906,7 +906,11 @@ mod tests {
         assert_fields_sorted(&d);
         assert!(d.format.starts_with("native-"), "{}", d.format);
         let op = d.operators.iter().find(|o| o.is_native()).expect("a native operator");
-        let n = op.subtasks.iter().find_map(|s| s.native.as_ref()).expect("native files");
+        let n = op
+            .subtasks
+            .iter()
+            .find_map(|s| s.native.as_ref())
+            .expect("native files");
         assert!(n.files > 0 && n.bytes > 0);
         assert!(d.restores_into.contains(&n.backend));
     }

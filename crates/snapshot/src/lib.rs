@@ -29,8 +29,8 @@ pub mod diff;
 mod error;
 mod family;
 mod find;
-pub mod verify;
 pub mod open;
+pub mod verify;
 mod views;
 
 pub use backend::{open_keyed, BackendChoice, ChangelogSetup, KeyedBackend, RestoreFrom};
@@ -41,6 +41,6 @@ pub use find::{
     find_snapshots, find_snapshots_at, latest_checkpoint, latest_checkpoint_at, referenced_bytes, FoundSnapshot,
     INCOMPLETE,
 };
+pub use open::{Family, OpenOptions, Snapshot, SnapshotSource};
 pub use verify::{verify_location, verify_location_with, verify_path, verify_path_with, verify_reader, Verification};
 pub use views::{keyed_views, stored_as, StoredAs};
-pub use open::{Family, OpenOptions, Snapshot, SnapshotSource};

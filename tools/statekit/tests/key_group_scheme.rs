@@ -335,7 +335,11 @@ fn query_by_uid_names_the_operator_stored_by_id() {
             args.extend_from_slice(extra);
             args.extend([path_str(&sp), sql]);
             let out = stdout(&args);
-            assert_eq!(out.lines().collect::<Vec<_>>(), ["value", want.as_str()], "{name} {extra:?}: {out}");
+            assert_eq!(
+                out.lines().collect::<Vec<_>>(),
+                ["value", want.as_str()],
+                "{name} {extra:?}: {out}"
+            );
         }
         let explain = stdout(&[
             "query",
