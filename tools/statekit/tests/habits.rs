@@ -4,24 +4,9 @@
 
 mod common;
 
-use common::run;
+use common::{ok, run, text};
 use std::path::Path;
 use std::process::Output;
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(dir: &Path, args: &[&str]) -> Output {
-    let o = run(dir, args);
-    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
-    o
-}
 
 /// Runs the word count on `input` into `output` (plus `extra` flags) and stops it with a
 /// savepoint; returns the savepoint's path (standard output, piped, holds it alone).

@@ -12,7 +12,7 @@
 mod common;
 
 use common::moto::Moto;
-use common::run;
+use common::{copy_files, files, run, text};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -22,43 +22,8 @@ fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// Every file below `dir`.
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for p in files(from) {
-        let dest = to.join(p.strip_prefix(from).expect("below"));
-        std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
-        std::fs::copy(&p, &dest).expect("copy");
-    }
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Java `writeUTF` of `s` (ASCII here): a big-endian `u16` length, then the bytes.
@@ -257,7 +222,7 @@ fn savepoint_handles_that_leave_its_directory_are_refused_by_every_command() {
         for (kind, handle) in forms {
             n += 1;
             let sp = work.join(format!("sp-{n}"));
-            copy_dir(&src, &sp);
+            copy_files(&src, &sp);
             // The savepoint's own copy is gone: only the outside file could answer.
             std::fs::remove_file(sp.join(WORD_COUNT_0)).expect("rm");
             edit_relative(&sp, WORD_COUNT_0, kind, &handle);
@@ -273,7 +238,7 @@ fn a_symlink_out_of_a_savepoint_is_outside() {
     let work = tmp.path();
     let src = fixture("savepoint-hashmap-canonical/savepoint");
     let sp = work.join("sp");
-    copy_dir(&src, &sp);
+    copy_files(&src, &sp);
     let outside = work.join("elsewhere");
     std::fs::create_dir_all(&outside).expect("mkdir");
     std::fs::rename(sp.join(WORD_COUNT_0), outside.join("state")).expect("move");
@@ -285,7 +250,7 @@ fn a_symlink_out_of_a_savepoint_is_outside() {
 /// `dstl/` beside them), its job directory and the `_metadata` of `chk-2`.
 fn changelog_checkpoint(work: &Path) -> (PathBuf, PathBuf) {
     let base = work.join("ck");
-    copy_dir(&fixture("checkpoint-changelog-hashmap-materialized"), &base);
+    copy_files(&fixture("checkpoint-changelog-hashmap-materialized"), &base);
     let job = base.join("checkpoints/5eed5eed000000000000000000000006");
     (base, job)
 }
@@ -437,7 +402,7 @@ fn an_s3_savepoint_pointing_into_another_bucket_or_prefix_is_refused() {
     .enumerate()
     {
         let sp = work.join(format!("sp-{n}"));
-        copy_dir(&src, &sp);
+        copy_files(&src, &sp);
         std::fs::remove_file(sp.join(WORD_COUNT_0)).expect("rm");
         edit_relative(&sp, WORD_COUNT_0, Kind::Absolute, handle);
         let prefix = format!("sp-{n}");
@@ -475,7 +440,7 @@ fn a_statekit_savepoint_file_symlinked_outside_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let work = tmp.path();
     let sp = work.join("sp");
-    copy_dir(&common::fixture("savepoint-basic"), &sp);
+    copy_files(&common::fixture("savepoint-basic"), &sp);
     let outside = work.join("outside");
     std::fs::create_dir_all(&outside).expect("mkdir");
     // The real file, moved outside and linked back: a reader that follows it finds valid data.

@@ -7,7 +7,7 @@
 mod common;
 
 use common::moto::{FaultProxy, Moto};
-use common::{bin, run};
+use common::{bin, copy_files, files, run, text};
 use statekit_core::TypeSchema;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -37,15 +37,6 @@ fn run_env(env: Vec<(&'static str, String)>, dir: &Path, args: &[&str]) -> (Outp
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
     (out, lines)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// `statekit ls URL --json` on the server: its items (exit 0 asserted).
@@ -231,7 +222,7 @@ fn damage_missing_snapshots_stopped_servers_and_other_schemes_are_clear_errors()
     let (dir, sp) = wordcount_savepoint();
     // A copy whose first keyed data file has one byte flipped in the middle.
     let damaged = dir.path().join("damaged");
-    copy_dir(&sp, &damaged);
+    copy_files(&sp, &damaged);
     let keyed = find_file(&damaged, |p| p.extension().is_some_and(|e| e == "skd"))
         .or_else(|| find_file(&damaged, |p| p.file_name().is_some_and(|n| n != "_metadata")))
         .expect("a data file");
@@ -347,20 +338,8 @@ fn dump_of_one_key_reads_only_its_key_group() {
     assert!(gets < 200, "verify of {total} bytes took {gets} GETs");
 }
 
-fn files(dir: &Path) -> Vec<PathBuf> {
-    common::files_under(dir).into_keys().collect()
-}
-
 fn find_file(dir: &Path, pred: impl Fn(&Path) -> bool) -> Option<PathBuf> {
     files(dir).into_iter().find(|p| pred(p))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for p in files(from) {
-        let dest = to.join(p.strip_prefix(from).expect("below"));
-        std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
-        std::fs::copy(&p, &dest).expect("copy");
-    }
 }
 
 /// The seed's check with every snapshot on S3: count, stop with a savepoint on S3, restore

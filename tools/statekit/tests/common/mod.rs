@@ -82,6 +82,38 @@ pub fn files_under(dir: &Path) -> BTreeMap<std::path::PathBuf, (u64, std::time::
     out
 }
 
+/// Every regular file below `dir`, sorted.
+pub fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+    files_under(dir).into_keys().collect()
+}
+
+/// Copies every regular file below `from` to the same place below `to` (directories as the
+/// files need them; empty ones are not copied).
+pub fn copy_files(from: &Path, to: &Path) {
+    for p in files(from) {
+        let dest = to.join(p.strip_prefix(from).expect("below"));
+        std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(&p, &dest).expect("copy");
+    }
+}
+
+/// A run's exit code, standard output and standard error, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Runs `statekit args…` in `dir` and asserts exit 0 (naming the run's output otherwise).
+pub fn ok(dir: &Path, args: &[&str]) -> Output {
+    let o = run(dir, args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    o
+}
+
 /// A golden fixture directory (`fixtures/v1/<name>`).
 pub fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
