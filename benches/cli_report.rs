@@ -37,6 +37,7 @@ use rand::{Rng, SeedableRng};
 use statekit::tui::app::Action;
 use statekit::tui::headless::Headless;
 use statekit_benches as w;
+use statekit_benches::arg;
 use statekit_checkpoint::SnapshotWriter;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{BackendConfig, KeyedStateBackend};
@@ -45,14 +46,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn arg(name: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| default.to_string())
-}
 
 /// Writes a savepoint of about `mb` MB of state (`p` subtasks, 496-byte values), with the
 /// value of every `changed_every`-th key (0: none) altered, so two calls with the same `mb`

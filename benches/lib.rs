@@ -7,6 +7,15 @@ use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunc
 use statekit_hashmap::HashMapBackend;
 use std::collections::HashMap;
 
+/// The value after `name` on the command line (`--mb 256`), or `default` without it.
+pub fn arg(name: &str, default: &str) -> String {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| default.to_string())
+}
+
 /// `n` distinct 16-byte keys in random order (seeded).
 pub fn keys(n: usize, seed: u64) -> Vec<[u8; 16]> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -56,18 +65,7 @@ pub fn list_state(b: &mut HashMapBackend) -> StateHandle {
 
 /// ValueState get + update (+1) over every key once, in the given order.
 pub fn value_get_update(b: &mut HashMapBackend, h: StateHandle, keys: &[[u8; 16]]) -> u64 {
-    let mut buf = Vec::with_capacity(8);
-    let mut sum = 0u64;
-    for k in keys {
-        let v = if b.get(h, k, &[], &mut buf).expect("get") {
-            i64::from_be_bytes(buf[..8].try_into().expect("8 bytes")) + 1
-        } else {
-            1
-        };
-        sum = sum.wrapping_add(v as u64);
-        b.put(h, k, &[], &v.to_be_bytes()).expect("put");
-    }
-    sum
+    value_get_update_on(b, h, keys)
 }
 
 /// The anchor: the same get + update on a plain `HashMap<Vec<u8>, Vec<u8>>`.

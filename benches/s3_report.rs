@@ -16,6 +16,7 @@
 mod moto;
 
 use object_store::{ObjectStore, ObjectStoreExt};
+use statekit_benches::arg;
 use statekit_checkpoint::SnapshotWriter;
 use statekit_core::location::Location;
 use statekit_core::storage::{LocalStorage, Storage};
@@ -25,14 +26,6 @@ use std::time::{Duration, Instant};
 
 const BUCKET: &str = "statekit-bench";
 const FILE_MB: usize = 64;
-
-fn arg(name: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| default.to_string())
-}
 
 /// Best of `rounds` runs of `f`.
 fn best(rounds: usize, mut f: impl FnMut() -> Duration) -> Duration {
