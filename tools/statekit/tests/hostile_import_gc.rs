@@ -40,6 +40,24 @@ fn spill_dirs(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `import tables sp` in `d` exits 2 at once (within 30 s), naming `name` as a FIFO, and
+/// writes nothing.
+fn import_refuses_a_fifo(d: &Path, name: &str) {
+    let r = run_limited(
+        d,
+        &["import", "tables", "sp", "--schema", "schema.json"],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.text());
+    assert!(
+        r.stderr.contains(name) && r.stderr.contains("a FIFO, not a regular file"),
+        "{}",
+        r.text()
+    );
+    assert!(!d.join("sp").exists(), "nothing written");
+}
+
 /// A FIFO where a table file should be (directly, or behind a symlink) is refused before it
 /// is opened: the open of a FIFO waits for a writer forever. Before the fix the import hung.
 #[test]
@@ -50,38 +68,14 @@ fn import_refuses_a_fifo_table_file_at_once() {
     let state = d.join("tables/op/events");
     std::fs::create_dir_all(&state).expect("table dir");
     mkfifo(&state.join("part-0.parquet"));
-    let r = run_limited(
-        d,
-        &["import", "tables", "sp", "--schema", "schema.json"],
-        &[],
-        Duration::from_secs(30),
-    );
-    assert_eq!(r.code, Some(2), "{}", r.text());
-    assert!(
-        r.stderr.contains("part-0.parquet") && r.stderr.contains("a FIFO, not a regular file"),
-        "{}",
-        r.text()
-    );
-    assert!(!d.join("sp").exists(), "nothing written");
+    import_refuses_a_fifo(d, "part-0.parquet");
     assert_eq!(spill_dirs(d), Vec::<String>::new());
 
     // A symlink is followed deliberately: to a FIFO it is refused the same way, naming the link.
     std::fs::remove_file(state.join("part-0.parquet")).expect("remove FIFO");
     mkfifo(&d.join("elsewhere.fifo"));
     std::os::unix::fs::symlink(d.join("elsewhere.fifo"), state.join("link.parquet")).expect("symlink");
-    let r = run_limited(
-        d,
-        &["import", "tables", "sp", "--schema", "schema.json"],
-        &[],
-        Duration::from_secs(30),
-    );
-    assert_eq!(r.code, Some(2), "{}", r.text());
-    assert!(
-        r.stderr.contains("link.parquet") && r.stderr.contains("a FIFO, not a regular file"),
-        "{}",
-        r.text()
-    );
-    assert!(!d.join("sp").exists(), "nothing written");
+    import_refuses_a_fifo(d, "link.parquet");
 }
 
 /// Rows of one key are not held together: 2·10⁶ list elements of one key (an 18 KB Parquet
@@ -185,13 +179,7 @@ fn gc_on_s3_skips_keys_that_are_not_paths_and_collects_the_rest() {
     let r = run_limited(d, &["gc", &url, "--yes", "--min-age", "0s", "--json"], &env, limit);
     assert_eq!(r.code, Some(0), "{}", r.text());
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("gc --json");
-    let mut orphans: Vec<String> = doc["orphans"]
-        .as_array()
-        .expect("orphans")
-        .iter()
-        .filter_map(|o| o["path"].as_str().map(str::to_string))
-        .collect();
-    orphans.sort();
+    let orphans = common::gc_orphan_paths(&doc);
     let mut want: Vec<String> = garbage.iter().map(|k| format!("s3://{bucket}/{k}")).collect();
     want.sort();
     assert_eq!(orphans, want, "{doc}");

@@ -692,13 +692,7 @@ fn gc_deletes_only_unreferenced_objects() {
     let (o, _) = run_s3(&moto, d, &["gc", &ck, "--dry-run", "--min-age", "0s", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
-    let mut orphans: Vec<String> = doc["orphans"]
-        .as_array()
-        .expect("orphans")
-        .iter()
-        .filter_map(|o| o["path"].as_str().map(str::to_string))
-        .collect();
-    orphans.sort();
+    let orphans = common::gc_orphan_paths(&doc);
     assert_eq!(orphans, garbage, "{doc}");
     assert_eq!(doc["deleted_files"], serde_json::Value::Null);
 

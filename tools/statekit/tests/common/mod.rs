@@ -114,6 +114,18 @@ pub fn ok(dir: &Path, args: &[&str]) -> Output {
     o
 }
 
+/// The paths of a `gc --json` document's orphans, sorted.
+pub fn gc_orphan_paths(doc: &serde_json::Value) -> Vec<String> {
+    let mut orphans: Vec<String> = doc["orphans"]
+        .as_array()
+        .expect("orphans")
+        .iter()
+        .filter_map(|o| o["path"].as_str().map(str::to_string))
+        .collect();
+    orphans.sort();
+    orphans
+}
+
 /// A golden fixture directory (`fixtures/v1/<name>`).
 pub fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
