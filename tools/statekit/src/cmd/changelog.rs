@@ -70,7 +70,7 @@ fn open_lone(path: &Path) -> Result<LogFileReader> {
 // show
 
 /// The changelog summary of some subtasks (the library's
-/// [`ChangelogSummary`](statekit_snapshot::describe::ChangelogSummary)), as `dump` prints it
+/// [`ChangelogSummary`]), as `dump` prints it
 /// beside a changelog state's entries.
 #[derive(Clone, Debug, Default)]
 pub struct Summary(pub ChangelogSummary);
