@@ -37,7 +37,7 @@ use statekit_tests::changelog_crash::{
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -245,13 +245,10 @@ fn continue_job(dir: &Path, delegate: Delegate, records: u64) {
 
 /// Runs one child until it reaches `point`, then kills it.
 fn run_and_kill(dir: &Path, delegate: Delegate, point: KillPoint) {
-    let exe = std::env::current_exe().expect("current exe");
     let stderr_path = dir.join("child.stderr");
     let stderr = std::fs::File::create(&stderr_path).expect("child stderr");
-    let child = Command::new(exe)
-        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+    let child = statekit_tests::test_child(TEST_NAME)
         .env(CHILD_ENV, format!("{}|{}", delegate.as_str(), dir.display()))
-        .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
         .expect("spawn child");

@@ -5,9 +5,9 @@
 use statekit_checkpoint::CheckpointStore;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::KeyedStateBackend;
-use statekit_tests::{backends, value_state};
+use statekit_tests::{backends, test_child, value_state};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,19 +58,11 @@ fn killed_writer_leaves_previous_checkpoint_intact() {
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().to_str().expect("utf8 path").to_string();
-    let exe = std::env::current_exe().expect("current exe");
     let mut saw_incomplete = 0;
     let rounds = 6;
     for round in 0..rounds {
-        let mut child = Command::new(&exe)
-            .args([
-                "killed_writer_leaves_previous_checkpoint_intact",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = test_child("killed_writer_leaves_previous_checkpoint_intact")
             .env(CHILD_ENV, &dir)
-            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn child");

@@ -8,9 +8,10 @@ use statekit_checkpoint::{apply_gc, plan_gc, CheckpointStore, OrphanReason, Rest
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, TypeSchema};
 use statekit_rocksdb::RocksDbBackend;
+use statekit_tests::test_child;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -156,25 +157,18 @@ fn killed_incremental_checkpoint_leaves_the_previous_one_intact_and_gc_finds_its
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().to_str().expect("utf8 path").to_string();
-    let exe = std::env::current_exe().expect("current exe");
     let rounds = 8;
     let mut orphans_seen = 0;
     let mut incomplete_seen = 0;
     for round in 0..rounds {
         let mode = [RestoreMode::Claim, RestoreMode::NoClaim, RestoreMode::Legacy][round % 3];
-        let mut child = Command::new(&exe)
-            .args([
-                "killed_incremental_checkpoint_leaves_the_previous_one_intact_and_gc_finds_its_files",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, &dir)
-            .env(MODE_ENV, mode.as_str())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
+        let mut child =
+            test_child("killed_incremental_checkpoint_leaves_the_previous_one_intact_and_gc_finds_its_files")
+                .env(CHILD_ENV, &dir)
+                .env(MODE_ENV, mode.as_str())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn child");
         // Wait for a completed checkpoint and the start of the next, then kill a few ms into
         // it (its flush, RocksDB checkpoint or upload).
         let stdout = child.stdout.take().expect("stdout");

@@ -5,6 +5,16 @@ use statekit_hashmap::HashMapBackend;
 
 pub mod changelog_crash;
 
+/// This test binary run again for its test `name` alone (`--exact --nocapture`, one thread),
+/// its standard output piped: a child process to kill mid-work. The caller adds the
+/// environment and standard error.
+pub fn test_child(name: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().expect("current exe"));
+    c.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .stdout(std::process::Stdio::piped());
+    c
+}
+
 /// `parallelism` hashmap backends of one operator.
 pub fn backends(max_parallelism: u32, parallelism: u32) -> Vec<HashMapBackend> {
     (0..parallelism)
