@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{bin, committed_lines, counts_by_word};
+use common::{bin, committed_lines, counts_by_word, run};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -385,41 +385,17 @@ fn exactly_once_survives_sigkill_with_incremental_checkpoints_in_every_restore_m
     assert!(hit >= 2, "only {hit} kills hit a running job");
     assert_exactly_once(&expected, &d.join("out"));
     // Every complete checkpoint left (native, incremental) verifies in full, entries decoded.
-    let out = Command::new(bin())
-        .current_dir(d)
-        .args(["ls", "ck", "--json"])
-        .output()
-        .expect("ls");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ls json");
-    let mut verified = 0;
-    for item in listed.as_array().expect("array") {
-        if item["complete"] != serde_json::Value::Bool(true) {
-            continue;
-        }
+    let complete = complete_checkpoints(d);
+    for item in &complete {
         assert_eq!(item["format"], "native-rocksdb", "{item}");
         let path = item["path"].as_str().expect("path");
-        let out = Command::new(bin())
-            .current_dir(d)
-            .args(["verify", path])
-            .output()
-            .expect("verify");
-        assert!(
-            out.status.success(),
-            "{path}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        verified += 1;
+        let out = run(d, &["verify", path]);
+        assert!(out.status.success(), "{path}: {}", output(&out));
     }
-    assert!(verified > 0);
+    assert!(!complete.is_empty());
     // gc --dry-run lists what the killed runs left and deletes nothing.
     let before = common::files_under(&d.join("ck"));
-    let out = Command::new(bin())
-        .current_dir(d)
-        .args(["gc", "ck", "--dry-run", "--min-age", "0s", "--json"])
-        .output()
-        .expect("gc");
+    let out = run(d, &["gc", "ck", "--dry-run", "--min-age", "0s", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gc json");
     assert!(plan["snapshots"].as_u64().expect("snapshots") >= 1);
@@ -443,34 +419,20 @@ fn exactly_once_survives_sigkill_with_incremental_checkpoints_in_every_restore_m
     );
     // With --yes it deletes exactly the orphans: every complete checkpoint still verifies,
     // and nothing is left to collect.
-    let out = Command::new(bin())
-        .current_dir(d)
-        .args(["gc", "ck", "--min-age", "0s", "--yes", "--json"])
-        .output()
-        .expect("gc");
+    let out = run(d, &["gc", "ck", "--min-age", "0s", "--yes", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let done: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gc json");
     assert_eq!(done["deleted_files"].as_u64().unwrap_or(0) as usize, orphans);
-    for item in listed.as_array().expect("array") {
-        if item["complete"] == serde_json::Value::Bool(true) {
-            let path = item["path"].as_str().expect("path");
-            let out = Command::new(bin())
-                .current_dir(d)
-                .args(["verify", path])
-                .output()
-                .expect("verify");
-            assert!(
-                out.status.success(),
-                "{path} broken by gc: {}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
+    for item in &complete {
+        let path = item["path"].as_str().expect("path");
+        let out = run(d, &["verify", path]);
+        assert!(
+            out.status.success(),
+            "{path} broken by gc: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
-    let out = Command::new(bin())
-        .current_dir(d)
-        .args(["gc", "ck", "--dry-run", "--min-age", "0s", "--json"])
-        .output()
-        .expect("gc");
+    let out = run(d, &["gc", "ck", "--dry-run", "--min-age", "0s", "--json"]);
     let again: serde_json::Value = serde_json::from_slice(&out.stdout).expect("gc json");
     assert_eq!(again["orphans"].as_array().map(Vec::len), Some(0), "{again}");
     eprintln!(
@@ -516,33 +478,47 @@ fn exactly_once_survives_sigkill_switching_the_changelog_and_the_backend() {
 
 /// `statekit verify` passes on every complete checkpoint under `<d>/ck`.
 fn verify_every_checkpoint(d: &Path) {
-    let out = Command::new(bin())
-        .current_dir(d)
-        .args(["ls", "ck", "--json"])
-        .output()
-        .expect("ls");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let mut n = 0;
-    for e in listing.as_array().expect("array") {
-        if e["complete"] != serde_json::Value::Bool(true) {
-            continue;
-        }
+    let complete = complete_checkpoints(d);
+    for e in &complete {
         let path = e["path"].as_str().expect("path");
-        let out = Command::new(bin())
-            .current_dir(d)
-            .args(["verify", path])
-            .output()
-            .expect("verify");
-        assert!(
-            out.status.success(),
-            "verify {path}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        n += 1;
+        let out = run(d, &["verify", path]);
+        assert!(out.status.success(), "verify {path}: {}", output(&out));
     }
-    assert!(n > 0, "no complete checkpoint left");
+    assert!(!complete.is_empty(), "no complete checkpoint left");
+}
+
+/// The complete checkpoints `statekit ls ck --json` lists in `d` (exit 0 asserted).
+fn complete_checkpoints(d: &Path) -> Vec<serde_json::Value> {
+    let out = run(d, &["ls", "ck", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ls json");
+    listed
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|i| i["complete"] == serde_json::Value::Bool(true))
+        .cloned()
+        .collect()
+}
+
+/// A run's standard output then its standard error.
+fn output(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `statekit args…` in `d` with the S3 server's environment.
+#[cfg(feature = "rocksdb")]
+fn run_s3(moto: &common::moto::Moto, d: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .current_dir(d)
+        .args(args)
+        .envs(moto.env())
+        .output()
+        .expect("run statekit")
 }
 
 /// Exactly-once across SIGKILLs with every checkpoint on a real S3 server (moto): full
@@ -565,12 +541,7 @@ fn exactly_once_survives_sigkill_with_checkpoints_on_s3() {
     let hit = run_with_kills_opts(d, "exactly-once", "rocksdb", "incremental", "off", 3, 58, Some(&moto));
     eprintln!("incremental on S3: {hit} SIGKILLs");
     assert!(!d.join("s3:").exists(), "a URL became a local directory");
-    let out = Command::new(bin())
-        .current_dir(d)
-        .args(["ls", &format!("s3://{S3_BUCKET}/ck"), "--json"])
-        .envs(moto.env())
-        .output()
-        .expect("ls");
+    let out = run_s3(&moto, d, &["ls", &format!("s3://{S3_BUCKET}/ck"), "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ls json");
     let complete: Vec<&str> = listed
@@ -582,12 +553,7 @@ fn exactly_once_survives_sigkill_with_checkpoints_on_s3() {
         .collect();
     assert!(!complete.is_empty(), "{listed}");
     for path in complete {
-        let v = Command::new(bin())
-            .current_dir(d)
-            .args(["verify", path])
-            .envs(moto.env())
-            .output()
-            .expect("verify");
+        let v = run_s3(&moto, d, &["verify", path]);
         assert!(v.status.success(), "{path}: {}", String::from_utf8_lossy(&v.stdout));
     }
 }
