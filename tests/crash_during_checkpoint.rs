@@ -5,11 +5,10 @@
 use statekit_checkpoint::CheckpointStore;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::KeyedStateBackend;
-use statekit_tests::{backends, test_child, value_state};
-use std::io::{BufRead, BufReader};
+use statekit_tests::{backends, kill_when, test_child, value_state};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_ENV: &str = "STATEKIT_CRASH_CHILD_DIR";
 const JOB: &str = "0123456789abcdef0123456789abcdef";
@@ -69,29 +68,17 @@ fn killed_writer_leaves_previous_checkpoint_intact() {
         // Wait until the child completed at least one checkpoint in this round and started
         // the next one, then kill it a few milliseconds into writing that checkpoint (or, in
         // some rounds, at a random later moment).
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let deadline = Instant::now() + Duration::from_secs(120);
         let mut completed = false;
-        loop {
-            let line = lines.next().expect("child exited early").expect("read line");
-            completed |= line.starts_with("completed");
-            if completed && line.starts_with("begin") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "child made no progress");
-        }
         let delay = if round % 3 == 2 {
             rand::random::<u64>() % 300
         } else {
             rand::random::<u64>() % 8
         };
-        std::thread::sleep(Duration::from_millis(delay));
-        // SAFETY: plain FFI call sending SIGKILL to our own child process.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
-        assert_eq!(rc, 0, "kill failed");
-        child.wait().expect("wait");
-        drop(lines);
+        let at = |line: &str| {
+            completed |= line.starts_with("completed");
+            completed && line.starts_with("begin")
+        };
+        kill_when(&mut child, at, Duration::from_millis(delay));
 
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&dir));
         let store = CheckpointStore::open(storage, JOB, 2).expect("store");

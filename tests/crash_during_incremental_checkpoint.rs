@@ -8,12 +8,11 @@ use statekit_checkpoint::{apply_gc, plan_gc, CheckpointStore, OrphanReason, Rest
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunctions, TypeSchema};
 use statekit_rocksdb::RocksDbBackend;
-use statekit_tests::test_child;
-use std::io::{BufRead, BufReader};
+use statekit_tests::{kill_when, test_child};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const CHILD_ENV: &str = "STATEKIT_INCREMENTAL_CRASH_CHILD_DIR";
 const MODE_ENV: &str = "STATEKIT_INCREMENTAL_CRASH_MODE";
@@ -171,24 +170,12 @@ fn killed_incremental_checkpoint_leaves_the_previous_one_intact_and_gc_finds_its
                 .expect("spawn child");
         // Wait for a completed checkpoint and the start of the next, then kill a few ms into
         // it (its flush, RocksDB checkpoint or upload).
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let deadline = Instant::now() + Duration::from_secs(120);
         let mut completed = 0;
-        loop {
-            let line = lines.next().expect("child exited early").expect("read line");
+        let at = |line: &str| {
             completed += usize::from(line.starts_with("completed"));
-            if completed >= 2 && line.starts_with("uploading") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "child made no progress");
-        }
-        std::thread::sleep(Duration::from_micros(rand::random::<u64>() % 4_000));
-        // SAFETY: plain FFI call sending SIGKILL to our own child process.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
-        assert_eq!(rc, 0, "kill failed");
-        child.wait().expect("wait");
-        drop(lines);
+            completed >= 2 && line.starts_with("uploading")
+        };
+        kill_when(&mut child, at, Duration::from_micros(rand::random::<u64>() % 4_000));
 
         let id = check_latest_restores_exactly(&dir);
         // What the killed checkpoint left is garbage; nothing referenced is.

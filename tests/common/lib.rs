@@ -15,6 +15,28 @@ pub fn test_child(name: &str) -> std::process::Command {
     c
 }
 
+/// Reads `child`'s standard output line by line until `at(line)` holds (within 120 s), then
+/// waits `delay`, kills it with SIGKILL and reaps it (its output stays open until then).
+pub fn kill_when(child: &mut std::process::Child, mut at: impl FnMut(&str) -> bool, delay: std::time::Duration) {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let line = lines.next().expect("child exited early").expect("read line");
+        if at(&line) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "child made no progress");
+    }
+    std::thread::sleep(delay);
+    // SAFETY: plain FFI call sending SIGKILL to our own child process.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    assert_eq!(rc, 0, "kill failed");
+    child.wait().expect("wait");
+    drop(lines);
+}
+
 /// `parallelism` hashmap backends of one operator.
 pub fn backends(max_parallelism: u32, parallelism: u32) -> Vec<HashMapBackend> {
     (0..parallelism)
