@@ -88,6 +88,13 @@ fn walk_all(cursor: &mut EntryCursor) -> (Vec<CursorEntry>, Vec<u32>) {
     (entries, damaged)
 }
 
+/// [`savepoint`] in a fresh directory (kept alive by the first half), opened.
+fn savepoint_reader() -> (tempfile::TempDir, SnapshotReader) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reader = SnapshotReader::open(savepoint(dir.path())).expect("open");
+    (dir, reader)
+}
+
 fn cursor(sp: &Path, state: &str, filter: EntryFilter) -> Result<EntryCursor, CursorError> {
     let reader = SnapshotReader::open(sp).expect("open");
     EntryCursor::open(&reader, "op", state, filter)
@@ -211,9 +218,7 @@ impl Watch for Counting {
 
 #[test]
 fn pages_forwards_backwards_and_from_any_position_agree_with_the_walk() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sp = savepoint(dir.path());
-    let reader = SnapshotReader::open(&sp).expect("open");
+    let (_dir, reader) = savepoint_reader();
     let entries = KeyedEntries::open(&reader, "op", KeyGroupRange::all(MAX_P)).expect("views");
     let (all, _) = walk_all(&mut entries.cursor("count", EntryFilter::default()));
 
@@ -268,9 +273,7 @@ impl Watch for Cancel {
 
 #[test]
 fn searches_find_wrap_and_stop_when_cancelled() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sp = savepoint(dir.path());
-    let reader = SnapshotReader::open(&sp).expect("open");
+    let (_dir, reader) = savepoint_reader();
     let entries = KeyedEntries::open(&reader, "op", KeyGroupRange::all(MAX_P)).expect("views");
     let (all, _) = walk_all(&mut entries.cursor("count", EntryFilter::default()));
     let mut c = entries.cursor("count", EntryFilter::default());
