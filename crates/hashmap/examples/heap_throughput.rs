@@ -37,26 +37,27 @@ fn report(name: &str, base: f64, ours: f64) {
     );
 }
 
+/// Value state `v` read and updated at every key (the value's first byte set to the key's
+/// index); every key must be there.
+fn get_update(b: &mut HashMapBackend, v: StateHandle, keys: &[Vec<u8>], out: &mut Vec<u8>) {
+    for (i, k) in keys.iter().enumerate() {
+        assert!(b.get(v, k, b"", out).expect("get"));
+        out[0] = i as u8;
+        b.put(v, k, b"", out).expect("put");
+    }
+}
+
 fn backend() -> (HashMapBackend, StateHandle, StateHandle, StateHandle) {
     let mut b = HashMapBackend::new(BackendConfig::for_subtask(128, 1, 0).expect("config")).expect("backend");
-    let v = b
-        .register(
-            StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes),
-            StateFunctions::None,
-        )
-        .expect("register");
-    let m = b
-        .register(
-            StateDescriptor::map("m", TypeSchema::Bytes, TypeSchema::Bytes, TypeSchema::Bytes),
-            StateFunctions::None,
-        )
-        .expect("register");
-    let l = b
-        .register(
-            StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes),
-            StateFunctions::None,
-        )
-        .expect("register");
+    let mut register = |d: StateDescriptor| b.register(d, StateFunctions::None).expect("register");
+    let v = register(StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes));
+    let m = register(StateDescriptor::map(
+        "m",
+        TypeSchema::Bytes,
+        TypeSchema::Bytes,
+        TypeSchema::Bytes,
+    ));
+    let l = register(StateDescriptor::list("l", TypeSchema::Bytes, TypeSchema::Bytes));
     (b, v, m, l)
 }
 
@@ -98,13 +99,7 @@ fn main() {
                 slot.extend_from_slice(&out);
             }
         });
-        let ours = rate(2 * n, || {
-            for (i, k) in keys.iter().enumerate() {
-                assert!(b.get(v, k, b"", &mut out).expect("get"));
-                out[0] = i as u8;
-                b.put(v, k, b"", &out).expect("put");
-            }
-        });
+        let ours = rate(2 * n, || get_update(&mut b, v, &keys, &mut out));
         report("value get+update", base_gu, ours);
 
         // Map state: one user key per put, composite key for the baseline.
@@ -184,13 +179,7 @@ fn main() {
         let t = Instant::now();
         let view = b.snapshot(1).expect("snapshot");
         println!("snapshot cut: {:?} ({} entries)", t.elapsed(), b.entry_count());
-        let ours = rate(2 * n, || {
-            for (i, k) in keys.iter().enumerate() {
-                assert!(b.get(v, k, b"", &mut out).expect("get"));
-                out[0] = i as u8;
-                b.put(v, k, b"", &out).expect("put");
-            }
-        });
+        let ours = rate(2 * n, || get_update(&mut b, v, &keys, &mut out));
         report("value get+update (COW)", base_gu, ours);
         black_box(view);
         black_box((&std_map, &std_map2, &std_map3));
