@@ -24,12 +24,11 @@
 //! materialization, and a checkpoint's upload being written in place into a prepared file), or
 //! the test did not exercise what it is for.
 
-use statekit_changelog::{restore_into, LogFileReader};
+use statekit_changelog::LogFileReader;
 use statekit_checkpoint::{apply_gc, plan_gc, CheckpointStore, OrphanReason, SnapshotReader};
 use statekit_core::storage::{LocalStorage, Storage};
-use statekit_core::{BackendConfig, KeyGroupRange, KeyedStateBackend};
+use statekit_core::{KeyGroupRange, KeyedStateBackend};
 use statekit_format::{KeyedFileReader, METADATA_FILE_NAME};
-use statekit_hashmap::HashMapBackend;
 use statekit_tests::changelog_crash::{
     checkpoint_base, child_main, expected, read_model, records_of, register, rocksdb_dir, Delegate, Job,
     CHECKPOINT_EVERY, JOB, MAX_P, RETAINED, SLOW, UID,
@@ -130,17 +129,15 @@ fn check_checkpoint(reader: &SnapshotReader, p: u32) -> Vec<PathBuf> {
         }
     }
     let records = records_of(reader);
-    let mut restored: Vec<HashMapBackend> = (0..p)
-        .map(|i| HashMapBackend::new(BackendConfig::for_subtask(MAX_P, p, i).expect("config")).expect("backend"))
+    let what = format!("checkpoint {id}: restore");
+    let mut restored = statekit_tests::restored_from_changelog(reader, UID, MAX_P, p, &what);
+    let mut refs: Vec<&mut dyn KeyedStateBackend> = restored
+        .iter_mut()
+        .map(|b| {
+            register(b);
+            b as &mut dyn KeyedStateBackend
+        })
         .collect();
-    for b in &mut restored {
-        let range = b.key_group_range();
-        let hs = reader.changelog_handles(UID, range).expect("handles");
-        restore_into(b, None, range, &hs).unwrap_or_else(|e| panic!("checkpoint {id}: restore: {e}"));
-        register(b);
-    }
-    let mut refs: Vec<&mut dyn KeyedStateBackend> =
-        restored.iter_mut().map(|b| b as &mut dyn KeyedStateBackend).collect();
     assert!(
         read_model(&mut refs) == expected(records),
         "checkpoint {id} does not hold exactly the state after its {records} records"

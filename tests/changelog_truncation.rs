@@ -37,8 +37,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 use statekit_changelog::{
-    restore_into, ChangelogBackend, ChangelogCut, ChangelogStorage, LogFileReader, MaterializationPolicy, Materializer,
-    UploadConfig,
+    ChangelogBackend, ChangelogCut, ChangelogStorage, LogFileReader, MaterializationPolicy, Materializer, UploadConfig,
 };
 use statekit_checkpoint::{parse_checkpoint_dir_name, CheckpointStore, RestoreMode, SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{HookedStorage, LocalStorage, Storage, StorageError, StorageHooks, StorageWriter};
@@ -949,17 +948,15 @@ fn check_checkpoint(dir: &Path, model: &Model, p: u32) {
             );
         }
     }
-    let mut restored: Vec<HashMapBackend> = (0..p)
-        .map(|i| HashMapBackend::new(BackendConfig::for_subtask(MAX_P, p, i).expect("config")).expect("backend"))
+    let what = format!("{shown}: restore into {p}");
+    let mut restored = statekit_tests::restored_from_changelog(&reader, UID, MAX_P, p, &what);
+    let mut refs: Vec<&mut dyn KeyedStateBackend> = restored
+        .iter_mut()
+        .map(|b| {
+            register(b);
+            b as &mut dyn KeyedStateBackend
+        })
         .collect();
-    for b in &mut restored {
-        let range = b.key_group_range();
-        let hs = reader.changelog_handles(UID, range).expect("handles");
-        restore_into(b, None, range, &hs).unwrap_or_else(|e| panic!("{shown}: restore into {p}: {e}"));
-        register(b);
-    }
-    let mut refs: Vec<&mut dyn KeyedStateBackend> =
-        restored.iter_mut().map(|b| b as &mut dyn KeyedStateBackend).collect();
     let got = read_model(&mut refs);
     assert!(
         got == *model,

@@ -37,6 +37,25 @@ pub fn kill_when(child: &mut std::process::Child, mut at: impl FnMut(&str) -> bo
     drop(lines);
 }
 
+/// `parallelism` heap backends of max parallelism `max_parallelism`, each restored from the
+/// changelog handles of operator `uid` in checkpoint `reader` for its key groups; a failed
+/// restore panics, `what` first in the message.
+pub fn restored_from_changelog(
+    reader: &statekit_checkpoint::SnapshotReader,
+    uid: &str,
+    max_parallelism: u32,
+    parallelism: u32,
+    what: &str,
+) -> Vec<HashMapBackend> {
+    let mut restored = backends(max_parallelism, parallelism);
+    for b in &mut restored {
+        let range = b.key_group_range();
+        let hs = reader.changelog_handles(uid, range).expect("handles");
+        statekit_changelog::restore_into(b, None, range, &hs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    restored
+}
+
 /// `parallelism` hashmap backends of one operator.
 pub fn backends(max_parallelism: u32, parallelism: u32) -> Vec<HashMapBackend> {
     (0..parallelism)
