@@ -27,7 +27,7 @@
 use statekit_changelog::LogFileReader;
 use statekit_checkpoint::{apply_gc, plan_gc, CheckpointStore, OrphanReason, SnapshotReader};
 use statekit_core::storage::{LocalStorage, Storage};
-use statekit_core::{KeyGroupRange, KeyedStateBackend};
+use statekit_core::KeyGroupRange;
 use statekit_format::{KeyedFileReader, METADATA_FILE_NAME};
 use statekit_tests::changelog_crash::{
     checkpoint_base, child_main, expected, read_model, records_of, register, rocksdb_dir, Delegate, Job,
@@ -130,16 +130,9 @@ fn check_checkpoint(reader: &SnapshotReader, p: u32) -> Vec<PathBuf> {
     }
     let records = records_of(reader);
     let what = format!("checkpoint {id}: restore");
-    let mut restored = statekit_tests::restored_from_changelog(reader, UID, MAX_P, p, &what);
-    let mut refs: Vec<&mut dyn KeyedStateBackend> = restored
-        .iter_mut()
-        .map(|b| {
-            register(b);
-            b as &mut dyn KeyedStateBackend
-        })
-        .collect();
+    let got = statekit_tests::restored_model(reader, (UID, MAX_P), p, &what, register, read_model);
     assert!(
-        read_model(&mut refs) == expected(records),
+        got == expected(records),
         "checkpoint {id} does not hold exactly the state after its {records} records"
     );
     reader

@@ -949,15 +949,7 @@ fn check_checkpoint(dir: &Path, model: &Model, p: u32) {
         }
     }
     let what = format!("{shown}: restore into {p}");
-    let mut restored = statekit_tests::restored_from_changelog(&reader, UID, MAX_P, p, &what);
-    let mut refs: Vec<&mut dyn KeyedStateBackend> = restored
-        .iter_mut()
-        .map(|b| {
-            register(b);
-            b as &mut dyn KeyedStateBackend
-        })
-        .collect();
-    let got = read_model(&mut refs);
+    let got = statekit_tests::restored_model(&reader, (UID, MAX_P), p, &what, register, read_model);
     assert!(
         got == *model,
         "{shown}: restored at parallelism {p}:\n got {got:?}\nwant {model:?}"

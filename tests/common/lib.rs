@@ -37,23 +37,27 @@ pub fn kill_when(child: &mut std::process::Child, mut at: impl FnMut(&str) -> bo
     drop(lines);
 }
 
-/// `parallelism` heap backends of max parallelism `max_parallelism`, each restored from the
-/// changelog handles of operator `uid` in checkpoint `reader` for its key groups; a failed
-/// restore panics, `what` first in the message.
-pub fn restored_from_changelog(
+/// What `read` makes of `parallelism` heap backends of max parallelism `max_parallelism`,
+/// each restored from the changelog handles of operator `uid` in checkpoint `reader` for its
+/// key groups, then given to `register`; a failed restore panics, `what` first in the message.
+pub fn restored_model<R, M>(
     reader: &statekit_checkpoint::SnapshotReader,
-    uid: &str,
-    max_parallelism: u32,
+    (uid, max_parallelism): (&str, u32),
     parallelism: u32,
     what: &str,
-) -> Vec<HashMapBackend> {
+    mut register: impl FnMut(&mut dyn KeyedStateBackend) -> R,
+    read: impl FnOnce(&mut [&mut dyn KeyedStateBackend]) -> M,
+) -> M {
     let mut restored = backends(max_parallelism, parallelism);
     for b in &mut restored {
         let range = b.key_group_range();
         let hs = reader.changelog_handles(uid, range).expect("handles");
         statekit_changelog::restore_into(b, None, range, &hs).unwrap_or_else(|e| panic!("{what}: {e}"));
+        register(b);
     }
-    restored
+    let mut refs: Vec<&mut dyn KeyedStateBackend> =
+        restored.iter_mut().map(|b| b as &mut dyn KeyedStateBackend).collect();
+    read(&mut refs)
 }
 
 /// `parallelism` hashmap backends of one operator.
