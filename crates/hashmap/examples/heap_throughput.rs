@@ -47,6 +47,20 @@ fn get_update(b: &mut HashMapBackend, v: StateHandle, keys: &[Vec<u8>], out: &mu
     }
 }
 
+/// Map state `m`: user key `user_keys[i % 4]` of key `i` put to `value`, for every key.
+fn map_put_all(b: &mut HashMapBackend, m: StateHandle, keys: &[Vec<u8>], user_keys: &[[u8; 4]], value: &[u8]) {
+    for (i, k) in keys.iter().enumerate() {
+        b.map_put(m, k, b"", &user_keys[i % 4], value).expect("map_put");
+    }
+}
+
+/// The baseline's composite key of a map entry: `key` then `user_key`, into `ck`.
+fn composite(ck: &mut Vec<u8>, key: &[u8], user_key: &[u8]) {
+    ck.clear();
+    ck.extend_from_slice(key);
+    ck.extend_from_slice(user_key);
+}
+
 fn backend() -> (HashMapBackend, StateHandle, StateHandle, StateHandle) {
     let mut b = HashMapBackend::new(BackendConfig::for_subtask(128, 1, 0).expect("config")).expect("backend");
     let mut register = |d: StateDescriptor| b.register(d, StateFunctions::None).expect("register");
@@ -111,18 +125,12 @@ fn main() {
                 std_map2.insert(ck, value.to_vec());
             }
         });
-        let ours = rate(n, || {
-            for (i, k) in keys.iter().enumerate() {
-                b.map_put(m, k, b"", &user_keys[i % 4], &value).expect("map_put");
-            }
-        });
+        let ours = rate(n, || map_put_all(&mut b, m, &keys, &user_keys, &value));
         report("map put (new)", base, ours);
         let base = rate(n, || {
             let mut ck = Vec::with_capacity(16);
             for (i, k) in keys.iter().enumerate() {
-                ck.clear();
-                ck.extend_from_slice(k);
-                ck.extend_from_slice(&user_keys[i % 4]);
+                composite(&mut ck, k, &user_keys[i % 4]);
                 out.clear();
                 out.extend_from_slice(std_map2.get(ck.as_slice()).expect("present"));
             }
@@ -136,19 +144,13 @@ fn main() {
         let base = rate(n, || {
             let mut ck = Vec::with_capacity(16);
             for (i, k) in keys.iter().enumerate() {
-                ck.clear();
-                ck.extend_from_slice(k);
-                ck.extend_from_slice(&user_keys[i % 4]);
+                composite(&mut ck, k, &user_keys[i % 4]);
                 let slot = std_map2.get_mut(ck.as_slice()).expect("present");
                 slot.clear();
                 slot.extend_from_slice(&value);
             }
         });
-        let ours = rate(n, || {
-            for (i, k) in keys.iter().enumerate() {
-                b.map_put(m, k, b"", &user_keys[i % 4], &value).expect("map_put");
-            }
-        });
+        let ours = rate(n, || map_put_all(&mut b, m, &keys, &user_keys, &value));
         report("map put (overwrite)", base, ours);
 
         // List state: append one element per key, twice.
