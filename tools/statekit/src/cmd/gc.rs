@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
-use statekit_checkpoint::{apply_gc_at, plan_gc_at};
+use statekit_checkpoint::{apply_gc_at, plan_gc_at, GcPlan, Orphan};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,33 +56,9 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
     let spinner = crate::progress::Progress::spinner(&format!("looking for garbage under {}", args.dir.display()));
     let plan = plan_gc_at(&base, args.min_age)?;
     drop(spinner);
-    let bytes = plan.orphan_bytes();
     let mut deleted = None;
     let nothing = plan.orphans.is_empty() && plan.empty_dirs.is_empty();
-    let delete = !args.dry_run && !nothing && {
-        if args.yes {
-            true
-        } else if std::io::stdin().is_terminal() {
-            eprint!(
-                "delete {} unreferenced {} ({bytes} bytes){} under {}? [y/N] ",
-                plan.orphans.len(),
-                crate::render::noun(plan.orphans.len() as u64, "file"),
-                if plan.empty_dirs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" and {} empty incomplete checkpoint directories", plan.empty_dirs.len())
-                },
-                args.dir.display()
-            );
-            std::io::stderr().flush()?;
-            let mut line = String::new();
-            std::io::stdin().lock().read_line(&mut line)?;
-            matches!(line.trim(), "y" | "Y" | "yes")
-        } else {
-            bail!("refusing to delete without confirmation: pass --yes (or --dry-run to list)");
-        }
-    };
-    if delete {
+    if !args.dry_run && !nothing && confirmed(&args, &plan)? {
         let spinner = crate::progress::Progress::spinner(&format!(
             "deleting {}",
             crate::render::count(plan.orphans.len() as u64, "file")
@@ -91,30 +67,67 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
         drop(spinner);
     }
     if args.json {
-        let doc = json!({
-            "dir": args.dir.display().to_string(),
-            "dry_run": args.dry_run,
-            "snapshots": plan.snapshots,
-            "referenced_files": plan.referenced,
-            "orphans": plan.orphans.iter().map(|o| json!({
-                "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
-            })).collect::<Vec<_>>(),
-            "orphan_bytes": bytes,
-            "too_young": plan.too_young.iter().map(|o| json!({
-                "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
-            })).collect::<Vec<_>>(),
-            "unreadable": plan.unreadable.iter().map(|(p, e)| json!({"path": p.display().to_string(), "error": e})).collect::<Vec<_>>(),
-            "held_back": plan.held_back.iter().map(|o| json!({
-                "path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str(),
-            })).collect::<Vec<_>>(),
-            "skipped": plan.skipped.iter().map(|(p, why)| json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
-            "empty_dirs": plan.empty_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "deleted_files": deleted.map(|d| d.0),
-            "deleted_bytes": deleted.map(|d| d.1),
-        });
-        outln!("{}", serde_json::to_string_pretty(&doc)?);
-        return Ok(ExitCode::SUCCESS);
+        outln!("{}", serde_json::to_string_pretty(&gc_json(&args, &plan, deleted))?);
+    } else {
+        gc_text(&args, &plan, deleted)?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether to delete what `plan` found: `--yes`, or the answer to a prompt on a terminal;
+/// anything else is refused.
+fn confirmed(args: &GcArgs, plan: &GcPlan) -> Result<bool> {
+    if args.yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        bail!("refusing to delete without confirmation: pass --yes (or --dry-run to list)");
+    }
+    eprint!(
+        "delete {} unreferenced {} ({} bytes){} under {}? [y/N] ",
+        plan.orphans.len(),
+        crate::render::noun(plan.orphans.len() as u64, "file"),
+        plan.orphan_bytes(),
+        if plan.empty_dirs.is_empty() {
+            String::new()
+        } else {
+            format!(" and {} empty incomplete checkpoint directories", plan.empty_dirs.len())
+        },
+        args.dir.display()
+    );
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
+
+/// `gc --json`'s document.
+fn gc_json(args: &GcArgs, plan: &GcPlan, deleted: Option<(usize, u64)>) -> serde_json::Value {
+    let orphans = |list: &[Orphan]| -> Vec<serde_json::Value> {
+        list.iter()
+            .map(|o| json!({"path": o.path.display().to_string(), "bytes": o.bytes, "reason": o.reason.as_str()}))
+            .collect()
+    };
+    json!({
+        "dir": args.dir.display().to_string(),
+        "dry_run": args.dry_run,
+        "snapshots": plan.snapshots,
+        "referenced_files": plan.referenced,
+        "orphans": orphans(&plan.orphans),
+        "orphan_bytes": plan.orphan_bytes(),
+        "too_young": orphans(&plan.too_young),
+        "unreadable": plan.unreadable.iter().map(|(p, e)| json!({"path": p.display().to_string(), "error": e})).collect::<Vec<_>>(),
+        "held_back": orphans(&plan.held_back),
+        "skipped": plan.skipped.iter().map(|(p, why)| json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
+        "empty_dirs": plan.empty_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "deleted_files": deleted.map(|d| d.0),
+        "deleted_bytes": deleted.map(|d| d.1),
+    })
+}
+
+/// `gc`'s text: one line per file found, the warnings, and a summary line.
+fn gc_text(args: &GcArgs, plan: &GcPlan, deleted: Option<(usize, u64)>) -> Result<()> {
+    let bytes = plan.orphan_bytes();
     for o in &plan.orphans {
         outln!("{:>12} B  {}  ({})", o.bytes, o.path.display(), o.reason.as_str());
     }
@@ -173,5 +186,5 @@ pub fn gc(mut args: GcArgs) -> Result<ExitCode> {
             None => "; nothing deleted".to_string(),
         }
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -786,6 +786,51 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
             };
             update(app, Action::Resize(app.size.0, app.size.1))
         }
+        Action::StartSearch
+        | Action::StartFilter
+        | Action::PromptInput(_)
+        | Action::PromptBackspace
+        | Action::PromptClear
+        | Action::PromptCancel
+        | Action::PromptSubmit => prompt_action(app, action),
+        Action::SearchNext | Action::SearchPrev => {
+            let direction = if matches!(action, Action::SearchNext) {
+                Direction::Next
+            } else {
+                Direction::Prev
+            };
+            let Some(text) = app.search.clone() else {
+                app.status = Some("no search yet: press / to search".into());
+                return None;
+            };
+            let ctx = app.ctx();
+            let outcome = app.current.model_mut().search(&text, direction, false, &ctx);
+            app.apply(outcome, &text)
+        }
+        Action::Enter => app.enter(),
+        Action::Back => app.back(),
+        Action::MarkDiff => app.mark_diff(),
+        Action::Up | Action::Down | Action::PageUp | Action::PageDown if app.help => {
+            let page = i32::from(super::draw::help_height(app.size).max(1));
+            app.help_scroll_by(match action {
+                Action::Up => -1,
+                Action::Down => 1,
+                Action::PageUp => -page,
+                _ => page,
+            });
+            None
+        }
+        Action::Up | Action::Down | Action::Top | Action::Bottom | Action::PageUp | Action::PageDown => {
+            let ctx = app.ctx();
+            let outcome = app.current.model_mut().move_by(&action, &ctx);
+            app.apply(outcome, "")
+        }
+    }
+}
+
+/// The actions of the search and filter prompt.
+fn prompt_action(app: &mut App, action: Action) -> Option<Request> {
+    match action {
         Action::StartSearch | Action::StartFilter => {
             let kind = if matches!(action, Action::StartSearch) {
                 PromptKind::Search
@@ -840,37 +885,6 @@ pub fn update(app: &mut App, action: Action) -> Option<Request> {
                 }
             }
         }
-        Action::SearchNext | Action::SearchPrev => {
-            let direction = if matches!(action, Action::SearchNext) {
-                Direction::Next
-            } else {
-                Direction::Prev
-            };
-            let Some(text) = app.search.clone() else {
-                app.status = Some("no search yet: press / to search".into());
-                return None;
-            };
-            let ctx = app.ctx();
-            let outcome = app.current.model_mut().search(&text, direction, false, &ctx);
-            app.apply(outcome, &text)
-        }
-        Action::Enter => app.enter(),
-        Action::Back => app.back(),
-        Action::MarkDiff => app.mark_diff(),
-        Action::Up | Action::Down | Action::PageUp | Action::PageDown if app.help => {
-            let page = i32::from(super::draw::help_height(app.size).max(1));
-            app.help_scroll_by(match action {
-                Action::Up => -1,
-                Action::Down => 1,
-                Action::PageUp => -page,
-                _ => page,
-            });
-            None
-        }
-        Action::Up | Action::Down | Action::Top | Action::Bottom | Action::PageUp | Action::PageDown => {
-            let ctx = app.ctx();
-            let outcome = app.current.model_mut().move_by(&action, &ctx);
-            app.apply(outcome, "")
-        }
+        _ => None,
     }
 }
