@@ -42,6 +42,9 @@ pub struct InspectArgs {
     /// `statekit diff PATH B` finds them.
     #[arg(long, value_name = "B")]
     pub diff: Option<PathBuf>,
+    /// For Apache Flink snapshots: `--flink-uid` names operators stored by id.
+    #[command(flatten)]
+    pub flink: crate::cmd::inspect::FlinkArgs,
 }
 
 /// `statekit inspect`.
@@ -56,7 +59,7 @@ pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
     if !std::io::stdout().is_terminal() {
         bail!("statekit inspect needs a terminal; in scripts use `statekit show` and `statekit dump`");
     }
-    let loader = Loader::spawn().context("starting the reader thread")?;
+    let loader = Loader::spawn_with(args.flink.options()).context("starting the reader thread")?;
     let (mut app, first) = new_app(&args, &title, !a.snapshot);
     let mut terminal = init_terminal().context("setting up the terminal")?;
     let result = event_loop(&mut terminal, &mut app, &loader, first);

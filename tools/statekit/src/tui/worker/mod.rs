@@ -311,6 +311,8 @@ pub struct Worker {
     verify: Option<std::sync::mpsc::Sender<PathBuf>>,
     /// Those already asked for.
     verify_asked: std::collections::HashSet<PathBuf>,
+    /// How Apache Flink snapshots open (`--flink-uid`, `--flink-root`).
+    flink: statekit_flink::FlinkOpenOptions,
 }
 
 fn stream_key(q: &Query) -> (String, String, String) {
@@ -414,7 +416,14 @@ impl Worker {
             cursor: None,
             verify: None,
             verify_asked: std::collections::HashSet::new(),
+            flink: Default::default(),
         }
+    }
+
+    /// The same worker, opening Apache Flink snapshots with `flink` (the job's uids, roots).
+    pub fn with_flink(mut self, flink: statekit_flink::FlinkOpenOptions) -> Self {
+        self.flink = flink;
+        self
     }
 
     /// Asks the verifier thread (when there is one) to read and check `path`, once.
@@ -469,7 +478,7 @@ impl Worker {
                 self.reader = None;
                 // An Apache Flink snapshot's states are in the heads of its state streams.
                 // `path` may be an object-store URL: opened by location, as every command does.
-                let opened = crate::cmd::open_reader(&path, &Default::default())
+                let opened = crate::cmd::open_reader(&path, &self.flink)
                     .and_then(|mut r| r.load_state_schema().map(|()| r).map_err(anyhow::Error::from));
                 let result = match opened {
                     Ok(r) => {
@@ -684,10 +693,15 @@ pub struct Loader {
 impl Loader {
     /// Starts the worker thread.
     pub fn spawn() -> std::io::Result<Self> {
+        Self::spawn_with(Default::default())
+    }
+
+    /// Starts the worker thread, opening Apache Flink snapshots with `flink`.
+    pub fn spawn_with(flink: statekit_flink::FlinkOpenOptions) -> std::io::Result<Self> {
         let latest = Arc::new(AtomicU64::new(0));
         let (tx, req_rx) = std::sync::mpsc::channel::<Request>();
         let (msg_tx, rx) = std::sync::mpsc::channel::<Msg>();
-        let mut worker = Worker::new(latest.clone());
+        let mut worker = Worker::new(latest.clone()).with_flink(flink);
         // Verification reads every byte: on a thread of its own, so pages stay quick.
         let (verify_tx, verify_rx) = std::sync::mpsc::channel::<PathBuf>();
         let verified_tx = msg_tx.clone();
