@@ -12,6 +12,48 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A server on the socket `socket-PID` with the session `session`: `statekit args…`
+    /// on an 80×24 screen (its start asserted).
+    fn start(socket: &str, session: &str, args: &[&str]) -> Tmux {
+        let t = Tmux {
+            socket: format!("{socket}-{}", std::process::id()),
+            session: session.into(),
+        };
+        let mut new = vec![
+            "new-session",
+            "-d",
+            "-s",
+            &t.session,
+            "-x",
+            "80",
+            "-y",
+            "24",
+            env!("CARGO_BIN_EXE_statekit"),
+        ];
+        new.extend_from_slice(args);
+        let out = t.run(&new);
+        assert!(
+            out.status.success(),
+            "new-session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t
+    }
+
+    /// `q`: the program ends, and so does the session (within 10 s).
+    fn quit(&self) {
+        self.keys(&["q"]);
+        let start = Instant::now();
+        while self.alive() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "q did not end the session:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .arg("-L")
@@ -72,36 +114,23 @@ impl Drop for Tmux {
     }
 }
 
+/// Whether tmux is installed (without it, `test` is skipped with a message).
+fn has_tmux(test: &str) -> bool {
+    let there = Command::new("tmux").arg("-V").output().is_ok();
+    if !there {
+        eprintln!("skipping {test}: tmux is not installed (apt-get install tmux)");
+    }
+    there
+}
+
 #[test]
 fn inspect_in_tmux() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping inspect_in_tmux: tmux is not installed (apt-get install tmux)");
+    if !has_tmux("inspect_in_tmux") {
         return;
     }
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1/savepoint-basic");
-    let t = Tmux {
-        socket: format!("statekit-tui-test-{}", std::process::id()),
-        session: "inspect".into(),
-    };
     let fixture = fixture.display().to_string();
-    let out = t.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        &t.session,
-        "-x",
-        "80",
-        "-y",
-        "24",
-        env!("CARGO_BIN_EXE_statekit"),
-        "inspect",
-        &fixture,
-    ]);
-    assert!(
-        out.status.success(),
-        "new-session: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let t = Tmux::start("statekit-tui-test", "inspect", &["inspect", &fixture]);
 
     // The operators, from _metadata.
     let s = t.wait_for("the operator list", |s| {
@@ -151,22 +180,12 @@ fn inspect_in_tmux() {
     });
 
     // Quit: the program ends, and so does the session.
-    t.keys(&["q"]);
-    let start = Instant::now();
-    while t.alive() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "q did not end the session:\n{}",
-            t.screen()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    t.quit();
 }
 
 #[test]
 fn inspect_diff_in_tmux() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping inspect_diff_in_tmux: tmux is not installed (apt-get install tmux)");
+    if !has_tmux("inspect_diff_in_tmux") {
         return;
     }
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1");
@@ -175,30 +194,7 @@ fn inspect_diff_in_tmux() {
         .join("changelog-checkpoint/c4a9e10f0c4a9e10f0c4a9e10f0c4a9e/chk-3")
         .display()
         .to_string();
-    let t = Tmux {
-        socket: format!("statekit-tui-diff-test-{}", std::process::id()),
-        session: "diff".into(),
-    };
-    let out = t.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        &t.session,
-        "-x",
-        "80",
-        "-y",
-        "24",
-        env!("CARGO_BIN_EXE_statekit"),
-        "inspect",
-        &a,
-        "--diff",
-        &b,
-    ]);
-    assert!(
-        out.status.success(),
-        "new-session: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let t = Tmux::start("statekit-tui-diff-test", "diff", &["inspect", &a, "--diff", &b]);
     // The comparison runs on the worker; its summary and rows arrive.
     let s = t.wait_for("the diff summary", |s| s.contains("differences:"));
     assert!(s.contains("word-counter"), "{s}");
@@ -207,14 +203,5 @@ fn inspect_diff_in_tmux() {
     t.wait_for("the added state in the pane", |s| {
         s.contains("keyed state: followers added")
     });
-    t.keys(&["q"]);
-    let start = Instant::now();
-    while t.alive() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "q did not end the session:\n{}",
-            t.screen()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    t.quit();
 }
