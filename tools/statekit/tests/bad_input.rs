@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{copy_dir, fixture, run};
+use common::{copy_dir, fixture, run, wordcount_args};
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 
@@ -209,17 +209,7 @@ fn native_savepoints_are_shown_verified_and_damage_is_reported() {
     std::fs::write(d.join("in.txt"), "to be or not to be that is the question ".repeat(200)).expect("input");
     let out = run(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--backend",
-            "rocksdb",
-            "--savepoint-format",
-            "native",
-            "--stop-with-savepoint",
-        ],
+        &wordcount_args("--input in.txt --backend rocksdb --savepoint-format native --stop-with-savepoint"),
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let sp = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -239,16 +229,7 @@ fn native_savepoints_are_shown_verified_and_damage_is_reported() {
     // Restoring it into the heap backend is refused with a clear message.
     let heap = run(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--restore",
-            &sp,
-            "--output",
-            "o2",
-        ],
+        &wordcount_args(&format!("--input in.txt --restore {sp} --output o2")),
     );
     assert_eq!(heap.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&heap.stderr).contains("--backend rocksdb"));

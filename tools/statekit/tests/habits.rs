@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{ok, run, text};
-use std::path::Path;
+use common::{ok, run, text, wordcount_args};
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// Runs the word count on `input` into `output` (plus `extra` flags) and stops it with a
@@ -15,6 +15,33 @@ fn wordcount_savepoint(d: &Path, input: &str, output: &str, extra: &[&str]) -> S
     args.extend_from_slice(extra);
     args.push("--stop-with-savepoint");
     String::from_utf8_lossy(&ok(d, &args).stdout).trim().to_string()
+}
+
+/// The operator `counter` as `show SNAPSHOT --json` describes it (exit 0 asserted).
+fn counter_of(d: &Path, snapshot: &str) -> serde_json::Value {
+    let show = ok(d, &["show", snapshot, "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
+    doc["operators"]
+        .as_array()
+        .and_then(|ops| ops.iter().find(|o| o["uid"] == "counter"))
+        .cloned()
+        .expect("counter")
+}
+
+/// Flips the bits `mask` of the middle byte of the savepoint `sp`'s keyed data file (`.skd`);
+/// returns that file.
+fn damage_keyed_data(sp: &Path, mask: u8) -> PathBuf {
+    let file = std::fs::read_dir(sp)
+        .expect("savepoint")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "skd"))
+        .expect("a keyed data file");
+    let mut bytes = std::fs::read(&file).expect("read");
+    let at = bytes.len() / 2;
+    bytes[at] ^= mask;
+    std::fs::write(&file, &bytes).expect("write");
+    file
 }
 
 /// Piped, standard output holds the savepoint's path alone (for `sp=$(…)`), and standard
@@ -46,33 +73,14 @@ fn at_most_once_jobs_stop_with_a_savepoint() {
     std::fs::write(d.join("two.txt"), "a\n").expect("input");
     let o = ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "one.txt",
-            "--output",
-            "out1",
-            "--guarantee",
-            "at-most-once",
-            "--stop-with-savepoint",
-        ],
+        &wordcount_args("--input one.txt --output out1 --guarantee at-most-once --stop-with-savepoint"),
     );
     let sp = String::from_utf8_lossy(&o.stdout).trim().to_string();
     assert!(!sp.is_empty(), "{}", text(&o));
     ok(d, &["verify", &sp]);
     ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out2",
-            "--restore",
-            &sp,
-        ],
+        &wordcount_args(&format!("--input two.txt --output out2 --restore {sp}")),
     );
     assert_eq!(common::committed_lines(&d.join("out2")), vec!["(a,3)"]);
 }
@@ -87,16 +95,7 @@ fn ls_orders_checkpoints_by_id() {
     std::fs::write(d.join("in.txt"), words).expect("input");
     ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--checkpoint-every",
-            "2",
-            "--retained-checkpoints",
-            "20",
-        ],
+        &wordcount_args("--input in.txt --checkpoint-every 2 --retained-checkpoints 20"),
     );
     let o = ok(d, &["ls", "statekit-data/checkpoints", "--json"]);
     let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls --json");
@@ -215,40 +214,10 @@ fn flink_keys_and_flags() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("state.backend.type"));
 
     // Keys set what their flags set: parallelism, directories, backend, incremental.
-    let o = ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "one.txt",
-            "--output",
-            "out1",
-            "--checkpoint-every",
-            "1",
-            "-D",
-            "parallelism.default=3",
-            "-D",
-            "pipeline.max-parallelism=64",
-            "-D",
-            "state.checkpoints.dir=ck",
-            "-D",
-            "state.savepoints.dir=sp",
-            "-D",
-            "state.backend.type=rocksdb",
-            "-D",
-            "state.backend.incremental=true",
-            "--stop-with-savepoint",
-        ],
-    );
+    let o = ok(d, &wordcount_args("--input one.txt --output out1 --checkpoint-every 1 -D parallelism.default=3 -D pipeline.max-parallelism=64 -D state.checkpoints.dir=ck -D state.savepoints.dir=sp -D state.backend.type=rocksdb -D state.backend.incremental=true --stop-with-savepoint"));
     let sp = String::from_utf8_lossy(&o.stdout).trim().to_string();
     assert!(sp.starts_with("sp/"), "{sp}");
-    let show = ok(d, &["show", &sp, "--json"]);
-    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
-    let counter = doc["operators"]
-        .as_array()
-        .and_then(|ops| ops.iter().find(|o| o["uid"] == "counter"))
-        .expect("counter");
+    let counter = counter_of(d, &sp);
     assert_eq!(counter["parallelism"], 3, "{counter}");
     assert_eq!(counter["max_parallelism"], 64, "{counter}");
     let ls = ok(d, &["ls", "ck", "--json"]);
@@ -262,59 +231,19 @@ fn flink_keys_and_flags() {
     // A flag given wins over the key.
     let o = ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "one.txt",
-            "--output",
-            "out2",
-            "-p",
-            "2",
-            "-D",
-            "parallelism.default=3",
-            "--savepoint-dir",
-            "sp2",
-            "--stop-with-savepoint",
-        ],
+        &wordcount_args(
+            "--input one.txt --output out2 -p 2 -D parallelism.default=3 --savepoint-dir sp2 --stop-with-savepoint",
+        ),
     );
     let sp2 = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let doc: serde_json::Value = serde_json::from_slice(&ok(d, &["show", &sp2, "--json"]).stdout).expect("json");
-    let counter = doc["operators"]
-        .as_array()
-        .and_then(|ops| ops.iter().find(|o| o["uid"] == "counter"))
-        .expect("counter");
+    let counter = counter_of(d, &sp2);
     assert_eq!(counter["parallelism"], 2, "{counter}");
 
     // -s restores, as does execution.savepoint.path; the count continues.
-    ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out3",
-            "-s",
-            &sp2,
-        ],
-    );
+    ok(d, &wordcount_args(&format!("--input two.txt --output out3 -s {sp2}")));
     assert_eq!(common::committed_lines(&d.join("out3")), vec!["(a,3)"]);
     let key = format!("execution.savepoint.path={sp2}");
-    ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out4",
-            "-D",
-            &key,
-        ],
-    );
+    ok(d, &wordcount_args(&format!("--input two.txt --output out4 -D {key}")));
     assert_eq!(common::committed_lines(&d.join("out4")), vec!["(a,3)"]);
 
     // State of an operator the job lacks: refused without -n, restored (and said) with it.
@@ -323,20 +252,7 @@ fn flink_keys_and_flags() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("\"old-sink\"") && err.contains("-n"), "{err}");
-    let o = ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out5",
-            "-s",
-            "renamed",
-            "-n",
-        ],
-    );
+    let o = ok(d, &wordcount_args("--input two.txt --output out5 -s renamed -n"));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("not restored"),
         "{}",
@@ -345,18 +261,7 @@ fn flink_keys_and_flags() {
     assert_eq!(common::committed_lines(&d.join("out5")), vec!["(a,3)"]);
     let o = ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out6",
-            "-s",
-            "renamed",
-            "-D",
-            "execution.savepoint.ignore-unclaimed-state=true",
-        ],
+        &wordcount_args("--input two.txt --output out6 -s renamed -D execution.savepoint.ignore-unclaimed-state=true"),
     );
     assert_eq!(common::committed_lines(&d.join("out6")), vec!["(a,3)"], "{}", text(&o));
 }
@@ -371,16 +276,7 @@ fn checkpoints_by_time() {
     std::fs::write(d.join("in.txt"), words).expect("input");
     let o = ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--checkpoint-every",
-            "1000000",
-            "-D",
-            "execution.checkpointing.interval=1ms",
-        ],
+        &wordcount_args("--input in.txt --checkpoint-every 1000000 -D execution.checkpointing.interval=1ms"),
     );
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     // "processed 3000 words from in.txt; N checkpoints under …"
@@ -404,16 +300,7 @@ fn restoring_into_another_output_warns_only_of_real_loss() {
     let sp = wordcount_savepoint(d, "one.txt", "out1", &[]);
     let o = ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out2",
-            "--restore",
-            &sp,
-        ],
+        &wordcount_args(&format!("--input two.txt --output out2 --restore {sp}")),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("warning"), "{err}");
@@ -422,16 +309,7 @@ fn restoring_into_another_output_warns_only_of_real_loss() {
     std::fs::remove_dir_all(d.join("out1")).expect("rm");
     let o = ok(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out3",
-            "--restore",
-            &sp,
-        ],
+        &wordcount_args(&format!("--input two.txt --output out3 --restore {sp}")),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("warning") && err.contains("no longer exists"), "{err}");
@@ -445,18 +323,7 @@ fn dump_reads_past_a_damaged_block() {
     let d = dir.path();
     let words: String = (0..400).map(|i| format!("w{i} ")).collect();
     std::fs::write(d.join("in.txt"), words).expect("input");
-    let o = ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--stop-with-savepoint",
-            "-p",
-            "1",
-        ],
-    );
+    let o = ok(d, &wordcount_args("--input in.txt --stop-with-savepoint -p 1"));
     let sp = d.join(String::from_utf8_lossy(&o.stdout).trim());
     let dump = |extra: &[&str]| {
         let mut a = vec![
@@ -484,16 +351,7 @@ fn dump_reads_past_a_damaged_block() {
         text(&limited)
     );
     // Damage one byte in the middle of the keyed data file.
-    let file = std::fs::read_dir(&sp)
-        .expect("savepoint")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "skd"))
-        .expect("a keyed data file");
-    let mut bytes = std::fs::read(&file).expect("read");
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x5a;
-    std::fs::write(&file, &bytes).expect("write");
+    let file = damage_keyed_data(&sp, 0x5a);
     let o = dump(&[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let got: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
@@ -515,18 +373,7 @@ fn show_of_a_changelog_checkpoint_counts_the_tail() {
     let d = dir.path();
     let words: String = (0..3000).map(|i| format!("w{} ", i % 700)).collect();
     std::fs::write(d.join("in.txt"), words).expect("input");
-    ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--changelog",
-            "--checkpoint-every",
-            "500",
-        ],
-    );
+    ok(d, &wordcount_args("--input in.txt --changelog --checkpoint-every 500"));
     let o = ok(d, &["ls", "statekit-data/checkpoints", "--json"]);
     let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls");
     let last = items
@@ -539,12 +386,7 @@ fn show_of_a_changelog_checkpoint_counts_the_tail() {
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.contains("change records") && t.contains("+ tail"), "{t}");
     assert!(!t.contains("not counted"), "{t}");
-    let o = ok(d, &["show", &last, "--json"]);
-    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("show --json");
-    let counter = doc["operators"]
-        .as_array()
-        .and_then(|ops| ops.iter().find(|o| o["uid"] == "counter"))
-        .expect("counter");
+    let counter = counter_of(d, &last);
     assert!(
         counter["tail_change_records"].as_u64().is_some_and(|n| n > 0),
         "{counter}"
@@ -559,18 +401,7 @@ fn ls_and_the_inspector_share_their_words() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     std::fs::write(d.join("in.txt"), "a b c d e f g\n").expect("input");
-    let o = ok(
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--stop-with-savepoint",
-            "-p",
-            "1",
-        ],
-    );
+    let o = ok(d, &wordcount_args("--input in.txt --stop-with-savepoint -p 1"));
     let sp = d.join(String::from_utf8_lossy(&o.stdout).trim());
     let o = ok(d, &["ls", "statekit-data/savepoints"]);
     assert!(
@@ -581,16 +412,7 @@ fn ls_and_the_inspector_share_their_words() {
     let o = ok(d, &["ls", "statekit-data/savepoints", "--verify", "--json"]);
     let items: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ls");
     assert_eq!(items[0]["status"], "ok", "{items}");
-    let file = std::fs::read_dir(&sp)
-        .expect("sp")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "skd"))
-        .expect("data file");
-    let mut bytes = std::fs::read(&file).expect("read");
-    let at = bytes.len() / 2;
-    bytes[at] ^= 1;
-    std::fs::write(&file, bytes).expect("write");
+    damage_keyed_data(&sp, 1);
     let o = run(d, &["ls", "statekit-data/savepoints", "--verify"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let t = String::from_utf8_lossy(&o.stdout);
@@ -635,32 +457,10 @@ fn colour_only_when_asked_or_on_a_terminal() {
 /// its end.
 #[test]
 fn standard_input_is_a_stream() {
-    use std::io::Write;
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let mut child = std::process::Command::new(common::bin())
-        .current_dir(d)
-        .args([
-            "demo",
-            "wordcount",
-            "--input",
-            "-",
-            "--stop-with-savepoint",
-            "--output",
-            "out",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"a b a\nc a\n")
-        .expect("write");
-    let o = child.wait_with_output().expect("wait");
+    let args = wordcount_args("--input - --stop-with-savepoint --output out");
+    let o = common::run_with_input(d, &args, b"a b a\nc a\n");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("processed 5 words from <stdin>"),

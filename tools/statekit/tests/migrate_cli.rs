@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bin, fixture, run};
+use common::{bin, fixture, run, wordcount_args};
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::TypeSchema;
 use std::path::Path;
@@ -278,25 +278,7 @@ fn an_incremental_checkpoint_converts_to_a_self_contained_savepoint() {
     let dir = tempfile::tempdir().expect("tempdir");
     let words: String = (0..40_000u32).map(|i| format!("w{} ", i * 7919 % 2500)).collect();
     std::fs::write(dir.path().join("in.txt"), words).expect("input");
-    let demo = run(
-        dir.path(),
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--backend",
-            "rocksdb",
-            "--checkpoint-type",
-            "incremental",
-            "--checkpoint-every",
-            "4000",
-            "--checkpoint-dir",
-            "ck",
-            "--output",
-            "words",
-        ],
-    );
+    let demo = run(dir.path(), &wordcount_args("--input in.txt --backend rocksdb --checkpoint-type incremental --checkpoint-every 4000 --checkpoint-dir ck --output words"));
     succeeded(&demo);
     // The newest checkpoint, and that it shares table files with older ones.
     let job = std::fs::read_dir(dir.path().join("ck"))

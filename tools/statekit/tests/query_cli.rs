@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fixture, run};
+use common::{fixture, run, run_with_input};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -34,20 +34,11 @@ fn query_prints_tables_csv_and_json_and_refuses_bad_sql() {
     assert_eq!(doc[0]["uid"], "enricher");
     assert_eq!(doc[1]["parallelism"], 2);
     // From standard input.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_statekit"))
-        .args(["query", input, "--format", "csv"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"SELECT count(*) AS n FROM states")
-        .expect("write");
-    let out = child.wait_with_output().expect("wait");
+    let out = run_with_input(
+        dir.path(),
+        &["query", input, "--format", "csv"],
+        b"SELECT count(*) AS n FROM states",
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n10\n");
     // EXPLAIN of a point lookup.
     let e = run(

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{committed_lines, run};
+use common::{committed_lines, run, wordcount_args};
 
 #[test]
 fn restored_count_continues() {
@@ -14,15 +14,7 @@ fn restored_count_continues() {
 
     let out = run(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "one.txt",
-            "--output",
-            "out1",
-            "--stop-with-savepoint",
-        ],
+        &wordcount_args("--input one.txt --output out1 --stop-with-savepoint"),
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let savepoint = String::from_utf8_lossy(&out.stdout)
@@ -38,16 +30,7 @@ fn restored_count_continues() {
 
     let out = run(
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "two.txt",
-            "--output",
-            "out2",
-            "--restore",
-            &savepoint,
-        ],
+        &wordcount_args(&format!("--input two.txt --output out2 --restore {savepoint}")),
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(committed_lines(&d.join("out2")), vec!["(a,2)"]);

@@ -22,6 +22,22 @@ pub fn run(dir: &Path, args: &[&str]) -> Output {
         .expect("run statekit")
 }
 
+/// Runs `statekit args…` in `dir` with `input` on its standard input.
+pub fn run_with_input(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(bin())
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().expect("stdin").write_all(input).expect("write");
+    child.wait_with_output().expect("wait")
+}
+
 /// Every committed output line (files directly in `out`, not in `.pending/`).
 pub fn committed_lines(out: &Path) -> Vec<String> {
     let mut files: Vec<_> = match std::fs::read_dir(out) {
@@ -124,6 +140,14 @@ pub fn gc_orphan_paths(doc: &serde_json::Value) -> Vec<String> {
         .collect();
     orphans.sort();
     orphans
+}
+
+/// The arguments of `statekit demo wordcount ARGS`: `demo`, `wordcount` and `args` split at
+/// white space (no argument of the word count holds a space here).
+pub fn wordcount_args(args: &str) -> Vec<&str> {
+    let mut a = vec!["demo", "wordcount"];
+    a.extend(args.split_whitespace());
+    a
 }
 
 /// A golden fixture directory (`fixtures/v1/<name>`).
