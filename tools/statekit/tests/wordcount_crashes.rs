@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{bin, committed_lines, counts_by_word, run};
+use common::{bin, committed_lines, counts_by_word, run, wordcount_args};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -116,30 +116,11 @@ fn run_with_kills_opts(
         let before = auto_committed(dir);
         let mut child = Command::new(bin())
             .current_dir(dir)
-            .args([
-                "demo",
-                "wordcount",
-                "--input",
-                "input.txt",
-                "--output",
-                "out",
-                "--checkpoint-dir",
-                &ck,
-                "--checkpoint-every",
-                "1500",
-                "--restore",
-                "latest",
-                "--parallelism",
-                &p,
-                "--guarantee",
-                guarantee,
-                "--backend",
-                b,
-                "--checkpoint-type",
-                checkpoint_type,
-                "--restore-mode",
-                mode,
-            ])
+            .args(wordcount_args(&format!(
+                "--input input.txt --output out --checkpoint-dir {ck} --checkpoint-every 1500 --restore latest \
+                 --parallelism {p} --guarantee {guarantee} --backend {b} --checkpoint-type {checkpoint_type} \
+                 --restore-mode {mode}"
+            )))
             .args(changelog_args)
             .envs(env.iter().cloned())
             .stdout(Stdio::null())
@@ -302,24 +283,13 @@ fn sigterm_stops_with_a_savepoint_and_the_restore_continues_exactly() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
     let expected = make_input(&d.join("input.txt"));
-    let common_args = [
-        "demo",
-        "wordcount",
-        "--input",
-        "input.txt",
-        "--output",
-        "out",
-        "--checkpoint-dir",
-        "ck",
-        "--checkpoint-every",
-        "1500",
-        "--savepoint-dir",
-        "sp",
-        "--stop-with-savepoint",
-    ];
+    let common_args = wordcount_args(
+        "--input input.txt --output out --checkpoint-dir ck --checkpoint-every 1500 --savepoint-dir sp \
+         --stop-with-savepoint",
+    );
     let child = Command::new(bin())
         .current_dir(d)
-        .args(common_args)
+        .args(&common_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -365,12 +335,7 @@ fn sigterm_stops_with_a_savepoint_and_the_restore_continues_exactly() {
 #[test]
 fn exactly_once_survives_sigkill_on_rocksdb_and_across_backends() {
     for (backend, seed) in [("rocksdb", 11), ("mixed", 12)] {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let d = tmp.path();
-        let expected = make_input(&d.join("input.txt"));
-        let hit = run_with_kills_on(d, "exactly-once", backend, 4, seed);
-        assert!(hit >= 2, "{backend}: only {hit} kills hit a running job");
-        assert_exactly_once(&expected, &d.join("out"));
+        let (_tmp, hit) = exactly_once_after_kills(&format!("{backend}: "), backend, "full", "off", 4, seed);
         eprintln!("exactly-once on {backend}: {hit} SIGKILLs, every count committed exactly once");
     }
 }
@@ -378,12 +343,8 @@ fn exactly_once_survives_sigkill_on_rocksdb_and_across_backends() {
 #[cfg(feature = "rocksdb")]
 #[test]
 fn exactly_once_survives_sigkill_with_incremental_checkpoints_in_every_restore_mode() {
-    let tmp = tempfile::tempdir().expect("tempdir");
+    let (tmp, hit) = exactly_once_after_kills("", "rocksdb", "incremental", "off", 5, 21);
     let d = tmp.path();
-    let expected = make_input(&d.join("input.txt"));
-    let hit = run_with_kills_opts(d, "exactly-once", "rocksdb", "incremental", "off", 5, 21, None);
-    assert!(hit >= 2, "only {hit} kills hit a running job");
-    assert_exactly_once(&expected, &d.join("out"));
     // Every complete checkpoint left (native, incremental) verifies in full, entries decoded.
     let complete = complete_checkpoints(d);
     for item in &complete {
@@ -451,13 +412,8 @@ fn exactly_once_survives_sigkill_with_the_changelog() {
         backends.push(("rocksdb", 32));
     }
     for (backend, seed) in backends {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let d = tmp.path();
-        let expected = make_input(&d.join("input.txt"));
-        let hit = run_with_kills_opts(d, "exactly-once", backend, "full", "on", 5, seed, None);
-        assert!(hit >= 2, "{backend}: only {hit} kills hit a running job");
-        assert_exactly_once(&expected, &d.join("out"));
-        verify_every_checkpoint(d);
+        let (tmp, hit) = exactly_once_after_kills(&format!("{backend}: "), backend, "full", "on", 5, seed);
+        verify_every_checkpoint(tmp.path());
         eprintln!("exactly-once with the changelog on {backend}: {hit} SIGKILLs, every count committed exactly once");
     }
 }
@@ -467,13 +423,38 @@ fn exactly_once_survives_sigkill_with_the_changelog() {
 #[cfg(feature = "rocksdb")]
 #[test]
 fn exactly_once_survives_sigkill_switching_the_changelog_and_the_backend() {
+    let (tmp, _) = exactly_once_after_kills("", "mixed", "full", "mixed", 6, 33);
+    verify_every_checkpoint(tmp.path());
+}
+
+/// In a fresh directory (returned with the hits), the exactly-once word count over a new
+/// input, killed `kills` times as [`run_with_kills_opts`] does (local checkpoints): at least
+/// two kills hit a running job (`what` starts the message otherwise), and every count is
+/// committed exactly once.
+fn exactly_once_after_kills(
+    what: &str,
+    backend: &str,
+    checkpoint_type: &str,
+    changelog: &str,
+    kills: usize,
+    seed: u64,
+) -> (tempfile::TempDir, usize) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
     let expected = make_input(&d.join("input.txt"));
-    let hit = run_with_kills_opts(d, "exactly-once", "mixed", "full", "mixed", 6, 33, None);
-    assert!(hit >= 2, "only {hit} kills hit a running job");
+    let hit = run_with_kills_opts(
+        d,
+        "exactly-once",
+        backend,
+        checkpoint_type,
+        changelog,
+        kills,
+        seed,
+        None,
+    );
+    assert!(hit >= 2, "{what}only {hit} kills hit a running job");
     assert_exactly_once(&expected, &d.join("out"));
-    verify_every_checkpoint(d);
+    (tmp, hit)
 }
 
 /// `statekit verify` passes on every complete checkpoint under `<d>/ck`.
