@@ -7,7 +7,7 @@
 mod common;
 
 use common::moto::{FaultProxy, Moto};
-use common::{bin, copy_files, files, run, text};
+use common::{bin, copy_files, files, run, text, wordcount_args};
 use statekit_core::TypeSchema;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -39,15 +39,54 @@ fn run_env(env: Vec<(&'static str, String)>, dir: &Path, args: &[&str]) -> (Outp
     (out, lines)
 }
 
+/// The S3 server (with the bucket [`BUCKET`]), or `None` where it cannot run.
+fn started() -> Option<Moto> {
+    let moto = Moto::start()?;
+    moto.create_bucket(BUCKET);
+    Some(moto)
+}
+
+/// A fresh directory with the inputs `one.txt` (`one`) and `two.txt` (`a`).
+fn two_inputs(one: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("one.txt"), one).expect("write");
+    std::fs::write(dir.path().join("two.txt"), "a\n").expect("write");
+    dir
+}
+
+/// Uploads the local savepoint `sp` to `s3://BUCKET/PREFIX/NAME` (its own name); returns that
+/// URL.
+fn upload_savepoint(moto: &Moto, sp: &Path, prefix: &str) -> String {
+    let name = sp.file_name().expect("name").to_string_lossy().to_string();
+    moto.upload_files(sp, files(sp), BUCKET, &format!("{prefix}/{name}"));
+    format!("s3://{BUCKET}/{prefix}/{name}")
+}
+
+/// [`run_s3`] with exit 0 asserted (naming the run's output otherwise).
+#[track_caller]
+fn ok_s3(moto: &Moto, dir: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>) {
+    let (o, stats) = run_s3(moto, dir, args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    (o, stats)
+}
+
 /// `statekit ls URL --json` on the server: its items (exit 0 asserted).
 fn ls_json(moto: &Moto, dir: &Path, url: &str) -> Vec<serde_json::Value> {
-    let (o, _) = run_s3(moto, dir, &["ls", url, "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = ok_s3(moto, dir, &["ls", url, "--json"]);
     serde_json::from_slice::<serde_json::Value>(&o.stdout)
         .expect("ls --json")
         .as_array()
         .cloned()
         .expect("an array")
+}
+
+/// The paths of the complete snapshots among `ls --json` items, in their order.
+fn complete_paths(items: &[serde_json::Value]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|i| i["complete"] == true)
+        .filter_map(|i| i["path"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// The word count's savepoint of a small text, made locally: (work dir, savepoint dir).
@@ -79,30 +118,24 @@ fn show_json(o: &Output) -> serde_json::Value {
 
 #[test]
 fn read_commands_answer_as_on_local_disk() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let (dir, sp) = wordcount_savepoint();
-    let name = sp.file_name().expect("name").to_string_lossy().to_string();
-    moto.upload_files(&sp, files(&sp), BUCKET, &format!("savepoints/{name}"));
-    let url = format!("s3://{BUCKET}/savepoints/{name}");
+    let url = upload_savepoint(&moto, &sp, "savepoints");
     let local = sp.to_string_lossy().to_string();
 
     // show: the same document, from one GET of _metadata.
-    let (remote_show, stats) = run_s3(&moto, dir.path(), &["show", &url, "--json"]);
-    assert_eq!(remote_show.status.code(), Some(0), "{}", text(&remote_show));
+    let (remote_show, stats) = ok_s3(&moto, dir.path(), &["show", &url, "--json"]);
     let local_show = run(dir.path(), &["show", &local, "--json"]);
     assert_eq!(show_json(&remote_show), show_json(&local_show));
     assert_eq!(stats.len(), 1, "one counters line: {stats:?}");
     assert_eq!(stats[0]["gets"], 1, "show makes exactly one GET: {stats:?}");
     assert_eq!(stats[0]["puts"], 0, "show writes nothing: {stats:?}");
     // Also by its _metadata object, and as text.
-    let (o, _) = run_s3(&moto, dir.path(), &["show", &format!("{url}/_metadata")]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = ok_s3(&moto, dir.path(), &["show", &format!("{url}/_metadata")]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("counter"), "{}", text(&o));
 
     // verify: every file read and checked.
-    let (o, _) = run_s3(&moto, dir.path(), &["verify", &url]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, dir.path(), &["verify", &url]);
 
     // query (SQL over the snapshot) and ls of the prefix: the same answers.
     let sql = "SELECT key, value FROM \"counter\".\"count\" ORDER BY key";
@@ -113,12 +146,11 @@ fn read_commands_answer_as_on_local_disk() {
     let items = ls_json(&moto, dir.path(), &format!("s3://{BUCKET}/savepoints"));
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["status"], "not verified", "{items:?}");
-    let (o, _) = run_s3(
+    let (o, _) = ok_s3(
         &moto,
         dir.path(),
         &["ls", &format!("s3://{BUCKET}/savepoints"), "--verify", "--json"],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("\"status\": \"ok\""),
         "{}",
@@ -132,33 +164,28 @@ fn read_commands_answer_as_on_local_disk() {
     assert_eq!(r.stdout, l.stdout);
     let (o, _) = run_s3(&moto, dir.path(), &["diff", &local, &url]);
     assert_eq!(o.status.code(), Some(0), "no differences: {}", text(&o));
-    let (o, _) = run_s3(
+    ok_s3(
         &moto,
         dir.path(),
         &["convert", &url, "converted", "--compression", "zstd"],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(dir.path(), &["verify", "converted"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let (o, _) = run_s3(&moto, dir.path(), &["export", &url, "tables"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, dir.path(), &["export", &url, "tables"]);
     assert!(dir.path().join("tables").is_dir());
     // convert and rewrite to S3: _metadata last, the output verifies, an existing output is
     // refused without --force and replaced with it; --link is local only.
     let out = format!("s3://{BUCKET}/converted");
-    let (o, stats) = run_s3(&moto, dir.path(), &["convert", &url, &out, "--format", "native"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (_, stats) = ok_s3(&moto, dir.path(), &["convert", &url, &out, "--format", "native"]);
     assert!(stats[0]["puts"].as_u64().unwrap_or(0) >= 3, "{stats:?}");
-    let (o, _) = run_s3(&moto, dir.path(), &["verify", &out]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, dir.path(), &["verify", &out]);
     let (o, _) = run_s3(&moto, dir.path(), &["convert", &url, &out]);
     assert_eq!(o.status.code(), Some(2), "exists: {}", text(&o));
-    let (o, _) = run_s3(
+    ok_s3(
         &moto,
         dir.path(),
         &["rewrite", &url, &out, "--force", "--rename-uid", "counter=counter-2"],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let (o, _) = run_s3(&moto, dir.path(), &["show", &out, "--json"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("counter-2"), "{}", text(&o));
     let (o, _) = run_s3(
@@ -186,8 +213,7 @@ fn read_commands_answer_as_on_local_disk() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     // export to S3: the same files as the local export, _tables.json last; a second export
     // to the same prefix is refused.
-    let (o, stats) = run_s3(&moto, dir.path(), &["export", &url, &format!("s3://{BUCKET}/tables")]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (_, stats) = ok_s3(&moto, dir.path(), &["export", &url, &format!("s3://{BUCKET}/tables")]);
     assert!(stats[0]["puts"].as_u64().unwrap_or(0) >= 2, "{stats:?}");
     let tables = dir.path().join("tables");
     for p in files(&tables) {
@@ -279,8 +305,7 @@ fn damage_missing_snapshots_stopped_servers_and_other_schemes_are_clear_errors()
 
 #[test]
 fn dump_of_one_key_reads_only_its_key_group() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     // Max parallelism 1024: one key group is about 0.1% of the state.
     let sp = common::big_savepoint(dir.path(), "big", 200_000, 1024, TypeSchema::Utf8, |i| {
@@ -293,36 +318,9 @@ fn dump_of_one_key_reads_only_its_key_group() {
         .sum();
     moto.upload_files(&sp, files(&sp), BUCKET, "big");
     let url = format!("s3://{BUCKET}/big");
-    let (o, stats) = run_s3(
-        &moto,
-        dir.path(),
-        &[
-            "dump",
-            &url,
-            "--uid",
-            "op",
-            "--state",
-            "v",
-            "--key",
-            "key-000012345",
-            "--json",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let local = run(
-        dir.path(),
-        &[
-            "dump",
-            &sp.to_string_lossy(),
-            "--uid",
-            "op",
-            "--state",
-            "v",
-            "--key",
-            "key-000012345",
-            "--json",
-        ],
-    );
+    let one_key = ["--uid", "op", "--state", "v", "--key", "key-000012345", "--json"];
+    let (o, stats) = ok_s3(&moto, dir.path(), &[&["dump", &url][..], &one_key].concat());
+    let local = run(dir.path(), &[&["dump", &sp.to_string_lossy()][..], &one_key].concat());
     assert_eq!(o.stdout, local.stdout);
     assert!(!o.stdout.is_empty());
     let read = stats[0]["get_bytes"].as_u64().expect("get_bytes");
@@ -332,8 +330,7 @@ fn dump_of_one_key_reads_only_its_key_group() {
         std::fs::metadata(sp.join("_metadata")).map_or(0, |m| m.len())
     );
     // A full verify reads it all, in few requests (read-ahead).
-    let (o, stats) = run_s3(&moto, dir.path(), &["verify", &url]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (_, stats) = ok_s3(&moto, dir.path(), &["verify", &url]);
     let gets = stats[0]["gets"].as_u64().expect("gets");
     assert!(gets < 200, "verify of {total} bytes took {gets} GETs");
 }
@@ -347,34 +344,12 @@ fn find_file(dir: &Path, pred: impl Fn(&Path) -> bool) -> Option<PathBuf> {
 /// through the S3 savepoint. Nothing local is made for the URLs.
 #[test]
 fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
-    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(moto) = started() else { return };
+    let dir = two_inputs("a b\na\n");
     let d = dir.path();
-    std::fs::write(d.join("one.txt"), "a b\na\n").expect("write");
-    std::fs::write(d.join("two.txt"), "a\n").expect("write");
     let ck = format!("s3://{BUCKET}/flink/checkpoints");
     let sp = format!("s3://{BUCKET}/flink/savepoints");
-    let (o, stats) = run_s3(
-        &moto,
-        d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "one.txt",
-            "--output",
-            "out1",
-            "--checkpoint-every",
-            "1",
-            "--checkpoint-dir",
-            &ck,
-            "--savepoint-dir",
-            &sp,
-            "--stop-with-savepoint",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, stats) = ok_s3(&moto, d, &wordcount_args(&format!("--input one.txt --output out1 --checkpoint-every 1 --checkpoint-dir {ck} --savepoint-dir {sp} --stop-with-savepoint")));
     assert!(stats[0]["puts"].as_u64().unwrap_or(0) > 0, "{stats:?}");
     let savepoint = String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -388,8 +363,7 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
         vec!["(a,1)", "(b,1)", "(a,2)"]
     );
 
-    let (o, _) = run_s3(&moto, d, &["verify", &savepoint]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &["verify", &savepoint]);
 
     // ls lists the checkpoints and the savepoint by URL, complete.
     let items = ls_json(&moto, d, &format!("s3://{BUCKET}/flink"));
@@ -424,8 +398,7 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
     for (out, extra) in restores {
         let mut args = vec!["demo", "wordcount", "--input", "two.txt", "--output", out];
         args.extend(extra.iter().copied());
-        let (o, _) = run_s3(&moto, d, &args);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let (o, _) = ok_s3(&moto, d, &args);
         assert_eq!(common::committed_lines(&d.join(out)), vec!["(a,3)"], "{args:?}");
         if out == "out4" {
             let err = String::from_utf8_lossy(&o.stderr);
@@ -463,8 +436,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 /// checkpoint and its output is exactly once.
 #[test]
 fn server_failures_fail_snapshots_cleanly_and_the_next_run_restores_exactly_once() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let proxy = FaultProxy::start(moto.port);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
@@ -541,8 +513,7 @@ fn server_failures_fail_snapshots_cleanly_and_the_next_run_restores_exactly_once
         .last()
         .expect("path")
         .to_string();
-    let (o, _) = run_s3(&moto, d, &["verify", &savepoint]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &["verify", &savepoint]);
 
     // Every data file of a savepoint refused: no savepoint appears.
     proxy.fail("PUT", ".skd", 500, usize::MAX);
@@ -560,8 +531,7 @@ fn server_failures_fail_snapshots_cleanly_and_the_next_run_restores_exactly_once
 /// same savepoint verifies.
 #[test]
 fn multipart_uploads_complete_or_abort() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let proxy = FaultProxy::start(moto.port);
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
@@ -613,8 +583,7 @@ fn multipart_uploads_complete_or_abort() {
         .last()
         .expect("path")
         .to_string();
-    let (o, _) = run_s3(&moto, d, &["verify", &savepoint]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &["verify", &savepoint]);
 }
 
 /// A plain HTTP GET of the moto server (its listing of open multipart uploads).
@@ -642,27 +611,16 @@ impl TcpStreamGet {
 /// than `--min-age`; afterwards every checkpoint still verifies and none is incomplete.
 #[test]
 fn gc_deletes_only_unreferenced_objects() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     std::fs::write(d.join("in.txt"), "a b a c a b\n").expect("write");
     let ck = format!("s3://{BUCKET}/gc/ck");
-    let (o, _) = run_s3(
+    ok_s3(
         &moto,
         d,
-        &[
-            "demo",
-            "wordcount",
-            "--input",
-            "in.txt",
-            "--checkpoint-every",
-            "2",
-            "--checkpoint-dir",
-            &ck,
-        ],
+        &wordcount_args(&format!("--input in.txt --checkpoint-every 2 --checkpoint-dir {ck}")),
     );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let listed = |d: &Path| ls_json(&moto, d, &ck);
     let before = listed(d);
     let first = before[0]["path"].as_str().expect("path").to_string();
@@ -683,21 +641,18 @@ fn gc_deletes_only_unreferenced_objects() {
     garbage.sort();
 
     // Young objects are left alone.
-    let (o, _) = run_s3(&moto, d, &["gc", &ck, "--yes", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = ok_s3(&moto, d, &["gc", &ck, "--yes", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
     assert_eq!(doc["orphans"].as_array().map(Vec::len), Some(0), "{doc}");
     assert_eq!(doc["too_young"].as_array().map(Vec::len), Some(3), "{doc}");
 
-    let (o, _) = run_s3(&moto, d, &["gc", &ck, "--dry-run", "--min-age", "0s", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, _) = ok_s3(&moto, d, &["gc", &ck, "--dry-run", "--min-age", "0s", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
     let orphans = common::gc_orphan_paths(&doc);
     assert_eq!(orphans, garbage, "{doc}");
     assert_eq!(doc["deleted_files"], serde_json::Value::Null);
 
-    let (o, stats) = run_s3(&moto, d, &["gc", &ck, "--yes", "--min-age", "0s", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, stats) = ok_s3(&moto, d, &["gc", &ck, "--yes", "--min-age", "0s", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
     assert_eq!(doc["deleted_files"], 3, "{doc}");
     assert_eq!(stats[0]["deletes"], 3, "{stats:?}");
@@ -705,8 +660,7 @@ fn gc_deletes_only_unreferenced_objects() {
     assert_eq!(after.len(), before.len(), "{after:?}");
     assert!(after.iter().all(|i| i["complete"] == true), "{after:?}");
     for i in &after {
-        let (v, _) = run_s3(&moto, d, &["verify", i["path"].as_str().expect("path")]);
-        assert_eq!(v.status.code(), Some(0), "{}", text(&v));
+        ok_s3(&moto, d, &["verify", i["path"].as_str().expect("path")]);
     }
     let (o, _) = run_s3(&moto, d, &["gc", &ck, "--dry-run", "--min-age", "0s", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("gc --json");
@@ -720,12 +674,9 @@ fn gc_deletes_only_unreferenced_objects() {
 /// reference them by URL.
 #[test]
 fn changelog_on_s3() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
-    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(moto) = started() else { return };
+    let dir = two_inputs("a b a c a b d a\n");
     let d = dir.path();
-    std::fs::write(d.join("one.txt"), "a b a c a b d a\n").expect("write");
-    std::fs::write(d.join("two.txt"), "a\n").expect("write");
     let ck = format!("s3://{BUCKET}/cl/checkpoints");
     let base = [
         "demo",
@@ -738,24 +689,17 @@ fn changelog_on_s3() {
     ];
     let mut a: Vec<&str> = base.to_vec();
     a.extend(["--input", "one.txt", "--output", "out1"]);
-    let (o, _) = run_s3(&moto, d, &a);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &a);
     assert!(!d.join("s3:").exists(), "a URL became a local directory");
     let items = ls_json(&moto, d, &ck);
-    let complete: Vec<&str> = items
-        .iter()
-        .filter(|i| i["complete"] == true)
-        .filter_map(|i| i["path"].as_str())
-        .collect();
+    let complete = complete_paths(&items);
     assert!(!complete.is_empty(), "{items:?}");
     for c in &complete {
-        let (o, _) = run_s3(&moto, d, &["verify", c]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        ok_s3(&moto, d, &["verify", c]);
     }
     let mut a: Vec<&str> = base.to_vec();
     a.extend(["--input", "two.txt", "--output", "out2", "--restore", "latest"]);
-    let (o, _) = run_s3(&moto, d, &a);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &a);
     assert_eq!(common::committed_lines(&d.join("out2")), vec!["(a,5)"]);
 
     // Log files under a `dstl.dfs.base-path` on S3, outside the job directory: checkpoints
@@ -787,23 +731,14 @@ fn changelog_on_s3() {
             if restore {
                 a.extend(["--restore", "latest"]);
             }
-            let (o, _) = run_s3(&moto, d, &a);
-            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            ok_s3(&moto, d, &a);
         };
         run("one.txt", &o1, false);
         assert!(!d.join("s3:").exists(), "a URL became a local directory");
         let items = ls_json(&moto, d, ck);
-        let latest = items
-            .iter()
-            .filter(|i| i["complete"] == true)
-            .filter_map(|i| i["path"].as_str())
-            .next_back()
-            .expect("a complete checkpoint")
-            .to_string();
-        let (o, _) = run_s3(&moto, d, &["verify", &latest]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let (o, _) = run_s3(&moto, d, &["dump", &latest, "--changes", "--json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let latest = complete_paths(&items).pop().expect("a complete checkpoint");
+        ok_s3(&moto, d, &["verify", &latest]);
+        let (o, _) = ok_s3(&moto, d, &["dump", &latest, "--changes", "--json"]);
         let listed = String::from_utf8_lossy(&o.stdout).to_string();
         assert!(
             listed.contains(&format!("s3://{BUCKET}/cl/dstl/")),
@@ -813,8 +748,7 @@ fn changelog_on_s3() {
         assert_eq!(common::committed_lines(&d.join(&o2)), vec!["(a,5)"]);
     }
     // The log objects are under the base path, none in a job directory.
-    let (o, _) = run_s3(&moto, d, &["ls", &format!("s3://{BUCKET}/cl/ck-base"), "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &["ls", &format!("s3://{BUCKET}/cl/ck-base"), "--json"]);
 }
 
 /// `_metadata` is created conditionally on S3 (`If-None-Match: *`): of two writers of one
@@ -822,8 +756,7 @@ fn changelog_on_s3() {
 #[test]
 fn conditional_create_on_s3() {
     use statekit_core::storage::{Storage, StorageError};
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let store = object_store::aws::AmazonS3Builder::new()
         .with_endpoint(moto.endpoint())
         .with_allow_http(true)
@@ -851,8 +784,7 @@ fn conditional_create_on_s3() {
 /// a local directory.
 #[test]
 fn sharded_conversion_on_s3_and_local_disk() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let (dir, sp) = wordcount_savepoint();
     let d = dir.path();
     moto.upload_files(&sp, files(&sp), BUCKET, "in");
@@ -899,16 +831,13 @@ fn sharded_conversion_on_s3_and_local_disk() {
             "{}",
             text(&o)
         );
-        let (o, _) = run_s3(
+        ok_s3(
             &moto,
             d,
             &["convert", from, &out, "--compression", "zstd", "--shard", "2/3"],
         );
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let (o, _) = run_s3(&moto, d, &["finish-shards", &out, "--shards", "3", "--json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let (o, _) = run_s3(&moto, d, &["verify", &out]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        ok_s3(&moto, d, &["finish-shards", &out, "--shards", "3", "--json"]);
+        ok_s3(&moto, d, &["verify", &out]);
         let (r, _) = run_s3(
             &moto,
             d,
@@ -964,12 +893,10 @@ fn inspector_child() {
 /// nothing is a clear error.
 #[test]
 fn inspector_on_s3() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let (dir, sp) = wordcount_savepoint();
+    let url = upload_savepoint(&moto, &sp, "insp/savepoints");
     let name = sp.file_name().expect("name").to_string_lossy().to_string();
-    moto.upload_files(&sp, files(&sp), BUCKET, &format!("insp/savepoints/{name}"));
-    let url = format!("s3://{BUCKET}/insp/savepoints/{name}");
     let (code, remote, err) = inspect_frames(&moto, &url, Some("counter/count"));
     assert_eq!(code, Some(0), "{remote}\n{err}");
     let (code, local, err) = inspect_frames(&moto, &sp.display().to_string(), Some("counter/count"));
@@ -1009,38 +936,31 @@ fn inspector_on_s3() {
 /// file on S3.
 #[test]
 fn import_to_and_check_against_s3() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let (dir, sp) = wordcount_savepoint();
     let d = dir.path();
     let sp_s = sp.display().to_string();
-    let (o, _) = run_s3(&moto, d, &["export", &sp_s, "tables"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let (o, _) = run_s3(&moto, d, &["schema", &sp_s, "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &["export", &sp_s, "tables"]);
+    let (o, _) = ok_s3(&moto, d, &["schema", &sp_s, "--json"]);
     std::fs::write(d.join("schema.json"), &o.stdout).expect("schema");
     moto.put(BUCKET, "schemas/job.json", &o.stdout);
     let out = format!("s3://{BUCKET}/imported/sp-1");
     let import = ["import", "tables", &out, "--schema", "schema.json"];
-    let (o, _) = run_s3(&moto, d, &import);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &import);
     assert!(!d.join("s3:").exists(), "a URL became a local directory");
     let dump = |p: &str| {
-        let (o, _) = run_s3(&moto, d, &["dump", p, "--uid", "counter", "--state", "count", "--json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let (o, _) = ok_s3(&moto, d, &["dump", p, "--uid", "counter", "--state", "count", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("dump --json");
         assert!(v.as_array().is_some_and(|a| !a.is_empty()), "{v}");
         v
     };
     assert_eq!(dump(&out), dump(&sp_s));
-    let (o, _) = run_s3(&moto, d, &["verify", &out]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &["verify", &out]);
     let (o, _) = run_s3(&moto, d, &import);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let mut forced = import.to_vec();
     forced.push("--force");
-    let (o, _) = run_s3(&moto, d, &forced);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &forced);
     assert_eq!(dump(&out), dump(&sp_s));
 
     for against in [out.clone(), format!("s3://{BUCKET}/schemas/job.json")] {
@@ -1055,8 +975,7 @@ fn import_to_and_check_against_s3() {
     moto.upload_files(&tables_dir, files(&tables_dir), BUCKET, "tables-1");
     let tables = format!("s3://{BUCKET}/tables-1");
     let schema = format!("s3://{BUCKET}/schemas/job.json");
-    let (o, _) = run_s3(&moto, d, &["import", &tables, "from-s3", "--schema", &schema]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ok_s3(&moto, d, &["import", &tables, "from-s3", "--schema", &schema]);
     assert_eq!(dump(&d.join("from-s3").display().to_string()), dump(&sp_s));
     // A damaged table on S3: exit 2, nothing written, the error names its URL.
     let bad = find_file(&tables_dir, |p| {
@@ -1082,8 +1001,7 @@ fn import_to_and_check_against_s3() {
 /// then lists every table with the files and rows of an export made in one go.
 #[test]
 fn sharded_export_on_s3_and_local_disk() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let (dir, sp) = wordcount_savepoint();
     let d = dir.path();
     moto.upload_files(&sp, files(&sp), BUCKET, "exp-in");
@@ -1131,8 +1049,7 @@ fn sharded_export_on_s3_and_local_disk() {
         );
         let o = shard(1).wait_with_output().expect("wait");
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        let (o, _) = run_s3(&moto, d, &["finish-shards", &out, "--shards", "3", "--json"]);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        ok_s3(&moto, d, &["finish-shards", &out, "--shards", "3", "--json"]);
         let listing = match out.strip_prefix(&format!("s3://{BUCKET}/")) {
             Some(key) => moto
                 .get(&format!("/{BUCKET}/{key}/_tables.json"))
@@ -1181,8 +1098,7 @@ fn sharded_export_on_s3_and_local_disk() {
 /// under the job directory in the bucket), incremental RocksDB and changelog alike.
 #[test]
 fn flink_snapshots_on_s3() {
-    let Some(moto) = Moto::start() else { return };
-    moto.create_bucket(BUCKET);
+    let Some(moto) = started() else { return };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/flink/flink-1.20.5");
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
