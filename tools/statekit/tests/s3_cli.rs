@@ -107,6 +107,14 @@ fn wordcount_savepoint() -> (tempfile::TempDir, PathBuf) {
     (dir, sp)
 }
 
+/// [`wordcount_savepoint`], uploaded to `s3://BUCKET/KEY` too: (work dir, savepoint dir, its
+/// URL).
+fn savepoint_on_s3(moto: &Moto, key: &str) -> (tempfile::TempDir, PathBuf, String) {
+    let (dir, sp) = wordcount_savepoint();
+    moto.upload_files(&sp, files(&sp), BUCKET, key);
+    (dir, sp, format!("s3://{BUCKET}/{key}"))
+}
+
 /// `show --json` without the fields that name where the snapshot is.
 fn show_json(o: &Output) -> serde_json::Value {
     let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("show --json is JSON");
@@ -785,10 +793,8 @@ fn conditional_create_on_s3() {
 #[test]
 fn sharded_conversion_on_s3_and_local_disk() {
     let Some(moto) = started() else { return };
-    let (dir, sp) = wordcount_savepoint();
+    let (dir, sp, input) = savepoint_on_s3(&moto, "in");
     let d = dir.path();
-    moto.upload_files(&sp, files(&sp), BUCKET, "in");
-    let input = format!("s3://{BUCKET}/in");
     let local_input = sp.to_string_lossy().to_string();
     for (out, from) in [
         (format!("s3://{BUCKET}/sharded"), input.as_str()),
@@ -1002,10 +1008,8 @@ fn import_to_and_check_against_s3() {
 #[test]
 fn sharded_export_on_s3_and_local_disk() {
     let Some(moto) = started() else { return };
-    let (dir, sp) = wordcount_savepoint();
+    let (dir, sp, input) = savepoint_on_s3(&moto, "exp-in");
     let d = dir.path();
-    moto.upload_files(&sp, files(&sp), BUCKET, "exp-in");
-    let input = format!("s3://{BUCKET}/exp-in");
     let o = run(d, &["export", &sp.to_string_lossy(), "whole"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let whole: serde_json::Value =
