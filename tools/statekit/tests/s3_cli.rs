@@ -62,6 +62,31 @@ fn upload_savepoint(moto: &Moto, sp: &Path, prefix: &str) -> String {
     format!("s3://{BUCKET}/{prefix}/{name}")
 }
 
+/// Starts `statekit args…` in `dir` with the server's environment, its output piped (a shard
+/// task running beside the others).
+fn spawn_s3(moto: &Moto, dir: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(bin())
+        .current_dir(dir)
+        .args(args)
+        .envs(moto.env())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("shard")
+}
+
+/// `finish-shards OUT --shards 3` before shard `missing` has run: exit 2, naming it.
+#[track_caller]
+fn finishing_names_the_missing_shard(moto: &Moto, dir: &Path, out: &str, missing: u32) {
+    let (o, _) = run_s3(moto, dir, &["finish-shards", out, "--shards", "3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("shard {missing} of 3 has not finished")),
+        "{}",
+        text(&o)
+    );
+}
+
 /// [`run_s3`] with exit 0 asserted (naming the run's output otherwise).
 #[track_caller]
 fn ok_s3(moto: &Moto, dir: &Path, args: &[&str]) -> (Output, Vec<serde_json::Value>) {
@@ -802,22 +827,12 @@ fn sharded_conversion_on_s3_and_local_disk() {
     ] {
         let children: Vec<_> = (0..2)
             .map(|i| {
-                Command::new(bin())
-                    .current_dir(d)
-                    .args([
-                        "convert",
-                        from,
-                        &out,
-                        "--compression",
-                        "zstd",
-                        "--shard",
-                        &format!("{i}/3"),
-                    ])
-                    .envs(moto.env())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("shard")
+                let shard = format!("{i}/3");
+                spawn_s3(
+                    &moto,
+                    d,
+                    &["convert", from, &out, "--compression", "zstd", "--shard", &shard],
+                )
             })
             .collect();
         let children: Vec<Output> = children
@@ -830,13 +845,7 @@ fn sharded_conversion_on_s3_and_local_disk() {
         // Shard 2 has not run: not a snapshot yet, and finishing names it.
         let (o, _) = run_s3(&moto, d, &["show", &out]);
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-        let (o, _) = run_s3(&moto, d, &["finish-shards", &out, "--shards", "3"]);
-        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-        assert!(
-            String::from_utf8_lossy(&o.stderr).contains("shard 2 of 3 has not finished"),
-            "{}",
-            text(&o)
-        );
+        finishing_names_the_missing_shard(&moto, d, &out, 2);
         ok_s3(
             &moto,
             d,
@@ -1029,28 +1038,13 @@ fn sharded_export_on_s3_and_local_disk() {
             .collect()
     };
     for out in [format!("s3://{BUCKET}/exp-sharded"), "exp-sharded-local".to_string()] {
-        let shard = |i: u32| {
-            Command::new(bin())
-                .current_dir(d)
-                .args(["export", &input, &out, "--shard", &format!("{i}/3")])
-                .envs(moto.env())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("shard")
-        };
+        let shard = |i: u32| spawn_s3(&moto, d, &["export", &input, &out, "--shard", &format!("{i}/3")]);
         let children: Vec<_> = [0, 2].into_iter().map(shard).collect();
         for c in children {
             let o = c.wait_with_output().expect("wait");
             assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         }
-        let (o, _) = run_s3(&moto, d, &["finish-shards", &out, "--shards", "3"]);
-        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-        assert!(
-            String::from_utf8_lossy(&o.stderr).contains("shard 1 of 3 has not finished"),
-            "{}",
-            text(&o)
-        );
+        finishing_names_the_missing_shard(&moto, d, &out, 1);
         let o = shard(1).wait_with_output().expect("wait");
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         ok_s3(&moto, d, &["finish-shards", &out, "--shards", "3", "--json"]);
