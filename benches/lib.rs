@@ -7,6 +7,20 @@ use statekit_core::{BackendConfig, KeyedStateBackend, StateDescriptor, StateFunc
 use statekit_hashmap::HashMapBackend;
 use std::collections::HashMap;
 
+/// The `main` of a criterion bench whose figures are all made by the function `$bench`, at
+/// ten samples a figure (the setting every bench here shares).
+#[macro_export]
+macro_rules! bench_main {
+    ($bench:path) => {
+        criterion::criterion_group! {
+            name = benches;
+            config = criterion::Criterion::default().sample_size(10);
+            targets = $bench
+        }
+        criterion::criterion_main!(benches);
+    };
+}
+
 /// The value after `name` on the command line (`--mb 256`), or `default` without it.
 pub fn arg(name: &str, default: &str) -> String {
     let args: Vec<String> = std::env::args().collect();

@@ -1,7 +1,7 @@
 //! Criterion benches of savepoint write and read+verify against std::fs::copy.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput};
 use statekit_benches as w;
 use statekit_core::storage::LocalStorage;
 use statekit_core::{KeyGroupRange, KeyedStateBackend};
@@ -43,9 +43,4 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default().sample_size(10);
-    targets = bench
-}
-criterion_main!(benches);
+statekit_benches::bench_main!(bench);

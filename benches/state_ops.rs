@@ -1,7 +1,7 @@
 //! Criterion benches of keyed state operations against a plain HashMap.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{BatchSize, Criterion, Throughput};
 use statekit_benches as w;
 use std::collections::HashMap;
 
@@ -69,9 +69,4 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default().sample_size(10);
-    targets = bench
-}
-criterion_main!(benches);
+statekit_benches::bench_main!(bench);
