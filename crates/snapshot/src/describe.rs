@@ -76,6 +76,11 @@ pub struct OperatorDescription {
     pub changelog: Option<ChangelogSummary>,
     /// Every subtask had finished.
     pub finished: bool,
+    /// The rule its keyed state's keys are in key groups by, when it is not statekit's own
+    /// and the snapshot is statekit's: `"flink"` for state converted from Apache Flink (a
+    /// Flink snapshot's operators all follow Flink's rule, and say so by being Flink's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_group_scheme: Option<String>,
     /// Its keyed states.
     pub keyed_states: Vec<KeyedStateDescription>,
     /// Its max parallelism (number of key groups).
@@ -401,7 +406,17 @@ impl Description {
             format: format_label(m),
             job_id: m.job_id.clone(),
             kind: m.kind,
-            operators: m.operators.iter().map(OperatorDescription::of).collect(),
+            operators: m
+                .operators
+                .iter()
+                .map(|o| OperatorDescription {
+                    key_group_scheme: (flink.is_none()
+                        && !o.keyed_states.is_empty()
+                        && o.key_group_scheme != statekit_core::KeyGroupScheme::Statekit)
+                        .then(|| o.key_group_scheme.name().to_string()),
+                    ..OperatorDescription::of(o)
+                })
+                .collect(),
             properties: m.properties.clone(),
             restores_into: restores_into(m),
             timestamp_ms: m.timestamp_ms,
@@ -437,6 +452,7 @@ impl OperatorDescription {
         OperatorDescription {
             changelog: changelog.then(|| ChangelogSummary::of(&o.subtasks)),
             finished: o.finished,
+            key_group_scheme: None,
             keyed_states: o
                 .keyed_states
                 .iter()

@@ -361,3 +361,29 @@ fn query_by_uid_names_the_operator_stored_by_id() {
         assert_eq!(by_id.lines().nth(1), Some(want.as_str()), "{name}: {by_id}");
     }
 }
+
+/// `show` says which operators' keys are in Flink's key groups in a statekit savepoint
+/// converted from Flink (text and `--json`); a statekit job's savepoint and Flink's own
+/// savepoint print as before (no such line, no such field).
+#[test]
+fn show_names_the_key_group_scheme_of_a_conversion() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sp = savepoint("savepoint-hashmap-canonical");
+    let c = dir.path().join("c");
+    ok(&["convert", path_str(&sp), path_str(&c)]);
+    let text = stdout(&["show", path_str(&c)]);
+    let line = "key-group scheme flink: keys in the groups Flink's murmurHash(key.hashCode())";
+    assert!(text.contains(line), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&["show", "--json", path_str(&c)])).expect("json");
+    let ops = json["operators"].as_array().expect("operators");
+    let word_count = ops.iter().find(|o| o["operator_id"] == WORD_COUNT).expect("word count");
+    assert_eq!(word_count["key_group_scheme"], "flink");
+    // Operators without keyed state have no key-group scheme to name.
+    assert!(ops
+        .iter()
+        .filter(|o| o["keyed_states"].as_array().is_some_and(|k| k.is_empty()))
+        .all(|o| o.get("key_group_scheme").is_none()));
+    let flink_own = stdout(&["show", "--json", path_str(&sp)]);
+    assert!(!flink_own.contains("key_group_scheme"), "{flink_own}");
+    assert!(!stdout(&["show", path_str(&sp)]).contains(line));
+}

@@ -99,6 +99,9 @@ fn operator_text(d: &Description, o: &OperatorDescription, key_groups: bool) -> 
             o.uid
         );
     }
+    if o.key_group_scheme.as_deref() == Some("flink") {
+        outln!("  key-group scheme flink: keys in the groups Flink's murmurHash(key.hashCode()) % max parallelism gives, kept from the snapshot this was converted from");
+    }
     states_text(o)?;
     for s in &o.subtasks {
         subtask_text(s, key_groups)?;
