@@ -213,6 +213,81 @@ impl HasErrorKind for Incompatibility {
     }
 }
 
+/// Why a snapshot or stream failed to read or write ([`StateError::Stream`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamProblem {
+    /// A file a snapshot names is not a regular file (a FIFO, a device, a directory).
+    #[error("{file}: is {found}, not a regular file")]
+    NotAFile {
+        /// The file.
+        file: String,
+        /// What it is.
+        found: String,
+    },
+    /// A file a native snapshot lists was never uploaded.
+    #[error("{path}: not uploaded")]
+    NotUploaded {
+        /// The file.
+        path: String,
+    },
+    /// A key found in an input key group its key-group rule does not map to: damage (a
+    /// rescale by splitting would otherwise lose it).
+    #[error("key group {key_group} (max parallelism {max_parallelism}) holds a key of key group {belongs}: the input is damaged")]
+    MisplacedKey {
+        /// The key group read.
+        key_group: u32,
+        /// Its max parallelism.
+        max_parallelism: u32,
+        /// The key group the key belongs to.
+        belongs: u32,
+    },
+    /// A record of a sort's run does not decode (a damaged spill file).
+    #[error("re-bucketing: a record of key group {key_group} does not decode")]
+    UndecodableRunRecord {
+        /// The key group being read.
+        key_group: u32,
+    },
+    /// A worker thread panicked (`what`: which work, e.g. "a re-bucketing").
+    #[error("{what} thread panicked")]
+    ThreadPanicked {
+        /// Which work the thread did.
+        what: &'static str,
+    },
+    /// A form of native snapshot statekit does not read.
+    #[error("native snapshot of subtask {subtask}: {reason}")]
+    UnsupportedNative {
+        /// The subtask.
+        subtask: u32,
+        /// What the reader of RocksDB's files does not support.
+        reason: String,
+    },
+    /// A reader of another format failed (its error says its kind).
+    #[error("{0}")]
+    Reader(Box<dyn KindedError>),
+}
+
+impl StreamProblem {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StreamProblem::NotAFile { .. }
+            | StreamProblem::NotUploaded { .. }
+            | StreamProblem::MisplacedKey { .. }
+            | StreamProblem::UndecodableRunRecord { .. } => ErrorKind::Corrupt,
+            StreamProblem::ThreadPanicked { .. } => ErrorKind::Internal,
+            StreamProblem::UnsupportedNative { .. } => ErrorKind::Unsupported,
+            StreamProblem::Reader(e) => e.kind(),
+        }
+    }
+}
+
+impl HasErrorKind for StreamProblem {
+    fn kind(&self) -> ErrorKind {
+        StreamProblem::kind(self)
+    }
+}
+
 /// Why restore input does not fit a backend ([`StateError::Restore`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -570,6 +645,9 @@ pub enum StateError {
     /// A snapshot or stream failed to read or write.
     #[error("snapshot I/O: {0}")]
     Snapshot(String),
+    /// A snapshot or stream failed to read or write, for a reason the library names.
+    #[error("snapshot I/O: {0}")]
+    Stream(StreamProblem),
     /// An I/O error.
     #[error("{context}: {source}")]
     Io {
@@ -622,6 +700,7 @@ impl StateError {
             | StateError::KeyGroupOutOfRange { .. }
             | StateError::Restore(_) => ErrorKind::Caller,
             StateError::Snapshot(_) => ErrorKind::Corrupt,
+            StateError::Stream(p) => p.kind(),
             StateError::Io { source, .. } => ErrorKind::of_io(source),
             StateError::Other(e) => e.kind(),
         }

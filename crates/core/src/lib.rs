@@ -34,6 +34,7 @@ pub mod temp;
 pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
 pub use error::{
     EntryProblem, ErrorKind, HasErrorKind, Incompatibility, KindedError, ParallelismError, RestoreError, StateError,
+    StreamProblem,
 };
 pub use keygroup::{
     key_group_for_key, KeyGroupAssigner, KeyGroupRange, KeyGroupScheme, DEFAULT_MAX_PARALLELISM,

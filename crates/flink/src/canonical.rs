@@ -712,7 +712,7 @@ pub(crate) fn visit_decoded(
     if !range.contains(key_group) {
         return Ok(ControlFlow::Continue(()));
     }
-    let entries = decode().map_err(|e| StateError::Snapshot(e.to_string()))?;
+    let entries = decode().map_err(|e| StateError::Stream(statekit_core::StreamProblem::Reader(Box::new(e))))?;
     for o in &entries {
         if visitor(&o.as_entry())?.is_break() {
             return Ok(ControlFlow::Break(()));

@@ -459,8 +459,8 @@ impl SortedEntries {
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(MigrateError::State(StateError::Snapshot(
-                            "a re-bucketing thread panicked".into(),
+                        Err(MigrateError::State(StateError::Stream(
+                            statekit_core::StreamProblem::ThreadPanicked { what: "a re-bucketing" },
                         )))
                     })
                 })
@@ -511,7 +511,7 @@ impl SortedEntries {
     /// (positioned reads), so a key group larger than memory — one key with millions of list
     /// elements — streams through without being held.
     fn visit(&self, kg: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
-        let corrupt = || StateError::Snapshot(format!("re-bucketing: a record of key group {kg} does not decode"));
+        let corrupt = || StateError::Stream(statekit_core::StreamProblem::UndecodableRunRecord { key_group: kg });
         let chunk = (self.memory / 2 / self.runs.len().max(1)).clamp(4 << 10, 256 << 10);
         let mut cursors: Vec<Cursor<'_>> = Vec::new();
         for run in &self.runs {

@@ -245,9 +245,11 @@ impl KeyedStateView for SplitView {
             }
         })?;
         if let Some(belongs) = misplaced {
-            return Err(StateError::Snapshot(format!(
-                "key group {source} (max parallelism {from}) holds a key of key group {belongs}: the input is damaged"
-            )));
+            return Err(StateError::Stream(statekit_core::StreamProblem::MisplacedKey {
+                key_group: source,
+                max_parallelism: from,
+                belongs,
+            }));
         }
         Ok(flow)
     }

@@ -175,9 +175,10 @@ fn open_file(path: &Path, shown: &str) -> Result<File, StateError> {
     match open_regular_file(path) {
         Ok((file, _)) => Ok(file),
         Err(OpenFileError::Io(e)) => Err(StateError::io(format!("open {shown}"), e)),
-        Err(OpenFileError::NotAFile(found)) => {
-            Err(StateError::Snapshot(format!("{shown}: is {found}, not a regular file")))
-        }
+        Err(OpenFileError::NotAFile(found)) => Err(StateError::Stream(statekit_core::StreamProblem::NotAFile {
+            file: shown.to_string(),
+            found: found.to_string(),
+        })),
     }
 }
 
@@ -346,7 +347,9 @@ impl NativeCut {
                     )
                 }
                 (Dest::Upload(_, path, ..), None) => {
-                    return Err(StateError::Snapshot(format!("{path}: not uploaded")));
+                    return Err(StateError::Stream(statekit_core::StreamProblem::NotUploaded {
+                        path: path.to_string(),
+                    }));
                 }
             };
             if file.scope != FileScope::Exclusive {
@@ -670,7 +673,10 @@ fn files_err(subtask: u32, e: statekit_rocksdb_files::Error) -> StateError {
     match e.kind() {
         statekit_rocksdb_files::ErrorKind::Corrupt => corrupt(Corruption::NativeFiles { subtask, error: e }),
         statekit_rocksdb_files::ErrorKind::Unsupported => {
-            StateError::Snapshot(format!("native snapshot of subtask {subtask}: {e}"))
+            StateError::Stream(statekit_core::StreamProblem::UnsupportedNative {
+                subtask,
+                reason: e.to_string(),
+            })
         }
         _ => crate::error::RocksDbError::from(e).into(),
     }

@@ -1090,8 +1090,8 @@ fn write_operator(
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(TableError::State(StateError::Snapshot(
-                        "an import thread panicked".into(),
+                    Err(TableError::State(StateError::Stream(
+                        statekit_core::StreamProblem::ThreadPanicked { what: "an import" },
                     )))
                 })
             })
