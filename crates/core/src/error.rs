@@ -262,7 +262,8 @@ pub enum StreamProblem {
         /// What the reader of RocksDB's files does not support.
         reason: String,
     },
-    /// A reader of another format failed (its error says its kind).
+    /// A reader of another format failed to decode a stream (damage where it is read; the
+    /// boxed error says its own kind).
     #[error("{0}")]
     Reader(Box<dyn KindedError>),
 }
@@ -277,7 +278,10 @@ impl StreamProblem {
             | StreamProblem::UndecodableRunRecord { .. } => ErrorKind::Corrupt,
             StreamProblem::ThreadPanicked { .. } => ErrorKind::Internal,
             StreamProblem::UnsupportedNative { .. } => ErrorKind::Unsupported,
-            StreamProblem::Reader(e) => e.kind(),
+            // A stream another format's reader cannot decode is damage where it is read: a
+            // walk reports that key group and goes on (the reader's own kind stays on the
+            // boxed error for callers that ask it).
+            StreamProblem::Reader(_) => ErrorKind::Corrupt,
         }
     }
 }
