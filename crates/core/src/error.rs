@@ -272,12 +272,14 @@ impl StreamProblem {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {
+            // A native form statekit cannot read is reported like damage where it is read (a
+            // walk names that subtask's key groups and goes on), as it always was.
             StreamProblem::NotAFile { .. }
             | StreamProblem::NotUploaded { .. }
             | StreamProblem::MisplacedKey { .. }
-            | StreamProblem::UndecodableRunRecord { .. } => ErrorKind::Corrupt,
+            | StreamProblem::UndecodableRunRecord { .. }
+            | StreamProblem::UnsupportedNative { .. } => ErrorKind::Corrupt,
             StreamProblem::ThreadPanicked { .. } => ErrorKind::Internal,
-            StreamProblem::UnsupportedNative { .. } => ErrorKind::Unsupported,
             // A stream another format's reader cannot decode is damage where it is read: a
             // walk reports that key group and goes on (the reader's own kind stays on the
             // boxed error for callers that ask it).
