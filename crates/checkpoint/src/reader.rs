@@ -293,17 +293,7 @@ impl SnapshotReader {
         }
         let m = StoredMetadata::fetch(location)?;
         if statekit_flink::is_flink_metadata(m.blob.bytes()) {
-            // Refused by its size before the rest of its bytes are fetched.
-            statekit_flink::check_metadata_size(m.size(), &m.storage.describe(METADATA_FILE_NAME))?;
-            m.fetch_all()?;
-            let snapshot = statekit_flink::FlinkSnapshot::open_stored(
-                m.root.clone(),
-                &m.dir,
-                &m.storage.describe(""),
-                m.blob.bytes(),
-                m.written_ms(),
-                flink,
-            )?;
+            let snapshot = m.open_flink(flink)?;
             if checked {
                 refuse_outside_handles(&snapshot)?;
             }
@@ -706,17 +696,7 @@ impl SnapshotReader {
     /// Checks every byte of the snapshot.
     pub fn verify(&self) -> Result<SnapshotVerifyReport, CheckpointError> {
         if let Some(f) = &self.flink {
-            let r = f.verify();
-            return Ok(SnapshotVerifyReport {
-                files: r.files,
-                bytes: r.bytes,
-                entries: r.entries,
-                problems: r
-                    .problems
-                    .into_iter()
-                    .map(statekit_flink::FlinkError::into_problem)
-                    .collect(),
-            });
+            return Ok(f.verify().into_format_report());
         }
         Ok(verify_snapshot_files(&self.resolver)?)
     }
@@ -796,6 +776,25 @@ impl StoredMetadata {
             Some(j) => resolver.with_job(Arc::new(SubdirStorage::new(self.root.clone(), j)?)),
             None => resolver,
         })
+    }
+
+    /// The Apache Flink snapshot whose `_metadata` this is: refused by its size before the
+    /// rest of its bytes are fetched, then opened with `options`, its files fetched from the
+    /// storage when first read ([`statekit_flink::FlinkSnapshot::open_stored`]).
+    pub fn open_flink(
+        &self,
+        options: &statekit_flink::FlinkOpenOptions,
+    ) -> Result<statekit_flink::FlinkSnapshot, CheckpointError> {
+        statekit_flink::check_metadata_size(self.size(), &self.storage.describe(METADATA_FILE_NAME))?;
+        self.fetch_all()?;
+        Ok(statekit_flink::FlinkSnapshot::open_stored(
+            self.root.clone(),
+            &self.dir,
+            &self.storage.describe(""),
+            self.blob.bytes(),
+            self.written_ms(),
+            options,
+        )?)
     }
 
     /// The size of `_metadata`.

@@ -441,9 +441,7 @@ impl SnapshotWriter {
         let range = KeyGroupRange::for_subtask(max_parallelism, parallelism, index);
         let mut keyed_states = Vec::new();
         let mut keyed_stats = None;
-        let mut native = None;
-        let mut changelog = None;
-        let keyed_ref = match keyed {
+        let keyed_handle = match keyed {
             KeyedPart::View(Some(view)) if !view.states().is_empty() => {
                 if view.max_parallelism() != max_parallelism {
                     return Err(InvalidRequest::BackendMaxParallelism {
@@ -465,13 +463,13 @@ impl SnapshotWriter {
                 )?;
                 keyed_states = view.states().to_vec();
                 keyed_stats = Some(KeyedStats::from_info(&info));
-                Some(FileRef {
+                KeyedHandle::Canonical(FileRef {
                     scope: FileScope::Exclusive,
                     path: name,
                     size: info.file.size,
                 })
             }
-            KeyedPart::View(_) => None,
+            KeyedPart::View(_) => KeyedHandle::None,
             KeyedPart::Transcode(file, states) => {
                 if file.max_parallelism() != max_parallelism || file.key_group_range() != range {
                     return Err(InvalidRequest::FileKeyGroups {
@@ -495,7 +493,7 @@ impl SnapshotWriter {
                 )?;
                 keyed_states = states;
                 keyed_stats = Some(KeyedStats::from_info(&info));
-                Some(FileRef {
+                KeyedHandle::Canonical(FileRef {
                     scope: FileScope::Exclusive,
                     path: name,
                     size: info.file.size,
@@ -503,13 +501,11 @@ impl SnapshotWriter {
             }
             KeyedPart::Native(handle, states) => {
                 keyed_states = states;
-                native = Some(handle);
-                None
+                KeyedHandle::Native(handle)
             }
             KeyedPart::Changelog(handle, states) => {
                 keyed_states = states;
-                changelog = Some(handle);
-                None
+                KeyedHandle::Changelog(handle)
             }
         };
         let mut operator_states = Vec::new();
@@ -530,12 +526,7 @@ impl SnapshotWriter {
             index,
             key_groups: range,
             finished,
-            keyed: match (keyed_ref, native, changelog) {
-                (Some(f), _, _) => KeyedHandle::Canonical(f),
-                (None, Some(n), _) => KeyedHandle::Native(n),
-                (None, None, Some(c)) => KeyedHandle::Changelog(c),
-                (None, None, None) => KeyedHandle::None,
-            },
+            keyed: keyed_handle,
             keyed_stats,
             operator: operator_ref,
         };

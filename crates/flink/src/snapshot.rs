@@ -1319,6 +1319,19 @@ pub struct FlinkVerifyReport {
     pub problems: Vec<FlinkError>,
 }
 
+impl FlinkVerifyReport {
+    /// The report in the format layer's words (each problem as file, offset, field, reason:
+    /// [`FlinkError::into_problem`]), as `verify` lists the problems of every family.
+    pub fn into_format_report(self) -> statekit_format::SnapshotVerifyReport {
+        statekit_format::SnapshotVerifyReport {
+            files: self.files,
+            bytes: self.bytes,
+            entries: self.entries,
+            problems: self.problems.into_iter().map(FlinkError::into_problem).collect(),
+        }
+    }
+}
+
 /// The length of the local file `path`, which must be `recorded` bytes, or up to `slack`
 /// more (a changelog file's recorded size leaves out its first byte); any length when
 /// `recorded` is 0 (not recorded).

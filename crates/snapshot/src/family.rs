@@ -133,17 +133,7 @@ impl SnapshotSource for FlinkSource {
     }
 
     fn verify(&self) -> Result<SnapshotVerifyReport, SnapshotError> {
-        let r = self.flink.verify();
-        Ok(SnapshotVerifyReport {
-            files: r.files,
-            bytes: r.bytes,
-            entries: r.entries,
-            problems: r
-                .problems
-                .into_iter()
-                .map(statekit_flink::FlinkError::into_problem)
-                .collect(),
-        })
+        Ok(self.flink.verify().into_format_report())
     }
 
     fn opaque_parts(&self) -> Result<Vec<crate::open::OpaquePart>, SnapshotError> {

@@ -156,18 +156,7 @@ impl Snapshot {
             Location::Stored { .. } => {
                 let m = statekit_checkpoint::StoredMetadata::fetch(location)?;
                 if statekit_flink::is_flink_metadata(m.blob.bytes()) {
-                    // Refused by its size before the rest of its bytes are fetched.
-                    let file = m.storage.describe(statekit_format::METADATA_FILE_NAME);
-                    statekit_flink::check_metadata_size(m.size(), &file)?;
-                    m.fetch_all()?;
-                    let snapshot = statekit_flink::FlinkSnapshot::open_stored(
-                        m.root.clone(),
-                        &m.dir,
-                        &m.storage.describe(""),
-                        m.blob.bytes(),
-                        m.written_ms(),
-                        &flink,
-                    )?;
+                    let snapshot = m.open_flink(&flink)?;
                     Arc::new(FlinkSource::new(
                         snapshot,
                         m.storage.clone(),
