@@ -82,6 +82,69 @@ pub trait KeyedStateView: Send + Sync {
     }
 }
 
+/// Implements the named accessors of [`KeyedStateView`] (and the first three of
+/// [`KeyedStateBackend`](crate::KeyedStateBackend)) from the implementing struct's fields,
+/// for the many views and backends that simply store what they cover:
+///
+/// | accessor | returns |
+/// | --- | --- |
+/// | `max_parallelism` | `self.max_parallelism` |
+/// | `key_group_scheme` | `self.scheme` |
+/// | `key_group_range` | `self.range` |
+/// | `states` | `&self.states` |
+///
+/// Invoke it inside the trait's `impl` block, naming the accessors to implement:
+///
+/// ```
+/// use statekit_core::{EntryVisitor, KeyGroupRange, KeyGroupScheme, KeyedStateView, StateDescriptor, StateError};
+/// use std::ops::ControlFlow;
+///
+/// struct Empty {
+///     max_parallelism: u32,
+///     scheme: KeyGroupScheme,
+///     range: KeyGroupRange,
+///     states: Vec<StateDescriptor>,
+/// }
+///
+/// impl KeyedStateView for Empty {
+///     statekit_core::keyed_accessors!(max_parallelism, key_group_scheme, key_group_range, states);
+///
+///     fn visit_key_group(&self, _: u32, _: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
+///         Ok(ControlFlow::Continue(()))
+///     }
+/// }
+///
+/// let view = Empty { max_parallelism: 128, scheme: KeyGroupScheme::Flink, range: KeyGroupRange::new(0, 63), states: vec![] };
+/// assert_eq!((view.max_parallelism(), view.key_group_range().len()), (128, 64));
+/// assert_eq!(view.key_group_scheme(), KeyGroupScheme::Flink);
+/// ```
+#[macro_export]
+macro_rules! keyed_accessors {
+    (@one max_parallelism) => {
+        fn max_parallelism(&self) -> u32 {
+            self.max_parallelism
+        }
+    };
+    (@one key_group_scheme) => {
+        fn key_group_scheme(&self) -> $crate::KeyGroupScheme {
+            self.scheme
+        }
+    };
+    (@one key_group_range) => {
+        fn key_group_range(&self) -> $crate::KeyGroupRange {
+            self.range
+        }
+    };
+    (@one states) => {
+        fn states(&self) -> &[$crate::StateDescriptor] {
+            &self.states
+        }
+    };
+    ($($accessor:ident),+ $(,)?) => {
+        $($crate::keyed_accessors!(@one $accessor);)+
+    };
+}
+
 /// The first eight bytes of `key` as a big-endian integer, zero-padded. If
 /// `key_prefix(a) < key_prefix(b)` then `a < b` (as unsigned bytes): at the first differing
 /// byte either both are key bytes, or the shorter key ended (padding zero) and is a prefix of
@@ -272,18 +335,8 @@ impl MemoryView {
 }
 
 impl KeyedStateView for MemoryView {
-    fn max_parallelism(&self) -> u32 {
-        self.max_parallelism
-    }
-    fn key_group_scheme(&self) -> crate::KeyGroupScheme {
-        self.scheme
-    }
-    fn key_group_range(&self) -> KeyGroupRange {
-        self.range
-    }
-    fn states(&self) -> &[StateDescriptor] {
-        &self.states
-    }
+    crate::keyed_accessors!(max_parallelism, key_group_scheme, key_group_range, states);
+
     fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         let start = self.entries.partition_point(|e| e.key_group < key_group);
         for e in self.entries[start..].iter().take_while(|e| e.key_group == key_group) {

@@ -25,8 +25,7 @@ use crate::problem::DecodeProblem;
 use crate::serializer::FlinkType;
 use crate::value::{schema_of, transcode, width};
 use statekit_core::{
-    EntryVisitor, KeyGroupRange, KeyedStateKind, KeyedStateView, OwnedEntry, StateDescriptor, StateError, TtlConfig,
-    TypeSchema,
+    EntryVisitor, KeyGroupRange, KeyedStateKind, OwnedEntry, StateDescriptor, StateError, TtlConfig, TypeSchema,
 };
 use std::ops::ControlFlow;
 
@@ -113,18 +112,7 @@ impl KeyGroupsView {
                 let b = source.read(o, o.checked_add(4)?.min(len), file).ok()?;
                 <[u8; 4]>::try_from(b.as_ref()).ok()
             });
-        let mut layouts = Vec::with_capacity(proxy.states.len());
-        let mut states = Vec::with_capacity(proxy.states.len());
-        for m in &proxy.states {
-            let (layout, desc) = layout(&proxy.key, m).map_err(|what| FlinkError::Unsupported {
-                file: file.to_string(),
-                offset: 0,
-                field: format!("state {:?}", m.name),
-                what: what.to_string(),
-            })?;
-            layouts.push(layout);
-            states.push(desc);
-        }
+        let (layouts, states) = layouts(&proxy, file)?;
         let start = handle.range.start;
         let range = match handle.range.end() {
             Some(end) => KeyGroupRange::new(start, end),
@@ -618,6 +606,24 @@ pub(crate) fn descriptors(proxy: &KeyedProxy) -> Result<Vec<StateDescriptor>, De
         .collect()
 }
 
+/// The [`layout`] and descriptor of every state of `proxy`, in order; a state statekit cannot
+/// read is [`FlinkError::Unsupported`] in `file`.
+pub(crate) fn layouts(proxy: &KeyedProxy, file: &str) -> Result<(Vec<Layout>, Vec<StateDescriptor>), FlinkError> {
+    let both: Vec<(Layout, StateDescriptor)> = proxy
+        .states
+        .iter()
+        .map(|m| {
+            layout(&proxy.key, m).map_err(|what| FlinkError::Unsupported {
+                file: file.to_string(),
+                offset: 0,
+                field: format!("state {:?}", m.name),
+                what: what.to_string(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(both.into_iter().unzip())
+}
+
 /// The statekit layout and descriptor of one state from its meta info.
 pub(crate) fn layout(key: &FlinkType, m: &StateMeta) -> Result<(Layout, StateDescriptor), DecodeProblem> {
     let key_schema = schema_of(key);
@@ -721,24 +727,35 @@ pub(crate) fn visit_decoded(
     Ok(ControlFlow::Continue(()))
 }
 
-impl KeyedStateView for KeyGroupsView {
-    fn max_parallelism(&self) -> u32 {
-        self.max_parallelism
-    }
+/// Implements [`statekit_core::KeyedStateView`] for a view of Flink keyed state that decodes a key group's
+/// entries at once: its `key_group_entries(key_group)` (called only for a key group in its
+/// `range` field), its `max_parallelism`, `range` and `states` fields, and Flink's key-group
+/// scheme.
+macro_rules! decoded_keyed_view {
+    ($view:ty) => {
+        impl statekit_core::KeyedStateView for $view {
+            statekit_core::keyed_accessors!(max_parallelism, key_group_range, states);
 
-    fn key_group_scheme(&self) -> statekit_core::KeyGroupScheme {
-        statekit_core::KeyGroupScheme::Flink
-    }
+            fn key_group_scheme(&self) -> statekit_core::KeyGroupScheme {
+                statekit_core::KeyGroupScheme::Flink
+            }
 
-    fn key_group_range(&self) -> KeyGroupRange {
-        self.range
-    }
-
-    fn states(&self) -> &[StateDescriptor] {
-        &self.states
-    }
-
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
-        visit_decoded(self.range, key_group, || self.key_group_entries(key_group), visitor)
-    }
+            fn visit_key_group(
+                &self,
+                key_group: u32,
+                visitor: &mut statekit_core::EntryVisitor<'_>,
+            ) -> Result<std::ops::ControlFlow<()>, statekit_core::StateError> {
+                $crate::canonical::visit_decoded(
+                    self.range,
+                    key_group,
+                    || self.key_group_entries(key_group),
+                    visitor,
+                )
+            }
+        }
+    };
 }
+#[cfg(feature = "rocksdb")]
+pub(crate) use decoded_keyed_view;
+
+decoded_keyed_view!(KeyGroupsView);

@@ -13,12 +13,11 @@
 //! its elements joined by `,`, un-merged operands included, which RocksDB's merge operator
 //! `stringappendtest` joins the same way), so records decode as in a canonical savepoint.
 
-use crate::canonical::{decode_record, layout, visit_decoded, Layout};
+use crate::canonical::{decode_record, decoded_keyed_view, layouts, Layout};
 use crate::error::FlinkError;
 use crate::meta::KeyedProxy;
-use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, OwnedEntry, StateDescriptor, StateError};
+use statekit_core::{KeyGroupRange, OwnedEntry, StateDescriptor};
 use statekit_rocksdb_files::{ColumnFamilyReader, Db, DbFile, FileData, Limits};
-use std::ops::ControlFlow;
 
 /// One subtask's RocksDB database, read from a snapshot's files.
 pub struct NativeKeyedView {
@@ -124,18 +123,7 @@ impl NativeKeyedView {
                 data,
             });
         }
-        let mut layouts = Vec::with_capacity(proxy.states.len());
-        let mut states = Vec::with_capacity(proxy.states.len());
-        for m in &proxy.states {
-            let (l, d) = layout(&proxy.key, m).map_err(|what| FlinkError::Unsupported {
-                file: name.to_string(),
-                offset: 0,
-                field: format!("state {:?}", m.name),
-                what: what.to_string(),
-            })?;
-            layouts.push(l);
-            states.push(d);
-        }
+        let (layouts, states) = layouts(&proxy, name)?;
         let db = Db::open(db_files, Limits::default()).map_err(|e| files_err(name, e))?;
         let mut families = Vec::with_capacity(proxy.states.len());
         for m in &proxy.states {
@@ -202,24 +190,4 @@ fn join_operands(_key: &[u8], existing: Option<&[u8]>, operands: &[&[u8]]) -> Re
     Ok(statekit_rocksdb_files::string_append(existing, operands, b','))
 }
 
-impl KeyedStateView for NativeKeyedView {
-    fn max_parallelism(&self) -> u32 {
-        self.max_parallelism
-    }
-
-    fn key_group_scheme(&self) -> statekit_core::KeyGroupScheme {
-        statekit_core::KeyGroupScheme::Flink
-    }
-
-    fn key_group_range(&self) -> KeyGroupRange {
-        self.range
-    }
-
-    fn states(&self) -> &[StateDescriptor] {
-        &self.states
-    }
-
-    fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
-        visit_decoded(self.range, key_group, || self.key_group_entries(key_group), visitor)
-    }
-}
+decoded_keyed_view!(NativeKeyedView);

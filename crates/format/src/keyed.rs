@@ -1335,17 +1335,7 @@ struct VerifyTotals {
 }
 
 impl KeyedStateView for KeyedFileReader {
-    fn max_parallelism(&self) -> u32 {
-        self.max_parallelism
-    }
-
-    fn key_group_range(&self) -> KeyGroupRange {
-        self.range
-    }
-
-    fn states(&self) -> &[StateDescriptor] {
-        &self.states
-    }
+    statekit_core::keyed_accessors!(max_parallelism, key_group_range, states);
 
     fn visit_key_group(
         &self,

@@ -806,17 +806,7 @@ fn map_get_ttl(t: &mut MapTable, p: &Probe<'_>, user_key: &[u8], ttl: Ttl, out: 
 }
 
 impl KeyedStateBackend for HashMapBackend {
-    fn max_parallelism(&self) -> u32 {
-        self.max_parallelism
-    }
-
-    fn key_group_scheme(&self) -> KeyGroupScheme {
-        self.scheme
-    }
-
-    fn key_group_range(&self) -> KeyGroupRange {
-        self.range
-    }
+    statekit_core::keyed_accessors!(max_parallelism, key_group_scheme, key_group_range);
 
     fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
         functions.check_fits(&descriptor)?;

@@ -1272,17 +1272,7 @@ fn rebuild_list(raw: &[u8], ttl: Ttl, refresh: bool, out: &mut Vec<u8>) -> Resul
 }
 
 impl KeyedStateBackend for RocksDbBackend {
-    fn max_parallelism(&self) -> u32 {
-        self.max_parallelism
-    }
-
-    fn key_group_scheme(&self) -> KeyGroupScheme {
-        self.scheme
-    }
-
-    fn key_group_range(&self) -> KeyGroupRange {
-        self.range
-    }
+    statekit_core::keyed_accessors!(max_parallelism, key_group_scheme, key_group_range);
 
     fn register(&mut self, descriptor: StateDescriptor, functions: StateFunctions) -> Result<StateHandle, StateError> {
         functions.check_fits(&descriptor)?;

@@ -786,17 +786,7 @@ impl NativeSnapshotView {
 }
 
 impl KeyedStateView for NativeSnapshotView {
-    fn max_parallelism(&self) -> u32 {
-        self.max_parallelism
-    }
-
-    fn key_group_range(&self) -> KeyGroupRange {
-        self.range
-    }
-
-    fn states(&self) -> &[StateDescriptor] {
-        &self.states
-    }
+    statekit_core::keyed_accessors!(max_parallelism, key_group_range, states);
 
     fn visit_key_group(&self, key_group: u32, visitor: &mut EntryVisitor<'_>) -> Result<ControlFlow<()>, StateError> {
         if !self.range.contains(key_group) {
