@@ -34,8 +34,8 @@
 mod moto;
 
 use rand::{Rng, SeedableRng};
-use statekit::tui::app::Action;
-use statekit::tui::headless::Headless;
+use statekit_inspector::app::Action;
+use statekit_inspector::headless::Headless;
 use statekit_benches as w;
 use statekit_benches::arg;
 use statekit_checkpoint::SnapshotWriter;

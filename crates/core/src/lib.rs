@@ -6,7 +6,8 @@
 //! [`KeyedStateBackend`] trait, the canonical [`Entry`] stream every snapshot can be read
 //! as ([`KeyedStateView`]), operator state with Flink's redistribution, and the
 //! [`Storage`](storage::Storage) trait checkpoint files go through, and decoded values as
-//! JSON ([`json`]: the one serialisation every report shares); Apache Flink's configuration
+//! JSON ([`json`]: the one serialisation every report shares) and as text ([`text`]: the one
+//! rendering every tool shows); Apache Flink's configuration
 //! keys with their old spellings, value syntax and typo rule ([`flink_config`]); and the
 //! [`ErrorKind`] every library error tells ([`HasErrorKind`]).
 //!
@@ -30,6 +31,7 @@ pub mod state;
 pub mod storage;
 pub mod stream;
 pub mod temp;
+pub mod text;
 
 pub use backend::{BackendConfig, Clock, KeyedStateBackend, ManualClock, StateHandle, SystemClock};
 pub use error::{

@@ -176,7 +176,7 @@ impl App {
     /// The state for `path` (shown as `title`) and the first request: scan a directory or
     /// open a snapshot (only its `_metadata`).
     pub fn new(path: &Path, title: &str) -> (App, Request) {
-        let is_snapshot = crate::cmd::inspect::is_snapshot_path(path);
+        let is_snapshot = crate::open::is_snapshot_path(path);
         Self::new_at(path, title, path.is_dir() && !is_snapshot)
     }
 
@@ -445,7 +445,7 @@ impl App {
     /// The open snapshot's status in `statekit ls`'s words: `not verified` until the
     /// background verification finished, then `ok` or `BROKEN`.
     pub fn snapshot_status(&self) -> &'static str {
-        crate::cmd::inspect::status_word(true, false, self.verified.as_ref())
+        crate::open::status_word(true, false, self.verified.as_ref())
     }
 
     /// Indexes of the operators that pass the filter.

@@ -3,10 +3,10 @@
 //! frame, the first page and paging with it (`benches/cli_report.rs`), and tests bound what
 //! the inspector does with hostile input.
 
-use super::app::{update, Action, App};
-use super::screens::{Screen, StateItem};
-use super::worker::Loader;
-use anyhow::{bail, Context, Result};
+use crate::app::{update, Action, App};
+use crate::error::{InspectError, NotOnScreen};
+use crate::screens::{Screen, StateItem};
+use crate::worker::Loader;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::path::Path;
@@ -25,12 +25,15 @@ impl Headless {
     /// rows): starts the worker and waits until the first screen is complete (the snapshots
     /// found, `_metadata` read, or the comparison done).
     /// `path` may be an object-store URL, as for `statekit inspect`.
-    pub fn open(path: &Path, diff: Option<&Path>, size: (u16, u16)) -> Result<Headless> {
-        let loader = Loader::spawn().context("starting the reader thread")?;
+    pub fn open(path: &Path, diff: Option<&Path>, size: (u16, u16)) -> Result<Headless, InspectError> {
+        let loader = Loader::spawn().map_err(|source| InspectError::Setup {
+            what: "starting the reader thread",
+            source,
+        })?;
         let title = path.display().to_string();
         let (mut app, first) = match diff {
             Some(b) => App::new_diff(path, &title, b, &b.display().to_string()),
-            None => App::new_at(path, &title, !super::probe(path)?.snapshot),
+            None => App::new_at(path, &title, !crate::open::probe(path)?.snapshot),
         };
         let _ = update(&mut app, Action::Resize(size.0, size.1));
         loader.send(first);
@@ -42,13 +45,16 @@ impl Headless {
 
     /// Feeds the worker's messages to the app until a result (not progress) arrived and the
     /// app asks for nothing more.
-    pub fn settle(&mut self) -> Result<()> {
+    pub fn settle(&mut self) -> Result<(), InspectError> {
         while self.app.loading.is_some() {
             let msg = self
                 .loader
                 .rx
                 .recv_timeout(Duration::from_secs(600))
-                .context("waiting for the reader")?;
+                .map_err(|source| InspectError::NoAnswer {
+                    what: "waiting for the reader",
+                    source,
+                })?;
             if let Some(req) = update(&mut self.app, Action::Loaded(msg)) {
                 self.loader.send(req);
             }
@@ -58,7 +64,7 @@ impl Headless {
 
     /// Waits (at most `timeout`) until no snapshot on screen is `not verified` any more: the
     /// background verifications have reported.
-    pub fn wait_verified(&mut self, timeout: Duration) -> Result<()> {
+    pub fn wait_verified(&mut self, timeout: Duration) -> Result<(), InspectError> {
         let deadline = std::time::Instant::now() + timeout;
         let pending = |app: &App| {
             app.snapshots.iter().any(|s| s.complete && s.verified.is_none())
@@ -67,9 +73,16 @@ impl Headless {
         while pending(&self.app) {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
-                bail!("verification did not finish in {timeout:?}");
+                return Err(InspectError::VerifyTimeout(timeout));
             }
-            let msg = self.loader.rx.recv_timeout(left).context("waiting for the verifier")?;
+            let msg = self
+                .loader
+                .rx
+                .recv_timeout(left)
+                .map_err(|source| InspectError::NoAnswer {
+                    what: "waiting for the verifier",
+                    source,
+                })?;
             if let Some(req) = update(&mut self.app, Action::Loaded(msg)) {
                 self.loader.send(req);
             }
@@ -78,7 +91,7 @@ impl Headless {
     }
 
     /// Applies `action` and waits for the read it asks for; false when it asked for none.
-    pub fn act(&mut self, action: Action) -> Result<bool> {
+    pub fn act(&mut self, action: Action) -> Result<bool, InspectError> {
         let Some(req) = update(&mut self.app, action) else {
             return Ok(false);
         };
@@ -88,23 +101,24 @@ impl Headless {
     }
 
     /// Draws a frame; the screen as text.
-    pub fn draw(&mut self) -> Result<String> {
-        self.terminal.draw(|f| super::draw::render(&self.app, f))?;
+    pub fn draw(&mut self) -> Result<String, InspectError> {
+        self.terminal.draw(|f| crate::draw::render(&self.app, f))?;
         Ok(self.terminal.backend().to_string())
     }
 
     /// From the operator list: opens keyed state `state` of operator `uid` and waits for its
     /// first page of entries.
-    pub fn open_state(&mut self, uid: &str, state: &str) -> Result<()> {
+    pub fn open_state(&mut self, uid: &str, state: &str) -> Result<(), InspectError> {
+        let missing = |n: NotOnScreen| InspectError::NotOnScreen(n);
         if self.app.screen() == Screen::Snapshots {
-            bail!("opening a state needs a snapshot, not a directory of them");
+            return Err(missing(NotOnScreen::NoSnapshotOpen));
         }
         let ops = self.app.visible_operators();
-        let m = self.app.metadata().context("the snapshot did not open")?;
+        let m = self.app.metadata().ok_or(missing(NotOnScreen::NotOpened))?;
         let op = ops
             .iter()
             .position(|&i| m.operators[i].uid == uid)
-            .with_context(|| format!("no operator {uid:?}"))?;
+            .ok_or_else(|| missing(NotOnScreen::Operator(uid.to_string())))?;
         self.app.set_sel(op);
         self.act(Action::Enter)?;
         let app = &self.app;
@@ -112,7 +126,12 @@ impl Headless {
             .visible_states()
             .iter()
             .position(|s| matches!(s, StateItem::Keyed(i) if app.operator().is_some_and(|o| o.keyed_states[*i].name == state)))
-            .with_context(|| format!("no keyed state {state:?} in {uid:?}"))?;
+            .ok_or_else(|| {
+                missing(NotOnScreen::KeyedState {
+                    uid: uid.to_string(),
+                    state: state.to_string(),
+                })
+            })?;
         self.app.set_sel(st);
         self.act(Action::Enter)?;
         Ok(())

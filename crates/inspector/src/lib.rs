@@ -1,5 +1,9 @@
-//! `statekit inspect`: a terminal UI over a savepoint, a checkpoint or a directory of them
-//! (`docs/design/0008-inspector.md`).
+//! # statekit-inspector
+//!
+//! The terminal inspector (`statekit inspect`, design `docs/design/0008-inspector.md`) as a
+//! library: a terminal UI over a savepoint, a checkpoint or a directory of them, that an
+//! engine can embed as the `statekit` binary does ([`run`] with [`InspectOptions`]), or drive
+//! without a terminal ([`headless`]).
 //!
 //! input ([`keys`]) → [`app::Action`] → pure [`app::update`] → [`draw::render`]; reads beyond
 //! `_metadata` run in the [`worker`] thread and come back as actions.
@@ -10,62 +14,73 @@
 //! * [`worker`]: every read beyond `_metadata` (entries pages and searches, the comparison of
 //!   two snapshots, operator state), on its own thread;
 //! * [`draw`]: everything on screen, as a function of the [`App`];
-//! * [`headless`]: the inspector on an in-memory terminal, for the benches and tests.
+//! * [`headless`]: the inspector on an in-memory terminal, for the benches and tests;
+//! * [`open`]: what a path names (a snapshot or a directory of them, local or on an object
+//!   store) and opening it, as the `statekit` commands do too.
+//!
+//! Errors are typed ([`InspectError`], [`OpenError`]), each with a [`kind`](InspectError::kind).
 
 pub mod app;
 pub mod draw;
+mod error;
 pub mod headless;
 pub mod keys;
+pub mod open;
 pub mod screens;
 pub mod worker;
 
 #[cfg(test)]
 mod tests;
 
-use anyhow::{bail, Context, Result};
+pub use error::{InspectError, OpenError};
+
 use app::{update, Action, App};
-use clap::Args;
+use open::probe;
 use ratatui::crossterm::event::{self, Event};
 use ratatui::Terminal;
+use statekit_snapshot::OpenOptions;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 use worker::Loader;
 
-/// Arguments of `statekit inspect`.
-#[derive(Args, Debug)]
-pub struct InspectArgs {
-    /// A snapshot directory, its `_metadata` file, or a directory to search for snapshots.
+/// What to inspect, and how to open it (the options of `statekit inspect`).
+#[derive(Clone, Debug, Default)]
+pub struct InspectOptions {
+    /// A snapshot directory, its `_metadata` file, or a directory to search for snapshots (a
+    /// local path or an object-store URL).
     pub path: PathBuf,
-    /// Open straight into the differences of PATH (old) and this snapshot (new), as
+    /// Open straight into the differences of `path` (old) and this snapshot (new), as
     /// `statekit diff PATH B` finds them.
-    #[arg(long, value_name = "B")]
     pub diff: Option<PathBuf>,
-    /// For Apache Flink snapshots: `--flink-uid` names operators stored by id.
-    #[command(flatten)]
-    pub flink: crate::cmd::inspect::FlinkArgs,
+    /// How snapshots open (for Apache Flink snapshots: the job's uids, moved roots).
+    pub open: OpenOptions,
 }
 
-/// `statekit inspect`.
-pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
-    let a = probe(&args.path)?;
+/// Runs the inspector on the terminal (standard output) until the user quits.
+pub fn run(options: &InspectOptions) -> Result<(), InspectError> {
+    let a = probe(&options.path)?;
     let title = a.title.clone();
-    if let Some(b) = &args.diff {
+    if let Some(b) = &options.diff {
         if !a.snapshot || !probe(b)?.snapshot {
-            bail!("--diff compares two snapshots (directories with a _metadata file, or the files)");
+            return Err(InspectError::DiffNeedsSnapshots);
         }
     }
     if !std::io::stdout().is_terminal() {
-        bail!("statekit inspect needs a terminal; in scripts use `statekit show` and `statekit dump`");
+        return Err(InspectError::NotATerminal);
     }
-    let loader = Loader::spawn_with(args.flink.options()).context("starting the reader thread")?;
-    let (mut app, first) = new_app(&args, &title, !a.snapshot);
-    let mut terminal = init_terminal().context("setting up the terminal")?;
+    let loader = Loader::spawn_with(options.open.clone()).map_err(|source| InspectError::Setup {
+        what: "starting the reader thread",
+        source,
+    })?;
+    let (mut app, first) = new_app(options, &title, !a.snapshot);
+    let mut terminal = init_terminal().map_err(|source| InspectError::Setup {
+        what: "setting up the terminal",
+        source,
+    })?;
     let result = event_loop(&mut terminal, &mut app, &loader, first);
     ratatui::restore();
-    result?;
-    Ok(ExitCode::SUCCESS)
+    Ok(result?)
 }
 
 /// The terminal the inspector draws on. Output is buffered and written once per frame (ratatui
@@ -91,7 +106,7 @@ fn init_terminal() -> std::io::Result<Term> {
     Terminal::new(ratatui::backend::CrosstermBackend::new(out)).inspect_err(|_| ratatui::restore())
 }
 
-fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: worker::Request) -> Result<()> {
+fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: worker::Request) -> std::io::Result<()> {
     let size = terminal.size()?;
     let dispatch = |app: &mut App, action: Action| {
         if let Some(req) = update(app, action) {
@@ -132,50 +147,9 @@ fn event_loop(terminal: &mut Term, app: &mut App, loader: &Loader, first: worker
 
 /// The app and its first request: a snapshot or (`dir_mode`) a directory of them, or
 /// (`--diff`) a comparison.
-fn new_app(args: &InspectArgs, title: &str, dir_mode: bool) -> (App, worker::Request) {
-    match &args.diff {
-        Some(b) => App::new_diff(&args.path, title, b, &b.display().to_string()),
-        None => App::new_at(&args.path, title, dir_mode),
-    }
-}
-
-/// What an `inspect` argument names.
-pub(crate) struct Probed {
-    /// As the user wrote it (a URL stays a URL; the worker opens it by location).
-    pub(crate) title: String,
-    /// One snapshot (a directory holding `_metadata`, or a file), else a directory to search.
-    pub(crate) snapshot: bool,
-}
-
-/// Finds out whether `path` (a local path or an object-store URL) is a snapshot or a directory
-/// of snapshots; a path that is neither is an error. On an object store this is one `HEAD` of
-/// `_metadata`, then one listing.
-pub(crate) fn probe(path: &std::path::Path) -> Result<Probed> {
-    use statekit_core::location::Location;
-    let title = path.display().to_string();
-    match crate::cmd::location(path)? {
-        Location::Local(p) => {
-            if !p.exists() {
-                bail!("{}: no such file or directory", p.display());
-            }
-            Ok(Probed {
-                title,
-                snapshot: crate::cmd::inspect::is_snapshot_path(&p),
-            })
-        }
-        l => {
-            let metadata = statekit_format::METADATA_FILE_NAME;
-            if l.file_name().as_deref() == Some(metadata) {
-                return Ok(Probed { title, snapshot: true });
-            }
-            let storage = l.storage()?;
-            if storage.exists(metadata)? {
-                return Ok(Probed { title, snapshot: true });
-            }
-            if storage.list("")?.is_empty() {
-                bail!("{l}: nothing there (no _metadata, no objects below it)");
-            }
-            Ok(Probed { title, snapshot: false })
-        }
+fn new_app(options: &InspectOptions, title: &str, dir_mode: bool) -> (App, worker::Request) {
+    match &options.diff {
+        Some(b) => App::new_diff(&options.path, title, b, &b.display().to_string()),
+        None => App::new_at(&options.path, title, dir_mode),
     }
 }

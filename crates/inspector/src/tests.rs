@@ -116,7 +116,7 @@ impl Harness {
             .map(|p| {
                 p.rows
                     .iter()
-                    .map(|r| crate::render::text(&e.desc.key_schema, &r.key))
+                    .map(|r| statekit_core::text::text(&e.desc.key_schema, &r.key))
                     .collect()
             })
             .unwrap_or_default()
@@ -124,7 +124,8 @@ impl Harness {
 
     fn selected_key(&self) -> Option<String> {
         let e = self.app.entries()?;
-        e.selected().map(|r| crate::render::text(&e.desc.key_schema, &r.key))
+        e.selected()
+            .map(|r| statekit_core::text::text(&e.desc.key_schema, &r.key))
     }
 }
 
@@ -1329,24 +1330,28 @@ mod diff_view {
     #[test]
     fn cells_match_the_cli_lines() {
         let (_dir, a, b) = pair();
-        let ra = crate::cmd::diff::open_side(&a, &Default::default()).expect("a");
-        let rb = crate::cmd::diff::open_side(&b, &Default::default()).expect("b");
+        let ra = crate::open::open_side(&a, &Default::default()).expect("a");
+        let rb = crate::open::open_side(&b, &Default::default()).expect("b");
         let mut n = 0;
         statekit_snapshot::diff::diff_snapshots(
             statekit_snapshot::diff::Side {
                 label: "a",
-                reader: &ra,
+                snapshot: &ra,
             },
             statekit_snapshot::diff::Side {
                 label: "b",
-                reader: &rb,
+                snapshot: &rb,
             },
             &Default::default(),
             &mut |d| {
-                let text = crate::cmd::diff::difference_text(&d);
-                assert_eq!(crate::cmd::diff::difference_parts(&d), text.len(), "{text:?}");
+                let text = statekit_snapshot::diff::text::difference_text(&d);
+                assert_eq!(
+                    statekit_snapshot::diff::text::difference_parts(&d),
+                    text.len(),
+                    "{text:?}"
+                );
                 for (i, line) in text.iter().enumerate() {
-                    let c = crate::cmd::diff::difference_cell(&d, i, false).expect("cell");
+                    let c = statekit_snapshot::diff::text::difference_cell(&d, i, false).expect("cell");
                     // Same values as the CLI prints.
                     let ok = line.contains(&c.what)
                         || c.what.starts_with("operator ")
@@ -1394,7 +1399,7 @@ fn screen_flink_savepoint() {
 /// opened says the same in its metadata pane.
 #[test]
 fn snapshots_are_verified_in_the_background() {
-    let mut h = crate::tui::headless::Headless::open(&fixtures_dir(), None, (120, 30)).expect("open");
+    let mut h = crate::headless::Headless::open(&fixtures_dir(), None, (120, 30)).expect("open");
     h.wait_verified(std::time::Duration::from_secs(120)).expect("verified");
     let status = |label: &str| {
         h.app
@@ -1413,7 +1418,7 @@ fn snapshots_are_verified_in_the_background() {
     assert!(screen.contains("BROKEN") && screen.contains(" ok "), "{screen}");
     assert!(!screen.contains("not verified"), "{screen}");
 
-    let mut one = crate::tui::headless::Headless::open(&fixture("corrupt-bitflip"), None, (120, 30)).expect("open");
+    let mut one = crate::headless::Headless::open(&fixture("corrupt-bitflip"), None, (120, 30)).expect("open");
     one.wait_verified(std::time::Duration::from_secs(60)).expect("verified");
     assert_eq!(one.app.snapshot_status(), "BROKEN");
     let screen = one.draw().expect("draw");

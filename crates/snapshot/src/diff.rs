@@ -7,7 +7,8 @@
 //! ascending order, whatever the parallelism and format of either side; memory is bounded by
 //! one key group per side (one subtask for changelog snapshots, which are replayed).
 //!
-//! [`report`]: the differences as printed ([`DiffReport`]), serialised by serde.
+//! [`report`]: the differences as printed ([`DiffReport`]), serialised by serde; [`text`]: as
+//! text lines.
 
 use crate::error::SnapshotError;
 use crate::views::keyed_views;
@@ -24,6 +25,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 pub mod report;
+pub mod text;
 pub use report::{DiffReport, DifferenceReport, SummaryReport};
 
 /// One side of a comparison: a snapshot and how to name it in messages.

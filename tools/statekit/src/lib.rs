@@ -1,7 +1,8 @@
-//! The `statekit` tool as a library: its commands ([`cmd`], [`demo`]), the one place typed
-//! values are rendered as text and JSON ([`render`]), and the inspector ([`tui`]). The
-//! `statekit` binary is its command line; the benches and tests drive the inspector
-//! in-process through [`tui::headless`].
+//! The `statekit` tool as a library: its commands ([`cmd`], [`demo`]) and the JSON helpers
+//! they render typed values with ([`render`]; the text of values is `statekit_core::text`).
+//! The `statekit` binary is its command line; `statekit inspect` runs the inspector of the
+//! `statekit-inspector` crate, which the benches and tests also drive in-process
+//! (`statekit_inspector::headless`).
 
 /// `println!` that hands a write error back to the caller instead of panicking: a closed
 /// standard output (`statekit ls | head -1`) ends the command quietly with exit 141, as `cat`
@@ -19,23 +20,9 @@ mod config;
 pub mod demo;
 pub mod progress;
 pub mod render;
-pub mod tui;
 mod wordcount;
 
-/// The error and its causes on one line, each said once: many errors include their cause's
-/// text in their own message (`path: No such device`) and also return it as their source,
-/// which `{:#}` would print a second time.
+/// The error and its causes on one line, each said once ([`statekit_core::text::error_text`]).
 pub fn error_text(err: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
+    statekit_core::text::error_text(err.as_ref())
 }

@@ -5,7 +5,7 @@
 //! input).
 
 use clap::{Parser, Subcommand};
-use statekit::{cmd, demo, error_text, tui};
+use statekit::{cmd, demo, error_text};
 use std::process::ExitCode;
 
 /// Inspect, verify and produce checkpoints and savepoints of keyed stream state.
@@ -30,7 +30,7 @@ enum Command {
     /// Show a snapshot's operators, states and sizes.
     Show(cmd::show::ShowArgs),
     /// Browse snapshots, operators, states and entries in a terminal UI.
-    Inspect(tui::InspectArgs),
+    Inspect(cmd::inspect::InspectArgs),
     /// Print the decoded entries of one state.
     Dump(cmd::dump::DumpArgs),
     /// Read and check every byte of a snapshot (CRCs, references, sizes, order).
@@ -99,7 +99,7 @@ fn main() -> ExitCode {
         }
         Command::Ls(args) => cmd::inspect::ls(args),
         Command::Show(args) => cmd::show::show(args),
-        Command::Inspect(args) => tui::inspect(args),
+        Command::Inspect(args) => cmd::inspect::inspect(args),
         Command::Dump(args) => cmd::dump::dump(args),
         Command::Verify(args) => cmd::verify::verify(args),
         Command::Gc(args) => cmd::gc::gc(args),

@@ -2,18 +2,19 @@
 //! full in the pane.
 
 use super::{error_message, highlight, kv, title_with_filter, wrap};
-use crate::cmd::diff::difference_cell;
-use crate::render::{cell, item_text, list_text};
-use crate::tui::app::App;
-use crate::tui::screens::diff::DiffView;
-use crate::tui::screens::rows::scroll_top;
-use crate::tui::worker::diff::ChangeCounts;
+use crate::app::App;
+use crate::screens::diff::DiffView;
+use crate::screens::rows::scroll_top;
+use crate::worker::diff::ChangeCounts;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row as TRow, Table, TableState};
 use ratatui::Frame;
+use statekit_core::text::cell;
 use statekit_core::TypeSchema;
+use statekit_snapshot::diff::text::difference_cell;
+use statekit_snapshot::diff::text::{item_text, list_text};
 use statekit_snapshot::diff::{describe_state, Change, Difference, FieldChange, Item, KeyDetail};
 
 /// Lines above the table, word-wrapped to `width` columns: the summary and, when rows

@@ -1,15 +1,15 @@
 //! Drawing the name lists (snapshots, operators, states) and the entries table.
 
 use super::{bytes, error_message, highlight, message, operator_bytes, title_with_filter};
-use crate::render::cell;
-use crate::tui::app::App;
-use crate::tui::screens::entries::EntriesView;
-use crate::tui::screens::{ListModel, StateItem};
+use crate::app::App;
+use crate::screens::entries::EntriesView;
+use crate::screens::{ListModel, StateItem};
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Row as TRow, Table, TableState};
 use ratatui::Frame;
+use statekit_core::text::cell;
 use statekit_core::{KeyedStateKind, TypeSchema};
 use statekit_snapshot::describe::{changelog_tail, state_totals};
 
@@ -245,7 +245,7 @@ pub fn operators(app: &App, list: &ListModel, f: &mut Frame, area: Rect) {
             title,
             vec![Line::from(format!(
                 "{} {} holds no operators (an empty snapshot)",
-                crate::cmd::inspect::kind_name(m.kind),
+                statekit_snapshot::describe::kind_name(m.kind),
                 m.checkpoint_id
             ))],
         );

@@ -13,12 +13,12 @@ use super::app::App;
 use super::app::PromptKind;
 use super::keys::HELP;
 use super::screens::{Screen, ScreenState, StateItem};
-use crate::render::cell;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Bar, BarChart, BarGroup, Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
+use statekit_core::text::cell;
 use statekit_core::TypeSchema;
 use statekit_format::{OperatorMetadata, SubtaskMetadata};
 use statekit_snapshot::describe::{is_changelog, state_totals, ChangelogSummary};
@@ -176,9 +176,9 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
         if let Some((label, m)) = &app.snapshot {
             let what = format!(
                 "{} {} {}",
-                crate::cmd::inspect::kind_name(m.kind),
+                statekit_snapshot::describe::kind_name(m.kind),
                 m.checkpoint_id,
-                crate::cmd::inspect::format_label(m)
+                statekit_snapshot::describe::format_label(m)
             );
             let what = if screen == Screen::Operators {
                 format!(" ({what})")
@@ -399,7 +399,7 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
             operator_lines(o, &mut l);
             l.push(kv(
                 "job",
-                format!("{}, taken {}", m.job_id, crate::cmd::inspect::utc_time(m.timestamp_ms)),
+                format!("{}, taken {}", m.job_id, statekit_core::text::utc_time(m.timestamp_ms)),
             ));
             l.push(kv("snapshot", status_text(app.snapshot_status())));
             if let Some(Err(problems)) = &app.verified {
@@ -439,7 +439,7 @@ fn pane_content(app: &App) -> (Vec<Line<'static>>, Option<Chart>) {
                     if let Some(t) = r.ttl_timestamp {
                         l.push(kv(
                             "ttl timestamp",
-                            format!("{t} ({})", crate::cmd::inspect::utc_time(t)),
+                            format!("{t} ({})", statekit_core::text::utc_time(t)),
                         ));
                     }
                 }

@@ -2,16 +2,16 @@
 //! in full in the pane.
 
 use super::{error_message, highlight, kv, message, title_with_filter};
-use crate::render::cell;
-use crate::tui::app::App;
-use crate::tui::screens::opstate::OpStateView;
-use crate::tui::screens::rows::scroll_top;
-use crate::tui::worker::opstate::key_schema;
+use crate::app::App;
+use crate::screens::opstate::OpStateView;
+use crate::screens::rows::scroll_top;
+use crate::worker::opstate::key_schema;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row as TRow, Table, TableState};
 use ratatui::Frame;
+use statekit_core::text::cell;
 use statekit_core::{OperatorStateDescriptor, OperatorStateMode};
 
 /// Rows of the table in a main area of `area_height` rows (borders, header and the

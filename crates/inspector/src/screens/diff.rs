@@ -1,11 +1,11 @@
 //! The diff screen's model: the rows of a comparison as they stream in from the worker
-//! ([`crate::tui::worker::diff`]), grouped by operator → state → key, filtered and selected in
+//! ([`crate::worker::diff`]), grouped by operator → state → key, filtered and selected in
 //! memory.
 
 use super::rows::{HeldRows, RowList};
 use super::Ctx;
-use crate::tui::draw;
-use crate::tui::worker::diff::{DiffEnd, DiffPart, DiffRow, DiffSide};
+use crate::draw;
+use crate::worker::diff::{DiffEnd, DiffPart, DiffRow, DiffSide};
 use statekit_snapshot::diff::Difference;
 use std::collections::HashMap;
 

@@ -1,9 +1,9 @@
 //! The entries screen's model: one page of a keyed state's entries at a time, read by the
-//! worker ([`crate::tui::worker`]) as the selection moves past either end of it.
+//! worker ([`crate::worker`]) as the selection moves past either end of it.
 
 use super::{Ctx, Outcome, Read, ScreenModel};
-use crate::tui::app::Action;
-use crate::tui::worker::{Cursor, Direction, Page, PageAt, Query, Row};
+use crate::app::Action;
+use crate::worker::{Cursor, Direction, Page, PageAt, Query, Row};
 use statekit_core::StateDescriptor;
 
 /// What the outstanding request will do with its page.

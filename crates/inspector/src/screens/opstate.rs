@@ -1,11 +1,11 @@
 //! The operator state screen's model: the rows the worker read
-//! ([`crate::tui::worker::opstate`]), held in memory and filtered, searched and selected
+//! ([`crate::worker::opstate`]), held in memory and filtered, searched and selected
 //! there.
 
 use super::rows::{HeldRows, RowList};
 use super::Ctx;
-use crate::tui::draw;
-use crate::tui::worker::opstate::{OpStateRead, OpStateRow};
+use crate::draw;
+use crate::worker::opstate::{OpStateRead, OpStateRow};
 use statekit_core::OperatorStateDescriptor;
 
 /// The operator state screen's state.

@@ -2,8 +2,8 @@
 //! operator state list share them).
 
 use super::{Ctx, Outcome, ScreenModel};
-use crate::tui::app::Action;
-use crate::tui::worker::Direction;
+use crate::app::Action;
+use crate::worker::Direction;
 
 /// The rows shown of a list held in memory (the diff list, the operator state list): those
 /// that pass the filter, the selected one, and the first one shown.

@@ -5,11 +5,12 @@
 //! worker ([`run`], called from `Worker::handle`): it streams the differences to the UI in
 //! batches of rows (one row per line `statekit diff` prints), at most `keep` of them (the rest
 //! are only counted), reports key groups done / total, and stops as soon as a newer request
-//! arrives. The screen model ([`crate::tui::screens::diff::DiffView`]) groups the rows by
-//! operator → state → key; [`crate::tui::draw::diff`] draws them.
+//! arrives. The screen model ([`crate::screens::diff::DiffView`]) groups the rows by
+//! operator → state → key; [`crate::draw::diff`] draws them.
 
 use super::Msg;
-use crate::cmd::diff::{difference_cell, difference_parts, open_side};
+use crate::open::open_side;
+use statekit_snapshot::diff::text::{difference_cell, difference_parts};
 use statekit_snapshot::diff::{
     diff_snapshots_with_progress, Change, DiffOptions, DiffProgress, DiffSummary, Difference, Side,
 };
@@ -41,7 +42,7 @@ pub struct DiffSide {
 pub struct DiffRow {
     /// The difference (shared by its rows).
     pub diff: Arc<Difference>,
-    /// Which of its lines (`cmd::diff::difference_cell`).
+    /// Which of its lines ([`statekit_snapshot::diff::text::difference_cell`]).
     pub part: usize,
     /// The row as typed text (what `f` and `/` match).
     pub line: String,
@@ -178,7 +179,7 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
         total: 0,
         unit: "",
     });
-    let open = |s: &DiffSide| open_side(&s.path, &Default::default()).map_err(|e| sanitize(&format!("{e:#}"), sides));
+    let open = |s: &DiffSide| open_side(&s.path, &Default::default()).map_err(|e| sanitize(&e.to_string(), sides));
     let ra = match open(&sides[0]) {
         Ok(r) => r,
         Err(e) => return done(out, Err(e)),
@@ -256,11 +257,11 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
     let result = diff_snapshots_with_progress(
         Side {
             label: &sides[0].label,
-            reader: &ra,
+            snapshot: &ra,
         },
         Side {
             label: &sides[1].label,
-            reader: &rb,
+            snapshot: &rb,
         },
         &DiffOptions::default(),
         &mut sink,
@@ -277,7 +278,7 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
             counts: s.counts,
             not_shown: s.not_shown,
         }),
-        Err(e) => Err(sanitize(&crate::error_text(&e.into()), sides)),
+        Err(e) => Err(sanitize(&statekit_core::text::error_text(&e), sides)),
     };
     done(s.out, end);
 }

@@ -11,14 +11,15 @@
 pub mod diff;
 pub mod opstate;
 
-use crate::cmd::inspect::{format_label, kind_name, utc_time};
-use crate::render;
 use diff::{DiffPart, DiffSide};
 use opstate::OpStateRead;
-use statekit_checkpoint::SnapshotReader;
+use statekit_core::text;
+use statekit_core::text::utc_time;
 use statekit_core::{KeyGroupRange, StateDescriptor};
 use statekit_format::SnapshotMetadata;
 use statekit_snapshot::cursor::{CursorError, EntryCursor, EntryFilter, EntryRef, KeyedEntries, Watch};
+use statekit_snapshot::describe::{format_label, kind_name};
+use statekit_snapshot::{OpenOptions, Snapshot};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -64,7 +65,7 @@ pub struct SnapshotRow {
 impl SnapshotRow {
     /// `ok`, `BROKEN`, `INCOMPLETE` or `not verified`: the words `statekit ls` uses.
     pub fn status(&self) -> &'static str {
-        crate::cmd::inspect::status_word(
+        crate::open::status_word(
             self.complete,
             !self.complete && self.problem.as_deref() != Some(statekit_snapshot::INCOMPLETE),
             self.verified.as_ref(),
@@ -86,16 +87,16 @@ pub struct Page {
     pub damaged: Vec<String>,
 }
 
-/// An entry as one line ([`render::entry_line`]: what the entry filter matches).
+/// An entry as one line ([`text::entry_line`]: what the entry filter matches).
 fn entry_line(desc: &StateDescriptor, e: &EntryRef<'_>, hex: bool) -> String {
-    let parts = render::EntryParts {
+    let parts = text::EntryParts {
         key: e.key,
         namespace: e.namespace,
         user_key: e.user_key,
         element: e.element,
         value: e.value,
     };
-    render::entry_line(desc, parts, hex)
+    text::entry_line(desc, parts, hex)
 }
 
 /// Which entries of which state a page or search reads.
@@ -302,7 +303,7 @@ impl Msg {
 /// of the entries page shown, held open for the next page.
 pub struct Worker {
     latest: Arc<AtomicU64>,
-    reader: Option<SnapshotReader>,
+    reader: Option<Snapshot>,
     views: Option<KeyedEntries>,
     /// The cursor of the last page read, with the (uid, state, filter) of its query: its
     /// read ahead continues where that page ended.
@@ -311,8 +312,8 @@ pub struct Worker {
     verify: Option<std::sync::mpsc::Sender<PathBuf>>,
     /// Those already asked for.
     verify_asked: std::collections::HashSet<PathBuf>,
-    /// How Apache Flink snapshots open (`--flink-uid`, `--flink-root`).
-    flink: statekit_flink::FlinkOpenOptions,
+    /// How snapshots open (for Apache Flink snapshots: `--flink-uid`, `--flink-root`).
+    options: OpenOptions,
 }
 
 fn stream_key(q: &Query) -> (String, String, String) {
@@ -416,13 +417,14 @@ impl Worker {
             cursor: None,
             verify: None,
             verify_asked: std::collections::HashSet::new(),
-            flink: Default::default(),
+            options: OpenOptions::default(),
         }
     }
 
-    /// The same worker, opening Apache Flink snapshots with `flink` (the job's uids, roots).
-    pub fn with_flink(mut self, flink: statekit_flink::FlinkOpenOptions) -> Self {
-        self.flink = flink;
+    /// The same worker, opening snapshots with `options` (for Apache Flink snapshots: the
+    /// job's uids, moved roots).
+    pub fn with_options(mut self, options: OpenOptions) -> Self {
+        self.options = options;
         self
     }
 
@@ -478,15 +480,17 @@ impl Worker {
                 self.reader = None;
                 // An Apache Flink snapshot's states are in the heads of its state streams.
                 // `path` may be an object-store URL: opened by location, as every command does.
-                let opened = crate::cmd::open_reader(&path, &self.flink)
-                    .and_then(|mut r| r.load_state_schema().map(|()| r).map_err(anyhow::Error::from));
-                let result = match opened {
+                let options = OpenOptions {
+                    state_schema: true,
+                    ..self.options.clone()
+                };
+                let result = match crate::open::open_snapshot(&path, &options) {
                     Ok(r) => {
                         let m = Arc::new(r.metadata().clone());
                         self.reader = Some(r);
                         Ok(m)
                     }
-                    Err(e) => Err(format!("{e:#}")),
+                    Err(e) => Err(crate::error::chain_text(&e)),
                 };
                 out(Msg::Opened { gen, result });
             }
@@ -595,14 +599,16 @@ impl Worker {
             return Ok(None);
         };
         if exact_first {
-            if let Ok(key) = render::parse_key(text, &desc.key_schema, render::KeyFormat::Auto) {
+            if let Ok(key) =
+                statekit_core::text::parse_key(text, &desc.key_schema, statekit_core::text::KeyFormat::Auto)
+            {
                 if let Some(c) = cursor.find_key(&key)? {
                     let kg = c.key_group;
                     return Ok(Some((c, Some(format!("key {text} (key group {kg})")))));
                 }
             }
         }
-        let matches = |e: &EntryRef<'_>| render::text(&desc.key_schema, e.key).contains(text);
+        let matches = |e: &EntryRef<'_>| statekit_core::text::text(&desc.key_schema, e.key).contains(text);
         let mut progress = Progress {
             gen,
             latest: self.latest.clone(),
@@ -619,9 +625,8 @@ impl Worker {
 /// The snapshots under `root` (a local directory or an object-store URL), as the snapshot
 /// list shows them (paths relative to `root`).
 fn scan_dir(root: &Path) -> Result<Vec<SnapshotRow>, String> {
-    let found = crate::cmd::location(root)
-        .and_then(|l| Ok(statekit_snapshot::find_snapshots_at(&l, 4)?))
-        .map_err(|e| format!("{e:#}"))?;
+    let location = crate::open::location(root).map_err(|e| crate::error::chain_text(&e))?;
+    let found = statekit_snapshot::find_snapshots_at(&location, 4).map_err(|e| crate::error::chain_text(&e))?;
     Ok(found
         .into_iter()
         .map(|f| {
@@ -696,12 +701,13 @@ impl Loader {
         Self::spawn_with(Default::default())
     }
 
-    /// Starts the worker thread, opening Apache Flink snapshots with `flink`.
-    pub fn spawn_with(flink: statekit_flink::FlinkOpenOptions) -> std::io::Result<Self> {
+    /// Starts the worker thread, opening snapshots with `options` (for Apache Flink
+    /// snapshots: the job's uids, moved roots).
+    pub fn spawn_with(options: OpenOptions) -> std::io::Result<Self> {
         let latest = Arc::new(AtomicU64::new(0));
         let (tx, req_rx) = std::sync::mpsc::channel::<Request>();
         let (msg_tx, rx) = std::sync::mpsc::channel::<Msg>();
-        let mut worker = Worker::new(latest.clone()).with_flink(flink);
+        let mut worker = Worker::new(latest.clone()).with_options(options);
         // Verification reads every byte: on a thread of its own, so pages stay quick.
         let (verify_tx, verify_rx) = std::sync::mpsc::channel::<PathBuf>();
         let verified_tx = msg_tx.clone();
@@ -709,7 +715,7 @@ impl Loader {
             .name("statekit-inspect-verify".into())
             .spawn(move || {
                 for path in verify_rx {
-                    let result = crate::cmd::inspect::verify_status(&path);
+                    let result = crate::open::verify_status(&path);
                     if verified_tx.send(Msg::Verified { path, result }).is_err() {
                         return;
                     }
@@ -740,7 +746,7 @@ impl Loader {
 
     /// The latest generation sent.
     #[cfg(test)]
-    pub(in crate::tui) fn latest(&self) -> u64 {
+    pub(crate) fn latest(&self) -> u64 {
         self.latest.load(Ordering::SeqCst)
     }
 }

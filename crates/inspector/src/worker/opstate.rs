@@ -2,17 +2,17 @@
 //! `op broadcast` row of the states screen).
 //!
 //! The worker ([`run`], called from `Worker::handle`) reads the state of every subtask as
-//! `statekit dump` prints it (`SnapshotReader::operator_state` at the operator's own
+//! `statekit dump` prints it (`Snapshot::operator_state` at the operator's own
 //! parallelism: list elements stay where they were, a union list goes to every subtask whole,
 //! a broadcast map is copied) and answers with at most `keep` rows (the rest are only
 //! counted). Operator state is small by design, so the rows are held in memory and moving,
 //! `/` and `f` work on them without the worker
-//! ([`crate::tui::screens::opstate::OpStateView`]).
+//! ([`crate::screens::opstate::OpStateView`]).
 
 use super::Msg;
-use crate::render;
-use statekit_checkpoint::SnapshotReader;
+use statekit_core::text;
 use statekit_core::{OperatorStateData, OperatorStateDescriptor, TypeSchema};
+use statekit_snapshot::Snapshot;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ pub fn key_schema(desc: &OperatorStateDescriptor) -> TypeSchema {
 /// progress (subtasks done / total) and one [`Msg::OpState`] — unless a request newer than
 /// `gen` arrives (`latest`), which stops it without an answer.
 pub fn run(
-    reader: Option<&SnapshotReader>,
+    reader: Option<&Snapshot>,
     latest: &AtomicU64,
     gen: u64,
     uid: &str,
@@ -71,7 +71,7 @@ pub fn run(
 
 /// The rows, or the error; `None` when cancelled.
 fn read(
-    reader: Option<&SnapshotReader>,
+    reader: Option<&Snapshot>,
     cancelled: &dyn Fn() -> bool,
     gen: u64,
     uid: &str,
@@ -139,7 +139,7 @@ fn read(
                             read.not_shown += 1;
                             continue;
                         }
-                        let line = render::op_element_line(i, j, &vs, &value);
+                        let line = text::op_element_line(i, j, &vs, &value);
                         read.rows.push(OpStateRow {
                             subtask: i,
                             index: j as u64,
@@ -155,7 +155,7 @@ fn read(
                             read.not_shown += 1;
                             continue;
                         }
-                        let line = render::op_entry_line(i, &ks, &key, &vs, &value);
+                        let line = text::op_entry_line(i, &ks, &key, &vs, &value);
                         read.rows.push(OpStateRow {
                             subtask: i,
                             index: j as u64,

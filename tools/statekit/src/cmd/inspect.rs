@@ -1,13 +1,13 @@
-//! `ls`, and the options `show`, `dump`, `verify`, `convert` and `rewrite` share for Apache
-//! Flink snapshots ([`FlinkArgs`]).
+//! `ls`, `inspect` (the arguments of the `statekit-inspector` crate's terminal UI), and the
+//! options `show`, `dump`, `verify`, `convert` and `rewrite` share for Apache Flink snapshots
+//! ([`FlinkArgs`]).
 
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
-use statekit_checkpoint::has_metadata;
 use statekit_format::SnapshotKind;
 use statekit_snapshot::find_snapshots;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `statekit ls`.
@@ -122,33 +122,35 @@ fn parse_root(s: &str) -> Result<(String, String), String> {
 /// The labels `ls`, `verify` and the inspector show (the library's).
 pub use statekit_snapshot::describe::{format_label, kind_name};
 
-/// `YYYY-MM-DDTHH:MM:SSZ` for milliseconds since the epoch.
-pub fn utc_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+/// `YYYY-MM-DDTHH:MM:SSZ` for milliseconds since the epoch (the library's).
+pub use statekit_core::text::utc_time;
+
+/// What a path names, and the status words `ls` and the inspector share (the inspector's).
+pub(crate) use statekit_inspector::open::{status, status_word, verify_status};
+
+/// Arguments of `statekit inspect`.
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// A snapshot directory, its `_metadata` file, or a directory to search for snapshots.
+    pub path: PathBuf,
+    /// Open straight into the differences of PATH (old) and this snapshot (new), as
+    /// `statekit diff PATH B` finds them.
+    #[arg(long, value_name = "B")]
+    pub diff: Option<PathBuf>,
+    /// For Apache Flink snapshots: `--flink-uid` names operators stored by id.
+    #[command(flatten)]
+    pub flink: FlinkArgs,
 }
 
-/// True when `path` names a snapshot: a directory with `_metadata`, or anything that is not a
-/// directory (its `_metadata` file, or what the user meant as one).
-pub(crate) fn is_snapshot_path(path: &Path) -> bool {
-    has_metadata(path) || std::fs::metadata(path).is_ok_and(|m| !m.is_dir())
+/// `statekit inspect`: the inspector ([`statekit_inspector::run`]) on this terminal.
+pub fn inspect(args: InspectArgs) -> Result<ExitCode> {
+    let options = statekit_inspector::InspectOptions {
+        path: args.path,
+        diff: args.diff,
+        open: args.flink.options(),
+    };
+    statekit_inspector::run(&options)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `statekit ls`.
@@ -317,20 +319,6 @@ fn ls_text(
     Ok(())
 }
 
-/// The words `ls` and the inspector use for a snapshot's status.
-pub mod status {
-    /// A `chk-N` directory without `_metadata`: a checkpoint that never completed.
-    pub const INCOMPLETE: &str = "INCOMPLETE";
-    /// `_metadata` does not read, or verification found problems.
-    pub const BROKEN: &str = "BROKEN";
-    /// `_metadata` reads; the data files were not checked (`statekit verify`, `ls --verify`).
-    pub const NOT_VERIFIED: &str = "not verified";
-    /// Every byte was read and checked.
-    pub const OK: &str = "ok";
-    /// A temporary a killed statekit run left behind (not a snapshot).
-    pub const LEFTOVER: &str = "LEFTOVER";
-}
-
 /// `ls`'s STATUS column: the word coloured, then padded by hand (escape codes take no
 /// columns).
 fn status_cell(word: &str) -> String {
@@ -344,32 +332,3 @@ fn status_cell(word: &str) -> String {
 /// What `ls` says of a [`status::LEFTOVER`].
 const LEFTOVER_PROBLEM: &str =
     "temporary files of a statekit run (convert, rewrite, import, export) whose process is gone";
-
-/// The status of a found snapshot: `verified` is the outcome of a verification, when one ran
-/// (`Ok(())`: no problem; `Err`: the problems).
-pub(crate) fn status_word(complete: bool, broken: bool, verified: Option<&Result<(), String>>) -> &'static str {
-    match (complete, broken, verified) {
-        (false, true, _) => status::BROKEN,
-        (false, false, _) => status::INCOMPLETE,
-        (true, _, None) => status::NOT_VERIFIED,
-        (true, _, Some(Ok(()))) => status::OK,
-        (true, _, Some(Err(_))) => status::BROKEN,
-    }
-}
-
-/// Verifies the snapshot at `path` (any location): `Ok(())` when every byte checks, else the
-/// problems, one per line.
-pub(crate) fn verify_status(path: &Path) -> Result<(), String> {
-    let location = super::location(path).map_err(|e| format!("{e:#}"))?;
-    let (_, v) = statekit_snapshot::verify_location(&location).map_err(|e| e.to_string())?;
-    if v.problems.is_empty() {
-        Ok(())
-    } else {
-        Err(v
-            .problems
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n"))
-    }
-}

@@ -19,13 +19,10 @@ use statekit_core::location::Location;
 use std::path::Path;
 
 /// The location a command argument names: a local path, a `file://` URL, or a snapshot on an
-/// object store (`s3://bucket/key`, `gs://…`, `az://…`). Any other scheme is refused: a URL
-/// never becomes a local directory.
+/// object store (`s3://bucket/key`, `gs://…`, `az://…`); any other scheme is refused
+/// ([`statekit_inspector::open::location`]).
 pub(crate) fn location(path: &Path) -> Result<Location> {
-    let Some(s) = path.to_str() else {
-        return Ok(Location::Local(path.to_path_buf()));
-    };
-    Ok(statekit_objstore::parse_location(s)?)
+    Ok(statekit_inspector::open::location(path)?)
 }
 
 /// The whole file at `loc` (named `shown` in errors): a local file or an object (a schema
