@@ -145,6 +145,25 @@ macro_rules! keyed_accessors {
     };
 }
 
+/// The [`Debug`](std::fmt::Debug) form of a backend's frozen snapshot `view`, named `name`:
+/// the checkpoint it was taken for, its max parallelism and key-group range, the clock
+/// reading at the cut and its states' names (not its entries).
+pub fn debug_snapshot(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    checkpoint_id: u64,
+    now_ms: i64,
+    view: &dyn KeyedStateView,
+) -> std::fmt::Result {
+    f.debug_struct(name)
+        .field("checkpoint_id", &checkpoint_id)
+        .field("max_parallelism", &view.max_parallelism())
+        .field("key_group_range", &view.key_group_range())
+        .field("now_ms", &now_ms)
+        .field("states", &view.states().iter().map(|s| &s.name).collect::<Vec<_>>())
+        .finish()
+}
+
 /// The first eight bytes of `key` as a big-endian integer, zero-padded. If
 /// `key_prefix(a) < key_prefix(b)` then `a < b` (as unsigned bytes): at the first differing
 /// byte either both are key bytes, or the shorter key ended (padding zero) and is a prefix of

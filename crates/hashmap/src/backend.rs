@@ -419,15 +419,15 @@ impl HashMapBackend {
         } else {
             0
         };
-        HashMapSnapshot::new(
+        HashMapSnapshot {
             checkpoint_id,
-            self.max_parallelism,
-            self.scheme,
-            self.range,
-            now,
-            self.states.iter().map(|s| s.desc.clone()).collect(),
-            self.states.iter().map(|s| s.tables.clone()).collect(),
-        )
+            max_parallelism: self.max_parallelism,
+            scheme: self.scheme,
+            range: self.range,
+            now_ms: now,
+            states: self.states.iter().map(|s| s.desc.clone()).collect(),
+            tables: self.states.iter().map(|s| s.tables.clone()).collect(),
+        }
     }
 
     /// Checks the handle and the key's key group: `(state index, table index, key hash)`.

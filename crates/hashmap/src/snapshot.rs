@@ -6,7 +6,7 @@ use crate::bytes::prefetch;
 use crate::packed::EntryRef;
 use crate::packed_map::{MapEntryRef, MapTable};
 use crate::table::{KgTable, Slot};
-use statekit_core::stream::key_prefix;
+use statekit_core::stream::{debug_snapshot, key_prefix};
 use statekit_core::{Entry, EntryVisitor, KeyGroupRange, KeyGroupScheme, KeyedStateView, StateDescriptor, StateError};
 use std::fmt;
 use std::ops::ControlFlow;
@@ -19,24 +19,18 @@ use std::ops::ControlFlow;
 /// expired at the cut are left out. [`KeyedStateView::visit_key_group`] sorts the key
 /// group's entries into canonical order on the calling thread.
 pub struct HashMapSnapshot {
-    checkpoint_id: u64,
-    max_parallelism: u32,
-    scheme: KeyGroupScheme,
-    range: KeyGroupRange,
-    now_ms: i64,
-    states: Vec<StateDescriptor>,
-    tables: Vec<Tables>,
+    pub(crate) checkpoint_id: u64,
+    pub(crate) max_parallelism: u32,
+    pub(crate) scheme: KeyGroupScheme,
+    pub(crate) range: KeyGroupRange,
+    pub(crate) now_ms: i64,
+    pub(crate) states: Vec<StateDescriptor>,
+    pub(crate) tables: Vec<Tables>,
 }
 
 impl fmt::Debug for HashMapSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HashMapSnapshot")
-            .field("checkpoint_id", &self.checkpoint_id)
-            .field("max_parallelism", &self.max_parallelism)
-            .field("key_group_range", &self.range)
-            .field("now_ms", &self.now_ms)
-            .field("states", &self.states.iter().map(|s| &s.name).collect::<Vec<_>>())
-            .finish()
+        debug_snapshot(f, "HashMapSnapshot", self.checkpoint_id, self.now_ms, self)
     }
 }
 
@@ -65,27 +59,63 @@ fn in_key_order<T>(
 /// How many entries ahead [`HashMapSnapshot`]'s visit prefetches values.
 const PREFETCH_AHEAD: usize = 8;
 
-impl HashMapSnapshot {
-    pub(crate) fn new(
-        checkpoint_id: u64,
-        max_parallelism: u32,
-        scheme: KeyGroupScheme,
-        range: KeyGroupRange,
-        now_ms: i64,
-        states: Vec<StateDescriptor>,
-        tables: Vec<Tables>,
-    ) -> Self {
-        HashMapSnapshot {
-            checkpoint_id,
-            max_parallelism,
-            scheme,
-            range,
-            now_ms,
-            states,
-            tables,
+/// A packed table's entry, borrowed, as [`visit_packed`] hands it out.
+trait PackedEntry<'a>: Copy {
+    /// The entry of state `state`, with its TTL stamp when the state has a TTL (`ttl`).
+    fn entry(self, state: u32, ttl: bool) -> Entry<'a>;
+}
+
+impl<'a> PackedEntry<'a> for EntryRef<'a> {
+    #[inline]
+    fn entry(self, state: u32, ttl: bool) -> Entry<'a> {
+        Entry {
+            state,
+            key: self.key,
+            namespace: self.namespace,
+            user_key: None,
+            value: self.cell.bytes,
+            timestamp: ttl.then_some(self.cell.ts),
         }
     }
+}
 
+impl<'a> PackedEntry<'a> for MapEntryRef<'a> {
+    #[inline]
+    fn entry(self, state: u32, ttl: bool) -> Entry<'a> {
+        Entry {
+            user_key: Some(self.user_key),
+            ..EntryRef {
+                key: self.key,
+                namespace: self.namespace,
+                cell: self.cell,
+            }
+            .entry(state, ttl)
+        }
+    }
+}
+
+/// Hands the packed entries `sorted` (from [`in_key_order`]) of state `state` to `visitor`
+/// in order, prefetching the value [`PREFETCH_AHEAD`] entries ahead, until the visitor
+/// breaks.
+#[inline]
+fn visit_packed<'a, T: PackedEntry<'a>>(
+    sorted: &[(u64, T)],
+    state: u32,
+    ttl: bool,
+    visitor: &mut EntryVisitor<'_>,
+) -> Result<ControlFlow<()>, StateError> {
+    for (i, &(_, e)) in sorted.iter().enumerate() {
+        if let Some(&(_, ahead)) = sorted.get(i + PREFETCH_AHEAD) {
+            prefetch(ahead.entry(state, ttl).value);
+        }
+        if visitor(&e.entry(state, ttl))?.is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
+}
+
+impl HashMapSnapshot {
     #[cfg(test)]
     pub(crate) fn tables_for_test(&self, state: usize) -> &Tables {
         &self.tables[state]
@@ -123,22 +153,9 @@ impl KeyedStateView for HashMapSnapshot {
                     let entries = in_key_order(t[idx].entries().filter(|e| ttl.live(e.cell.ts)), |e: &EntryRef<'_>| {
                         (e.key, e.namespace, &[][..])
                     });
-                    for (i, &(_, e)) in entries.iter().enumerate() {
-                        if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
-                            prefetch(ahead.cell.bytes);
-                        }
-                        if visitor(&Entry {
-                            state,
-                            key: e.key,
-                            namespace: e.namespace,
-                            user_key: None,
-                            value: e.cell.bytes,
-                            timestamp: desc.ttl.map(|_| e.cell.ts),
-                        })?
-                        .is_break()
-                        {
-                            return Ok(ControlFlow::Break(()));
-                        }
+                    let visit = visit_packed(&entries, state, desc.ttl.is_some(), visitor)?;
+                    if visit.is_break() {
+                        return Ok(ControlFlow::Break(()));
                     }
                 }
                 Tables::List(t) => {
@@ -186,22 +203,9 @@ impl KeyedStateView for HashMapSnapshot {
                             packed.entries().filter(|e| ttl.live(e.cell.ts)),
                             |e: &MapEntryRef<'_>| (e.key, e.namespace, e.user_key),
                         );
-                        for (i, &(_, e)) in entries.iter().enumerate() {
-                            if let Some(&(_, ahead)) = entries.get(i + PREFETCH_AHEAD) {
-                                prefetch(ahead.cell.bytes);
-                            }
-                            if visitor(&Entry {
-                                state,
-                                key: e.key,
-                                namespace: e.namespace,
-                                user_key: Some(e.user_key),
-                                value: e.cell.bytes,
-                                timestamp: desc.ttl.map(|_| e.cell.ts),
-                            })?
-                            .is_break()
-                            {
-                                return Ok(ControlFlow::Break(()));
-                            }
+                        let visit = visit_packed(&entries, state, desc.ttl.is_some(), visitor)?;
+                        if visit.is_break() {
+                            return Ok(ControlFlow::Break(()));
                         }
                     }
                 },

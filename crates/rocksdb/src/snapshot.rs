@@ -33,13 +33,7 @@ pub struct RocksDbSnapshot {
 
 impl fmt::Debug for RocksDbSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RocksDbSnapshot")
-            .field("checkpoint_id", &self.checkpoint_id)
-            .field("max_parallelism", &self.max_parallelism)
-            .field("key_group_range", &self.range)
-            .field("now_ms", &self.now_ms)
-            .field("states", &self.states.iter().map(|s| &s.name).collect::<Vec<_>>())
-            .finish()
+        statekit_core::stream::debug_snapshot(f, "RocksDbSnapshot", self.checkpoint_id, self.now_ms, self)
     }
 }
 
