@@ -47,17 +47,20 @@ impl Headless {
     /// app asks for nothing more.
     pub fn settle(&mut self) -> Result<(), InspectError> {
         while self.app.loading.is_some() {
-            let msg = self
-                .loader
-                .rx
-                .recv_timeout(Duration::from_secs(600))
-                .map_err(|source| InspectError::NoAnswer {
-                    what: "waiting for the reader",
-                    source,
-                })?;
-            if let Some(req) = update(&mut self.app, Action::Loaded(msg)) {
-                self.loader.send(req);
-            }
+            self.apply_next(Duration::from_secs(600), "waiting for the reader")?;
+        }
+        Ok(())
+    }
+
+    /// Waits (at most `timeout`) for the worker's next message and applies it.
+    fn apply_next(&mut self, timeout: Duration, what: &'static str) -> Result<(), InspectError> {
+        let msg = self
+            .loader
+            .rx
+            .recv_timeout(timeout)
+            .map_err(|source| InspectError::NoAnswer { what, source })?;
+        if let Some(req) = update(&mut self.app, Action::Loaded(msg)) {
+            self.loader.send(req);
         }
         Ok(())
     }
@@ -75,17 +78,7 @@ impl Headless {
             if left.is_zero() {
                 return Err(InspectError::VerifyTimeout(timeout));
             }
-            let msg = self
-                .loader
-                .rx
-                .recv_timeout(left)
-                .map_err(|source| InspectError::NoAnswer {
-                    what: "waiting for the verifier",
-                    source,
-                })?;
-            if let Some(req) = update(&mut self.app, Action::Loaded(msg)) {
-                self.loader.send(req);
-            }
+            self.apply_next(left, "waiting for the verifier")?;
         }
         Ok(())
     }

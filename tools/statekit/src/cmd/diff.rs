@@ -1,16 +1,11 @@
 //! `statekit diff`: the differences of two snapshots, printed (the comparison is the
 //! library's [`statekit_snapshot::diff`]).
 
-use crate::render;
 use anyhow::{anyhow, Result};
 use clap::Args;
 use serde::Serialize;
 use statekit_checkpoint::SnapshotReader;
-use statekit_core::TypeSchema;
-use statekit_snapshot::diff::{
-    describe_state, diff_snapshots, Change, DiffOptions, DiffSummary, Difference, DifferenceReport, FieldChange, Item,
-    KeyDetail, KeyDiff, MapEntryDiff, OperatorDiff, OperatorStateDiff, Side, StateDiff, SummaryReport,
-};
+use statekit_snapshot::diff::{diff_snapshots, DiffOptions, DiffSummary, DifferenceReport, Side, SummaryReport};
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
