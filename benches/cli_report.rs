@@ -987,7 +987,7 @@ fn tables_section(statekit: &Path, tmp: &Path, input: &Path) {
         Arc::new(LocalStorage::new(parent)),
         Counting(counter.clone()),
     ));
-    let q = statekit_query::SnapshotQuery::new(Arc::new(
+    let q = statekit_query::SnapshotQuery::new(statekit_snapshot::Snapshot::from_statekit_reader(
         statekit_checkpoint::SnapshotReader::open_in(storage, &name, None).expect("open"),
     ))
     .expect("session");

@@ -11,7 +11,8 @@
 //! `BTreeMap`).
 
 use proptest::prelude::*;
-use statekit_checkpoint::{RestoreMode, SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::{RestoreMode, SnapshotWriter};
+use statekit_snapshot::Snapshot;
 use statekit_core::schema::{encode_value, Value};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
@@ -23,7 +24,7 @@ use statekit_migrate::{migrate, Edit, JobSchema, MigrateOptions, OutputFormat, P
 use statekit_query::arrow::array::AsArray;
 use statekit_query::arrow::datatypes::Int64Type;
 use statekit_query::SnapshotQuery;
-use statekit_snapshot::{keyed_views, open_keyed, BackendChoice, RestoreFrom};
+use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use statekit_table::{export_snapshot, import_tables, ExportOptions, ImportOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -266,12 +267,12 @@ fn write_savepoint(dir: &Path, case: &Case) -> (PathBuf, Model) {
 /// Checks the snapshot at `path`: its operator records `case`'s scheme and `max_p`, every
 /// entry is in the key group the scheme gives at `max_p`, and the entries are `model`'s.
 fn check_output(what: &str, path: &Path, case: &Case, max_p: u32, model: &Model) {
-    let reader = SnapshotReader::open(path).unwrap_or_else(|e| panic!("{what}: open: {e}"));
+    let reader = Snapshot::open(path).unwrap_or_else(|e| panic!("{what}: open: {e}"));
     let op = reader.operator(UID).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(op.key_group_scheme, case.scheme, "{what}: _metadata records the scheme");
     assert_eq!(op.max_parallelism, max_p, "{what}: max parallelism");
     let mut got = Model::new();
-    for view in keyed_views(&reader, UID, KeyGroupRange::all(max_p)).unwrap_or_else(|e| panic!("{what}: {e}")) {
+    for view in reader.keyed_views(UID, KeyGroupRange::all(max_p)).unwrap_or_else(|e| panic!("{what}: {e}")) {
         assert_eq!(view.key_group_scheme(), case.scheme, "{what}: the view's scheme");
         let names: Vec<String> = view.states().iter().map(|d| d.name.clone()).collect();
         let range = view.key_group_range();
@@ -297,7 +298,7 @@ fn check_output(what: &str, path: &Path, case: &Case, max_p: u32, model: &Model)
             assert_eq!(
                 reader.key_group_of(UID, &e.key, &schema),
                 Some(e.key_group),
-                "{what}: SnapshotReader::key_group_of"
+                "{what}: Snapshot::key_group_of"
             );
             let slot = (names[e.state as usize].clone(), e.key.clone(), e.user_key.clone());
             assert!(
@@ -319,13 +320,13 @@ fn check_restore(what: &str, path: &Path, case: &Case, max_p: u32, model: &Model
 
 /// [`check_restore`] into the backend `choice`.
 fn check_restore_into(choice: &BackendChoice, what: &str, path: &Path, case: &Case, max_p: u32, model: &Model) {
-    let reader = SnapshotReader::open(path).expect("open");
+    let reader = Snapshot::open(path).expect("open");
     let schema = case.key_schema();
     let mut backends = Vec::new();
     for i in 0..case.restore_p {
         let config = BackendConfig::for_subtask(max_p, case.restore_p, i).expect("config");
         let from = RestoreFrom {
-            reader: &reader,
+            snapshot: &reader,
             uid: UID,
             mode: RestoreMode::NoClaim,
         };
@@ -359,7 +360,7 @@ fn check_restore_into(choice: &BackendChoice, what: &str, path: &Path, case: &Ca
 
 /// Rewrites (or converts, no edits) `input` to `out`.
 fn rewrite(input: &Path, out: &Path, edits: &[Edit], options: PlanOptions) -> statekit_migrate::Summary {
-    let reader = SnapshotReader::open(input).expect("open");
+    let reader = Snapshot::open(input).expect("open");
     let plan = Plan::new(&reader, edits, options).expect("plan");
     migrate(&reader, input, &plan, out, &MigrateOptions::default(), &|_| {}).expect("migrate")
 }
@@ -368,7 +369,7 @@ fn rewrite(input: &Path, out: &Path, edits: &[Edit], options: PlanOptions) -> st
 /// returns exactly that key's row, in the scheme's key group, and (for the key types the
 /// pushdown prunes) `EXPLAIN` names that one key group.
 fn check_query(what: &str, path: &Path, case: &Case, max_p: u32, model: &Model) {
-    let reader = Arc::new(SnapshotReader::open(path).expect("open"));
+    let reader = Snapshot::open(path).expect("open");
     let q = SnapshotQuery::new(reader).expect("session");
     let values: BTreeMap<Vec<u8>, &Value> = case
         .keys
@@ -475,9 +476,9 @@ fn run_import(case: &Case) {
     let (sp, model) = write_savepoint(d, case);
     let m = case.max_p;
     let tables = d.join("tables");
-    let reader = SnapshotReader::open(&sp).expect("open");
+    let reader = Snapshot::open(&sp).expect("open");
     export_snapshot(&reader, &tables, &ExportOptions::default(), &|_| {}).expect("export");
-    let json = serde_json::to_string(&JobSchema::of_reader(&reader).expect("schema")).expect("schema json");
+    let json = serde_json::to_string(&JobSchema::of_snapshot(&reader).expect("schema")).expect("schema json");
     assert_eq!(
         json.contains(r#""key_group_scheme":"flink""#),
         case.scheme == KeyGroupScheme::Flink,
@@ -696,7 +697,7 @@ fn boolean_key_lookup_reads_one_key_group() {
         };
         let dir = tempfile::tempdir().expect("tempdir");
         let (sp, _) = write_savepoint(dir.path(), &case);
-        let q = SnapshotQuery::new(Arc::new(SnapshotReader::open(&sp).expect("open"))).expect("session");
+        let q = SnapshotQuery::new(Snapshot::open(&sp).expect("open")).expect("session");
         for b in [true, false] {
             let kg = case.key_group(&[u8::from(b)], 16);
             let plan = q

@@ -82,18 +82,6 @@ pub enum CheckpointError {
     /// twice or not at all, a subtask index past the parallelism, …): a caller mistake.
     #[error("{0}")]
     Invalid(Box<InvalidRequest>),
-    /// Reading an Apache Flink snapshot failed.
-    #[error(transparent)]
-    Flink(#[from] statekit_flink::FlinkError),
-    /// The snapshot is one statekit can list but not yet read this part of (the state data
-    /// of an Apache Flink snapshot).
-    #[error("{snapshot}: {what}")]
-    Unsupported {
-        /// The snapshot's `_metadata`.
-        snapshot: String,
-        /// What cannot be read yet.
-        what: String,
-    },
     /// The path is not a checkpoint or savepoint.
     #[error("{path}: {reason}")]
     NotASnapshot {
@@ -120,8 +108,6 @@ impl CheckpointError {
             CheckpointError::GcRefused { .. }
             | CheckpointError::GcStopped { .. }
             | CheckpointError::GcOutsideBase { .. } => ErrorKind::Transient,
-            CheckpointError::Flink(e) => e.kind(),
-            CheckpointError::Unsupported { .. } => ErrorKind::Unsupported,
         }
     }
 }
@@ -167,12 +153,6 @@ pub enum OrphanMoved {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InvalidRequest {
-    /// An operator of statekit's metadata model that the Flink snapshot lacks.
-    #[error("operator {id} is not in the Flink snapshot")]
-    NotInFlinkSnapshot {
-        /// The operator's id.
-        id: OperatorId,
-    },
     /// A directory without `_metadata`.
     #[error(
         "{location}: no {} here: not a snapshot, or an incomplete one",

@@ -6,12 +6,12 @@
 //! purged, keys kept or dropped.
 //!
 //! ```no_run
-//! use statekit_checkpoint::SnapshotReader;
 //! use statekit_migrate::{migrate, Edit, MigrateOptions, Plan, PlanOptions};
+//! use statekit_snapshot::Snapshot;
 //! use std::path::Path;
 //!
 //! let input = Path::new("savepoint-1");
-//! let reader = SnapshotReader::open(input)?;
+//! let reader = Snapshot::open(input)?;
 //! let edits = [Edit::RenameUid { from: "counter".into(), to: "word-counter".into() }];
 //! let plan = Plan::new(&reader, &edits, PlanOptions::default())?;
 //! for change in plan.changes() {

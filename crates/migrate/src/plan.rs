@@ -2,7 +2,7 @@
 //! anything is read or written.
 
 use crate::MigrateError;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::{keygroup, OperatorStateDescriptor, StateDescriptor};
 use statekit_format::{Compression, OperatorMetadata, SnapshotMetadata};
 use std::collections::BTreeSet;
@@ -273,17 +273,17 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Applies `edits` in order to the operators of `reader`'s snapshot. Every edit is
+    /// Applies `edits` in order to the operators of `snapshot`. Every edit is
     /// checked against what the edits before it left: unknown uids and states, renames onto
     /// names in use and parallelism outside `1..=max parallelism` are refused
     /// ([`MigrateError::kind`] is [`statekit_core::ErrorKind::Caller`]).
-    pub fn new(reader: &SnapshotReader, edits: &[Edit], options: PlanOptions) -> Result<Plan, MigrateError> {
+    pub fn new(snapshot: &Snapshot, edits: &[Edit], options: PlanOptions) -> Result<Plan, MigrateError> {
         if options.format == OutputFormat::Native && !cfg!(feature = "rocksdb") {
             return Err(MigrateError::NotSupported {
                 what: "native output in a build without the `rocksdb` feature".into(),
             });
         }
-        let meta = reader.metadata();
+        let meta = snapshot.metadata();
         let mut ops: Vec<OperatorPlan> = meta.operators.iter().map(|o| operator_plan(meta, o)).collect();
         let mut dropped_operators = Vec::new();
         let mut purge = None;
@@ -442,7 +442,7 @@ impl Plan {
                 && options.format == OutputFormat::Canonical
                 && purge.is_none()
                 && canonical
-                && reader.flink().is_none()
+                && snapshot.statekit_files().is_some()
                 && op.is_unchanged_but_uid();
         }
         Ok(Plan {

@@ -7,7 +7,8 @@ use crate::rebucket::SortedEntries;
 use crate::view::{MigratedView, SplitView};
 use crate::MigrateError;
 use statekit_checkpoint::CheckpointError;
-use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::SnapshotWriter;
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{KeyGroupRange, OperatorStateData, OperatorStateMode, OperatorStateSnapshot};
 use statekit_format::{
@@ -75,14 +76,14 @@ pub struct Summary {
     pub spilled_runs: usize,
 }
 
-/// Carries out `plan` on the snapshot `reader` opened from `input`, writing a self-contained
+/// Carries out `plan` on `snapshot`, opened from `input`, writing a self-contained
 /// savepoint at `output` ([`crate::PlanOptions::format`]: canonical, or RocksDB's native
 /// files). The input is only read. The output appears complete or not at all: it is written under a temporary name beside it (every file fsynced,
 /// `_metadata` last), then renamed into place and the parent directory fsynced. An existing
 /// output is refused unless [`MigrateOptions::force`]; the output may not be the input or lie
 /// inside it.
 pub fn migrate(
-    reader: &SnapshotReader,
+    snapshot: &Snapshot,
     input: &Path,
     plan: &Plan,
     output: &Path,
@@ -90,7 +91,7 @@ pub fn migrate(
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<Summary, MigrateError> {
     check_format_built(plan)?;
-    let target = if reader.storage().absolute_path("").is_some() {
+    let target = if snapshot.storage().absolute_path("").is_some() {
         OutputTarget::check(input, output, options.force)?
     } else {
         OutputTarget::check_output(output, options.force)?
@@ -98,7 +99,7 @@ pub fn migrate(
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(&target.parent));
     let writer = output_writer(storage.clone(), &target.temp_name, plan, input)?;
     let dir = target.parent.join(&target.temp_name);
-    let result = write_all(reader, plan, &writer, &dir, options, progress);
+    let result = write_all(snapshot, plan, &writer, &dir, options, progress);
     let written = match result {
         Ok(w) => w,
         Err(e) => {
@@ -132,7 +133,7 @@ pub fn migrate(
 /// Sorting and native scratch space go to a local temporary directory; `--link` is local
 /// only.
 pub fn migrate_to(
-    reader: &SnapshotReader,
+    snapshot: &Snapshot,
     input: &Path,
     plan: &Plan,
     output: &statekit_core::location::Location,
@@ -141,7 +142,7 @@ pub fn migrate_to(
 ) -> Result<Summary, MigrateError> {
     use statekit_core::location::Location;
     let (storage, prefix, url) = match output {
-        Location::Local(p) if options.shard.is_none() => return migrate(reader, input, plan, p, options, progress),
+        Location::Local(p) if options.shard.is_none() => return migrate(snapshot, input, plan, p, options, progress),
         Location::Local(p) => {
             // Shards write straight into the directory (no temporary name: the tasks share it).
             let (storage, name) = output.storage_and_path().map_err(CheckpointError::from)?;
@@ -193,7 +194,7 @@ pub fn migrate_to(
         plan.options.spill_dir = Some(scratch.path().join("spill"));
     }
     let writer = output_writer(storage.clone(), &prefix, &plan, input)?;
-    let written = match write_all(reader, &plan, &writer, &scratch.path().join("out"), options, progress) {
+    let written = match write_all(snapshot, &plan, &writer, &scratch.path().join("out"), options, progress) {
         Ok(w) => w,
         // A shard leaves its partial files (another run of the shard replaces them; the
         // output is not complete without every manifest); a whole run deletes what it wrote.
@@ -393,7 +394,7 @@ impl Drop for RemoveDirOnDrop {
 
 /// Every subtask of every output operator, on `options.threads` threads.
 fn write_all(
-    reader: &SnapshotReader,
+    snapshot: &Snapshot,
     plan: &Plan,
     writer: &SnapshotWriter,
     dir: &Path,
@@ -432,7 +433,7 @@ fn write_all(
             {
                 std::fs::create_dir_all(&spill_dir).map_err(|e| MigrateError::io(&spill_dir, e))?;
                 let all = KeyGroupRange::all(op.source_max_parallelism);
-                let views = statekit_snapshot::keyed_views(reader, &op.source_uid, all)?;
+                let views = snapshot.keyed_views(&op.source_uid, all)?;
                 let input = MigratedView::new(op, all, views, plan.purge_expired_at);
                 let r = SortedEntries::rebucket(&input, op.max_parallelism, plan.options.memory, &spill_dir, threads)?;
                 tracing::debug!(uid = %op.uid, entries = r.entries(), spilled = r.spilled(), "re-bucketed");
@@ -444,7 +445,7 @@ fn write_all(
         op_states.push(if op.linked {
             Vec::new()
         } else {
-            operator_states(reader, op)?
+            operator_states(snapshot, op)?
         });
         work.extend((0..op.parallelism).map(|i| (oi, i)));
     }
@@ -475,10 +476,10 @@ fn write_all(
                         return;
                     };
                     let r = if op.linked {
-                        link_subtask(reader, writer, dir, op, i)
+                        link_subtask(snapshot, writer, dir, op, i)
                     } else {
                         let re = rebucketed.get(oi).and_then(Option::as_ref);
-                        write_subtask(reader, plan, writer, op, i, states.get(i as usize), re, &spill_dir)
+                        write_subtask(snapshot, plan, writer, op, i, states.get(i as usize), re, &spill_dir)
                     };
                     match r {
                         Ok((b, n)) => {
@@ -522,13 +523,13 @@ fn write_all(
 /// union state kept as stored, input subtask `i`'s elements written by output subtask
 /// `i mod parallelism`, so that the union a restore hands every subtask holds each element
 /// exactly as often as the input's (redistributed union state would hold it once per subtask).
-fn operator_states(reader: &SnapshotReader, op: &OperatorPlan) -> Result<Vec<OperatorStateSnapshot>, MigrateError> {
+fn operator_states(snapshot: &Snapshot, op: &OperatorPlan) -> Result<Vec<OperatorStateSnapshot>, MigrateError> {
     let p = op.parallelism as usize;
     if op.operator_states.is_empty() {
         return Ok(vec![OperatorStateSnapshot::default(); p]);
     }
     let old = (0..op.source_parallelism)
-        .map(|i| reader.stored_operator_state(&op.source_uid, i))
+        .map(|i| snapshot.stored_operator_state(&op.source_uid, i))
         .collect::<Result<Vec<_>, _>>()?;
     let mut out = statekit_core::redistribute(&old, op.parallelism)?;
     for (j, snap) in out.iter_mut().enumerate() {
@@ -561,7 +562,7 @@ fn operator_states(reader: &SnapshotReader, op: &OperatorPlan) -> Result<Vec<Ope
 /// builds its databases under `scratch`.
 #[allow(clippy::too_many_arguments)]
 fn write_subtask(
-    reader: &SnapshotReader,
+    snapshot: &Snapshot,
     plan: &Plan,
     writer: &SnapshotWriter,
     op: &OperatorPlan,
@@ -573,7 +574,7 @@ fn write_subtask(
     let range = KeyGroupRange::for_subtask(op.max_parallelism, op.parallelism, i);
     let finished = subtask_finished(plan, op, i);
     if plan.options.format == crate::OutputFormat::Canonical {
-        if let Some((file, states)) = transcodable(reader, plan, op, i, range)? {
+        if let Some((file, states)) = transcodable(snapshot, plan, op, i, range)? {
             let meta = writer.write_subtask_transcoded(&op.uid, i, &file, states, operator, finished)?;
             let entries = meta.keyed_stats.as_ref().map_or(0, |s| s.entries);
             return Ok((file_bytes(&meta), entries));
@@ -591,7 +592,7 @@ fn write_subtask(
         // A multiple of the input's max parallelism: each output key group is part of one
         // input key group, streamed without the sort.
         let source = crate::view::split_source(range, op.source_max_parallelism);
-        let views = statekit_snapshot::keyed_views(reader, &op.source_uid, source)?;
+        let views = snapshot.keyed_views(&op.source_uid, source)?;
         split = SplitView::new(
             MigratedView::new(op, source, views, plan.purge_expired_at),
             op.max_parallelism,
@@ -599,7 +600,7 @@ fn write_subtask(
         );
         Some(&split)
     } else {
-        let views = statekit_snapshot::keyed_views(reader, &op.source_uid, range)?;
+        let views = snapshot.keyed_views(&op.source_uid, range)?;
         migrated = MigratedView::new(op, range, views, plan.purge_expired_at);
         Some(&migrated)
     };
@@ -633,15 +634,17 @@ fn subtask_finished(plan: &Plan, op: &OperatorPlan, i: u32) -> bool {
 /// kept (renames allowed), nothing purged or filtered — so it can be copied block by block
 /// instead of entry by entry.
 fn transcodable(
-    reader: &SnapshotReader,
+    snapshot: &Snapshot,
     plan: &Plan,
     op: &OperatorPlan,
     i: u32,
     range: KeyGroupRange,
 ) -> Result<Option<(KeyedFileReader, Vec<statekit_core::StateDescriptor>)>, MigrateError> {
-    // An Apache Flink input's files are Flink's, never transcoded as statekit's.
+    // Only statekit's own files are transcoded as statekit's (never another family's).
+    let Some(files) = snapshot.statekit_files() else {
+        return Ok(None);
+    };
     if plan.purge_expired_at.is_some()
-        || reader.flink().is_some()
         || !op.keys.keeps_all()
         || op.parallelism != op.source_parallelism
         || op.max_parallelism != op.source_max_parallelism
@@ -659,7 +662,7 @@ fn transcodable(
     let statekit_format::KeyedHandle::Canonical(f) = &s.keyed else {
         return Ok(None);
     };
-    let (storage, path) = reader.resolver().resolve(f).map_err(CheckpointError::from)?;
+    let (storage, path) = files.resolver().resolve(f).map_err(CheckpointError::from)?;
     let file = KeyedFileReader::open(storage.as_ref(), &path, Some(f.size)).map_err(CheckpointError::from)?;
     let names: Vec<&str> = statekit_core::KeyedStateView::states(&file)
         .iter()
@@ -732,13 +735,16 @@ fn write_native_subtask(
 /// Links (or copies) the data files of input subtask `i` of `op` into the output directory
 /// `dir` and records them; returns the bytes and keyed entries.
 fn link_subtask(
-    reader: &SnapshotReader,
+    snapshot: &Snapshot,
     writer: &SnapshotWriter,
     dir: &Path,
     op: &OperatorPlan,
     i: u32,
 ) -> Result<(u64, u64), MigrateError> {
-    let input = reader.operator(&op.source_uid)?;
+    let files = snapshot.statekit_files().ok_or_else(|| MigrateError::NotSupported {
+        what: format!("--link of operator {:?}: its files are not statekit's", op.source_uid),
+    })?;
+    let input = snapshot.operator(&op.source_uid)?;
     let s = input
         .subtasks
         .get(i as usize)
@@ -747,7 +753,7 @@ fn link_subtask(
         })?;
     let id = statekit_core::OperatorId::from_uid(&op.uid);
     let place = |f: &FileRef, name: String| -> Result<(Arc<dyn Storage>, String, FileRef), MigrateError> {
-        let (storage, path) = reader.resolver().resolve(f).map_err(CheckpointError::from)?;
+        let (storage, path) = files.resolver().resolve(f).map_err(CheckpointError::from)?;
         let src = storage.absolute_path(&path).ok_or_else(|| MigrateError::NotSupported {
             what: format!("--link of {} (not on a local file system)", storage.describe(&path)),
         })?;

@@ -3,7 +3,7 @@
 
 use crate::MigrateError;
 use serde::{Deserialize, Serialize};
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::{
     KeyGroupScheme, KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig,
     TtlUpdateType, TypeSchema,
@@ -248,13 +248,13 @@ impl JobSchema {
     }
 
     /// The schema of an opened snapshot: [`JobSchema::of`] its metadata, with the parts
-    /// of an Apache Flink snapshot's states that statekit keeps as bytes named with their
-    /// serializers ([`KeyedStateSchema::opaque`]). Call
-    /// [`SnapshotReader::load_state_schema`] first for a Flink snapshot's states.
-    pub fn of_reader(reader: &SnapshotReader) -> Result<Self, MigrateError> {
-        let mut schema = JobSchema::of(reader.metadata());
-        for (uid, p) in reader.flink_opaque_parts()? {
-            let Some(o) = schema.operators.iter_mut().find(|o| o.uid == uid) else {
+    /// of its states that statekit keeps as bytes (values of types another family wrote)
+    /// named with their serializers ([`KeyedStateSchema::opaque`]). Open a Flink snapshot
+    /// with [`statekit_snapshot::OpenOptions::state_schema`] for its states.
+    pub fn of_snapshot(snapshot: &Snapshot) -> Result<Self, MigrateError> {
+        let mut schema = JobSchema::of(snapshot.metadata());
+        for p in snapshot.opaque_parts()? {
+            let Some(o) = schema.operators.iter_mut().find(|o| o.uid == p.uid) else {
                 continue;
             };
             let note = format!("{}: {}", p.part, p.serializer);

@@ -4,7 +4,8 @@
 //! random parallelism; bad edits and outputs are refused before anything is written.
 
 use proptest::prelude::*;
-use statekit_checkpoint::{RestoreMode, SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::{RestoreMode, SnapshotWriter};
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     key_group_for_key, BackendConfig, ErrorKind, KeyGroupRange, KeyedStateBackend, KeyedStateView, MemoryView,
@@ -12,7 +13,7 @@ use statekit_core::{
     TtlConfig, TypeSchema,
 };
 use statekit_migrate::{migrate, Edit, MigrateError, MigrateOptions, OutputFormat, Plan, PlanOptions};
-use statekit_snapshot::{keyed_views, open_keyed, BackendChoice, RestoreFrom};
+use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,11 +28,11 @@ fn fixture(name: &str) -> PathBuf {
 type Row = (String, Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>, Option<i64>);
 
 /// Every keyed entry of operator `uid`, by state name, sorted.
-fn keyed_rows(reader: &SnapshotReader, uid: &str) -> Vec<Row> {
+fn keyed_rows(reader: &Snapshot, uid: &str) -> Vec<Row> {
     let max_p = reader.operator(uid).expect("operator").max_parallelism;
     let all = KeyGroupRange::all(max_p);
     let mut rows = Vec::new();
-    for v in keyed_views(reader, uid, all).expect("views") {
+    for v in reader.keyed_views(uid, all).expect("views") {
         rows.extend(rows_of(v.as_ref(), all));
     }
     rows.sort();
@@ -58,7 +59,7 @@ fn rows_of(v: &dyn KeyedStateView, range: KeyGroupRange) -> Vec<Row> {
 }
 
 /// Every operator-state element of operator `uid` as stored, by state name, sorted.
-fn operator_rows(reader: &SnapshotReader, uid: &str) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+fn operator_rows(reader: &Snapshot, uid: &str) -> Vec<(String, Vec<u8>, Vec<u8>)> {
     let op = reader.operator(uid).expect("operator");
     let mut rows = Vec::new();
     for i in 0..op.parallelism {
@@ -78,7 +79,7 @@ fn operator_rows(reader: &SnapshotReader, uid: &str) -> Vec<(String, Vec<u8>, Ve
 }
 
 fn run(input: &Path, edits: &[Edit], output: &Path) -> Result<statekit_migrate::Summary, MigrateError> {
-    let reader = SnapshotReader::open(input).expect("open");
+    let reader = Snapshot::open(input).expect("open");
     let plan = Plan::new(&reader, edits, PlanOptions::default())?;
     migrate(&reader, input, &plan, output, &MigrateOptions::default(), &|_| {})
 }
@@ -101,8 +102,8 @@ fn every_kind_converts_to_a_canonical_savepoint_with_the_same_entries() {
         run(&input, &[], &out).expect("convert");
         let (_, v) = statekit_snapshot::verify_path(&out).expect("verify");
         assert!(v.is_ok(), "{}: {:?}", input.display(), v.problems);
-        let a = SnapshotReader::open(&input).expect("input");
-        let b = SnapshotReader::open(&out).expect("output");
+        let a = Snapshot::open(&input).expect("input");
+        let b = Snapshot::open(&out).expect("output");
         assert_eq!(b.metadata().format.as_str(), "canonical");
         assert_eq!(keyed_rows(&a, uid), keyed_rows(&b, uid), "{}", input.display());
         assert_eq!(operator_rows(&a, uid), operator_rows(&b, uid), "{}", input.display());
@@ -113,7 +114,7 @@ fn every_kind_converts_to_a_canonical_savepoint_with_the_same_entries() {
             parallelism: 3,
         }];
         run(&out, &edits, &out2).expect("rescale");
-        let c = SnapshotReader::open(&out2).expect("rescaled");
+        let c = Snapshot::open(&out2).expect("rescaled");
         assert_eq!(keyed_rows(&a, uid), keyed_rows(&c, uid), "{} at 3", input.display());
         assert_eq!(c.operator(uid).expect("op").parallelism, 3);
     }
@@ -152,7 +153,7 @@ fn canonical_to_canonical_with_the_same_options_is_byte_identical() {
 #[test]
 fn bad_edits_and_outputs_are_refused_before_anything_is_written() {
     let input = fixture("savepoint-basic");
-    let reader = SnapshotReader::open(&input).expect("open");
+    let reader = Snapshot::open(&input).expect("open");
     let bad: Vec<(Vec<Edit>, &str)> = vec![
         (vec![Edit::DropOperator { uid: "nope".into() }], "no operator"),
         (
@@ -274,7 +275,7 @@ fn bad_edits_and_outputs_are_refused_before_anything_is_written() {
 #[test]
 fn purge_expired_leaves_out_exactly_the_expired_data() {
     let input = fixture("savepoint-basic");
-    let reader = SnapshotReader::open(&input).expect("open");
+    let reader = Snapshot::open(&input).expect("open");
     let ttl: BTreeMap<String, TtlConfig> = reader
         .operator("word-counter")
         .expect("op")
@@ -310,7 +311,7 @@ fn purge_expired_leaves_out_exactly_the_expired_data() {
         )
         .expect("plan");
         migrate(&reader, &input, &plan, &out, &MigrateOptions::default(), &|_| {}).expect("purge");
-        let got = keyed_rows(&SnapshotReader::open(&out).expect("out"), "word-counter");
+        let got = keyed_rows(&Snapshot::open(&out).expect("out"), "word-counter");
         assert_eq!(got, expected, "{format:?}");
     }
 }
@@ -338,7 +339,7 @@ fn every_kind_converts_to_native_and_back_with_the_same_entries() {
     for ((input, uid), compression) in inputs.iter().zip(codecs) {
         let dir = tempfile::tempdir().expect("tempdir");
         let native = dir.path().join("native");
-        let reader = SnapshotReader::open(input).expect("open");
+        let reader = Snapshot::open(input).expect("open");
         let plan = Plan::new(
             &reader,
             &[],
@@ -352,7 +353,7 @@ fn every_kind_converts_to_native_and_back_with_the_same_entries() {
         let summary = migrate(&reader, input, &plan, &native, &MigrateOptions::default(), &|_| {}).expect("convert");
         let (_, v) = statekit_snapshot::verify_path(&native).expect("verify");
         assert!(v.is_ok(), "{}: {:?}", input.display(), v.problems);
-        let out = SnapshotReader::open(&native).expect("native output");
+        let out = Snapshot::open(&native).expect("native output");
         assert_eq!(out.metadata().format.as_str(), "native");
         let op = out.operator(uid).expect("op");
         assert!(op
@@ -393,7 +394,7 @@ fn every_kind_converts_to_native_and_back_with_the_same_entries() {
         for i in 0..3 {
             let config = BackendConfig::for_subtask(op.max_parallelism, 3, i).expect("config");
             let from = RestoreFrom {
-                reader: &out,
+                snapshot: &out,
                 uid,
                 mode: RestoreMode::NoClaim,
             };
@@ -411,7 +412,7 @@ fn every_kind_converts_to_native_and_back_with_the_same_entries() {
         // And back to canonical.
         let back = dir.path().join("back");
         run(&native, &[], &back).expect("back to canonical");
-        let back = SnapshotReader::open(&back).expect("back");
+        let back = Snapshot::open(&back).expect("back");
         assert_eq!(back.metadata().format.as_str(), "canonical");
         assert_eq!(keyed_rows(&back, uid), want, "{} back", input.display());
         assert_eq!(operator_rows(&back, uid), operator_rows(&reader, uid));
@@ -766,14 +767,14 @@ fn write_backend_subtask(
 /// The model of what `dir` holds, read back by restoring every operator at parallelism
 /// `restore_p` into heap backends, or (`rocksdb`) RocksDB backends.
 fn read_model(dir: &Path, restore_p: u32, rocksdb: bool) -> Model {
-    let reader = SnapshotReader::open(dir).expect("open output");
+    let reader = Snapshot::open(dir).expect("open output");
     let mut model = Model::default();
     for op in &reader.metadata().operators {
         model.parallelism.insert(op.uid.clone(), op.parallelism);
         for i in 0..restore_p {
             let config = BackendConfig::for_subtask(op.max_parallelism, restore_p, i).expect("config");
             let from = RestoreFrom {
-                reader: &reader,
+                snapshot: &reader,
                 uid: &op.uid,
                 mode: RestoreMode::NoClaim,
             };
@@ -876,7 +877,7 @@ proptest! {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut model = write_input(dir.path(), p, kind, &entries, &elements);
         let input = dir.path().join("in");
-        let reader = SnapshotReader::open(&input).expect("open");
+        let reader = Snapshot::open(&input).expect("open");
         // The edits the plan accepts, one by one, are the model's; a refused edit is skipped
         // (and must be refused for a reason the model sees).
         let mut accepted = Vec::new();
@@ -913,7 +914,7 @@ fn link_shares_the_unchanged_files_and_rewrites_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = dir.path().join("in");
     run(&fixture("savepoint-basic"), &[], &input).expect("convert");
-    let reader = SnapshotReader::open(&input).expect("open");
+    let reader = Snapshot::open(&input).expect("open");
     let edits = [
         Edit::RenameUid {
             from: "word-counter".into(),
@@ -952,7 +953,7 @@ fn link_shares_the_unchanged_files_and_rewrites_the_rest() {
         shared, 4,
         "the renamed operator's 2 keyed and 2 operator files are links"
     );
-    let b = SnapshotReader::open(&out).expect("out");
+    let b = Snapshot::open(&out).expect("out");
     assert_eq!(keyed_rows(&reader, "word-counter"), keyed_rows(&b, "counter"));
     assert_eq!(operator_rows(&reader, "word-counter"), operator_rows(&b, "counter"));
     assert_eq!(keyed_rows(&reader, "enricher"), keyed_rows(&b, "enricher"));
@@ -961,7 +962,7 @@ fn link_shares_the_unchanged_files_and_rewrites_the_rest() {
 #[test]
 fn set_uid_names_an_operator_by_its_id() {
     let input = fixture("savepoint-basic");
-    let reader = SnapshotReader::open(&input).expect("open");
+    let reader = Snapshot::open(&input).expect("open");
     let id = reader.operator("enricher").expect("op").operator_id.to_string();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
@@ -970,7 +971,7 @@ fn set_uid_names_an_operator_by_its_id() {
         uid: "enrich".into(),
     }];
     run(&input, &edits, &out).expect("set uid");
-    let b = SnapshotReader::open(&out).expect("out");
+    let b = Snapshot::open(&out).expect("out");
     assert_eq!(keyed_rows(&reader, "enricher"), keyed_rows(&b, "enrich"));
     assert_eq!(
         b.operator("enrich").expect("renamed").operator_id,
@@ -1015,7 +1016,7 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
     let elements: Vec<(usize, u8, u8)> = (0..30u8).map(|i| (usize::from(i % 3), i, i.wrapping_mul(3))).collect();
     write_input(dir.path(), 3, InputKind::Heap, &entries, &elements);
     let input = dir.path().join("in");
-    let reader = SnapshotReader::open(&input).expect("open");
+    let reader = Snapshot::open(&input).expect("open");
     let before = keyed_rows(&reader, "a");
     // Native output (where built) on the spilling cases: the re-bucketed stream bulk-loaded.
     let native = output_formats().last().copied().unwrap_or_default();
@@ -1070,7 +1071,7 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
         );
         let (_, v) = statekit_snapshot::verify_path(&out).expect("verify");
         assert!(v.is_ok(), "{:?}", v.problems);
-        let b = SnapshotReader::open(&out).expect("out");
+        let b = Snapshot::open(&out).expect("out");
         assert_eq!(b.operator("a").expect("a").max_parallelism, new_max);
         // Every key exactly once, in its key group under the new max parallelism.
         assert_eq!(
@@ -1078,7 +1079,7 @@ fn max_parallelism_moves_every_key_to_its_key_group_exactly_once_also_when_spill
             before,
             "memory {memory}, max parallelism {new_max}"
         );
-        for view in keyed_views(&b, "a", KeyGroupRange::all(new_max)).expect("views") {
+        for view in b.keyed_views("a", KeyGroupRange::all(new_max)).expect("views") {
             let range = view.key_group_range();
             for e in MemoryView::collect(view.as_ref(), range).expect("collect").entries() {
                 assert_eq!(e.key_group, key_group_for_key(&e.key, new_max));
@@ -1149,7 +1150,7 @@ fn a_key_outside_its_key_group_is_an_error_when_key_groups_split() {
     writer.write_subtask("a", 0, Some(&view), None, false).expect("write");
     writer.finish().expect("finish");
     let input = dir.path().join("in");
-    let reader = SnapshotReader::open(&input).expect("open");
+    let reader = Snapshot::open(&input).expect("open");
     let plan = Plan::new(
         &reader,
         &[Edit::MaxParallelism {

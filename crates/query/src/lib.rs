@@ -20,8 +20,8 @@
 //!
 //! ```no_run
 //! use statekit_query::SnapshotQuery;
-//! let reader = statekit_checkpoint::SnapshotReader::open("savepoint-1")?;
-//! let q = SnapshotQuery::new(std::sync::Arc::new(reader))?;
+//! let snapshot = statekit_snapshot::Snapshot::open("savepoint-1")?;
+//! let q = SnapshotQuery::new(snapshot)?;
 //! let batches = q.sql(r#"SELECT value FROM "counter"."count" WHERE key = 'a'"#)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -42,7 +42,7 @@ use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,12 +122,12 @@ impl SnapshotQuery {
     /// query runs), `"<uid>"."<state>"` per operator state (`"<state>.operator"` when a keyed
     /// state has the name), `states` and `operators`. Read-only, with the default limits
     /// ([`QueryOptions::default`]).
-    pub fn new(reader: Arc<SnapshotReader>) -> Result<Self, QueryError> {
-        Self::with_options(reader, QueryOptions::default())
+    pub fn new(snapshot: Snapshot) -> Result<Self, QueryError> {
+        Self::with_options(snapshot, QueryOptions::default())
     }
 
     /// As [`SnapshotQuery::new`], with `options`' rules and limits.
-    pub fn with_options(reader: Arc<SnapshotReader>, options: QueryOptions) -> Result<Self, QueryError> {
+    pub fn with_options(snapshot: Snapshot, options: QueryOptions) -> Result<Self, QueryError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
             .thread_name("statekit-query")
@@ -157,7 +157,7 @@ impl SnapshotQuery {
             ctx
         };
         let stats = Arc::new(ScanStats::default());
-        tables::register(&ctx, &reader, &stats)?;
+        tables::register(&ctx, &snapshot, &stats)?;
         Ok(SnapshotQuery {
             ctx,
             runtime,

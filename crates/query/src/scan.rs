@@ -17,7 +17,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::{KeyGroupAssigner, KeyGroupRange, StateDescriptor};
 use statekit_table::{state_schema, StateBatches, TableError};
 use std::any::Any;
@@ -48,7 +48,7 @@ impl ScanStats {
 /// One keyed state of a snapshot as a table.
 #[derive(Debug)]
 pub struct StateTable {
-    reader: Arc<SnapshotReader>,
+    reader: Snapshot,
     uid: String,
     desc: StateDescriptor,
     max_parallelism: u32,
@@ -63,7 +63,7 @@ pub struct StateTable {
 impl StateTable {
     /// The table of state `desc` of operator `uid`.
     pub(crate) fn new(
-        reader: Arc<SnapshotReader>,
+        reader: Snapshot,
         uid: &str,
         desc: &StateDescriptor,
         stats: Arc<ScanStats>,
@@ -170,7 +170,7 @@ impl TableProvider for StateTable {
 /// The scan of one keyed state: the key groups it reads, per subtask (a partition each).
 #[derive(Debug)]
 pub struct StateScanExec {
-    reader: Arc<SnapshotReader>,
+    reader: Snapshot,
     uid: String,
     state: String,
     desc: StateDescriptor,
@@ -274,7 +274,7 @@ impl ExecutionPlan for StateScanExec {
 /// Streams key groups `kgs` (of subtask range `range`) of state `desc` into `send` (which
 /// returns false once nobody listens).
 fn scan_part(
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     uid: &str,
     desc: &StateDescriptor,
     range: KeyGroupRange,
@@ -286,7 +286,7 @@ fn scan_part(
     let last = kgs.last().copied().unwrap_or(range.start());
     let span = KeyGroupRange::new(first, last).intersection(&range);
     let mut batches = StateBatches::new(desc, 8192);
-    for view in statekit_snapshot::keyed_views(reader, uid, span)? {
+    for view in reader.keyed_views(uid, span)? {
         let Some(state) = view.states().iter().position(|d| d.name == desc.name) else {
             continue;
         };

@@ -9,13 +9,13 @@ use arrow_schema::{DataType, Field, Schema};
 use datafusion::catalog::{CatalogProvider, MemorySchemaProvider, SchemaProvider};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use std::sync::Arc;
 
 /// Registers every table of `reader`'s snapshot in `ctx`.
 pub(crate) fn register(
     ctx: &SessionContext,
-    reader: &Arc<SnapshotReader>,
+    reader: &Snapshot,
     stats: &Arc<ScanStats>,
 ) -> Result<(), QueryError> {
     let catalog = ctx
@@ -113,7 +113,7 @@ fn utf8(name: &str, nullable: bool) -> Field {
 }
 
 /// `states`: uid, state, scope (keyed / operator), kind (or mode), the types and the TTL.
-fn states_table(reader: &SnapshotReader) -> Result<MemTable, QueryError> {
+fn states_table(reader: &Snapshot) -> Result<MemTable, QueryError> {
     let meta = reader.metadata();
     let mut cols: [Vec<Option<String>>; 8] = Default::default();
     let mut ttl: Vec<Option<u64>> = Vec::new();
@@ -168,7 +168,7 @@ fn states_table(reader: &SnapshotReader) -> Result<MemTable, QueryError> {
 }
 
 /// `operators`: uid, operator id, parallelism, max parallelism, finished, state counts.
-fn operators_table(reader: &SnapshotReader) -> Result<MemTable, QueryError> {
+fn operators_table(reader: &Snapshot) -> Result<MemTable, QueryError> {
     let ops = &reader.metadata().operators;
     let schema = Arc::new(Schema::new(vec![
         utf8("uid", false),

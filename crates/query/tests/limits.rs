@@ -3,11 +3,10 @@
 //! past its memory limit fails with `MemoryLimit`, one past its timeout with `Timeout`,
 //! both soon and with the session still usable.
 
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::ErrorKind;
 use statekit_query::{QueryError, QueryOptions, SnapshotQuery};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn fixture(name: &str) -> PathBuf {
@@ -17,7 +16,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn session(options: QueryOptions) -> SnapshotQuery {
-    let reader = Arc::new(SnapshotReader::open(fixture("savepoint-basic")).expect("open"));
+    let reader = Snapshot::open(fixture("savepoint-basic")).expect("open");
     SnapshotQuery::with_options(reader, options).expect("session")
 }
 

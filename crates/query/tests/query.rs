@@ -5,7 +5,8 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::SnapshotWriter;
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::{Blob, HookedStorage, LocalStorage, Storage, StorageError, StorageHooks};
 use statekit_core::{BackendConfig, ErrorKind, KeyedStateBackend, StateDescriptor, StateFunctions, TypeSchema};
 use statekit_query::{RecordBatch, SnapshotQuery};
@@ -32,7 +33,7 @@ fn text(batches: &[RecordBatch]) -> String {
 
 #[test]
 fn the_fixture_answers_sql() {
-    let reader = Arc::new(SnapshotReader::open(fixture("savepoint-basic")).expect("open"));
+    let reader = Snapshot::open(fixture("savepoint-basic")).expect("open");
     let q = SnapshotQuery::new(reader).expect("session");
     assert_eq!(
         one_i64(&q.sql(r#"SELECT count(*) FROM "word-counter"."count""#).expect("count")),
@@ -155,7 +156,7 @@ fn key_predicates_read_only_their_key_groups() {
     let hooks = Counting::default();
     let released = hooks.released.clone();
     let storage: Arc<dyn Storage> = Arc::new(HookedStorage::new(Arc::new(LocalStorage::new(dir.path())), hooks));
-    let reader = Arc::new(SnapshotReader::open_in(storage, &name, None).expect("open"));
+    let reader = Snapshot::from_statekit_reader(statekit_checkpoint::SnapshotReader::open_in(storage, &name, None).expect("open"));
     let total: u64 = reader
         .metadata()
         .operators

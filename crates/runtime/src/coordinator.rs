@@ -3,7 +3,8 @@
 //! takes savepoints; the store keeps the retained number of completed checkpoints.
 
 use crate::{AsyncSnapshot, RuntimeError};
-use statekit_checkpoint::{CheckpointStore, SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::{CheckpointStore, SnapshotWriter};
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::Storage;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -254,25 +255,22 @@ impl CheckpointCoordinator {
         Ok(CompletedSavepoint { id, dir })
     }
 
-    /// Tells the store that the job was restored from `reader` (its files are then owned as
-    /// `mode` says: claimed, shared or left alone). Call before the first checkpoint.
-    pub fn restored(
-        &self,
-        reader: &SnapshotReader,
-        mode: statekit_checkpoint::RestoreMode,
-    ) -> Result<(), RuntimeError> {
-        if let Some(store) = &self.store {
-            store.restored(reader, mode)?;
+    /// Tells the store that the job was restored from `snapshot` (statekit's own files are
+    /// then owned as `mode` says: claimed, shared or left alone; another family's files are
+    /// never the store's). Call before the first checkpoint.
+    pub fn restored(&self, snapshot: &Snapshot, mode: statekit_checkpoint::RestoreMode) -> Result<(), RuntimeError> {
+        if let (Some(store), Some(files)) = (&self.store, snapshot.statekit_files()) {
+            store.restored(files, mode)?;
         }
         Ok(())
     }
 }
 
-/// The operators of the snapshot `reader` that are not among `uids` (the job's operators):
-/// their state would be lost by a restore. Flink refuses such a restore unless allowed
+/// The operators of `snapshot` that are not among `uids` (the job's operators): their state
+/// would be lost by a restore. Flink refuses such a restore unless allowed
 /// (`--allowNonRestoredState`).
-pub fn unclaimed_operators<'r>(reader: &'r SnapshotReader, uids: &[&str]) -> Vec<&'r str> {
-    reader
+pub fn unclaimed_operators<'r>(snapshot: &'r Snapshot, uids: &[&str]) -> Vec<&'r str> {
+    snapshot
         .metadata()
         .operators
         .iter()
@@ -282,11 +280,11 @@ pub fn unclaimed_operators<'r>(reader: &'r SnapshotReader, uids: &[&str]) -> Vec
 }
 
 /// The newest complete checkpoint of any job under the checkpoint base directory `base`,
-/// opened (its id is [`SnapshotReader::metadata`]`().checkpoint_id`); `None` when there is
-/// none yet (a first start).
-pub fn open_latest_checkpoint(base: &std::path::Path) -> Result<Option<SnapshotReader>, RuntimeError> {
+/// opened (its id is [`Snapshot::metadata`]`().checkpoint_id`); `None` when there is none
+/// yet (a first start).
+pub fn open_latest_checkpoint(base: &std::path::Path) -> Result<Option<Snapshot>, RuntimeError> {
     match statekit_snapshot::latest_checkpoint(base)? {
-        Some((_, path)) => Ok(Some(SnapshotReader::open(path)?)),
+        Some((_, path)) => Ok(Some(Snapshot::open(path)?)),
         None => Ok(None),
     }
 }

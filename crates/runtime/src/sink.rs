@@ -16,7 +16,7 @@
 //! files directly; a restart replays (duplicates) or skips (loss) records.
 
 use crate::RuntimeError;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::{
     Codec, OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, TypeSchema,
 };
@@ -46,18 +46,18 @@ pub fn pending_commits_state(pending: &[String]) -> Result<OperatorStateSnapshot
     Ok(st.snapshot())
 }
 
-/// Every pending transaction the snapshot `reader` recorded for sink operator `uid` (all its
+/// Every pending transaction `snapshot` recorded for sink operator `uid` (all its
 /// subtasks, redistributed to `parallelism`); none when the snapshot has no such operator.
 pub fn restore_pending_commits(
-    reader: &SnapshotReader,
+    snapshot: &Snapshot,
     uid: &str,
     parallelism: u32,
 ) -> Result<Vec<String>, RuntimeError> {
     let mut pending = Vec::new();
-    if reader.metadata().operator(uid).is_none() {
+    if snapshot.metadata().operator(uid).is_none() {
         return Ok(pending);
     }
-    for snap in reader.operator_states(uid, parallelism)? {
+    for snap in snapshot.operator_states(uid, parallelism)? {
         let mut s = OperatorStateStore::from_snapshot(snap);
         let h = s.register(pending_commits_descriptor())?;
         for e in s.list(h)? {

@@ -11,7 +11,7 @@
 //! offset, or of a stream of lines (standard input, a socket), which cannot be replayed.
 
 use crate::RuntimeError;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     decode_value, encode_value, OperatorId, OperatorStateDescriptor, OperatorStateHandle, OperatorStateMode,
@@ -53,9 +53,9 @@ impl SourceOffsets {
     }
 
     /// The offsets subtask `index` of `parallelism` of source operator `uid` gets from the
-    /// snapshot `reader`.
-    pub fn restore(reader: &SnapshotReader, uid: &str, parallelism: u32, index: u32) -> Result<Self, RuntimeError> {
-        Self::from_snapshot(reader.operator_state(uid, parallelism, index)?)
+    /// `snapshot`.
+    pub fn restore(snapshot: &Snapshot, uid: &str, parallelism: u32, index: u32) -> Result<Self, RuntimeError> {
+        Self::from_snapshot(snapshot.operator_state(uid, parallelism, index)?)
     }
 
     /// The offset recorded for input `name` (the last one, when several are).

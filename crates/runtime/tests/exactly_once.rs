@@ -8,7 +8,8 @@
 mod keyed_job;
 
 use keyed_job::{committed, run, TEXT};
-use statekit_runtime::statekit_checkpoint::{SnapshotReader, SnapshotWriter};
+use statekit_runtime::statekit_checkpoint::SnapshotWriter;
+use statekit_runtime::statekit_snapshot::Snapshot;
 use statekit_runtime::statekit_core::storage::LocalStorage;
 use statekit_runtime::statekit_core::ErrorKind;
 use statekit_runtime::*;
@@ -115,7 +116,7 @@ fn a_savepoint_without_checkpoints_restores_the_source_offset() {
     let storage = Arc::new(LocalStorage::new(dir.path()));
     let sp = coordinator.savepoint(&mut job, storage, true).expect("savepoint");
     assert_eq!(sp.id, 7);
-    let reader = SnapshotReader::open(Path::new(&dir.path().join(&sp.dir))).expect("open");
+    let reader = Snapshot::open(Path::new(&dir.path().join(&sp.dir))).expect("open");
     assert_eq!(reader.metadata().checkpoint_id, 7);
     let mut restored = SourceOffsets::restore(&reader, "source", 1, 0).expect("restore");
     assert_eq!(restored.get("in").expect("get"), Some(42));

@@ -7,7 +7,8 @@
 //! ```
 //! (Native RocksDB snapshots need the `rocksdb` feature and `BackendChoice::RocksDb`.)
 
-use statekit_checkpoint::{RestoreMode, SnapshotReader};
+use statekit_checkpoint::RestoreMode;
+use statekit_snapshot::Snapshot;
 use statekit_core::{BackendConfig, KeyGroupRange};
 use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use std::ops::ControlFlow;
@@ -17,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (Some(path), Some(uid)) = (args.first(), args.get(1)) else {
         return Err("usage: restore_any SNAPSHOT UID [PARALLELISM]".into());
     };
-    let reader = SnapshotReader::open(path)?;
+    let reader = Snapshot::open(path)?;
     let op = reader.operator(uid)?;
     let max_p = op.max_parallelism;
     let p: u32 = match args.get(2) {
@@ -27,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{path}: operator {uid:?}, {} subtasks -> {p}", op.parallelism);
     for i in 0..p {
         let from = RestoreFrom {
-            reader: &reader,
+            snapshot: &reader,
             uid,
             mode: RestoreMode::NoClaim,
         };

@@ -5,7 +5,8 @@ use crate::views::{stored_as, StoredAs};
 use statekit_changelog::{
     restore_into, ChangelogBackend, ChangelogStorage, MaterializationPolicy, Materializer, ReplayClock,
 };
-use statekit_checkpoint::{RestoreMode, SnapshotReader};
+use crate::open::Snapshot;
+use statekit_checkpoint::{CheckpointError, InvalidRequest, RestoreMode};
 use statekit_core::storage::Storage;
 use statekit_core::{BackendConfig, KeyedStateBackend, StateError};
 use statekit_hashmap::HashMapBackend;
@@ -38,8 +39,8 @@ pub struct ChangelogSetup<'a> {
 /// The snapshot to restore from.
 #[derive(Clone, Copy)]
 pub struct RestoreFrom<'a> {
-    /// The opened snapshot.
-    pub reader: &'a SnapshotReader,
+    /// The opened snapshot, of any family.
+    pub snapshot: &'a Snapshot,
     /// The operator whose keyed state to restore.
     pub uid: &'a str,
     /// Who owns the snapshot's files ([`RestoreMode`]).
@@ -109,10 +110,10 @@ pub fn open_keyed(
     changelog: Option<ChangelogSetup<'_>>,
     restore: Option<RestoreFrom<'_>>,
 ) -> Result<KeyedBackend, SnapshotError> {
-    let how = restore.map(|r| stored_as(r.reader, r.uid)).transpose()?;
+    let how = restore.map(stored_how).transpose()?;
     // Keys stay in the key groups the snapshot put them in: the backend takes its rule.
     let config = match restore {
-        Some(r) => config.with_key_group_scheme(r.reader.operator(r.uid)?.key_group_scheme),
+        Some(r) => config.with_key_group_scheme(r.snapshot.operator(r.uid)?.key_group_scheme),
         None => config,
     };
     let Some(setup) = changelog else {
@@ -121,7 +122,7 @@ pub fn open_keyed(
                 let rc = ReplayClock::new(config.clock.clone());
                 let mut b = plain_backend(choice, config.with_clock(rc.clone()), None)?;
                 let range = b.as_dyn().key_group_range();
-                let handles = r.reader.changelog_handles(r.uid, range)?;
+                let handles = statekit_files(r)?.changelog_handles(r.uid, range)?;
                 restore_into(b.as_dyn(), Some(&rc), range, &handles)?;
                 rc.follow();
                 b
@@ -131,7 +132,7 @@ pub fn open_keyed(
             }
             (Some(r), _) => {
                 let mut b = plain_backend(choice, config, None)?;
-                r.reader.restore_keyed(r.uid, b.as_dyn())?;
+                restore_entries(r, b.as_dyn())?;
                 b
             }
             (None, _) => plain_backend(choice, config, None)?,
@@ -151,12 +152,12 @@ pub fn open_keyed(
     })?;
     match (restore, how) {
         (Some(r), Some(StoredAs::Changelog)) => {
-            let handles = r.reader.changelog_handles(r.uid, b.key_group_range())?;
+            let handles = statekit_files(r)?.changelog_handles(r.uid, b.key_group_range())?;
             let stats = b.restore_changelog(&handles, r.mode.may_reference_restored_files())?;
             tracing::debug!(uid = r.uid, ?stats, "changelog restored");
         }
         (Some(_), Some(StoredAs::Native)) => b.delegate_restored(),
-        (Some(r), _) => r.reader.restore_keyed(r.uid, &mut b)?,
+        (Some(r), _) => restore_entries(r, &mut b)?,
         (None, _) => {}
     }
     Ok(KeyedBackend::Changelog(Box::new(b)))
@@ -172,14 +173,13 @@ fn plain_backend(
     Ok(match choice {
         BackendChoice::HashMap => {
             if let Some((r, _)) = native {
-                let backend = r
-                    .reader
+                let backend = statekit_files(r)?
                     .native_handles(r.uid, statekit_core::KeyGroupRange::all(config.max_parallelism))?
                     .first()
                     .map(|h| h.handle.backend.clone())
                     .unwrap_or_else(|| "rocksdb".to_string());
                 return Err(SnapshotError::NativeNeedsItsBackend {
-                    snapshot: r.reader.storage().describe(""),
+                    snapshot: r.snapshot.storage().describe(""),
                     backend,
                 });
             }
@@ -189,10 +189,52 @@ fn plain_backend(
         BackendChoice::RocksDb(options) => {
             let mut b = statekit_rocksdb::RocksDbBackend::new(config, options.clone())?;
             if let Some((r, reuse)) = native {
-                let handles = r.reader.native_handles(r.uid, b.key_group_range())?;
+                let handles = statekit_files(r)?.native_handles(r.uid, b.key_group_range())?;
                 b.restore_native(&handles, reuse)?;
             }
             KeyedBackend::RocksDb(Box::new(b))
         }
     })
+}
+
+/// How the snapshot `r` names stores the operator's keyed state: statekit's files say; every
+/// other family is read as entries (restored as canonical state is).
+fn stored_how(r: RestoreFrom<'_>) -> Result<StoredAs, SnapshotError> {
+    match r.snapshot.statekit_files() {
+        Some(files) => stored_as(files, r.uid),
+        None => Ok(StoredAs::Canonical),
+    }
+}
+
+/// statekit's reader of the files of `r`'s snapshot, which native and changelog state (kinds
+/// only statekit's own family stores) are restored from.
+fn statekit_files(r: RestoreFrom<'_>) -> Result<&statekit_checkpoint::SnapshotReader, SnapshotError> {
+    r.snapshot.statekit_files().ok_or_else(|| {
+        SnapshotError::NotStatekitFiles {
+            snapshot: r.snapshot.storage().describe(""),
+            what: "native and changelog state".into(),
+        }
+    })
+}
+
+/// Restores the operator's keyed state of `r` into `backend` (any key-group range of the
+/// same max parallelism): statekit's canonical files through the checkpoint reader; any
+/// other family from its entry streams, the narrow waist.
+fn restore_entries(r: RestoreFrom<'_>, backend: &mut dyn KeyedStateBackend) -> Result<(), SnapshotError> {
+    if let Some(files) = r.snapshot.statekit_files() {
+        return Ok(files.restore_keyed(r.uid, backend)?);
+    }
+    let op = r.snapshot.operator(r.uid)?;
+    if backend.max_parallelism() != op.max_parallelism {
+        return Err(CheckpointError::from(InvalidRequest::MaxParallelism {
+            uid: r.uid.to_string(),
+            snapshot: op.max_parallelism,
+            backend: backend.max_parallelism(),
+        })
+        .into());
+    }
+    let views = r.snapshot.keyed_views(r.uid, backend.key_group_range())?;
+    let views: Vec<&dyn statekit_core::KeyedStateView> = views.iter().map(|v| v.as_ref()).collect();
+    backend.restore(&views)?;
+    Ok(())
 }

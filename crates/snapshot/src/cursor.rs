@@ -17,12 +17,12 @@
 //! damage are kept) and goes on with the next key group. Any other error ends the read.
 //!
 //! ```no_run
-//! use statekit_checkpoint::SnapshotReader;
 //! use statekit_snapshot::cursor::{EntryCursor, EntryFilter, Walked};
+//! use statekit_snapshot::Snapshot;
 //! use std::ops::ControlFlow;
 //!
-//! let reader = SnapshotReader::open("savepoint")?;
-//! let mut cursor = EntryCursor::open(&reader, "counter", "count", EntryFilter::default())?;
+//! let snapshot = Snapshot::open("savepoint")?;
+//! let mut cursor = EntryCursor::open(&snapshot, "counter", "count", EntryFilter::default())?;
 //! cursor.walk(&mut |w| {
 //!     match w {
 //!         Walked::Entry(e) => println!("kg={} key={:?} value={:?}", e.position.key_group, e.key, e.value),
@@ -35,8 +35,7 @@
 //! ```
 
 use crate::error::SnapshotError;
-use crate::views::keyed_views;
-use statekit_checkpoint::SnapshotReader;
+use crate::open::Snapshot;
 use statekit_core::{
     ErrorKind, KeyGroupRange, KeyGroupScheme, KeyedStateKind, KeyedStateView, StateDescriptor, StateError, TypeSchema,
 };
@@ -332,12 +331,12 @@ impl std::fmt::Debug for KeyedEntries {
 }
 
 impl KeyedEntries {
-    /// Opens the keyed state of operator `uid` in key groups `range` ([`keyed_views`]: data
-    /// files, native files read-only, changelog state restored).
-    pub fn open(reader: &SnapshotReader, uid: &str, range: KeyGroupRange) -> Result<Self, CursorError> {
-        let op = reader.operator(uid).map_err(SnapshotError::from)?;
+    /// Opens the keyed state of operator `uid` in key groups `range`
+    /// ([`Snapshot::keyed_views`]: whatever the family and the form the state is stored in).
+    pub fn open(snapshot: &Snapshot, uid: &str, range: KeyGroupRange) -> Result<Self, CursorError> {
+        let op = snapshot.operator(uid)?;
         let (max_parallelism, scheme) = (op.max_parallelism, op.key_group_scheme);
-        let views = keyed_views(reader, uid, range)?;
+        let views = snapshot.keyed_views(uid, range)?;
         Ok(KeyedEntries {
             uid: uid.to_string(),
             max_parallelism,
@@ -441,8 +440,8 @@ impl EntryCursor {
     /// A cursor over the entries of keyed state `state` of operator `uid` that pass
     /// `filter`, at the first of them. Only the key groups of the filter are opened, and
     /// with a key only the key's key group (as the snapshot places keys).
-    pub fn open(reader: &SnapshotReader, uid: &str, state: &str, filter: EntryFilter) -> Result<Self, CursorError> {
-        let op = reader.operator(uid).map_err(SnapshotError::from)?;
+    pub fn open(snapshot: &Snapshot, uid: &str, state: &str, filter: EntryFilter) -> Result<Self, CursorError> {
+        let op = snapshot.operator(uid)?;
         let max_parallelism = op.max_parallelism;
         let Some(desc) = op.keyed_states.iter().find(|d| d.name == state) else {
             return Err(CursorError::NoSuchState {
@@ -469,7 +468,7 @@ impl EntryCursor {
         {
             range = range.intersection(&KeyGroupRange::new(kg, kg));
         }
-        Ok(KeyedEntries::open(reader, uid, range)?.cursor(state, filter))
+        Ok(KeyedEntries::open(snapshot, uid, range)?.cursor(state, filter))
     }
 
     /// The key groups the cursor reads.

@@ -13,7 +13,7 @@
 
 use serde::{Serialize, Serializer};
 use statekit_changelog::LogId;
-use statekit_checkpoint::SnapshotReader;
+use crate::open::Snapshot;
 use statekit_core::{uid_looks_auto_generated, KeyGroupRange};
 use statekit_flink::FlinkSnapshot;
 use statekit_format::{
@@ -389,10 +389,10 @@ pub struct StateTotals {
     pub bytes: u64,
 }
 
-/// Describes the snapshot `reader` opened, from its `_metadata` (and for an Apache Flink
-/// snapshot, Flink's).
-pub fn describe(reader: &SnapshotReader) -> Description {
-    Description::of(reader.metadata(), reader.flink())
+/// Describes `snapshot`, from its `_metadata` (and for an Apache Flink snapshot, Flink's):
+/// [`Snapshot::describe`].
+pub fn describe(snapshot: &Snapshot) -> Description {
+    snapshot.describe()
 }
 
 impl Description {
@@ -838,11 +838,11 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    fn open(rel: &str) -> SnapshotReader {
+    fn open(rel: &str) -> Snapshot {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../fixtures")
             .join(rel);
-        SnapshotReader::open(&path).unwrap_or_else(|e| panic!("{rel}: {e}"))
+        Snapshot::open(&path).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
 
     /// `show --json` printed `serde_json::Value`s, whose objects list their fields

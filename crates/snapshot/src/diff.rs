@@ -11,8 +11,7 @@
 //! text lines.
 
 use crate::error::SnapshotError;
-use crate::views::keyed_views;
-use statekit_checkpoint::{CheckpointError, SnapshotReader};
+use crate::open::Snapshot;
 use statekit_core::{
     ErrorKind, KeyGroupRange, KeyedStateKind, KeyedStateView, OperatorStateData, OperatorStateDescriptor,
     OperatorStateMode, StateDescriptor, StateError, TypeSchema,
@@ -34,7 +33,7 @@ pub struct Side<'r> {
     /// Shown in errors (the path the user gave).
     pub label: &'r str,
     /// The open snapshot.
-    pub reader: &'r SnapshotReader,
+    pub snapshot: &'r Snapshot,
 }
 
 /// What to compare.
@@ -376,7 +375,7 @@ pub enum DiffError {
         uid: String,
         /// The cause.
         #[source]
-        source: Box<CheckpointError>,
+        source: Box<SnapshotError>,
     },
     /// Reading one key group of one side failed.
     #[error("{side}: operator {uid:?}, key group {key_group}")]
@@ -499,7 +498,7 @@ pub fn diff_snapshots_with_progress<'f>(
     sink: &mut DiffSink<'f>,
     progress: &mut ProgressHook<'f>,
 ) -> Result<DiffSummary, DiffError> {
-    let (ma, mb) = (a.reader.metadata(), b.reader.metadata());
+    let (ma, mb) = (a.snapshot.metadata(), b.snapshot.metadata());
     let mut uids: Vec<&str> = ma.operators.iter().map(|o| o.uid.as_str()).collect();
     for o in &mb.operators {
         if ma.operator(&o.uid).is_none() {
@@ -769,7 +768,7 @@ fn diff_operator_states(
             return Ok(BTreeMap::new());
         }
         let snap = s
-            .reader
+            .snapshot
             .operator_state(uid, 1, 0)
             .map_err(|source| DiffError::OperatorState {
                 side: s.label.to_string(),
@@ -942,7 +941,7 @@ impl<'r> Cursor<'r> {
                 .find(|r| r.contains(kg))
                 .copied()
                 .unwrap_or_else(|| KeyGroupRange::new(kg, kg));
-            self.views = keyed_views(self.side.reader, &self.uid, range).map_err(|source| DiffError::OpenKeyed {
+            self.views = self.side.snapshot.keyed_views(&self.uid, range).map_err(|source| DiffError::OpenKeyed {
                 side: self.side.label.to_string(),
                 uid: self.uid.clone(),
                 range,

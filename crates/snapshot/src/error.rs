@@ -26,6 +26,15 @@ pub enum SnapshotError {
     /// state file, a form statekit does not read).
     #[error(transparent)]
     Flink(#[from] statekit_flink::FlinkError),
+    /// A tool that works on statekit's own files (native or changelog handles) was given a
+    /// snapshot of another family.
+    #[error("{snapshot}: {what} are read from statekit's own snapshots only")]
+    NotStatekitFiles {
+        /// The snapshot directory.
+        snapshot: String,
+        /// What was asked for.
+        what: String,
+    },
     /// Native files of one backend cannot restore into another (a caller mistake: choose the
     /// snapshot's backend, or convert to a canonical savepoint first).
     #[error("{snapshot} is a native {backend} snapshot: it restores into a {backend} backend only (or take a canonical savepoint to switch backends)")]
@@ -66,6 +75,7 @@ impl SnapshotError {
             SnapshotError::Changelog(e) => e.kind(),
             SnapshotError::Flink(e) => e.kind(),
             SnapshotError::NativeNeedsItsBackend { .. } => ErrorKind::Caller,
+            SnapshotError::NotStatekitFiles { .. } => ErrorKind::Unsupported,
             SnapshotError::BackendNotBuilt { .. } => ErrorKind::Unsupported,
             SnapshotError::ChangelogView { source, .. } => source.kind(),
         }

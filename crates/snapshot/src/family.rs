@@ -136,6 +136,10 @@ impl SnapshotSource for FlinkSource {
         Ok(self.flink.verify().into_format_report())
     }
 
+    fn describe(&self) -> crate::describe::Description {
+        crate::describe::Description::of(&self.metadata, Some(&self.flink))
+    }
+
     fn opaque_parts(&self) -> Result<Vec<crate::open::OpaquePart>, SnapshotError> {
         let mut out = Vec::new();
         for (op, meta) in self
@@ -156,4 +160,23 @@ impl SnapshotSource for FlinkSource {
         }
         Ok(out)
     }
+}
+
+/// The Apache Flink snapshot whose `_metadata` `m` began to read: refused by its size before
+/// the rest of its bytes are fetched, then opened with `options`, its files fetched from the
+/// storage when first read ([`statekit_flink::FlinkSnapshot::open_stored`]).
+pub(crate) fn open_stored_flink(
+    m: &statekit_checkpoint::StoredMetadata,
+    options: &statekit_flink::FlinkOpenOptions,
+) -> Result<statekit_flink::FlinkSnapshot, SnapshotError> {
+    statekit_flink::check_metadata_size(m.size(), &m.storage.describe(statekit_format::METADATA_FILE_NAME))?;
+    m.fetch_all()?;
+    Ok(statekit_flink::FlinkSnapshot::open_stored(
+        m.root.clone(),
+        &m.dir,
+        &m.storage.describe(""),
+        m.blob.bytes(),
+        m.written_ms(),
+        options,
+    )?)
 }

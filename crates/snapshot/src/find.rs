@@ -1,7 +1,8 @@
 //! Finding snapshots under a directory and the latest complete checkpoint.
 
 use crate::error::SnapshotError;
-use statekit_checkpoint::{find_snapshot_dirs, CheckpointStore, SnapshotReader};
+use crate::open::Snapshot;
+use statekit_checkpoint::{find_snapshot_dirs, CheckpointStore};
 use statekit_core::location::Location;
 use statekit_format::{FileScope, SnapshotMetadata, METADATA_FILE_NAME};
 use std::path::{Path, PathBuf};
@@ -73,7 +74,7 @@ pub fn find_snapshots(dir: &Path, depth: usize) -> Vec<FoundSnapshot> {
         .into_iter()
         .map(|d| {
             let (complete, problem, meta) = if d.has_metadata {
-                match SnapshotReader::open(&d.path) {
+                match Snapshot::open(&d.path) {
                     Ok(r) => (true, None, Some(r.metadata().clone())),
                     Err(e) => (false, Some(e.to_string()), None),
                 }
@@ -105,7 +106,7 @@ pub fn find_snapshots_at(base: &Location, depth: usize) -> Result<Vec<FoundSnaps
             .iter()
             .fold(0u64, |t, (_, e)| t.saturating_add(e.size));
         let (complete, problem, meta) = match d.metadata_bytes {
-            Some(_) => match SnapshotReader::open_location(&location, &Default::default()) {
+            Some(_) => match Snapshot::open_location(&location, &Default::default()) {
                 Ok(r) => (true, None, Some(r.metadata().clone())),
                 Err(e) => (false, Some(e.to_string()), None),
             },

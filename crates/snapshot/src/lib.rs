@@ -1,11 +1,13 @@
 //! # statekit-snapshot
 //!
 //! The library layer above the backends: whatever snapshot a user points at — a canonical
-//! savepoint, a native RocksDB savepoint or incremental checkpoint, a changelog checkpoint —
-//! this crate opens it the same way:
+//! savepoint, a native RocksDB savepoint or incremental checkpoint, a changelog checkpoint,
+//! an Apache Flink savepoint or checkpoint — this crate opens it the same way:
 //!
-//! * [`keyed_views`]: an operator's keyed state as key-group-ordered entry streams
-//!   ([`statekit_core::KeyedStateView`]), the narrow waist every tool reads;
+//! * [`Snapshot`] ([`open`]): the one handle, over one adapter per on-disk family
+//!   ([`SnapshotSource`]); [`Snapshot::keyed_views`] gives an operator's keyed state as
+//!   key-group-ordered entry streams ([`statekit_core::KeyedStateView`]), the narrow waist
+//!   every tool reads ([`keyed_views`] is statekit's own family's);
 //! * [`open_keyed`]: a backend of the caller's choice ([`BackendChoice`], optionally under the
 //!   changelog: [`ChangelogSetup`]) restored from any snapshot kind at any parallelism;
 //! * [`find_snapshots`] and [`latest_checkpoint`]: what lies under a directory;
@@ -23,6 +25,7 @@
 //! backend, at any parallelism): `cargo run -p statekit-snapshot --example restore_any -- PATH UID`.
 
 mod backend;
+pub mod changes;
 pub mod cursor;
 pub mod describe;
 pub mod diff;
@@ -42,5 +45,5 @@ pub use find::{
     INCOMPLETE,
 };
 pub use open::{Family, OpenOptions, Snapshot, SnapshotSource};
-pub use verify::{verify_location, verify_location_with, verify_path, verify_path_with, verify_reader, Verification};
+pub use verify::{verify_location, verify_location_with, verify_path, verify_path_with, verify_snapshot, Verification};
 pub use views::{keyed_views, stored_as, StoredAs};

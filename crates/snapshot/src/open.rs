@@ -14,6 +14,7 @@
 //! before 2.0 keeps ids only, and the uids a job declares — `--flink-uid`,
 //! [`OpenOptions::uids`] — name its operators once, when the snapshot is opened).
 
+use crate::describe::Description;
 use crate::error::SnapshotError;
 use crate::family::{FlinkSource, StatekitSource};
 use statekit_checkpoint::SnapshotReader;
@@ -91,6 +92,11 @@ pub trait SnapshotSource: Send + Sync + fmt::Debug {
     fn statekit_files(&self) -> Option<&SnapshotReader> {
         None
     }
+    /// What the snapshot holds, from its metadata (what `show` prints), with what the family's
+    /// own metadata says beyond the model.
+    fn describe(&self) -> Description {
+        Description::of(self.metadata(), None)
+    }
 }
 
 /// A part of a state's entries statekit keeps as the bytes another family wrote.
@@ -156,7 +162,7 @@ impl Snapshot {
             Location::Stored { .. } => {
                 let m = statekit_checkpoint::StoredMetadata::fetch(location)?;
                 if statekit_flink::is_flink_metadata(m.blob.bytes()) {
-                    let snapshot = m.open_flink(&flink)?;
+                    let snapshot = crate::family::open_stored_flink(&m, &flink)?;
                     Arc::new(FlinkSource::new(
                         snapshot,
                         m.storage.clone(),
@@ -240,6 +246,34 @@ impl Snapshot {
             .map(|i| self.source.stored_operator_state(op, i))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(statekit_core::redistribute(&old, new_parallelism)?)
+    }
+
+    /// The key group `key` (in statekit's value encoding of `schema`) belongs to in operator
+    /// `name`, under the operator's key-group scheme (statekit's rule, or Flink's
+    /// `murmurHash(hashCode)` for state from Apache Flink). `None` when the operator is unknown
+    /// or the rule needs a `hashCode` statekit cannot compute: then every key group must be
+    /// searched.
+    pub fn key_group_of(&self, name: &str, key: &[u8], schema: &statekit_core::TypeSchema) -> Option<u32> {
+        self.operator(name).ok()?.key_group_of(key, schema).ok()
+    }
+
+    /// What the snapshot holds (what `show` prints), from its metadata alone.
+    pub fn describe(&self) -> Description {
+        self.source.describe()
+    }
+
+    /// The operator state subtask `index` of `new_parallelism` gets, redistributed with
+    /// Flink's rules ([`Snapshot::operator_states`]).
+    pub fn operator_state(&self, name: &str, new_parallelism: u32, index: u32) -> Result<OperatorStateSnapshot, SnapshotError> {
+        if index >= new_parallelism {
+            return Err(statekit_checkpoint::CheckpointError::from(statekit_checkpoint::InvalidRequest::SubtaskIndex {
+                index,
+                parallelism: new_parallelism,
+            })
+            .into());
+        }
+        let mut all = self.operator_states(name, new_parallelism)?;
+        Ok(all.swap_remove(index as usize))
     }
 
     /// Checks every byte of the snapshot's own files.

@@ -10,7 +10,9 @@
 use crate::SnapshotError;
 use statekit_changelog::tail::LogFiles;
 use statekit_changelog::verify::{verify_operator, LogCheck};
+use crate::open::{OpenOptions, Snapshot};
 use statekit_checkpoint::SnapshotReader;
+use statekit_core::location::Location;
 #[cfg(not(feature = "rocksdb"))]
 use statekit_core::ErrorKind;
 use statekit_core::KeyGroupRange;
@@ -52,59 +54,50 @@ impl Verification {
 /// it. A `_metadata` that decodes but is structurally unsound (which every other reader
 /// refuses) is still verified: see [`Verification::metadata_sound`]. Returns `Err` only when
 /// `_metadata` itself cannot be read or decoded.
-pub fn verify_path(path: &Path) -> Result<(SnapshotReader, Verification), SnapshotError> {
-    verify_path_with(path, &Default::default())
+pub fn verify_path(path: &Path) -> Result<(Snapshot, Verification), SnapshotError> {
+    verify_path_with(path, &OpenOptions::default())
 }
 
-/// [`verify_path`] with `flink` for an Apache Flink snapshot: the places named with
-/// `--flink-root` its handles may be read from (and uids to name its operators by).
-pub fn verify_path_with(
-    path: &Path,
-    flink: &statekit_flink::FlinkOpenOptions,
-) -> Result<(SnapshotReader, Verification), SnapshotError> {
-    let (reader, sound) = match SnapshotReader::open_with(path, flink) {
-        Ok(r) => (r, true),
-        Err(strict) => match SnapshotReader::open_unchecked_with(path, flink) {
-            Ok(r) => (r, false),
-            Err(_) => return Err(strict.into()),
-        },
-    };
-    let v = verify_reader(&reader, sound)?;
-    Ok((reader, v))
+/// [`verify_path`] with `options` (for an Apache Flink snapshot: the places named with
+/// `--flink-root` its handles may be read from, and uids to name its operators by).
+pub fn verify_path_with(path: &Path, options: &OpenOptions) -> Result<(Snapshot, Verification), SnapshotError> {
+    verify_location_with(&Location::Local(path.to_path_buf()), options)
 }
 
-/// [`verify_path`] for a snapshot at any [`Location`](statekit_core::location::Location): a
-/// local path, or a snapshot directory on an object store.
-pub fn verify_location(
-    location: &statekit_core::location::Location,
-) -> Result<(SnapshotReader, Verification), SnapshotError> {
-    verify_location_with(location, &Default::default())
+/// [`verify_path`] for a snapshot at any [`Location`]: a local path, or a snapshot directory
+/// on an object store.
+pub fn verify_location(location: &Location) -> Result<(Snapshot, Verification), SnapshotError> {
+    verify_location_with(location, &OpenOptions::default())
 }
 
-/// [`verify_location`] with `flink` for an Apache Flink snapshot ([`verify_path_with`]).
+/// [`verify_location`] with `options` ([`verify_path_with`]).
 pub fn verify_location_with(
-    location: &statekit_core::location::Location,
-    flink: &statekit_flink::FlinkOpenOptions,
-) -> Result<(SnapshotReader, Verification), SnapshotError> {
-    if let Some(p) = location.as_local() {
-        return verify_path_with(p, flink);
-    }
-    let (reader, sound) = match SnapshotReader::open_location(location, flink) {
-        Ok(r) => (r, true),
-        Err(strict) => match SnapshotReader::open_location_unchecked_with(location, flink) {
-            Ok(r) => (r, false),
-            Err(_) => return Err(strict.into()),
+    location: &Location,
+    options: &OpenOptions,
+) -> Result<(Snapshot, Verification), SnapshotError> {
+    let unchecked = OpenOptions {
+        unchecked: true,
+        ..options.clone()
+    };
+    let (snapshot, sound) = match Snapshot::open_location(location, &OpenOptions {
+        unchecked: false,
+        ..options.clone()
+    }) {
+        Ok(s) => (s, true),
+        Err(strict) => match Snapshot::open_location(location, &unchecked) {
+            Ok(s) => (s, false),
+            Err(_) => return Err(strict),
         },
     };
-    let v = verify_reader(&reader, sound)?;
-    Ok((reader, v))
+    let v = verify_snapshot(&snapshot, sound)?;
+    Ok((snapshot, v))
 }
 
-/// Verifies the snapshot `reader` opened; `sound` says whether its `_metadata` passed the
-/// structural checks ([`SnapshotReader::open`] checks them; [`SnapshotReader::open_unchecked`]
-/// does not): state is decoded beyond the format's checks only when it did.
-pub fn verify_reader(reader: &SnapshotReader, sound: bool) -> Result<Verification, SnapshotError> {
-    let report = reader.verify()?;
+/// Verifies `snapshot`; `sound` says whether its `_metadata` passed the structural checks
+/// (a checked [`Snapshot::open`] checks them; [`OpenOptions::unchecked`] does not): state is
+/// decoded beyond the format's checks only when it did.
+pub fn verify_snapshot(snapshot: &Snapshot, sound: bool) -> Result<Verification, SnapshotError> {
+    let report = snapshot.verify()?;
     let mut v = Verification {
         files: report.files,
         bytes: report.bytes,
@@ -113,20 +106,23 @@ pub fn verify_reader(reader: &SnapshotReader, sound: bool) -> Result<Verificatio
         metadata_sound: sound,
         problems: report.problems.iter().map(Problem::from).collect(),
     };
-    let has_changelog = reader
-        .metadata()
-        .operators
-        .iter()
-        .any(|o| o.subtasks.iter().any(|s| s.keyed.changelog().is_some()));
-    if sound {
-        let native = verify_native_state(reader, &mut v.problems)?;
-        v.entries = v.entries.saturating_add(native);
-        let log = verify_changelog(reader, &mut v.problems);
-        if has_changelog {
-            v.changelog = Some(log);
+    // statekit's own files: native state decoded, changelog handles checked.
+    if let Some(reader) = snapshot.statekit_files() {
+        let has_changelog = reader
+            .metadata()
+            .operators
+            .iter()
+            .any(|o| o.subtasks.iter().any(|s| s.keyed.changelog().is_some()));
+        if sound {
+            let native = verify_native_state(reader, &mut v.problems)?;
+            v.entries = v.entries.saturating_add(native);
+            let log = verify_changelog(reader, &mut v.problems);
+            if has_changelog {
+                v.changelog = Some(log);
+            }
+        } else if has_changelog {
+            v.changelog = Some(LogCheck::default());
         }
-    } else if has_changelog {
-        v.changelog = Some(LogCheck::default());
     }
     // A file several subtasks reference (a shared log file, an inherited materialization) is
     // reported once.

@@ -43,9 +43,6 @@ pub fn keyed_views(
     uid: &str,
     range: KeyGroupRange,
 ) -> Result<Vec<Box<dyn KeyedStateView>>, SnapshotError> {
-    if let Some(views) = reader.flink_keyed_views(uid, range)? {
-        return Ok(views);
-    }
     let scheme = reader.operator(uid)?.key_group_scheme;
     let mut views: Vec<Box<dyn KeyedStateView>> = Vec::new();
     for r in reader.keyed_readers(uid, range)? {

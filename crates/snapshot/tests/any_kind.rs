@@ -3,10 +3,11 @@
 //! was written with and rescaled, to exactly the entries its views hold; the finder tells
 //! complete, incomplete and broken snapshots apart.
 
-use statekit_checkpoint::{RestoreMode, SnapshotReader};
+use statekit_checkpoint::RestoreMode;
+use statekit_snapshot::Snapshot;
 use statekit_core::{BackendConfig, KeyGroupRange, KeyedStateView, MemoryView, OwnedEntry};
 use statekit_snapshot::{
-    find_snapshots, keyed_views, latest_checkpoint, open_keyed, stored_as, BackendChoice, RestoreFrom, StoredAs,
+    find_snapshots, latest_checkpoint, open_keyed, stored_as, BackendChoice, RestoreFrom, StoredAs,
 };
 use std::path::{Path, PathBuf};
 
@@ -22,7 +23,7 @@ fn changelog_checkpoint() -> PathBuf {
 
 /// The entries of `view` in `range` whose state has no TTL in `_metadata` (what a restore
 /// keeps of TTL state depends on the clock; the fixtures' TTL data is long expired).
-fn lasting(reader: &SnapshotReader, uid: &str, view: &dyn KeyedStateView, range: KeyGroupRange) -> Vec<OwnedEntry> {
+fn lasting(reader: &Snapshot, uid: &str, view: &dyn KeyedStateView, range: KeyGroupRange) -> Vec<OwnedEntry> {
     let meta = &reader.operator(uid).expect("operator").keyed_states;
     let names: Vec<String> = view.states().iter().map(|s| s.name.clone()).collect();
     MemoryView::collect(view, range)
@@ -40,11 +41,11 @@ fn lasting(reader: &SnapshotReader, uid: &str, view: &dyn KeyedStateView, range:
 }
 
 /// Every entry (of states without TTL) the snapshot's views hold for operator `uid`.
-fn view_entries(reader: &SnapshotReader, uid: &str) -> Vec<OwnedEntry> {
+fn view_entries(reader: &Snapshot, uid: &str) -> Vec<OwnedEntry> {
     let max_p = reader.operator(uid).expect("operator").max_parallelism;
     let all = KeyGroupRange::all(max_p);
     let mut out = Vec::new();
-    for v in keyed_views(reader, uid, all).expect("views") {
+    for v in reader.keyed_views(uid, all).expect("views") {
         out.extend(lasting(reader, uid, v.as_ref(), all));
     }
     out
@@ -52,13 +53,13 @@ fn view_entries(reader: &SnapshotReader, uid: &str) -> Vec<OwnedEntry> {
 
 /// Every entry (of states without TTL) after restoring operator `uid` into `p` backends of
 /// `choice`.
-fn restored_entries(reader: &SnapshotReader, uid: &str, choice: &BackendChoice, p: u32) -> Vec<OwnedEntry> {
+fn restored_entries(reader: &Snapshot, uid: &str, choice: &BackendChoice, p: u32) -> Vec<OwnedEntry> {
     let max_p = reader.operator(uid).expect("operator").max_parallelism;
     let mut out = Vec::new();
     for i in 0..p {
         let config = BackendConfig::for_subtask(max_p, p, i).expect("config");
         let from = RestoreFrom {
-            reader,
+            snapshot: reader,
             uid,
             mode: RestoreMode::NoClaim,
         };
@@ -72,7 +73,7 @@ fn restored_entries(reader: &SnapshotReader, uid: &str, choice: &BackendChoice, 
 }
 
 #[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
-fn state_names(reader: &SnapshotReader, uid: &str, entries: &[OwnedEntry]) -> Vec<(String, Vec<u8>)> {
+fn state_names(reader: &Snapshot, uid: &str, entries: &[OwnedEntry]) -> Vec<(String, Vec<u8>)> {
     // Views of different subtasks may order their states differently: compare by name.
     let states = &reader.operator(uid).expect("operator").keyed_states;
     let mut v: Vec<(String, Vec<u8>)> = entries
@@ -101,8 +102,8 @@ fn canonical_and_changelog_snapshots_restore_into_the_heap_backend_at_any_parall
         (fixture("savepoint-basic"), "word-counter", StoredAs::Canonical),
         (changelog_checkpoint(), "word-counter", StoredAs::Changelog),
     ] {
-        let reader = SnapshotReader::open(&path).expect("open");
-        assert_eq!(stored_as(&reader, uid).expect("stored"), kind);
+        let reader = Snapshot::open(&path).expect("open");
+        assert_eq!(stored_as(reader.statekit_files().expect("statekit"), uid).expect("stored"), kind);
         let views = view_entries(&reader, uid);
         assert!(!views.is_empty(), "{}", path.display());
         for p in [1, 2, 3, 8] {
@@ -123,11 +124,11 @@ fn canonical_and_changelog_snapshots_restore_into_the_heap_backend_at_any_parall
 
 #[test]
 fn native_snapshots_need_their_backend() {
-    let reader = SnapshotReader::open(fixture("native-savepoint")).expect("open");
-    assert_eq!(stored_as(&reader, "word-counter").expect("stored"), StoredAs::Native);
+    let reader = Snapshot::open(fixture("native-savepoint")).expect("open");
+    assert_eq!(stored_as(reader.statekit_files().expect("statekit"), "word-counter").expect("stored"), StoredAs::Native);
     let config = BackendConfig::for_subtask(8, 1, 0).expect("config");
     let from = RestoreFrom {
-        reader: &reader,
+        snapshot: &reader,
         uid: "word-counter",
         mode: RestoreMode::NoClaim,
     };
@@ -178,8 +179,8 @@ fn the_finder_tells_complete_incomplete_and_broken_apart() {
 
 #[test]
 fn views_of_a_snapshot_come_in_key_group_order() {
-    let reader = SnapshotReader::open(changelog_checkpoint()).expect("open");
-    let views = keyed_views(&reader, "word-counter", KeyGroupRange::all(8)).expect("views");
+    let reader = Snapshot::open(changelog_checkpoint()).expect("open");
+    let views = reader.keyed_views("word-counter", KeyGroupRange::all(8)).expect("views");
     let starts: Vec<u32> = views.iter().map(|v| v.key_group_range().start()).collect();
     let mut sorted = starts.clone();
     sorted.sort();

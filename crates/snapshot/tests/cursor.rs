@@ -2,7 +2,8 @@
 //! position, backwards), filters, searches, and a damaged key group reported while the walk
 //! goes on.
 
-use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::SnapshotWriter;
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     key_group_for_key, BackendConfig, ErrorKind, KeyGroupRange, KeyedStateBackend, StateDescriptor, StateFunctions,
@@ -89,14 +90,14 @@ fn walk_all(cursor: &mut EntryCursor) -> (Vec<CursorEntry>, Vec<u32>) {
 }
 
 /// [`savepoint`] in a fresh directory (kept alive by the first half), opened.
-fn savepoint_reader() -> (tempfile::TempDir, SnapshotReader) {
+fn savepoint_reader() -> (tempfile::TempDir, Snapshot) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let reader = SnapshotReader::open(savepoint(dir.path())).expect("open");
+    let reader = Snapshot::open(savepoint(dir.path())).expect("open");
     (dir, reader)
 }
 
 fn cursor(sp: &Path, state: &str, filter: EntryFilter) -> Result<EntryCursor, CursorError> {
-    let reader = SnapshotReader::open(sp).expect("open");
+    let reader = Snapshot::open(sp).expect("open");
     EntryCursor::open(&reader, "op", state, filter)
 }
 
@@ -357,7 +358,7 @@ fn a_damaged_key_group_is_reported_and_the_walk_goes_on() {
     assert!(others.iter().any(|e| e.position.key_group > bad), "the walk went on");
 
     // Pages name it and hold the entries around it; a search that runs into it fails.
-    let reader = SnapshotReader::open(&sp).expect("open");
+    let reader = Snapshot::open(&sp).expect("open");
     let mut c = EntryCursor::open(&reader, "op", "count", EntryFilter::default()).expect("cursor");
     let page = c.next_page(clean.len() + 1, &mut ()).expect("page");
     assert_eq!(page.damaged.len(), 1);
@@ -382,8 +383,11 @@ fn flink_keys_are_found_in_flinks_key_groups() {
     let sp = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/flink/flink-1.20.5/savepoint-hashmap-canonical/savepoint");
     let uid = "fdae8dad403fd2441defe2c3680362f5";
-    let mut reader = SnapshotReader::open(&sp).expect("open");
-    reader.load_state_schema().expect("schema");
+    let schema = statekit_snapshot::OpenOptions {
+        state_schema: true,
+        ..Default::default()
+    };
+    let reader = Snapshot::open_with(&sp, &schema).expect("open");
     let entries = KeyedEntries::open(&reader, uid, KeyGroupRange::all(128)).expect("views");
     let (all, _) = walk_all(&mut entries.cursor("count", EntryFilter::default()));
     // Flink's String serializer: a length, then the characters.

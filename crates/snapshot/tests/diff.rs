@@ -2,7 +2,7 @@
 //! walk (`ControlFlow::Break`, the summary says truncated), a removed operator is reported, and
 //! unknown filters are typed caller errors.
 
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::ErrorKind;
 use statekit_format::{decode_metadata, encode_metadata, METADATA_FILE_NAME};
 use statekit_snapshot::diff::{diff_snapshots, Change, DiffError, DiffOptions, Difference, Side};
@@ -15,14 +15,14 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn side<'r>(label: &'r str, reader: &'r SnapshotReader) -> Side<'r> {
-    Side { label, reader }
+fn side<'r>(label: &'r str, snapshot: &'r Snapshot) -> Side<'r> {
+    Side { label, snapshot }
 }
 
 #[test]
 fn identical_snapshots_have_no_differences() {
-    let a = SnapshotReader::open(fixture("savepoint-basic")).expect("open");
-    let b = SnapshotReader::open(fixture("savepoint-basic")).expect("open");
+    let a = Snapshot::open(fixture("savepoint-basic")).expect("open");
+    let b = Snapshot::open(fixture("savepoint-basic")).expect("open");
     let mut seen = Vec::new();
     let summary = diff_snapshots(side("a", &a), side("b", &b), &DiffOptions::default(), &mut |d| {
         seen.push(d);
@@ -58,8 +58,8 @@ fn a_removed_operator_is_reported_and_a_sink_can_stop_the_walk() {
     meta.operators.retain(|o| o.uid != "enricher");
     std::fs::write(&md, encode_metadata(&meta)).expect("write");
 
-    let a = SnapshotReader::open(fixture("savepoint-basic")).expect("open");
-    let b = SnapshotReader::open(&b_dir).expect("open");
+    let a = Snapshot::open(fixture("savepoint-basic")).expect("open");
+    let b = Snapshot::open(&b_dir).expect("open");
     let mut seen = Vec::new();
     let summary = diff_snapshots(side("a", &a), side("b", &b), &DiffOptions::default(), &mut |d| {
         seen.push(d);
@@ -82,7 +82,7 @@ fn a_removed_operator_is_reported_and_a_sink_can_stop_the_walk() {
 
 #[test]
 fn unknown_filters_are_caller_errors() {
-    let a = SnapshotReader::open(fixture("savepoint-basic")).expect("open");
+    let a = Snapshot::open(fixture("savepoint-basic")).expect("open");
     let opts = DiffOptions {
         uid: Some("nope".into()),
         ..DiffOptions::default()

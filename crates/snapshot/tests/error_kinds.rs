@@ -2,10 +2,11 @@
 //! inside `StateError::Other`: damaged data, a newer format, a caller mistake, a missing file,
 //! a transient I/O failure.
 
-use statekit_checkpoint::{RestoreMode, SnapshotReader};
+use statekit_checkpoint::RestoreMode;
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage, StorageError};
 use statekit_core::{BackendConfig, ErrorKind, KeyGroupRange, StateError};
-use statekit_snapshot::{keyed_views, open_keyed, BackendChoice, RestoreFrom};
+use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -16,7 +17,7 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn opening_snapshots_reports_the_kind() {
-    let kind = |p: &Path| SnapshotReader::open(p).expect_err("fails").kind();
+    let kind = |p: &Path| Snapshot::open(p).expect_err("fails").kind();
     assert_eq!(kind(&fixture("corrupt-metadata-crc")), ErrorKind::Corrupt);
     assert_eq!(kind(&fixture("no-such-snapshot")), ErrorKind::Caller);
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -32,9 +33,9 @@ fn opening_snapshots_reports_the_kind() {
 fn reading_and_restoring_report_the_kind() {
     // A bit flip in a keyed file, met while streaming its entries: the FormatError travels
     // inside StateError::Other and still says Corrupt.
-    let reader = SnapshotReader::open(fixture("corrupt-bitflip")).expect("open");
+    let reader = Snapshot::open(fixture("corrupt-bitflip")).expect("open");
     let mut failure: Option<StateError> = None;
-    for v in keyed_views(&reader, "word-counter", KeyGroupRange::all(8)).expect("views") {
+    for v in reader.keyed_views("word-counter", KeyGroupRange::all(8)).expect("views") {
         for kg in v.key_group_range() {
             if let Err(e) = v.visit_key_group(kg, &mut |_| Ok(std::ops::ControlFlow::Continue(()))) {
                 failure = Some(e);
@@ -46,9 +47,9 @@ fn reading_and_restoring_report_the_kind() {
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
 
     // Native files into the heap backend: a caller mistake.
-    let reader = SnapshotReader::open(fixture("native-savepoint")).expect("open");
+    let reader = Snapshot::open(fixture("native-savepoint")).expect("open");
     let from = RestoreFrom {
-        reader: &reader,
+        snapshot: &reader,
         uid: "word-counter",
         mode: RestoreMode::NoClaim,
     };

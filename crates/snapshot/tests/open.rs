@@ -26,16 +26,33 @@ fn entries(views: Vec<Box<dyn statekit_core::KeyedStateView>>) -> Vec<OwnedEntry
     out
 }
 
-/// Every operator's entries and operator state through the façade equal the old reader's.
+/// Every operator's entries and operator state through the façade equal what the family's
+/// own reader gives: statekit's checkpoint reader, or `statekit-flink`'s snapshot.
 fn same_as_reader(path: &Path, options: &OpenOptions) -> Snapshot {
     let snap = Snapshot::open_with(path, options).expect("open through the façade");
-    let flink = statekit_flink::FlinkOpenOptions::default();
-    let mut reader = SnapshotReader::open_with(path, &flink).expect("open the reader");
-    reader.load_state_schema().expect("state schema");
+    let flink = match snap.family() {
+        Family::Flink => {
+            let md = if path.is_dir() { path.join("_metadata") } else { path.to_path_buf() };
+            let f = statekit_flink::FlinkOpenOptions {
+                uids: options.uids.clone(),
+                roots: options.roots.clone(),
+            };
+            Some(statekit_flink::FlinkSnapshot::open(&md, &f).expect("open Flink's reader"))
+        }
+        Family::Statekit => None,
+    };
+    let reader = SnapshotReader::open(path);
     for op in &snap.metadata().operators {
         let all = KeyGroupRange::all(op.max_parallelism);
+        let theirs = match &flink {
+            Some(f) => {
+                let fop = f.metadata().operator(&op.operator_id).expect("Flink's operator");
+                f.keyed_views(fop, all).map_err(|e| e.to_string())
+            }
+            None => keyed_views(reader.as_ref().expect("the reader"), &op.uid, all).map_err(|e| e.to_string()),
+        };
         // The same entries, or the same refusal (native files in a build without RocksDB).
-        match (snap.keyed_views(&op.uid, all), keyed_views(&reader, &op.uid, all)) {
+        match (snap.keyed_views(&op.uid, all), theirs) {
             (Ok(ours), Ok(theirs)) => {
                 assert_eq!(
                     entries(ours),
@@ -45,7 +62,7 @@ fn same_as_reader(path: &Path, options: &OpenOptions) -> Snapshot {
                     op.uid
                 )
             }
-            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b),
             (a, b) => panic!(
                 "{}: operator {}: the façade says {:?}, the reader {:?}",
                 path.display(),
@@ -54,15 +71,26 @@ fn same_as_reader(path: &Path, options: &OpenOptions) -> Snapshot {
                 b.map(|v| v.len())
             ),
         }
-        assert_eq!(
-            snap.operator_states(&op.uid, op.parallelism).expect("operator state"),
-            reader
-                .operator_states(&op.uid, op.parallelism)
-                .expect("reader operator state"),
-            "{}: operator {}",
-            path.display(),
-            op.uid
-        );
+        for i in 0..op.subtasks.len() as u32 {
+            let theirs = match &flink {
+                Some(f) => {
+                    let fop = f.metadata().operator(&op.operator_id).expect("Flink's operator");
+                    f.operator_state(fop, i).expect("Flink's operator state")
+                }
+                None => reader
+                    .as_ref()
+                    .expect("the reader")
+                    .stored_operator_state(&op.uid, i)
+                    .expect("reader operator state"),
+            };
+            assert_eq!(
+                snap.stored_operator_state(&op.uid, i).expect("operator state"),
+                theirs,
+                "{}: operator {}, subtask {i}",
+                path.display(),
+                op.uid
+            );
+        }
     }
     snap
 }

@@ -3,7 +3,8 @@
 //! offset and field; and restore and verify walk a changelog tail the same way (a tail entry
 //! that disagrees with its file is refused by both, with the same words).
 
-use statekit_checkpoint::{RestoreMode, SnapshotReader};
+use statekit_checkpoint::RestoreMode;
+use statekit_snapshot::Snapshot;
 use statekit_core::storage::LocalStorage;
 use statekit_core::{BackendConfig, ErrorKind};
 use statekit_format::{read_metadata, write_metadata, Problem};
@@ -172,11 +173,11 @@ fn restore_and_verify_agree_on_a_tail_that_disagrees_with_its_file() {
     );
 
     // The restore walks the same tail and refuses it, naming the same change set and field.
-    let reader = SnapshotReader::open(&chk).expect("open");
+    let reader = Snapshot::open(&chk).expect("open");
     let op = reader.operator(&uid).expect("operator");
     let config = BackendConfig::for_subtask(op.max_parallelism, op.parallelism, subtask).expect("config");
     let from = RestoreFrom {
-        reader: &reader,
+        snapshot: &reader,
         uid: &uid,
         mode: RestoreMode::NoClaim,
     };

@@ -5,7 +5,7 @@
 use crate::operator_table::{operator_state_batch, operator_state_schema};
 use crate::{state_schema, write_state_table, write_table_file, TableError, TableFileOptions, TableFormat};
 use arrow_schema::Schema;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::KeyGroupRange;
 use statekit_format::OperatorMetadata;
 use std::collections::BTreeMap;
@@ -131,7 +131,7 @@ struct KeyedWork<'a> {
 /// no `out` (or the empty one) behind. An unknown uid or state is refused before anything is
 /// written. `progress` is called (from any thread) with the rows each batch added.
 pub fn export_snapshot(
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     out: &Path,
     options: &ExportOptions,
     progress: &(dyn Fn(u64) + Sync),
@@ -200,7 +200,7 @@ pub fn export_snapshot(
 
 /// The operators an export writes, after checking the options: a compression the format
 /// has, a uid and a state that exist.
-fn selection<'r>(reader: &'r SnapshotReader, options: &ExportOptions) -> Result<Vec<&'r OperatorMetadata>, TableError> {
+fn selection<'r>(reader: &'r Snapshot, options: &ExportOptions) -> Result<Vec<&'r OperatorMetadata>, TableError> {
     let meta = reader.metadata();
     if !options.file.format.supports(options.file.compression) {
         return Err(TableError::Unsupported {
@@ -240,7 +240,7 @@ fn selection<'r>(reader: &'r SnapshotReader, options: &ExportOptions) -> Result<
 /// time, `_tables.json` last (and only if none is there): the tables are complete exactly
 /// when `_tables.json` exists. The prefix must hold no object yet.
 pub fn export_to(
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     out: &statekit_core::location::Location,
     options: &ExportOptions,
     progress: &(dyn Fn(u64) + Sync),
@@ -283,7 +283,7 @@ pub const EXPORT_MANIFEST_SUFFIX: &str = ".tables.json";
 /// that failed is run again. Shards read only the key groups of their subtasks (range reads
 /// on an object store), so they can run on different machines.
 pub fn export_shard_to(
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     out: &statekit_core::location::Location,
     options: &ExportOptions,
     progress: &(dyn Fn(u64) + Sync),
@@ -471,7 +471,7 @@ fn columns_of(schema: &Schema) -> Vec<(String, String, Option<String>)> {
 
 /// [`export_snapshot`] into the (new, empty) directory `out`.
 fn export_into(
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     out: &Path,
     operators: &[&OperatorMetadata],
     options: &ExportOptions,
@@ -653,7 +653,7 @@ fn export_into(
             stored.push(
                 reader
                     .stored_operator_state(&op.uid, s as u32)
-                    .map_err(|e| TableError::Snapshot(statekit_snapshot::SnapshotError::from(e)))?,
+                    .map_err(TableError::Snapshot)?,
             );
         }
         let batch = operator_state_batch(desc, &stored)?;
@@ -685,7 +685,7 @@ fn export_into(
 /// Writes one subtask's key groups of every exported keyed state of `w.op`; returns (table,
 /// first key group, file name, rows) per file.
 fn export_subtask(
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     out: &Path,
     w: &KeyedWork<'_>,
     tables: &[ExportedTable],
@@ -696,7 +696,7 @@ fn export_subtask(
     let mut files = Vec::new();
     // A native or changelog view builds a database or replays a log: opened once, it
     // serves every state's table.
-    for view in statekit_snapshot::keyed_views(reader, &w.op.uid, w.range)? {
+    for view in reader.keyed_views(&w.op.uid, w.range)? {
         let part = view.key_group_range().intersection(&w.range);
         if part.is_empty() {
             continue;

@@ -3,7 +3,7 @@
 //! `parquet` crate's reader); unknown names and a non-empty output are refused.
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::{KeyGroupRange, MemoryView};
 use statekit_table::{export_snapshot, ExportOptions, TableError, TableFormat, TableScope};
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ fn parquet_rows(path: &Path) -> (u64, Vec<(String, Option<String>)>) {
 #[test]
 fn every_state_of_the_savepoint_becomes_a_table_with_all_its_rows() {
     let input = fixture("savepoint-basic");
-    let reader = SnapshotReader::open(&input).expect("open");
+    let reader = Snapshot::open(&input).expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("tables");
     let seen = AtomicU64::new(0);
@@ -67,7 +67,7 @@ fn every_state_of_the_savepoint_becomes_a_table_with_all_its_rows() {
             // The entries of this state, through the snapshot layer.
             let all = KeyGroupRange::all(op.max_parallelism);
             let mut want = 0u64;
-            for v in statekit_snapshot::keyed_views(&reader, &op.uid, all).expect("views") {
+            for v in reader.keyed_views(&op.uid, all).expect("views") {
                 let Some(i) = v.states().iter().position(|d| d.name == desc.name) else {
                     continue;
                 };
@@ -104,7 +104,7 @@ fn every_state_of_the_savepoint_becomes_a_table_with_all_its_rows() {
 
 #[test]
 fn unknown_names_and_a_non_empty_output_are_refused() {
-    let reader = SnapshotReader::open(fixture("savepoint-basic")).expect("open");
+    let reader = Snapshot::open(fixture("savepoint-basic")).expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("t");
     let bad_uid = ExportOptions {
@@ -133,7 +133,7 @@ fn unknown_names_and_a_non_empty_output_are_refused() {
 /// column: a row per element (with its `index`) or broadcast entry of every subtask.
 #[test]
 fn operator_states_become_tables_by_subtask() {
-    let reader = SnapshotReader::open(fixture("savepoint-basic")).expect("open");
+    let reader = Snapshot::open(fixture("savepoint-basic")).expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("t");
     let summary = export_snapshot(&reader, &out, &options(), &|_| {}).expect("export");
@@ -173,7 +173,7 @@ fn operator_states_become_tables_by_subtask() {
 /// with their format; a snapshot that fails to read half-way leaves no output at all.
 #[test]
 fn parallel_export_is_deterministic_and_a_failure_leaves_nothing() {
-    let reader = SnapshotReader::open(fixture("savepoint-basic")).expect("open");
+    let reader = Snapshot::open(fixture("savepoint-basic")).expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut lists = Vec::new();
     for threads in [1, 4] {
@@ -198,7 +198,7 @@ fn parallel_export_is_deterministic_and_a_failure_leaves_nothing() {
     }
     assert_eq!(lists[0], lists[1]);
 
-    let broken = SnapshotReader::open(fixture("corrupt-bitflip")).expect("open");
+    let broken = Snapshot::open(fixture("corrupt-bitflip")).expect("open");
     let out = dir.path().join("broken");
     let e = export_snapshot(&broken, &out, &options(), &|_| {}).expect_err("a bad block");
     assert_eq!(e.kind(), statekit_core::ErrorKind::Corrupt, "{e}");

@@ -5,7 +5,8 @@
 //! column, with nothing written.
 
 use proptest::prelude::*;
-use statekit_checkpoint::{SnapshotReader, SnapshotWriter};
+use statekit_checkpoint::SnapshotWriter;
+use statekit_snapshot::Snapshot;
 use statekit_core::schema::{encode_value, Value};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
@@ -143,9 +144,9 @@ type Row = (String, u32, Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>, Option<i64>
 
 /// Every keyed entry of "op", by state name, sorted (lists in element order per key).
 fn entries(sp: &Path) -> Vec<Row> {
-    let reader = SnapshotReader::open(sp).expect("open");
+    let reader = Snapshot::open(sp).expect("open");
     let mut out = Vec::new();
-    for v in statekit_snapshot::keyed_views(&reader, "op", KeyGroupRange::all(16)).expect("views") {
+    for v in reader.keyed_views("op", KeyGroupRange::all(16)).expect("views") {
         let names: Vec<String> = v.states().iter().map(|d| d.name.clone()).collect();
         for e in MemoryView::collect(v.as_ref(), v.key_group_range())
             .expect("collect")
@@ -168,7 +169,7 @@ fn entries(sp: &Path) -> Vec<Row> {
 
 /// The keyed data file bytes of every subtask of "op".
 fn keyed_files(sp: &Path) -> Vec<Vec<u8>> {
-    let reader = SnapshotReader::open(sp).expect("open");
+    let reader = Snapshot::open(sp).expect("open");
     let op = reader.operator("op").expect("op");
     op.subtasks
         .iter()
@@ -182,12 +183,12 @@ fn keyed_files(sp: &Path) -> Vec<Vec<u8>> {
 }
 
 fn export(sp: &Path, out: &Path) {
-    let reader = SnapshotReader::open(sp).expect("open");
+    let reader = Snapshot::open(sp).expect("open");
     export_snapshot(&reader, out, &ExportOptions::default(), &|_| {}).expect("export");
 }
 
 fn schema_of(sp: &Path) -> JobSchema {
-    JobSchema::of(SnapshotReader::open(sp).expect("open").metadata())
+    JobSchema::of(Snapshot::open(sp).expect("open").metadata())
 }
 
 proptest! {
@@ -224,9 +225,9 @@ proptest! {
         prop_assert_eq!(entries(&other), entries(&sp));
         // Operator state: as stored at the same parallelism; redistributed at another.
         let (orig, same, other) = (
-            SnapshotReader::open(&sp).expect("open"),
-            SnapshotReader::open(&same).expect("open"),
-            SnapshotReader::open(&other).expect("open"),
+            Snapshot::open(&sp).expect("open"),
+            Snapshot::open(&same).expect("open"),
+            Snapshot::open(&other).expect("open"),
         );
         for i in 0..p {
             prop_assert_eq!(same.stored_operator_state("op", i).expect("os"), orig.stored_operator_state("op", i).expect("os"));
