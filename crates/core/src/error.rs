@@ -401,17 +401,8 @@ pub enum RestoreError {
         subtask: u32,
     },
     /// A native file whose CRC32 is not the recorded one.
-    #[error("{file}: native file {name:?}: checksum mismatch: recorded {recorded:#010x}, computed {computed:#010x}")]
-    NativeChecksum {
-        /// The file, as its storage shows it.
-        file: String,
-        /// Its name in the handle.
-        name: String,
-        /// The recorded CRC32.
-        recorded: u32,
-        /// The CRC32 computed.
-        computed: u32,
-    },
+    #[error(transparent)]
+    NativeChecksum(NativeChecksum),
     /// A native file whose size is not the recorded one.
     #[error("{file}: native file {name:?} has {size} bytes but _metadata records {recorded} ({})", if size < recorded { "truncated" } else { "trailing data" })]
     NativeSize {
@@ -509,6 +500,44 @@ impl RestoreError {
 impl HasErrorKind for RestoreError {
     fn kind(&self) -> ErrorKind {
         RestoreError::kind(self)
+    }
+}
+
+/// A native file whose CRC32 is not the one its handle records (found on restore,
+/// [`RestoreError::NativeChecksum`], or by a verify).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: native file {name:?}: checksum mismatch: recorded {recorded:#010x}, computed {computed:#010x}")]
+pub struct NativeChecksum {
+    /// The file, as its storage shows it.
+    pub file: String,
+    /// Its name in the handle.
+    pub name: String,
+    /// The recorded CRC32.
+    pub recorded: u32,
+    /// The CRC32 computed.
+    pub computed: u32,
+}
+
+impl NativeChecksum {
+    /// The one check of a native file's CRC32: `computed` against the `recorded` one of the
+    /// file `name` (shown as `file`).
+    ///
+    /// ```
+    /// use statekit_core::error::NativeChecksum;
+    /// assert!(NativeChecksum::check("f", "000001.sst", 7, 7).is_ok());
+    /// let e = NativeChecksum::check("f", "000001.sst", 7, 8).unwrap_err();
+    /// assert_eq!(e.to_string(), r#"f: native file "000001.sst": checksum mismatch: recorded 0x00000007, computed 0x00000008"#);
+    /// ```
+    pub fn check(file: &str, name: &str, recorded: u32, computed: u32) -> Result<(), NativeChecksum> {
+        if computed == recorded {
+            return Ok(());
+        }
+        Err(NativeChecksum {
+            file: file.to_string(),
+            name: name.to_string(),
+            recorded,
+            computed,
+        })
     }
 }
 

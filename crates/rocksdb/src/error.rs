@@ -64,17 +64,8 @@ pub enum Corruption {
         state: String,
     },
     /// A native file whose CRC32 is not the recorded one.
-    #[error("{file}: native file {name:?}: checksum mismatch: recorded {recorded:#010x}, computed {computed:#010x}")]
-    NativeChecksum {
-        /// The file, as its storage shows it.
-        file: String,
-        /// Its name in the handle.
-        name: String,
-        /// The recorded CRC32.
-        recorded: u32,
-        /// The CRC32 computed.
-        computed: u32,
-    },
+    #[error(transparent)]
+    NativeChecksum(statekit_core::error::NativeChecksum),
     /// Damage the native file reader found.
     #[error("native snapshot of subtask {subtask}: {error}")]
     NativeFiles {

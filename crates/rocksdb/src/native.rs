@@ -18,6 +18,7 @@ use crate::error::RocksDbError;
 use crate::layout::KeyLayout;
 use crate::options::RocksDbOptions;
 use crate::snapshot::{corrupt, visit_state, SliceCursor};
+use statekit_core::error::NativeChecksum;
 use statekit_core::storage::Storage;
 use statekit_core::{EntryVisitor, KeyGroupRange, KeyedStateView, RestoreError, StateDescriptor, StateError};
 use statekit_format::{
@@ -509,16 +510,10 @@ fn copy_checked(f: &ResolvedNativeFile, dst: &Path) -> Result<(), StateError> {
     check_crc_value(f, &shown, crc)
 }
 
+/// Checks a restored file's CRC32 `crc` against the handle's.
 fn check_crc_value(f: &ResolvedNativeFile, shown: &str, crc: u32) -> Result<(), StateError> {
-    if crc != f.file.crc32 {
-        return Err(StateError::Restore(RestoreError::NativeChecksum {
-            file: shown.to_string(),
-            name: f.file.name.clone(),
-            recorded: f.file.crc32,
-            computed: crc,
-        }));
-    }
-    Ok(())
+    NativeChecksum::check(shown, &f.file.name, f.file.crc32, crc)
+        .map_err(|e| StateError::Restore(RestoreError::NativeChecksum(e)))
 }
 
 /// Checks the CRC32 of the local file `path` against the handle's.
@@ -832,15 +827,7 @@ pub fn verify_native(
         let blob = f.storage.open(&f.path).map_err(storage_err)?;
         check_size(f, &shown, blob.bytes().len() as u64)?;
         let crc = crc32fast::hash(blob.bytes());
-        if crc != f.file.crc32 {
-            return Err(RocksDbError::from(Corruption::NativeChecksum {
-                file: shown.clone(),
-                name: f.file.name.clone(),
-                recorded: f.file.crc32,
-                computed: crc,
-            })
-            .into());
-        }
+        NativeChecksum::check(&shown, &f.file.name, f.file.crc32, crc).map_err(Corruption::NativeChecksum)?;
         report.files += 1;
         report.bytes += f.file.file.size;
     }
