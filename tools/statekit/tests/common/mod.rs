@@ -235,7 +235,7 @@ pub fn inspector_child(var: &str) {
             .and_then(|s| s.split_once('x'))
             .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
             .ok_or_else(|| anyhow::anyhow!("{var}: no COLSxROWS"))?;
-        let mut inspector = statekit::tui::headless::Headless::open(&path, None, (w, h))?;
+        let mut inspector = statekit_inspector::headless::Headless::open(&path, None, (w, h))?;
         println!("{}", inspector.draw()?);
         if let Some((uid, state)) = parts.next().and_then(|p| p.split_once('/')) {
             inspector.open_state(uid, state)?;
