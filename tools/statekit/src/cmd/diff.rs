@@ -1,11 +1,11 @@
 //! `statekit diff`: the differences of two snapshots, printed (the comparison is the
 //! library's [`statekit_snapshot::diff`]).
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
-use statekit_checkpoint::SnapshotReader;
 use statekit_snapshot::diff::{diff_snapshots, DiffOptions, DiffSummary, DifferenceReport, Side, SummaryReport};
+use statekit_snapshot::Snapshot;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -79,11 +79,11 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode> {
     let summary = diff_snapshots(
         Side {
             label: &la,
-            reader: &ra,
+            snapshot: &ra,
         },
         Side {
             label: &lb,
-            reader: &rb,
+            snapshot: &rb,
         },
         &opts,
         &mut |d| {
@@ -178,16 +178,7 @@ fn colored_line(line: &str) -> String {
     }
 }
 
-/// Opens one side; an error names its path.
-pub fn open_side(path: &std::path::Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
-    super::open_reader(path, flink)
-        .and_then(|mut r| r.load_state_schema().map(|()| r).map_err(anyhow::Error::from))
-        .map_err(|e| {
-            let (shown, msg) = (path.display().to_string(), e.to_string());
-            if msg.starts_with(&shown) {
-                anyhow!("{msg}")
-            } else {
-                anyhow!("{shown}: {msg}")
-            }
-        })
+/// Opens one side with its state schema; an error names its path.
+pub fn open_side(path: &std::path::Path, options: &statekit_snapshot::OpenOptions) -> Result<Snapshot> {
+    Ok(statekit_inspector::open::open_side(path, options)?)
 }

@@ -4,7 +4,7 @@ use crate::render::{self, KeyFormat};
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::{
     KeyGroupRange, KeyedStateKind, OperatorStateData, OperatorStateDescriptor, StateDescriptor, StateError,
     UPPER_BOUND_MAX_PARALLELISM,
@@ -221,8 +221,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
     let (Some(uid), Some(state)) = (args.uid.as_deref(), args.state.as_deref()) else {
         bail!("--uid and --state are required (or --changes)");
     };
-    let mut reader = super::open_reader(&args.path, &args.flink.options())?;
-    reader.load_state_schema()?;
+    let reader = super::open_snapshot(&args.path, &args.flink.with_schema())?;
     let op = reader.operator(uid)?.clone();
     let out = Out::new(args.json, args.jsonl, args.limit);
     if let Some(desc) = op.keyed_states.iter().find(|d| d.name == state) {
@@ -244,7 +243,7 @@ pub fn dump(args: DumpArgs) -> Result<ExitCode> {
 /// group named after them (exit 1).
 fn dump_keyed(
     args: &DumpArgs,
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     uid: &str,
     op: &OperatorMetadata,
     desc: &StateDescriptor,
@@ -366,7 +365,7 @@ fn entry_out(desc: &StateDescriptor, e: &EntryRef<'_>) -> (String, serde_json::V
 /// under the subtask that wrote them, not redistributed); each subtask's file is read once.
 fn dump_operator_state(
     args: &DumpArgs,
-    reader: &SnapshotReader,
+    reader: &Snapshot,
     uid: &str,
     op: &OperatorMetadata,
     desc: &OperatorStateDescriptor,

@@ -103,11 +103,21 @@ pub struct FlinkArgs {
 }
 
 impl FlinkArgs {
-    /// As the library's options.
-    pub fn options(&self) -> statekit_flink::FlinkOpenOptions {
-        statekit_flink::FlinkOpenOptions {
+    /// As the library's options to open a snapshot with.
+    pub fn options(&self) -> statekit_snapshot::OpenOptions {
+        statekit_snapshot::OpenOptions {
             uids: self.uids.clone(),
             roots: self.roots.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// As [`FlinkArgs::options`], the states' schemas read while opening (what a Flink
+    /// snapshot's state streams declare beyond `_metadata`).
+    pub fn with_schema(&self) -> statekit_snapshot::OpenOptions {
+        statekit_snapshot::OpenOptions {
+            state_schema: true,
+            ..self.options()
         }
     }
 }

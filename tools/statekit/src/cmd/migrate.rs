@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_format::Compression;
 /// `--shard I/N` and sizes (`--memory 256MiB`), as the library spells them.
 pub(crate) use statekit_migrate::syntax::{parse_shard, parse_size};
@@ -274,8 +274,7 @@ impl RewriteArgs {
 
 /// `statekit convert`.
 pub fn convert(args: ConvertArgs) -> Result<ExitCode> {
-    let mut reader = super::open_reader(&args.out.input, &args.out.flink.options())?;
-    reader.load_state_schema()?;
+    let reader = super::open_snapshot(&args.out.input, &args.out.flink.with_schema())?;
     let edits: Vec<Edit> = match args.parallelism {
         Some(p) => reader
             .metadata()
@@ -297,8 +296,7 @@ pub fn rewrite(args: RewriteArgs) -> Result<ExitCode> {
     if edits.is_empty() && args.keep_keys.is_empty() && args.drop_keys.is_empty() {
         bail!("no edit given (see `statekit rewrite --help`); `statekit convert` copies a snapshot as it is");
     }
-    let mut reader = super::open_reader(&args.out.input, &args.out.flink.options())?;
-    reader.load_state_schema()?;
+    let reader = super::open_snapshot(&args.out.input, &args.out.flink.with_schema())?;
     let memory = (args.memory, args.spill_dir.clone());
     // Key files are read by the key type of the operators they apply to (after the other
     // edits: by their new uids).
@@ -364,13 +362,13 @@ fn parse_keys(
     Ok(keys)
 }
 
-fn run(args: &OutputArgs, reader: SnapshotReader, edits: &[Edit], now: Option<i64>) -> Result<ExitCode> {
+fn run(args: &OutputArgs, reader: Snapshot, edits: &[Edit], now: Option<i64>) -> Result<ExitCode> {
     run_with(args, reader, edits, now, (PlanOptions::default().memory, None))
 }
 
 fn run_with(
     args: &OutputArgs,
-    reader: SnapshotReader,
+    reader: Snapshot,
     edits: &[Edit],
     now: Option<i64>,
     (memory, spill_dir): (usize, Option<PathBuf>),
@@ -562,16 +560,20 @@ pub struct SchemaArgs {
 
 /// Opens a snapshot with its state schema (an Apache Flink snapshot's states are in the heads
 /// of its state streams, not in `_metadata`).
-fn open_with_schema(path: &std::path::Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
-    let mut reader = super::open_reader(path, flink)?;
-    reader.load_state_schema()?;
-    Ok(reader)
+fn open_with_schema(path: &std::path::Path, options: &statekit_snapshot::OpenOptions) -> Result<Snapshot> {
+    super::open_snapshot(
+        path,
+        &statekit_snapshot::OpenOptions {
+            state_schema: true,
+            ..options.clone()
+        },
+    )
 }
 
 /// `statekit schema`.
 pub fn schema(args: SchemaArgs) -> Result<ExitCode> {
     let reader = open_with_schema(&args.path, &args.flink.options())?;
-    let schema = statekit_migrate::JobSchema::of_reader(&reader)?;
+    let schema = statekit_migrate::JobSchema::of_snapshot(&reader)?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&schema)?);
         return Ok(ExitCode::SUCCESS);

@@ -14,7 +14,7 @@ pub mod table;
 pub mod verify;
 
 use anyhow::Result;
-use statekit_checkpoint::SnapshotReader;
+use statekit_snapshot::Snapshot;
 use statekit_core::location::Location;
 use std::path::Path;
 
@@ -39,30 +39,10 @@ pub(crate) fn read_whole(loc: Location, shown: &Path) -> Result<Vec<u8>> {
     }
 }
 
-/// Opens the snapshot `path` names, wherever it is ([`location`]).
-pub(crate) fn open_reader(path: &Path, flink: &statekit_flink::FlinkOpenOptions) -> Result<SnapshotReader> {
-    Ok(match location(path)? {
-        Location::Local(p) => match SnapshotReader::open_with(&p, flink) {
-            Ok(r) => r,
-            // A directory of snapshots (`statekit-data`, a checkpoint base, a job directory)
-            // is not one: say which command lists them.
-            Err(e) if p.is_dir() && !statekit_checkpoint::has_metadata(&p) => {
-                let n = statekit_snapshot::find_snapshots(&p, 4).len();
-                if n == 0 {
-                    return Err(e.into());
-                }
-                anyhow::bail!(
-                    "{} has no _metadata: it is a directory of snapshots ({}), not one: list them with `statekit ls {}`, then name one (or browse them with `statekit inspect {}`)",
-                    p.display(),
-                    crate::render::count(n as u64, "snapshot"),
-                    p.display(),
-                    p.display()
-                )
-            }
-            Err(e) => return Err(e.into()),
-        },
-        l => SnapshotReader::open_location(&l, flink)?,
-    })
+/// Opens the snapshot `path` names, wherever it is ([`location`]), by the adapter of its
+/// family ([`statekit_inspector::open::open_snapshot`]).
+pub(crate) fn open_snapshot(path: &Path, options: &statekit_snapshot::OpenOptions) -> Result<Snapshot> {
+    Ok(statekit_inspector::open::open_snapshot(path, options)?)
 }
 
 /// A storage rooted at the directory `location` names (a local directory is created).

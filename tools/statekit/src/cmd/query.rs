@@ -14,7 +14,6 @@ use statekit_query::{QueryError, QueryOptions, SnapshotQuery};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How results are printed.
@@ -89,15 +88,14 @@ fn parse_timeout(s: &str) -> std::result::Result<Duration, String> {
 
 /// `statekit query`.
 pub fn query(args: QueryArgs) -> Result<ExitCode> {
-    let mut reader = super::open_reader(&args.snapshot, &args.flink.options())?;
-    reader.load_state_schema()?;
+    let reader = super::open_snapshot(&args.snapshot, &args.flink.with_schema())?;
     let options = QueryOptions {
         memory_limit: args.memory_limit,
         spill_limit: args.spill_limit,
         timeout: args.timeout,
         unrestricted: args.unrestricted,
     };
-    let q = SnapshotQuery::with_options(Arc::new(reader), options)?;
+    let q = SnapshotQuery::with_options(reader, options)?;
     let result = match args.sql {
         Some(sql) => run(&q, &sql, args.format),
         None if std::io::stdin().is_terminal() => prompt(&q, args.format),

@@ -35,7 +35,7 @@ pub fn show(args: ShowArgs) -> Result<ExitCode> {
             args.path.display()
         );
     }
-    let reader = super::open_reader(&args.path, &args.flink.options())?;
+    let reader = super::open_snapshot(&args.path, &args.flink.options())?;
     let d = statekit_snapshot::describe(&reader);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&d)?);

@@ -92,8 +92,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
         Some(ExportCompression::Snappy) => TableCompression::Snappy,
         Some(ExportCompression::None) => TableCompression::None,
     };
-    let mut reader = super::open_reader(&args.snapshot, &args.flink.options())?;
-    reader.load_state_schema()?;
+    let reader = super::open_snapshot(&args.snapshot, &args.flink.with_schema())?;
     let options = ExportOptions {
         uid: args.uid.clone(),
         state: args.state.clone(),
