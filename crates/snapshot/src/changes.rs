@@ -25,7 +25,7 @@ use crate::error::SnapshotError;
 use crate::open::Snapshot;
 use serde::{Serialize, Serializer};
 use statekit_changelog::file::is_unwritten_prepared;
-use statekit_changelog::tail::{walk_tail, LogFiles, TailProblem, TailStats};
+use statekit_changelog::tail::{walk_tail, LogFiles, TailProblem, TailStats, TailVisitor};
 use statekit_changelog::verify::LogCheck;
 use statekit_changelog::{Change, LogFileReader, LogId, Op, ReadKind, Record, RecordsError};
 use statekit_checkpoint::CheckpointError;
@@ -253,6 +253,8 @@ pub struct ListedChange<'a> {
     pub key: TypedBytes<'a>,
     /// The namespace.
     pub namespace: TypedBytes<'a>,
+    /// The operation's name ([`Op::name`]: `put`, `map-remove`, …).
+    pub op_name: &'static str,
     /// The operation.
     pub op: ListedOp<'a>,
     /// The operation's time (ms, on the backend's clock), for states with TTL.
@@ -265,20 +267,11 @@ pub enum ListedOp<'a> {
     /// Remove the entry.
     Clear,
     /// Set the value.
-    Put {
-        /// The value.
-        value: TypedBytes<'a>,
-    },
+    Put(TypedBytes<'a>),
     /// Append one list element.
-    AddElement {
-        /// The element.
-        element: TypedBytes<'a>,
-    },
+    AddElement(TypedBytes<'a>),
     /// Replace the whole list.
-    SetList {
-        /// The list.
-        elements: Vec<TypedBytes<'a>>,
-    },
+    SetList(Vec<TypedBytes<'a>>),
     /// Insert or replace one map entry.
     MapPut {
         /// The user key.
@@ -286,16 +279,11 @@ pub enum ListedOp<'a> {
         /// The value.
         value: TypedBytes<'a>,
     },
-    /// Remove one map entry.
-    MapRemove {
-        /// The user key.
-        user_key: TypedBytes<'a>,
-    },
-    /// Merge the lists of these namespaces into the record's namespace.
-    MergeList {
-        /// The namespaces merged (read by the namespace schema).
-        sources: Vec<TypedBytes<'a>>,
-    },
+    /// Remove one map entry (its user key).
+    MapRemove(TypedBytes<'a>),
+    /// Merge the lists of these namespaces (read by the namespace schema) into the record's
+    /// namespace.
+    MergeList(Vec<TypedBytes<'a>>),
     /// A read that refreshes TTL stamps.
     Read {
         /// Which read.
@@ -303,22 +291,6 @@ pub enum ListedOp<'a> {
         /// The user key of a [`ReadKind::MapEntry`] read.
         user_key: Option<TypedBytes<'a>>,
     },
-}
-
-impl ListedOp<'_> {
-    /// The operation's name ([`Op::name`]: `put`, `map-remove`, …).
-    pub fn name(&self) -> &'static str {
-        match self {
-            ListedOp::Clear => "clear",
-            ListedOp::Put { .. } => "put",
-            ListedOp::AddElement { .. } => "add-element",
-            ListedOp::SetList { .. } => "set-list",
-            ListedOp::MapPut { .. } => "map-put",
-            ListedOp::MapRemove { .. } => "map-remove",
-            ListedOp::MergeList { .. } => "merge-list",
-            ListedOp::Read { .. } => "read",
-        }
-    }
 }
 
 impl<'a> ListedChange<'a> {
@@ -336,21 +308,15 @@ impl<'a> ListedChange<'a> {
         let typed = |schema: &'a TypeSchema, bytes: &'a [u8]| TypedBytes { schema, bytes };
         let op = match &c.op {
             Op::Clear => ListedOp::Clear,
-            Op::Put(v) => ListedOp::Put { value: typed(vs, v) },
-            Op::AddElement(v) => ListedOp::AddElement { element: typed(vs, v) },
-            Op::SetList(items) => ListedOp::SetList {
-                elements: items.iter().map(|i| typed(vs, i)).collect(),
-            },
+            Op::Put(v) => ListedOp::Put(typed(vs, v)),
+            Op::AddElement(v) => ListedOp::AddElement(typed(vs, v)),
+            Op::SetList(items) => ListedOp::SetList(items.iter().map(|i| typed(vs, i)).collect()),
             Op::MapPut { user_key, value } => ListedOp::MapPut {
                 user_key: typed(uks, user_key),
                 value: typed(vs, value),
             },
-            Op::MapRemove(uk) => ListedOp::MapRemove {
-                user_key: typed(uks, uk),
-            },
-            Op::MergeList(sources) => ListedOp::MergeList {
-                sources: sources.iter().map(|s| typed(ns, s)).collect(),
-            },
+            Op::MapRemove(uk) => ListedOp::MapRemove(typed(uks, uk)),
+            Op::MergeList(sources) => ListedOp::MergeList(sources.iter().map(|s| typed(ns, s)).collect()),
             Op::Read { kind, user_key } => ListedOp::Read {
                 kind: *kind,
                 user_key: (*kind == ReadKind::MapEntry).then(|| typed(uks, user_key)),
@@ -362,6 +328,7 @@ impl<'a> ListedChange<'a> {
             state: desc.map(|d| d.name.as_str()),
             key: typed(ks, c.key),
             namespace: typed(ns, c.namespace),
+            op_name: c.op.name(),
             op,
             time_ms: c.time,
         }
@@ -430,7 +397,7 @@ impl<'r> RecordJson<'r> {
             }
             RecordBody::Change(c) => {
                 j.key_group = Some(c.key_group);
-                j.op = c.op.name();
+                j.op = c.op_name;
                 j.state = c.state;
                 j.state_id = c.state_id;
                 j.key = Some(c.key);
@@ -438,15 +405,15 @@ impl<'r> RecordJson<'r> {
                 j.time_ms = c.time_ms;
                 match &c.op {
                     ListedOp::Clear => {}
-                    ListedOp::Put { value } => j.value = Some(*value),
-                    ListedOp::AddElement { element } => j.element = Some(*element),
-                    ListedOp::SetList { elements } => j.elements = Some(elements.as_slice()),
+                    ListedOp::Put(value) => j.value = Some(*value),
+                    ListedOp::AddElement(element) => j.element = Some(*element),
+                    ListedOp::SetList(elements) => j.elements = Some(elements.as_slice()),
                     ListedOp::MapPut { user_key, value } => {
                         j.user_key = Some(*user_key);
                         j.value = Some(*value);
                     }
-                    ListedOp::MapRemove { user_key } => j.user_key = Some(*user_key),
-                    ListedOp::MergeList { sources } => j.sources = Some(sources.as_slice()),
+                    ListedOp::MapRemove(user_key) => j.user_key = Some(*user_key),
+                    ListedOp::MergeList(sources) => j.sources = Some(sources.as_slice()),
                     ListedOp::Read { kind, user_key } => {
                         j.read = Some(kind.name());
                         j.user_key = *user_key;
@@ -503,9 +470,16 @@ struct OperatorTails<'s> {
     handles: Vec<ResolvedChangelogHandle>,
 }
 
-/// Ends a walk at the first problem of a tail.
-fn fail(p: TailProblem) -> Result<(), ChangesError> {
-    Err(ChangesError::Unreadable(p.problem()))
+/// Walks the tail of `h` as a restore of `t`'s key groups replays it ([`walk_tail`]), ending
+/// at the first problem.
+fn replay(
+    h: &ResolvedChangelogHandle,
+    t: &OperatorTails<'_>,
+    files: &mut LogFiles,
+    f: &mut TailVisitor<'_, ChangesError>,
+) -> Result<ControlFlow<()>, ChangesError> {
+    let fail = &mut |p: TailProblem| Err(ChangesError::Unreadable(p.problem()));
+    walk_tail(h, t.uid, t.range, files, &mut TailStats::default(), fail, f)
 }
 
 /// Lists the change records of `snapshot`'s tails (of operator `uid` only, when given) that
@@ -523,15 +497,7 @@ pub fn walk_changes(
     let mut files = LogFiles::default();
     for t in &tails {
         for h in &t.handles {
-            let _ = walk_tail(
-                h,
-                t.uid,
-                t.range,
-                &mut files,
-                &mut TailStats::default(),
-                &mut fail,
-                &mut |_, _, _| Ok(ControlFlow::Continue(())),
-            )?;
+            let _ = replay(h, t, &mut files, &mut |_, _, _| Ok(ControlFlow::Continue(())))?;
         }
     }
     // Second pass: list.
@@ -543,24 +509,16 @@ pub fn walk_changes(
     for t in &tails {
         for h in &t.handles {
             lister.declared.clear();
-            let listed = walk_tail(
-                h,
-                t.uid,
-                t.range,
-                &mut files,
-                &mut TailStats::default(),
-                &mut fail,
-                &mut |pos, kg, rec| {
-                    let origin = RecordOrigin {
-                        subtask: Some(pos.subtask),
-                        file: &pos.segment.file.path,
-                        offset: pos.offset(),
-                        log: pos.log(),
-                        sqn: pos.sqn(),
-                    };
-                    Ok(lister.list(origin, kg, &rec))
-                },
-            )?;
+            let listed = replay(h, t, &mut files, &mut |pos, kg, rec| {
+                let origin = RecordOrigin {
+                    subtask: Some(pos.subtask),
+                    file: &pos.segment.file.path,
+                    offset: pos.offset(),
+                    log: pos.log(),
+                    sqn: pos.sqn(),
+                };
+                Ok(lister.list(origin, kg, &rec))
+            })?;
             if listed.is_break() {
                 return Ok(());
             }
