@@ -26,24 +26,42 @@ fn mix_block(h1: u32, k1: u32) -> u32 {
         .wrapping_add(0xe654_6b64)
 }
 
+/// A machine word Murmur3's finalizer mixes (`u32` for x86-32, `u64` for x64-128).
+trait Word: Copy + std::ops::BitXor<Output = Self> + std::ops::Shr<u32, Output = Self> {
+    fn wrapping_mul(self, m: Self) -> Self;
+}
+
+impl Word for u32 {
+    #[inline(always)]
+    fn wrapping_mul(self, m: u32) -> u32 {
+        u32::wrapping_mul(self, m)
+    }
+}
+
+impl Word for u64 {
+    #[inline(always)]
+    fn wrapping_mul(self, m: u64) -> u64 {
+        u64::wrapping_mul(self, m)
+    }
+}
+
+/// Murmur3's finalizer ("fmix"): `h ^= h >> s0; h *= m0; h ^= h >> s1; h *= m1; h ^= h >> s2`,
+/// the shifts `s` and multipliers `m` those of the word size.
 #[inline(always)]
-fn fmix32(mut h: u32) -> u32 {
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^= h >> 16;
-    h
+fn fmix<W: Word>(h: W, s: [u32; 3], m: [W; 2]) -> W {
+    let h = (h ^ (h >> s[0])).wrapping_mul(m[0]);
+    let h = (h ^ (h >> s[1])).wrapping_mul(m[1]);
+    h ^ (h >> s[2])
+}
+
+#[inline(always)]
+fn fmix32(h: u32) -> u32 {
+    fmix(h, [16, 13, 16], [0x85eb_ca6b, 0xc2b2_ae35])
 }
 
 #[inline]
-fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^= k >> 33;
-    k
+fn fmix64(k: u64) -> u64 {
+    fmix(k, [33, 33, 33], [0xff51_afd7_ed55_8ccd, 0xc4ce_b9fe_1a85_ec53])
 }
 
 /// MurmurHash3, x86 32-bit variant, over `data` with `seed`.
@@ -85,6 +103,20 @@ pub fn murmur3_x86_32_of8(data: &[u8; 8], seed: u32) -> u32 {
     fmix32(h1 ^ 8)
 }
 
+/// Murmur3 x64-128's scrambling of one 8-byte block of a lane: times `c[0]`, rotated left
+/// by `r`, times `c[1]`.
+#[inline(always)]
+fn scramble64(k: u64, c: [u64; 2], r: u32) -> u64 {
+    k.wrapping_mul(c[0]).rotate_left(r).wrapping_mul(c[1])
+}
+
+/// Murmur3 x64-128's update of a lane `h` (its block already mixed in): rotated left by `r`,
+/// plus the `other` lane, times 5, plus `n`.
+#[inline(always)]
+fn mix_lane(h: u64, r: u32, other: u64, n: u64) -> u64 {
+    h.rotate_left(r).wrapping_add(other).wrapping_mul(5).wrapping_add(n)
+}
+
 /// MurmurHash3, x64 128-bit variant, returned as Guava's `HashCode.asBytes()`:
 /// `h1` little-endian followed by `h2` little-endian.
 ///
@@ -99,22 +131,10 @@ pub fn murmur3_x64_128(data: &[u8], seed: u64) -> [u8; 16] {
     let mut h2 = seed;
     let mut chunks = data.chunks_exact(16);
     for block in &mut chunks {
-        let mut k1 = u64::from_le_bytes(block[0..8].try_into().unwrap_or([0; 8]));
-        let mut k2 = u64::from_le_bytes(block[8..16].try_into().unwrap_or([0; 8]));
-        k1 = k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
-        h1 ^= k1;
-        h1 = h1
-            .rotate_left(27)
-            .wrapping_add(h2)
-            .wrapping_mul(5)
-            .wrapping_add(0x52dc_e729);
-        k2 = k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
-        h2 ^= k2;
-        h2 = h2
-            .rotate_left(31)
-            .wrapping_add(h1)
-            .wrapping_mul(5)
-            .wrapping_add(0x3849_5ab5);
+        let k1 = u64::from_le_bytes(block[0..8].try_into().unwrap_or([0; 8]));
+        let k2 = u64::from_le_bytes(block[8..16].try_into().unwrap_or([0; 8]));
+        h1 = mix_lane(h1 ^ scramble64(k1, [C1, C2], 31), 27, h2, 0x52dc_e729);
+        h2 = mix_lane(h2 ^ scramble64(k2, [C2, C1], 33), 31, h1, 0x3849_5ab5);
     }
     let tail = chunks.remainder();
     let mut k1: u64 = 0;
@@ -127,12 +147,10 @@ pub fn murmur3_x64_128(data: &[u8], seed: u64) -> [u8; 16] {
         }
     }
     if tail.len() > 8 {
-        k2 = k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
-        h2 ^= k2;
+        h2 ^= scramble64(k2, [C2, C1], 33);
     }
     if !tail.is_empty() {
-        k1 = k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
-        h1 ^= k1;
+        h1 ^= scramble64(k1, [C1, C2], 31);
     }
     let len = data.len() as u64;
     h1 ^= len;

@@ -352,19 +352,12 @@ fn base_layout(d: &StateDescriptor) -> Layout {
 /// refused).
 fn read_metadata(c: &RawChange) -> Result<(u16, crate::meta::StateMeta), FlinkError> {
     let mut i = Input::new(&c.bytes, &c.at.0);
-    let fix = |e: FlinkError| match e {
-        FlinkError::Corrupt {
-            file,
-            offset,
-            field,
-            reason,
-        } => FlinkError::Corrupt {
-            file,
-            offset: c.at.1 + offset,
-            field,
-            reason,
-        },
-        other => other,
+    let fix = |mut e: FlinkError| {
+        // The input's offsets count from the change; the file's from its start.
+        if let FlinkError::Corrupt { offset, .. } = &mut e {
+            *offset += c.at.1;
+        }
+        e
     };
     i.u8("operation").map_err(fix)?;
     let version = i.i32("metadata version").map_err(fix)?;
