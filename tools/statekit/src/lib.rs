@@ -16,11 +16,9 @@ macro_rules! outln {
 
 pub mod cmd;
 pub mod color;
-mod config;
 pub mod demo;
 pub mod progress;
 pub mod render;
-mod wordcount;
 
 /// The error and its causes on one line, each said once ([`statekit_core::text::error_text`]).
 pub fn error_text(err: &anyhow::Error) -> String {

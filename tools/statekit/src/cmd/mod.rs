@@ -45,15 +45,6 @@ pub(crate) fn open_snapshot(path: &Path, options: &statekit_snapshot::OpenOption
     Ok(statekit_inspector::open::open_snapshot(path, options)?)
 }
 
-/// A storage rooted at the directory `location` names (a local directory is created).
-pub(crate) fn storage_at(location: &Location) -> Result<std::sync::Arc<dyn statekit_core::storage::Storage>> {
-    use anyhow::Context;
-    if let Location::Local(p) = location {
-        std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))?;
-    }
-    Ok(location.storage()?)
-}
-
 /// `path` as a local path for a command that works on local files only so far (a `file://`
 /// URL is turned into its path): an object-store URL is refused with a clear error rather than
 /// taken for a local directory named `s3:`.
