@@ -113,8 +113,18 @@ impl KeyGroupScheme {
     }
 
     /// The key group of `key` (serialized as `key_schema` says) under this scheme.
+    /// Nothing is allocated: callers may use it per key (a loop over many keys of one type
+    /// may also hold a [`KeyGroupScheme::assigner`]).
     pub fn key_group(self, key: &[u8], key_schema: &TypeSchema, max_parallelism: u32) -> Result<u32, KeyGroupError> {
-        self.assigner(key_schema, max_parallelism).key_group(key)
+        place(self.rule(key_schema), key, key_schema, max_parallelism.max(1))
+    }
+
+    /// The rule this scheme places keys of `key_schema` by.
+    fn rule(self, key_schema: &TypeSchema) -> Rule {
+        match self {
+            KeyGroupScheme::Statekit => Rule::Statekit,
+            KeyGroupScheme::Flink => JavaHash::of(key_schema).map_or(Rule::Unsupported, Rule::Flink),
+        }
     }
 
     /// This scheme fixed to one key type and max parallelism. Under Flink's rule for a key
@@ -123,12 +133,8 @@ impl KeyGroupScheme {
     /// data still reads, restores and converts in its given key groups, but no key can be
     /// placed anew.
     pub fn assigner(self, key_schema: &TypeSchema, max_parallelism: u32) -> KeyGroupAssigner {
-        let rule = match self {
-            KeyGroupScheme::Statekit => Rule::Statekit,
-            KeyGroupScheme::Flink => JavaHash::of(key_schema).map_or(Rule::Unsupported, Rule::Flink),
-        };
         KeyGroupAssigner {
-            rule,
+            rule: self.rule(key_schema),
             key_schema: key_schema.clone(),
             max_parallelism: max_parallelism.max(1),
         }
@@ -315,19 +321,25 @@ impl KeyGroupAssigner {
     /// cannot hash, or bytes that are not a value of the key type.
     #[inline]
     pub fn key_group(&self, key: &[u8]) -> Result<u32, KeyGroupError> {
-        match self.rule {
-            Rule::Statekit => Ok(key_group_for_key(key, self.max_parallelism)),
-            Rule::Unsupported => Err(KeyGroupError::UnsupportedKeyType {
-                key_type: self.key_schema.to_string(),
+        place(self.rule, key, &self.key_schema, self.max_parallelism)
+    }
+}
+
+/// The key group of `key` (a value of `key_schema`) under `rule`, of `max_parallelism` (≥ 1).
+#[inline]
+fn place(rule: Rule, key: &[u8], key_schema: &TypeSchema, max_parallelism: u32) -> Result<u32, KeyGroupError> {
+    match rule {
+        Rule::Statekit => Ok(key_group_for_key(key, max_parallelism)),
+        Rule::Unsupported => Err(KeyGroupError::UnsupportedKeyType {
+            key_type: key_schema.to_string(),
+        }),
+        Rule::Flink(h) => match h.hash_code(key) {
+            Some(code) => Ok(flink_key_group_for_hash_code(code, max_parallelism)),
+            None => Err(KeyGroupError::MalformedKey {
+                key_type: key_schema.to_string(),
+                len: key.len(),
             }),
-            Rule::Flink(h) => match h.hash_code(key) {
-                Some(code) => Ok(flink_key_group_for_hash_code(code, self.max_parallelism)),
-                None => Err(KeyGroupError::MalformedKey {
-                    key_type: self.key_schema.to_string(),
-                    len: key.len(),
-                }),
-            },
-        }
+        },
     }
 }
 

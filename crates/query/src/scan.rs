@@ -17,8 +17,9 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
+use statekit_core::{Entry, KeyGroupAssigner, KeyGroupRange, StateDescriptor, StateError};
+use statekit_snapshot::cursor::{CursorError, EntryFilter, KeyedEntries, Walked};
 use statekit_snapshot::Snapshot;
-use statekit_core::{KeyGroupAssigner, KeyGroupRange, StateDescriptor};
 use statekit_table::{state_schema, StateBatches, TableError};
 use std::any::Any;
 use std::collections::BTreeSet;
@@ -62,12 +63,7 @@ pub struct StateTable {
 
 impl StateTable {
     /// The table of state `desc` of operator `uid`.
-    pub(crate) fn new(
-        reader: Snapshot,
-        uid: &str,
-        desc: &StateDescriptor,
-        stats: Arc<ScanStats>,
-    ) -> Result<Self> {
+    pub(crate) fn new(reader: Snapshot, uid: &str, desc: &StateDescriptor, stats: Arc<ScanStats>) -> Result<Self> {
         let op = reader
             .operator(uid)
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -272,7 +268,9 @@ impl ExecutionPlan for StateScanExec {
 }
 
 /// Streams key groups `kgs` (of subtask range `range`) of state `desc` into `send` (which
-/// returns false once nobody listens).
+/// returns false once nobody listens), read by an [`EntryCursor`](statekit_snapshot::EntryCursor)
+/// (the walk `dump` and the inspector read too). A damaged key group fails the query: a
+/// table with rows missing would be a silent partial answer.
 fn scan_part(
     reader: &Snapshot,
     uid: &str,
@@ -285,43 +283,56 @@ fn scan_part(
     let first = kgs.first().copied().unwrap_or(range.start());
     let last = kgs.last().copied().unwrap_or(range.start());
     let span = KeyGroupRange::new(first, last).intersection(&range);
+    let mut cursor = KeyedEntries::open(reader, uid, span)
+        .map_err(cursor_error)?
+        .cursor(&desc.name, EntryFilter::default());
     let mut batches = StateBatches::new(desc, 8192);
-    for view in reader.keyed_views(uid, span)? {
-        let Some(state) = view.states().iter().position(|d| d.name == desc.name) else {
-            continue;
-        };
-        let state = u32::try_from(state).unwrap_or(u32::MAX);
-        let vr = view.key_group_range();
-        for &kg in kgs.iter().filter(|kg| vr.contains(**kg)) {
-            stats.key_groups.fetch_add(1, Ordering::Relaxed);
-            let mut failure = None;
-            let mut gone = false;
-            let _ = view.visit_key_group(kg, &mut |e| {
-                if e.state != state {
-                    return Ok(ControlFlow::Continue(()));
-                }
-                match batches.push(kg, e) {
-                    Ok(Some(b)) => {
-                        stats.rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
-                        if !send(b) {
-                            gone = true;
-                            return Ok(ControlFlow::Break(()));
+    for &kg in kgs.iter().filter(|kg| span.contains(**kg)) {
+        stats.key_groups.fetch_add(1, Ordering::Relaxed);
+        cursor.seek_key_group(kg);
+        let mut failure = None;
+        let mut gone = false;
+        // The walk ends at the key group's end (or where a batch could not be sent).
+        let _ = cursor
+            .walk(&mut |w| match w {
+                Walked::Entry(e) => {
+                    let entry = Entry {
+                        state: 0,
+                        key: e.key,
+                        namespace: e.namespace,
+                        user_key: e.user_key,
+                        value: e.value,
+                        timestamp: e.ttl_timestamp,
+                    };
+                    match batches.push(kg, &entry) {
+                        Ok(Some(b)) => {
+                            stats.rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                            if send(b) {
+                                ControlFlow::Continue(())
+                            } else {
+                                gone = true;
+                                ControlFlow::Break(())
+                            }
+                        }
+                        Ok(None) => ControlFlow::Continue(()),
+                        Err(err) => {
+                            failure = Some(err);
+                            ControlFlow::Break(())
                         }
                     }
-                    Ok(None) => {}
-                    Err(err) => {
-                        failure = Some(err);
-                        return Ok(ControlFlow::Break(()));
-                    }
                 }
-                Ok(ControlFlow::Continue(()))
-            })?;
-            if let Some(e) = failure {
-                return Err(e);
-            }
-            if gone {
-                return Ok(());
-            }
+                Walked::Damaged(d) => {
+                    failure = Some(cursor_error(CursorError::Damaged(d)));
+                    ControlFlow::Break(())
+                }
+                Walked::KeyGroupDone(_) => ControlFlow::Break(()),
+            })
+            .map_err(cursor_error)?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if gone {
+            return Ok(());
         }
     }
     if let Some(b) = batches.finish()? {
@@ -329,4 +340,36 @@ fn scan_part(
         send(b);
     }
     Ok(())
+}
+
+/// A cursor's failure as the table layer's: the snapshot's or the state's error itself (a
+/// damaged key group's names its file, offset and field).
+fn cursor_error(e: CursorError) -> TableError {
+    match e {
+        CursorError::Snapshot(e) => TableError::Snapshot(*e),
+        CursorError::State(e) => TableError::State(e),
+        CursorError::Damaged(d) => match std::sync::Arc::try_unwrap(d.error) {
+            Ok(e) => TableError::State(e),
+            Err(shared) => TableError::State(StateError::Other(Box::new(SharedStateError(shared)))),
+        },
+        other => TableError::State(StateError::Other(Box::new(other))),
+    }
+}
+
+/// A state error still shared elsewhere, shown as itself.
+#[derive(Debug)]
+struct SharedStateError(std::sync::Arc<StateError>);
+
+impl std::fmt::Display for SharedStateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SharedStateError {}
+
+impl statekit_core::HasErrorKind for SharedStateError {
+    fn kind(&self) -> statekit_core::ErrorKind {
+        self.0.kind()
+    }
 }

@@ -299,6 +299,12 @@ impl CursorError {
     }
 }
 
+impl statekit_core::HasErrorKind for CursorError {
+    fn kind(&self) -> ErrorKind {
+        CursorError::kind(self)
+    }
+}
+
 /// The key group `key` (serialized as `key_schema` says) is in under `scheme`, the rule the
 /// operator's data was placed by (recorded with it: Flink's for state from Apache Flink):
 /// the one place the cursor computes a key's key group. `None` when the rule cannot place
