@@ -134,7 +134,10 @@ impl SnapshotReader {
         Self::open_location_impl(location, false)
     }
 
-    fn open_location_impl(location: &statekit_core::location::Location, checked: bool) -> Result<Self, CheckpointError> {
+    fn open_location_impl(
+        location: &statekit_core::location::Location,
+        checked: bool,
+    ) -> Result<Self, CheckpointError> {
         use statekit_core::location::Location;
         if let Location::Local(p) = location {
             return Self::open_impl(p, checked);
@@ -172,7 +175,9 @@ impl SnapshotReader {
         if let Some(j) = job_dir {
             resolver = resolver.with_job(Arc::new(SubdirStorage::new(storage, j)?));
         }
-        let blob = snap.open(METADATA_FILE_NAME).map_err(statekit_format::FormatError::from)?;
+        let blob = snap
+            .open(METADATA_FILE_NAME)
+            .map_err(statekit_format::FormatError::from)?;
         let metadata = decode_stored(blob.as_ref(), &snap.describe(METADATA_FILE_NAME), checked)?;
         Ok(SnapshotReader {
             storage: snap,

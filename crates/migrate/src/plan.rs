@@ -2,9 +2,9 @@
 //! anything is read or written.
 
 use crate::MigrateError;
-use statekit_snapshot::Snapshot;
 use statekit_core::{keygroup, OperatorStateDescriptor, StateDescriptor};
 use statekit_format::{Compression, OperatorMetadata, SnapshotMetadata};
+use statekit_snapshot::Snapshot;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

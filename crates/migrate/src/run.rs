@@ -8,13 +8,13 @@ use crate::view::{MigratedView, SplitView};
 use crate::MigrateError;
 use statekit_checkpoint::CheckpointError;
 use statekit_checkpoint::SnapshotWriter;
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{KeyGroupRange, OperatorStateData, OperatorStateMode, OperatorStateSnapshot};
 use statekit_format::{
     encode_metadata, read_operator_file, FileRef, FileScope, KeyedFileReader, KeyedStats, SnapshotKind, WriteOptions,
     METADATA_FILE_NAME,
 };
+use statekit_snapshot::Snapshot;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

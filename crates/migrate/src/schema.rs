@@ -3,12 +3,12 @@
 
 use crate::MigrateError;
 use serde::{Deserialize, Serialize};
-use statekit_snapshot::Snapshot;
 use statekit_core::{
     KeyGroupScheme, KeyedStateKind, OperatorStateDescriptor, OperatorStateMode, StateDescriptor, TtlConfig,
     TtlUpdateType, TypeSchema,
 };
 use statekit_format::SnapshotMetadata;
+use statekit_snapshot::Snapshot;
 use std::fmt;
 
 /// The state schema of a job or a snapshot: its operators and their states, types written as

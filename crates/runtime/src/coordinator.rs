@@ -4,8 +4,8 @@
 
 use crate::{AsyncSnapshot, RuntimeError};
 use statekit_checkpoint::{CheckpointStore, SnapshotWriter};
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::Storage;
+use statekit_snapshot::Snapshot;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -16,10 +16,10 @@
 //! files directly; a restart replays (duplicates) or skips (loss) records.
 
 use crate::RuntimeError;
-use statekit_snapshot::Snapshot;
 use statekit_core::{
     Codec, OperatorStateDescriptor, OperatorStateMode, OperatorStateSnapshot, OperatorStateStore, TypeSchema,
 };
+use statekit_snapshot::Snapshot;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -48,11 +48,7 @@ pub fn pending_commits_state(pending: &[String]) -> Result<OperatorStateSnapshot
 
 /// Every pending transaction `snapshot` recorded for sink operator `uid` (all its
 /// subtasks, redistributed to `parallelism`); none when the snapshot has no such operator.
-pub fn restore_pending_commits(
-    snapshot: &Snapshot,
-    uid: &str,
-    parallelism: u32,
-) -> Result<Vec<String>, RuntimeError> {
+pub fn restore_pending_commits(snapshot: &Snapshot, uid: &str, parallelism: u32) -> Result<Vec<String>, RuntimeError> {
     let mut pending = Vec::new();
     if snapshot.metadata().operator(uid).is_none() {
         return Ok(pending);

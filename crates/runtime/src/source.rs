@@ -11,12 +11,12 @@
 //! offset, or of a stream of lines (standard input, a socket), which cannot be replayed.
 
 use crate::RuntimeError;
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     decode_value, encode_value, OperatorId, OperatorStateDescriptor, OperatorStateHandle, OperatorStateMode,
     OperatorStateSnapshot, OperatorStateStore, TypeSchema, Value,
 };
+use statekit_snapshot::Snapshot;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};

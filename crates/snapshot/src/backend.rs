@@ -1,11 +1,11 @@
 //! A keyed backend of the caller's choice, restored from any snapshot kind.
 
 use crate::error::SnapshotError;
+use crate::open::Snapshot;
 use crate::views::{stored_as, StoredAs};
 use statekit_changelog::{
     restore_into, ChangelogBackend, ChangelogStorage, MaterializationPolicy, Materializer, ReplayClock,
 };
-use crate::open::Snapshot;
 use statekit_checkpoint::{CheckpointError, InvalidRequest, RestoreMode};
 use statekit_core::storage::Storage;
 use statekit_core::{BackendConfig, KeyedStateBackend, StateError};
@@ -209,12 +209,12 @@ fn stored_how(r: RestoreFrom<'_>) -> Result<StoredAs, SnapshotError> {
 /// statekit's reader of the files of `r`'s snapshot, which native and changelog state (kinds
 /// only statekit's own family stores) are restored from.
 fn statekit_files(r: RestoreFrom<'_>) -> Result<&statekit_checkpoint::SnapshotReader, SnapshotError> {
-    r.snapshot.statekit_files().ok_or_else(|| {
-        SnapshotError::NotStatekitFiles {
+    r.snapshot
+        .statekit_files()
+        .ok_or_else(|| SnapshotError::NotStatekitFiles {
             snapshot: r.snapshot.storage().describe(""),
             what: "native and changelog state".into(),
-        }
-    })
+        })
 }
 
 /// Restores the operator's keyed state of `r` into `backend` (any key-group range of the

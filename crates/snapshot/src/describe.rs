@@ -11,9 +11,9 @@
 //! for one operator (the inspector): [`state_totals`], [`changelog_tail`], [`format_label`],
 //! [`ChangelogSummary::of`], ….
 
+use crate::open::Snapshot;
 use serde::{Serialize, Serializer};
 use statekit_changelog::LogId;
-use crate::open::Snapshot;
 use statekit_core::{uid_looks_auto_generated, KeyGroupRange};
 use statekit_flink::FlinkSnapshot;
 use statekit_format::{

@@ -941,12 +941,16 @@ impl<'r> Cursor<'r> {
                 .find(|r| r.contains(kg))
                 .copied()
                 .unwrap_or_else(|| KeyGroupRange::new(kg, kg));
-            self.views = self.side.snapshot.keyed_views(&self.uid, range).map_err(|source| DiffError::OpenKeyed {
-                side: self.side.label.to_string(),
-                uid: self.uid.clone(),
-                range,
-                source: Box::new(source),
-            })?;
+            self.views = self
+                .side
+                .snapshot
+                .keyed_views(&self.uid, range)
+                .map_err(|source| DiffError::OpenKeyed {
+                    side: self.side.label.to_string(),
+                    uid: self.uid.clone(),
+                    range,
+                    source: Box::new(source),
+                })?;
             self.current = range;
         }
         Ok(&self.views)

@@ -264,12 +264,19 @@ impl Snapshot {
 
     /// The operator state subtask `index` of `new_parallelism` gets, redistributed with
     /// Flink's rules ([`Snapshot::operator_states`]).
-    pub fn operator_state(&self, name: &str, new_parallelism: u32, index: u32) -> Result<OperatorStateSnapshot, SnapshotError> {
+    pub fn operator_state(
+        &self,
+        name: &str,
+        new_parallelism: u32,
+        index: u32,
+    ) -> Result<OperatorStateSnapshot, SnapshotError> {
         if index >= new_parallelism {
-            return Err(statekit_checkpoint::CheckpointError::from(statekit_checkpoint::InvalidRequest::SubtaskIndex {
-                index,
-                parallelism: new_parallelism,
-            })
+            return Err(statekit_checkpoint::CheckpointError::from(
+                statekit_checkpoint::InvalidRequest::SubtaskIndex {
+                    index,
+                    parallelism: new_parallelism,
+                },
+            )
             .into());
         }
         let mut all = self.operator_states(name, new_parallelism)?;

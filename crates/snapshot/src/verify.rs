@@ -7,10 +7,10 @@
 //!
 //! [`report`]: what `statekit verify` prints ([`VerifyReport`]), serialised by serde.
 
+use crate::open::{OpenOptions, Snapshot};
 use crate::SnapshotError;
 use statekit_changelog::tail::LogFiles;
 use statekit_changelog::verify::{verify_operator, LogCheck};
-use crate::open::{OpenOptions, Snapshot};
 use statekit_checkpoint::SnapshotReader;
 use statekit_core::location::Location;
 #[cfg(not(feature = "rocksdb"))]
@@ -79,10 +79,13 @@ pub fn verify_location_with(
         unchecked: true,
         ..options.clone()
     };
-    let (snapshot, sound) = match Snapshot::open_location(location, &OpenOptions {
-        unchecked: false,
-        ..options.clone()
-    }) {
+    let (snapshot, sound) = match Snapshot::open_location(
+        location,
+        &OpenOptions {
+            unchecked: false,
+            ..options.clone()
+        },
+    ) {
         Ok(s) => (s, true),
         Err(strict) => match Snapshot::open_location(location, &unchecked) {
             Ok(s) => (s, false),
