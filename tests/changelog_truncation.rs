@@ -36,9 +36,7 @@
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
-use statekit_changelog::{
-    ChangelogBackend, ChangelogCut, ChangelogStorage, LogFileReader, MaterializationPolicy, Materializer, UploadConfig,
-};
+use statekit_changelog::{ChangelogBackend, ChangelogCut, ChangelogStorage, LogFileReader, Materializer, UploadConfig};
 use statekit_checkpoint::{parse_checkpoint_dir_name, CheckpointStore, RestoreMode, SnapshotReader, SnapshotWriter};
 use statekit_core::storage::{HookedStorage, LocalStorage, Storage, StorageError, StorageHooks, StorageWriter};
 use statekit_core::{
@@ -123,15 +121,7 @@ fn owner(k: &[u8], p: u32) -> usize {
 
 /// A value of `len` bytes determined by `seed` (incompressible enough).
 fn bytes(seed: u32, len: usize) -> Vec<u8> {
-    let mut x = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    statekit_tests::xorshift_bytes(u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1, len)
 }
 
 fn descriptors() -> [StateDescriptor; 3] {
@@ -294,14 +284,6 @@ fn upload_config() -> UploadConfig {
     }
 }
 
-fn policy() -> MaterializationPolicy {
-    MaterializationPolicy {
-        interval: None,
-        max_tail_bytes: Some(6 << 10),
-        max_failures: 3,
-    }
-}
-
 fn open_job(faulty: &Arc<FaultyStorage>, name: &str, retained: usize) -> Job {
     let store = CheckpointStore::open(faulty.clone(), name, retained).expect("store");
     let dir = store.job_storage().expect("job storage");
@@ -320,7 +302,7 @@ fn new_backend(job: &Job, p: u32, i: u32) -> Backend {
     ChangelogBackend::new(
         BackendConfig::for_subtask(MAX_P, p, i).expect("config"),
         &job.storage,
-        Materializer::new(job.dir.clone(), policy(), u64::from(i)),
+        Materializer::new(job.dir.clone(), statekit_tests::tail_policy(6 << 10), u64::from(i)),
         HashMapBackend::new,
     )
     .expect("backend")

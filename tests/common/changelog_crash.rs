@@ -10,7 +10,7 @@
 //! `n` records is [`expected`]`(n)`; every checkpoint records its `n` in the `records`
 //! property of its `_metadata`.
 
-use statekit_changelog::{ChangelogBackend, ChangelogStorage, MaterializationPolicy, Materializer, UploadConfig};
+use statekit_changelog::{ChangelogBackend, ChangelogStorage, Materializer, UploadConfig};
 use statekit_checkpoint::{CheckpointStore, SnapshotReader};
 use statekit_core::storage::{
     HookedStorage, LocalStorage, PreparedFile, Storage, StorageError, StorageHooks, StorageWriter,
@@ -252,15 +252,7 @@ pub fn key(i: u64) -> Vec<u8> {
 
 /// The 64-byte payload of record `i`.
 pub fn payload(i: u64) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    (0..64)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    crate::xorshift_bytes(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03, 64)
 }
 
 /// The state of one key.
@@ -358,14 +350,6 @@ fn upload_config() -> UploadConfig {
     }
 }
 
-fn policy() -> MaterializationPolicy {
-    MaterializationPolicy {
-        interval: None,
-        max_tail_bytes: Some(24 << 10),
-        max_failures: 3,
-    }
-}
-
 impl Job {
     /// Opens the job under `dir` (slowed storage and markers on stdout when `slow`) and restores its newest
     /// complete checkpoint, if any (the records it covers come from its `_metadata`).
@@ -408,7 +392,7 @@ impl Job {
 
     fn subtask(&self, i: u32) -> Subtask {
         let config = BackendConfig::for_subtask(MAX_P, P, i).expect("config");
-        let materializer = Materializer::new(self.job_dir.clone(), policy(), u64::from(i));
+        let materializer = Materializer::new(self.job_dir.clone(), crate::tail_policy(24 << 10), u64::from(i));
         let rocksdb = self.rocksdb.clone();
         let delegate = self.delegate;
         ChangelogBackend::new(config, &self.storage, materializer, move |c| {

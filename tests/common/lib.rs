@@ -5,6 +5,29 @@ use statekit_hashmap::HashMapBackend;
 
 pub mod changelog_crash;
 
+/// `len` bytes of the xorshift64 stream from the nonzero state `x`: values of a given size,
+/// determined by `x`, incompressible enough.
+pub fn xorshift_bytes(mut x: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The changelog tests' materialization: no interval, a materialization once the changelog
+/// tail holds `max_tail_bytes`, given up after three failures.
+pub fn tail_policy(max_tail_bytes: u64) -> statekit_changelog::MaterializationPolicy {
+    statekit_changelog::MaterializationPolicy {
+        interval: None,
+        max_tail_bytes: Some(max_tail_bytes),
+        max_failures: 3,
+    }
+}
+
 /// This test binary run again for its test `name` alone (`--exact --nocapture`, one thread),
 /// its standard output piped: a child process to kill mid-work. The caller adds the
 /// environment and standard error.

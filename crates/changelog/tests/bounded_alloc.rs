@@ -99,30 +99,13 @@ fn a_forged_lz4_raw_length_is_refused_before_allocating() {
     assert!(largest < 1 << 20, "largest allocation while reading: {largest} bytes");
 }
 
-/// The inputs of `fuzz/regressions/<target>/`.
-fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/regressions")
-        .join(target);
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<_> = rd
-        .flatten()
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().to_string(),
-                std::fs::read(e.path()).expect("read"),
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
+#[path = "../../format/tests/common/regressions.rs"]
+mod regressions;
+use regressions::regression_inputs;
 
 #[test]
 fn fuzz_regressions_decode_within_the_allocation_cap() {
-    for (name, data) in regressions("changelog_log_file") {
+    for (name, data) in regression_inputs("changelog_log_file") {
         let cap = (64usize << 20).max(512 * data.len());
         reset();
         if let Ok(reader) = LogFileReader::from_blob(Arc::new(data), &name, None) {
@@ -135,7 +118,7 @@ fn fuzz_regressions_decode_within_the_allocation_cap() {
         }
         assert!(largest() <= cap, "{name}: an allocation of {} bytes", largest());
     }
-    for (name, data) in regressions("changelog_record") {
+    for (name, data) in regression_inputs("changelog_record") {
         reset();
         let _ = statekit_changelog::record::decode_record(&data);
         assert!(largest() <= (64 << 20).max(512 * data.len()), "{name}");

@@ -8,34 +8,15 @@ use statekit_format::{
     decode_metadata, decode_operator_file, encode_metadata, read_operator_file, write_keyed_file, write_operator_file,
     KeyedFileReader, WriteOptions,
 };
-use std::path::Path;
 use std::sync::Arc;
 
-/// The regression inputs of `target` (none when the directory does not exist).
-fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/regressions")
-        .join(target);
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(String, Vec<u8>)> = rd
-        .flatten()
-        .filter(|e| e.path().is_file())
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().to_string(),
-                std::fs::read(e.path()).expect("read"),
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
+#[path = "common/regressions.rs"]
+mod regressions;
+use regressions::regression_inputs;
 
 #[test]
 fn keyed_file_regressions() {
-    for (name, data) in inputs("keyed_file") {
+    for (name, data) in regression_inputs("keyed_file") {
         let blob: Arc<dyn Blob> = Arc::new(data);
         let Ok(reader) = KeyedFileReader::from_blob(blob, name.clone()) else {
             continue;
@@ -61,7 +42,7 @@ fn keyed_file_regressions() {
 
 #[test]
 fn decode_metadata_regressions() {
-    for (name, data) in inputs("decode_metadata") {
+    for (name, data) in regression_inputs("decode_metadata") {
         if let Ok(meta) = decode_metadata(&data, "_metadata") {
             let back = decode_metadata(&encode_metadata(&meta), "_metadata").expect("re-encoded metadata decodes");
             assert_eq!(back, meta, "{name}");
@@ -71,7 +52,7 @@ fn decode_metadata_regressions() {
 
 #[test]
 fn operator_file_regressions() {
-    for (name, data) in inputs("operator_file") {
+    for (name, data) in regression_inputs("operator_file") {
         if let Ok(snapshot) = decode_operator_file(&data, "fuzz.operator", None) {
             let storage = MemoryStorage::new();
             write_operator_file(&snapshot, &storage, "again", &WriteOptions::default()).expect("rewrite");
