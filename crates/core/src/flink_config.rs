@@ -7,7 +7,8 @@
 //! Who reads which key: the changelog's options ([`CHANGELOG`], under
 //! [`CHANGELOG_NAMESPACES`]) are read by `statekit-changelog`'s `ChangelogConfig`; the job's
 //! keys ([`JOB`]: backend, checkpoint and savepoint directories, retention, restore,
-//! parallelism) by the word count of the `statekit` binary.
+//! parallelism) by the word count (`statekit-wordcount`), which asks [`job_key`] what each
+//! key it is given is.
 
 use std::time::Duration;
 
@@ -364,6 +365,48 @@ pub fn suggest<'k>(
     (d >= 1 && d <= typo_budget(typed)).then_some(Suggestion { nearest, current })
 }
 
+/// What a key of a job's configuration is to a reader of the job's keys ([`JOB`]):
+/// [`job_key`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobKey {
+    /// One of [`JOB`], under any of its spellings.
+    Read(&'static FlinkKey),
+    /// A Flink key statekit knows and does not read ([`is_other`]).
+    Known,
+    /// A misspelling: a key in one of the [`SHARED_NAMESPACES`] (or in a misspelling of one,
+    /// `paralelism.default`) that is no known key but close to one ([`suggest`] over [`JOB`]
+    /// and [`OTHER`]).
+    Misspelt(Suggestion),
+    /// Any other key: not one statekit knows (another system's, or far from every known one).
+    Unknown,
+}
+
+/// Whether `key` lies in one of the [`SHARED_NAMESPACES`], or in a namespace that is a
+/// misspelling of one ([`is_close`]: `paralelism.default`).
+pub fn in_shared_namespace(key: &str) -> bool {
+    let first = key.split('.').next().unwrap_or_default();
+    SHARED_NAMESPACES
+        .iter()
+        .any(|p| key.starts_with(p) || is_close(first, p.trim_end_matches('.')))
+}
+
+/// What `key` is to a reader of the job's keys: one of [`JOB`] (the option it names), a
+/// Flink key statekit does not read, a misspelling of a known key (with the spelling nearest
+/// to it), or unknown. The changelog's keys ([`CHANGELOG_NAMESPACES`]) are not the job's:
+/// their reader sorts them itself.
+pub fn job_key(key: &str) -> JobKey {
+    if let Some(k) = JOB.iter().find(|k| k.is(key)) {
+        return JobKey::Read(k);
+    }
+    if is_other(key) {
+        return JobKey::Known;
+    }
+    match in_shared_namespace(key).then(|| suggest(key, JOB, OTHER)).flatten() {
+        Some(s) => JobKey::Misspelt(s),
+        None => JobKey::Unknown,
+    }
+}
+
 /// A value that does not follow Flink's syntax for its type.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -540,6 +583,43 @@ mod tests {
         );
         assert_eq!(suggest("pipeline.something-else-entirely", JOB, OTHER), None, "too far");
         assert_eq!(suggest("x", [], &[]), None, "nothing to suggest");
+    }
+
+    #[test]
+    fn a_jobs_keys_are_read_known_misspelt_or_unknown() {
+        // (Moved from the word count's `flink_keys`, whose `suggest` this replaces.)
+        let nearest = |k: &str| match job_key(k) {
+            JobKey::Misspelt(s) => Some(s.nearest),
+            _ => None,
+        };
+        assert_eq!(
+            nearest("execution.checkpointing.max-concurent-checkpoints"),
+            Some("execution.checkpointing.max-concurrent-checkpoints")
+        );
+        assert_eq!(nearest("state.checkpoint.dir"), Some("state.checkpoints.dir"));
+        assert_eq!(nearest("paralelism.default"), Some("parallelism.default"));
+        assert_eq!(nearest("pipeline.max-paralelism"), Some("pipeline.max-parallelism"));
+        assert_eq!(
+            job_key("execution.checkpointing.timeout"),
+            JobKey::Known,
+            "exact: known"
+        );
+        assert_eq!(job_key("pipeline.something-else-entirely"), JobKey::Unknown);
+        assert_eq!(
+            job_key("state.savepoints.dir"),
+            JobKey::Read(&SAVEPOINT_DIR),
+            "a deprecated spelling"
+        );
+        assert_eq!(job_key("parallelism.default"), JobKey::Read(&PARALLELISM));
+        assert_eq!(
+            job_key("paralelism.x"),
+            JobKey::Unknown,
+            "a misspelt namespace, no key near"
+        );
+        assert_eq!(job_key("foo.bar"), JobKey::Unknown);
+        assert!(in_shared_namespace("paralelism.default"));
+        assert!(in_shared_namespace("pipeline.x"));
+        assert!(!in_shared_namespace("foo.bar"));
     }
 
     #[test]

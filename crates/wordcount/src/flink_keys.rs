@@ -57,23 +57,19 @@ pub struct Applied {
     pub ignored: Vec<(String, &'static str)>,
 }
 
-fn mapped(key: &str) -> Option<(Setting, &'static str)> {
-    MAPPED.iter().find(|(k, _, _)| k.is(key)).map(|(k, s, _)| (*s, k.name))
+/// The setting `key` (one of [`fc::JOB`]) sets, if the word count has one.
+fn setting_of(key: &FlinkKey) -> Option<Setting> {
+    MAPPED.iter().find(|(k, _, _)| k.name == key.name).map(|(_, s, _)| *s)
 }
 
 fn flag_of(s: Setting) -> &'static str {
     MAPPED.iter().find(|(_, m, _)| *m == s).map_or("", |(_, _, f)| f)
 }
 
-/// The known key closest to `key`, when it is close enough to be what was meant
-/// ([`fc::suggest`]): the spelling nearest to the one written, old or new.
-fn suggest(key: &str) -> Option<&'static str> {
-    fc::suggest(key, MAPPED.iter().map(|(k, _, _)| *k), fc::OTHER).map(|s| s.nearest)
-}
-
 /// Applies the mapped keys of `entries` to `args` (a setting named in `args.explicit` wins),
 /// errors on misspelt keys and on conflicting spellings of one key, and says which keys it
-/// ignored. Changelog keys (`state.changelog.*`, …) are left to [`statekit_changelog`].
+/// ignored. Which key is which is [`fc::job_key`]'s answer; changelog keys
+/// (`state.changelog.*`, …) are left to [`statekit_changelog`].
 pub fn apply(args: &mut Settings, entries: &[Entry]) -> Result<Applied, WordcountError> {
     let mut applied = Applied {
         max_concurrent: 1,
@@ -86,45 +82,27 @@ pub fn apply(args: &mut Settings, entries: &[Entry]) -> Result<Applied, Wordcoun
         if statekit_changelog::ChangelogConfig::owns_key(&e.key) {
             continue;
         }
-        if let Some((setting, canonical)) = mapped(&e.key) {
-            if let Some((_, prev)) = seen.iter().find(|(s, p)| *s == setting && p.key != e.key) {
-                if prev.value.trim() != e.value.trim() {
-                    return Err(WordcountError::Contradiction(Box::new(Contradiction {
-                        name: canonical,
-                        first_value: prev.value.clone(),
-                        first_key: prev.key.clone(),
-                        first_origin: origin(prev).to_string(),
-                        value: e.value.clone(),
-                        key: e.key.clone(),
-                        origin: origin(e).to_string(),
-                    })));
+        let why = match fc::job_key(&e.key) {
+            fc::JobKey::Read(key) => match setting_of(key) {
+                Some(setting) => {
+                    check_consistent(&seen, setting, key.name, e)?;
+                    seen.retain(|(s, _)| *s != setting);
+                    seen.push((setting, e));
+                    continue;
                 }
-            }
-            seen.retain(|(s, _)| *s != setting);
-            seen.push((setting, e));
-            continue;
-        }
-        let known = fc::is_other(&e.key);
-        // In a shared namespace, or one misspelt (`paralelism.default`).
-        let first = e.key.split('.').next().unwrap_or_default();
-        let ours = fc::SHARED_NAMESPACES
-            .iter()
-            .any(|p| e.key.starts_with(p) || fc::is_close(first, p.trim_end_matches('.')));
-        if !known && ours {
-            if let Some(suggestion) = suggest(&e.key) {
+                None => "not used by the word count",
+            },
+            fc::JobKey::Misspelt(s) => {
                 return Err(WordcountError::UnknownKey {
                     origin: origin(e).to_string(),
                     key: e.key.clone(),
-                    suggestion,
-                });
+                    suggestion: s.nearest,
+                })
             }
-        }
+            fc::JobKey::Known => "not used by the word count",
+            fc::JobKey::Unknown => "not a key statekit knows",
+        };
         if !applied.ignored.iter().any(|(k, _)| k == &e.key) {
-            let why = if known {
-                "not used by the word count"
-            } else {
-                "not a key statekit knows"
-            };
             applied.ignored.push((e.key.clone(), why));
         }
     }
@@ -133,69 +111,80 @@ pub fn apply(args: &mut Settings, entries: &[Entry]) -> Result<Applied, Wordcoun
         if !flag.is_empty() && args.explicit.iter().any(|f| f == flag) {
             continue;
         }
-        let v = e.value.trim();
-        let bad = |expected: &'static str| WordcountError::BadValue {
-            origin: origin(e).to_string(),
-            key: e.key.clone(),
-            value: v.to_string(),
-            expected,
-        };
-        match setting {
-            Setting::Backend => {
-                args.backend = match v.to_ascii_lowercase().as_str() {
-                    "hashmap" | "filesystem" | "jobmanager" => BackendKind::Hashmap,
-                    "rocksdb" => BackendKind::Rocksdb,
-                    _ => return Err(bad("hashmap or rocksdb")),
-                }
-            }
-            Setting::CheckpointDir => args.checkpoint_dir = PathBuf::from(v),
-            Setting::SavepointDir => args.savepoint_dir = PathBuf::from(v),
-            Setting::Retained => {
-                args.retained_checkpoints = v
-                    .parse()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| bad("a whole number ≥ 1"))?
-            }
-            Setting::Incremental => {
-                args.checkpoint_type = match fc::parse_bool(v).map_err(|_| bad("true or false"))? {
-                    true => CheckpointType::Incremental,
-                    false => CheckpointType::Full,
-                }
-            }
-            Setting::Interval => {
-                let d = fc::parse_duration(v).map_err(|_| bad("a duration (`10 s`, `1 min`, `500ms`)"))?;
-                args.checkpoint_interval = (d > Duration::ZERO).then_some(d);
-            }
-            Setting::RestorePath => args.restore = Some(v.to_string()),
-            Setting::RestoreMode => args.restore_mode = v.parse().map_err(|_| bad("CLAIM, NO_CLAIM or LEGACY"))?,
-            Setting::AllowNonRestored => {
-                args.allow_non_restored_state = fc::parse_bool(v).map_err(|_| bad("true or false"))?
-            }
-            Setting::Parallelism => {
-                args.parallelism = v
-                    .parse()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| bad("a whole number ≥ 1"))?
-            }
-            Setting::MaxParallelism => {
-                args.max_parallelism = v
-                    .parse()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| bad("a whole number ≥ 1"))?
-            }
-            Setting::MaxConcurrent => {
-                applied.max_concurrent = v
-                    .parse()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| bad("a whole number ≥ 1"))?
-            }
-        }
+        set(args, &mut applied, setting, e)?;
     }
     Ok(applied)
+}
+
+/// An error when `setting` was set before under another spelling to another value.
+fn check_consistent(
+    seen: &[(Setting, &Entry)],
+    setting: Setting,
+    name: &'static str,
+    e: &Entry,
+) -> Result<(), WordcountError> {
+    if let Some((_, prev)) = seen.iter().find(|(s, p)| *s == setting && p.key != e.key) {
+        if prev.value.trim() != e.value.trim() {
+            return Err(WordcountError::Contradiction(Box::new(Contradiction {
+                name,
+                first_value: prev.value.clone(),
+                first_key: prev.key.clone(),
+                first_origin: origin(prev).to_string(),
+                value: e.value.clone(),
+                key: e.key.clone(),
+                origin: origin(e).to_string(),
+            })));
+        }
+    }
+    Ok(())
+}
+
+/// Sets `setting` from the value of entry `e`.
+fn set(args: &mut Settings, applied: &mut Applied, setting: Setting, e: &Entry) -> Result<(), WordcountError> {
+    let v = e.value.trim();
+    let bad = |expected: &'static str| WordcountError::BadValue {
+        origin: origin(e).to_string(),
+        key: e.key.clone(),
+        value: v.to_string(),
+        expected,
+    };
+    let positive = || bad("a whole number ≥ 1");
+    match setting {
+        Setting::Backend => {
+            args.backend = match v.to_ascii_lowercase().as_str() {
+                "hashmap" | "filesystem" | "jobmanager" => BackendKind::Hashmap,
+                "rocksdb" => BackendKind::Rocksdb,
+                _ => return Err(bad("hashmap or rocksdb")),
+            }
+        }
+        Setting::CheckpointDir => args.checkpoint_dir = PathBuf::from(v),
+        Setting::SavepointDir => args.savepoint_dir = PathBuf::from(v),
+        Setting::Retained => args.retained_checkpoints = positive_number(v).ok_or_else(positive)?,
+        Setting::Incremental => {
+            args.checkpoint_type = match fc::parse_bool(v).map_err(|_| bad("true or false"))? {
+                true => CheckpointType::Incremental,
+                false => CheckpointType::Full,
+            }
+        }
+        Setting::Interval => {
+            let d = fc::parse_duration(v).map_err(|_| bad("a duration (`10 s`, `1 min`, `500ms`)"))?;
+            args.checkpoint_interval = (d > Duration::ZERO).then_some(d);
+        }
+        Setting::RestorePath => args.restore = Some(v.to_string()),
+        Setting::RestoreMode => args.restore_mode = v.parse().map_err(|_| bad("CLAIM, NO_CLAIM or LEGACY"))?,
+        Setting::AllowNonRestored => {
+            args.allow_non_restored_state = fc::parse_bool(v).map_err(|_| bad("true or false"))?
+        }
+        Setting::Parallelism => args.parallelism = positive_number(v).ok_or_else(positive)?,
+        Setting::MaxParallelism => args.max_parallelism = positive_number(v).ok_or_else(positive)?,
+        Setting::MaxConcurrent => applied.max_concurrent = positive_number(v).ok_or_else(positive)?,
+    }
+    Ok(())
+}
+
+/// `v` as a whole number ≥ 1.
+fn positive_number<T: std::str::FromStr + PartialOrd + From<u8>>(v: &str) -> Option<T> {
+    v.parse().ok().filter(|n| *n >= T::from(1))
 }
 
 fn origin(e: &Entry) -> &str {
@@ -211,20 +200,54 @@ mod tests {
     use super::*;
 
     #[test]
-    fn misspellings_are_caught_and_flink_keys_are_known() {
-        assert_eq!(
-            suggest("execution.checkpointing.max-concurent-checkpoints"),
-            Some("execution.checkpointing.max-concurrent-checkpoints")
-        );
-        assert_eq!(suggest("state.checkpoint.dir"), Some("state.checkpoints.dir"));
-        assert_eq!(suggest("paralelism.default"), Some("parallelism.default"));
-        assert_eq!(suggest("pipeline.max-paralelism"), Some("pipeline.max-parallelism"));
-        assert_eq!(suggest("execution.checkpointing.timeout"), None, "exact: known");
-        assert_eq!(suggest("pipeline.something-else-entirely"), None);
+    fn every_key_the_job_reads_is_a_setting() {
+        // The misspelling checks moved to `statekit_core::flink_config` (`job_key`).
         for (keys, _, _) in MAPPED {
             for k in keys.spellings() {
                 assert!(fc::SHARED_NAMESPACES.iter().any(|n| k.starts_with(n)), "{k}");
             }
         }
+        for k in fc::JOB {
+            assert!(setting_of(k).is_some(), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn misspelt_keys_name_the_nearest_spelling() {
+        let entry = |key: &str| Entry {
+            key: key.into(),
+            value: "3".into(),
+            origin: "-D".into(),
+        };
+        let mut settings = crate::tests::settings();
+        let e = apply(
+            &mut settings,
+            &[entry("execution.checkpointing.max-concurent-checkpoints")],
+        )
+        .expect_err("typo");
+        assert_eq!(
+            e.to_string(),
+            "-D: unknown configuration key `execution.checkpointing.max-concurent-checkpoints`; did you mean `execution.checkpointing.max-concurrent-checkpoints`?"
+        );
+        let applied = apply(
+            &mut settings,
+            &[
+                entry("parallelism.default"),
+                entry("execution.checkpointing.timeout"),
+                entry("foo.bar"),
+            ],
+        )
+        .expect("ok");
+        assert_eq!(settings.parallelism, 3);
+        assert_eq!(
+            applied.ignored,
+            [
+                (
+                    "execution.checkpointing.timeout".to_string(),
+                    "not used by the word count"
+                ),
+                ("foo.bar".to_string(), "not a key statekit knows")
+            ]
+        );
     }
 }

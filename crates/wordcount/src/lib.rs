@@ -235,3 +235,40 @@ pub fn job_schema(p: u32, max_p: u32) -> statekit_migrate::JobSchema {
         ],
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The settings `statekit demo wordcount` runs with when given no flags.
+    pub(crate) fn settings() -> Settings {
+        Settings {
+            print_schema: false,
+            input: None,
+            socket: None,
+            output: "statekit-data/output".into(),
+            checkpoint_dir: "statekit-data/checkpoints".into(),
+            checkpoint_every: 20,
+            checkpoint_interval: None,
+            retained_checkpoints: 3,
+            parallelism: 2,
+            max_parallelism: 128,
+            restore: None,
+            allow_non_restored_state: false,
+            savepoint_dir: "statekit-data/savepoints".into(),
+            stop_with_savepoint: false,
+            guarantee: Guarantee::ExactlyOnce,
+            echo: false,
+            backend: BackendKind::Hashmap,
+            checkpoint_type: CheckpointType::Full,
+            savepoint_format: SavepointFormat::Canonical,
+            restore_mode: RestoreMode::NoClaim,
+            rocksdb_profile: "default".into(),
+            rocksdb_dir: None,
+            changelog: false,
+            define: Vec::new(),
+            config: None,
+            explicit: Vec::new(),
+        }
+    }
+}
