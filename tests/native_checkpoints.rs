@@ -177,20 +177,15 @@ impl Job {
 
 /// Every regular file under `dir`, with its bytes.
 fn files_under(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.clone(), std::fs::read(&p).expect("read"));
-            }
-        }
-    }
-    out
+    let listed = statekit_core::storage::files_below(&LocalStorage::new(dir), "").expect("list");
+    listed
+        .into_iter()
+        .map(|(name, _)| {
+            let p = dir.join(name);
+            let bytes = std::fs::read(&p).expect("read");
+            (p, bytes)
+        })
+        .collect()
 }
 
 /// Absolute paths of every file the completed checkpoints of `store` reference.
