@@ -274,6 +274,28 @@ impl OwnedEntry {
         }
     }
 
+    /// An entry of the value state `state`: `key` → `value` with no namespace, user key or
+    /// timestamp, in the key group statekit's rule gives `key` at `max_parallelism`
+    /// ([`crate::key_group_for_key`]).
+    ///
+    /// ```
+    /// use statekit_core::{key_group_for_key, OwnedEntry};
+    /// let e = OwnedEntry::value(0, b"k".to_vec(), b"v".to_vec(), 128);
+    /// assert_eq!(e.key_group, key_group_for_key(b"k", 128));
+    /// assert!(e.namespace.is_empty() && e.user_key.is_none() && e.timestamp.is_none());
+    /// ```
+    pub fn value(state: u32, key: Vec<u8>, value: Vec<u8>, max_parallelism: u32) -> Self {
+        OwnedEntry {
+            key_group: crate::key_group_for_key(&key, max_parallelism),
+            state,
+            key,
+            namespace: Vec::new(),
+            user_key: None,
+            value,
+            timestamp: None,
+        }
+    }
+
     /// Copies an [`Entry`] of `key_group`.
     pub fn from_entry(key_group: u32, e: &Entry<'_>) -> Self {
         OwnedEntry {

@@ -3,9 +3,7 @@
 //! was truncated while being read.
 
 use statekit_core::storage::LocalStorage;
-use statekit_core::{
-    key_group_for_key, KeyGroupRange, KeyedStateView, MemoryView, OwnedEntry, StateDescriptor, TypeSchema,
-};
+use statekit_core::{KeyGroupRange, KeyedStateView, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
 use statekit_format::{write_keyed_file, KeyedFileReader, WriteOptions};
 
 #[test]
@@ -15,16 +13,9 @@ fn truncation_while_mapped_is_reported_as_truncation() {
     let entries: Vec<OwnedEntry> = (0..4000)
         .map(|i| {
             let key = format!("key-{i}").into_bytes();
-            OwnedEntry {
-                key_group: key_group_for_key(&key, max_p),
-                state: 0,
-                key,
-                namespace: vec![],
-                user_key: None,
-                // Incompressible enough to span many pages.
-                value: (0..64).map(|j| ((i * 31 + j * 7) % 251) as u8).collect(),
-                timestamp: None,
-            }
+            // Incompressible enough to span many pages.
+            let value = (0..64).map(|j| ((i * 31 + j * 7) % 251) as u8).collect();
+            OwnedEntry::value(0, key, value, max_p)
         })
         .collect();
     let view = MemoryView::new(max_p, KeyGroupRange::all(max_p), states, entries);

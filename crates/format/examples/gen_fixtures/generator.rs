@@ -243,18 +243,7 @@ pub fn write_savepoint(dir: &Path) -> Result<Fixture, FormatError> {
         if i < 2 {
             let entries: Vec<OwnedEntry> = if i == 0 {
                 (0..4i64)
-                    .map(|k| {
-                        let key = i64b(k * 11);
-                        OwnedEntry {
-                            key_group: key_group_for_key(&key, MAX_PARALLELISM),
-                            state: 0,
-                            key,
-                            namespace: vec![],
-                            user_key: None,
-                            value: format!("seen {k}").into_bytes(),
-                            timestamp: None,
-                        }
-                    })
+                    .map(|k| OwnedEntry::value(0, i64b(k * 11), format!("seen {k}").into_bytes(), MAX_PARALLELISM))
                     .collect()
             } else {
                 Vec::new()

@@ -183,7 +183,7 @@ pub fn big_savepoint(
     key: impl Fn(u32) -> Vec<u8>,
 ) -> std::path::PathBuf {
     use statekit_core::storage::{LocalStorage, Storage};
-    use statekit_core::{key_group_for_key, KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
+    use statekit_core::{KeyGroupRange, MemoryView, OwnedEntry, StateDescriptor, TypeSchema};
     let storage: std::sync::Arc<dyn Storage> = std::sync::Arc::new(LocalStorage::new(dir));
     let writer =
         statekit_checkpoint::SnapshotWriter::new(storage, name, statekit_format::SnapshotKind::Savepoint, 1, "job")
@@ -191,21 +191,13 @@ pub fn big_savepoint(
     let states = vec![StateDescriptor::value("v", key_type, TypeSchema::Bytes)];
     let entries: Vec<OwnedEntry> = (0..n)
         .map(|i| {
-            let key = key(i);
-            OwnedEntry {
-                key_group: key_group_for_key(&key, max_p),
-                state: 0,
-                key,
-                namespace: vec![],
-                user_key: None,
-                value: (0..200u32)
-                    .map(|j| {
-                        (i.wrapping_mul(2_654_435_761) ^ j.wrapping_mul(40_503)) as u8
-                            & if j % 2 == 0 { 0xff } else { 0x0f }
-                    })
-                    .collect(),
-                timestamp: None,
-            }
+            let value = (0..200u32)
+                .map(|j| {
+                    (i.wrapping_mul(2_654_435_761) ^ j.wrapping_mul(40_503)) as u8
+                        & if j % 2 == 0 { 0xff } else { 0x0f }
+                })
+                .collect();
+            OwnedEntry::value(0, key(i), value, max_p)
         })
         .collect();
     let view = MemoryView::new(max_p, KeyGroupRange::all(max_p), states, entries);
