@@ -193,13 +193,7 @@ fn write_keyed_file_with(
         }
         .into());
     }
-    for d in states {
-        check_state_descriptor(d)?;
-    }
-    check_unique_names(states).map_err(|m| WriteProblem::DuplicateStateName {
-        file: file.to_string(),
-        name: m.name,
-    })?;
+    check_states(states, &file)?;
     let shapes: Vec<Shape> = states.iter().map(Shape::of).collect();
     let mut cw = ContainerWriter::create(
         storage,
@@ -238,15 +232,7 @@ fn write_keyed_file_with(
         vec![w]
     } else {
         let kgs: Vec<u32> = range.iter().collect();
-        pipeline::encode_parallel(
-            &mut cw,
-            &kgs,
-            threads.min(kgs.len()),
-            opts.compression,
-            opts.block_size,
-            new_writer,
-            encode,
-        )?
+        pipeline::encode_parallel(&mut cw, &kgs, threads, opts, new_writer, encode)?
     };
     for w in &writers {
         let totals = state_entries.iter_mut().zip(state_raw.iter_mut());
@@ -258,6 +244,19 @@ fn write_keyed_file_with(
     let sections: Vec<Section> = cw.sections().to_vec();
     let size = cw.finish(&index_tail(&state_entries, &state_raw))?;
     Ok(build_info(path, size, &sections, states, &state_entries, &state_raw))
+}
+
+/// Checks the states a keyed data file `file` is written with: each descriptor writable, no
+/// name twice.
+fn check_states(states: &[StateDescriptor], file: &str) -> Result<()> {
+    for d in states {
+        check_state_descriptor(d)?;
+    }
+    check_unique_names(states).map_err(|m| WriteProblem::DuplicateStateName {
+        file: file.to_string(),
+        name: m.name,
+    })?;
+    Ok(())
 }
 
 /// Rewrites the keyed data file `reader` at `path` with `opts.compression`, block by block:
@@ -290,13 +289,7 @@ pub fn transcode_keyed_file(
         }
         .into());
     }
-    for d in states {
-        check_state_descriptor(d)?;
-    }
-    check_unique_names(states).map_err(|m| WriteProblem::DuplicateStateName {
-        file: file.to_string(),
-        name: m.name,
-    })?;
+    check_states(states, &file)?;
     let mut cw = ContainerWriter::create(
         storage,
         path,
@@ -349,16 +342,7 @@ pub fn transcode_keyed_file(
     let result = if kgs.is_empty() {
         Ok(())
     } else {
-        pipeline::encode_parallel(
-            &mut cw,
-            &kgs,
-            threads.min(kgs.len()),
-            opts.compression,
-            opts.block_size,
-            BlockDecoder::new,
-            copy,
-        )
-        .map(|_| ())
+        pipeline::encode_parallel(&mut cw, &kgs, threads, opts, BlockDecoder::new, copy).map(|_| ())
     };
     if let Err(e) = result {
         statekit_core::storage::check_intact(reader.blob.as_ref(), &reader.file)?;
@@ -1360,6 +1344,22 @@ mod tests {
     use statekit_core::storage::MemoryStorage;
     use statekit_core::{MemoryView, OwnedEntry, TypeSchema};
 
+    /// `n` entries of value state 0: key `i` (big-endian) in key group `i % key_groups`, with
+    /// the value `value(i)`.
+    fn numbered(n: u32, key_groups: u32, value: impl Fn(u32) -> Vec<u8>) -> Vec<OwnedEntry> {
+        (0..n)
+            .map(|i| OwnedEntry {
+                key_group: i % key_groups,
+                state: 0,
+                key: i.to_be_bytes().to_vec(),
+                namespace: vec![],
+                user_key: None,
+                value: value(i),
+                timestamp: None,
+            })
+            .collect()
+    }
+
     #[test]
     fn parallel_and_serial_writers_produce_identical_bytes() {
         let states = vec![
@@ -1411,17 +1411,7 @@ mod tests {
     #[test]
     fn the_first_bad_key_group_is_reported_whatever_the_threads() {
         let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
-        let mut entries: Vec<OwnedEntry> = (0..2000u32)
-            .map(|i| OwnedEntry {
-                key_group: i % 16,
-                state: 0,
-                key: i.to_be_bytes().to_vec(),
-                namespace: vec![],
-                user_key: None,
-                value: vec![7; 40],
-                timestamp: None,
-            })
-            .collect();
+        let mut entries: Vec<OwnedEntry> = numbered(2000, 16, |_| vec![7; 40]);
         // Duplicates in key groups 5 and 11: the writer names key group 5, as a serial
         // write does, even when 11 is found first.
         for kg in [5u32, 11] {
@@ -1565,17 +1555,7 @@ mod tests {
     #[test]
     fn a_panicking_view_panics_the_caller_and_commits_nothing() {
         let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
-        let entries = (0..500u32)
-            .map(|i| OwnedEntry {
-                key_group: i % 16,
-                state: 0,
-                key: i.to_be_bytes().to_vec(),
-                namespace: vec![],
-                user_key: None,
-                value: vec![1; 100],
-                timestamp: None,
-            })
-            .collect();
+        let entries = numbered(500, 16, |_| vec![1; 100]);
         let view = PanickingView(MemoryView::new(16, KeyGroupRange::all(16), states, entries), 6);
         let opts = WriteOptions {
             compression: Compression::Lz4,
@@ -1594,17 +1574,7 @@ mod tests {
     #[test]
     fn parallel_verify_reports_what_a_serial_one_does() {
         let states = vec![StateDescriptor::value("v", TypeSchema::Bytes, TypeSchema::Bytes)];
-        let entries = (0..3000u32)
-            .map(|i| OwnedEntry {
-                key_group: i % 32,
-                state: 0,
-                key: i.to_be_bytes().to_vec(),
-                namespace: vec![],
-                user_key: None,
-                value: vec![(i % 251) as u8; 30],
-                timestamp: None,
-            })
-            .collect();
+        let entries = numbered(3000, 32, |i| vec![(i % 251) as u8; 30]);
         let view = MemoryView::new(32, KeyGroupRange::all(32), states, entries);
         let opts = WriteOptions {
             compression: Compression::Lz4,

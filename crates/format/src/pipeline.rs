@@ -4,7 +4,7 @@
 //! entries (no state carries over between key groups), and blocks are written in key-group
 //! order, so the bytes are exactly those of the serial path.
 
-use crate::block::{BlockEncoder, Compression, BLOCK_HEADER_LEN};
+use crate::block::{BlockEncoder, WriteOptions, BLOCK_HEADER_LEN};
 use crate::container::ContainerWriter;
 use crate::error::FormatError;
 use crate::wire::Result;
@@ -226,8 +226,9 @@ impl Batch {
     }
 }
 
-/// Encodes the key groups `kgs` on `threads` encoder threads and writes their blocks to `cw`
-/// on the calling thread, in the order of `kgs`. Each thread starts from `init()` and calls
+/// Encodes the key groups `kgs` on `threads` encoder threads (no more than there are key
+/// groups), compressed as `opts` says, and writes their blocks to `cw` on the calling thread,
+/// in the order of `kgs`. Each thread starts from `init()` and calls
 /// `encode` for every key group it takes; `encode` hands the key group's blocks to the sink
 /// and must leave nothing of it behind (the next key group may be on another thread).
 /// Returns every thread's state, for totals.
@@ -239,12 +240,15 @@ pub(crate) fn encode_parallel<S: Send>(
     cw: &mut ContainerWriter,
     kgs: &[u32],
     threads: usize,
-    compression: Compression,
-    block_size: usize,
+    opts: &WriteOptions,
     init: impl Fn() -> S + Sync,
     encode: impl Fn(&mut S, u32, &mut dyn BlockSink) -> Result<()> + Sync,
 ) -> Result<Vec<S>> {
-    let threads = threads.max(1);
+    let WriteOptions {
+        compression,
+        block_size,
+    } = *opts;
+    let threads = threads.min(kgs.len()).max(1);
     let encoders = (0..threads)
         .map(|_| BlockEncoder::new(compression))
         .collect::<Result<Vec<_>>>()?;
