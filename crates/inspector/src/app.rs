@@ -12,6 +12,7 @@ use super::screens::{Ctx, ListModel, Outcome, Read, Screen, ScreenModel, ScreenS
 use super::worker::diff::{DiffSide, DIFF_KEEP};
 use super::worker::opstate::OP_KEEP;
 use super::worker::{Direction, Msg, Request, SnapshotRow};
+use crate::error::Problems;
 use statekit_format::{OperatorMetadata, SnapshotMetadata};
 use statekit_snapshot::describe::state_totals;
 use std::path::{Path, PathBuf};
@@ -114,7 +115,7 @@ pub struct App {
     /// The open snapshot's path (from the list; `root` when one snapshot was opened).
     snapshot_path: Option<PathBuf>,
     /// The open snapshot's background verification, once finished (`Err`: its problems).
-    pub verified: Option<Result<(), String>>,
+    pub verified: Option<Result<(), Problems>>,
 }
 
 /// What the user (or the worker) did.
@@ -647,7 +648,7 @@ impl App {
 
     fn loaded(&mut self, msg: Msg) -> Option<Request> {
         if let Msg::Verified { path, result } = msg {
-            let result = result.map_err(|e| self.sanitize(&e));
+            let result = result.map_err(|e| e.map_text(|t| self.sanitize(t)));
             for s in self.snapshots.iter_mut().filter(|s| s.path == path) {
                 s.verified = Some(result.clone());
             }
@@ -677,7 +678,7 @@ impl App {
             }
             Msg::OpState { result, .. } => {
                 self.loading = None;
-                let result = result.map_err(|e| self.sanitize(&e));
+                let result = result.map_err(|e| e.map_message(|m| self.sanitize(m)));
                 if let ScreenState::OpState(v) = &mut self.current {
                     let page = v.page(&ctx);
                     v.arrived(result, page);
@@ -708,7 +709,7 @@ impl App {
                         }
                         self.snapshot = Some((label, m));
                     }
-                    Err(e) => self.open_error = Some(self.sanitize(&e)),
+                    Err(e) => self.open_error = Some(self.sanitize(e.message())),
                 }
             }
             Msg::Page {
@@ -716,7 +717,7 @@ impl App {
             } => {
                 self.loading = None;
                 self.status = note.map(|n| self.sanitize(&n));
-                let result = result.map_err(|err| self.sanitize(&err));
+                let result = result.map_err(|err| err.map_message(|m| self.sanitize(m)));
                 if let ScreenState::Entries(e) = &mut self.current {
                     if let Some(s) = e.arrived(result, select) {
                         self.status = Some(s.to_string());

@@ -168,6 +168,86 @@ impl InspectError {
     }
 }
 
+/// A read the worker could not do, as the inspector shows it: the message of its cause (its
+/// whole chain, the paths named as the user named them) and the cause's kind. A screen keeps
+/// it, so it holds the text (cloned with the screen), not the cause.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ReadError {
+    message: String,
+    kind: ErrorKind,
+}
+
+impl ReadError {
+    /// A failed read of `kind`, shown as `message`.
+    pub(crate) fn new(message: impl Into<String>, kind: ErrorKind) -> Self {
+        ReadError {
+            message: message.into(),
+            kind,
+        }
+    }
+
+    /// `err` with its whole chain ([`chain_text`]).
+    pub(crate) fn chain(err: &(dyn std::error::Error + 'static), kind: ErrorKind) -> Self {
+        ReadError::new(chain_text(err), kind)
+    }
+
+    /// A request that needs an open snapshot came without one.
+    pub(crate) fn no_snapshot_open() -> Self {
+        ReadError::new("no snapshot is open", ErrorKind::Caller)
+    }
+
+    /// What the screen shows.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The same error, its message rewritten by `f` (paths replaced by what the user typed).
+    pub(crate) fn map_message(self, f: impl FnOnce(&str) -> String) -> Self {
+        ReadError {
+            message: f(&self.message),
+            kind: self.kind,
+        }
+    }
+}
+
+impl HasErrorKind for ReadError {
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+/// What a verification found wrong, one problem a line, or why it could not run
+/// ([`crate::open::verify_status`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problems {
+    text: String,
+}
+
+impl Problems {
+    /// The problems, one per line.
+    pub(crate) fn new(lines: impl IntoIterator<Item = String>) -> Self {
+        Problems {
+            text: lines.into_iter().collect::<Vec<_>>().join("\n"),
+        }
+    }
+
+    /// The problems, a line each.
+    pub fn lines(&self) -> std::str::Lines<'_> {
+        self.text.lines()
+    }
+
+    /// The same problems, their text rewritten by `f` (paths replaced by what the user typed).
+    pub(crate) fn map_text(self, f: impl FnOnce(&str) -> String) -> Self {
+        Problems { text: f(&self.text) }
+    }
+}
+
 /// An error and all its causes on one line, `: `-separated (what a report shows of a failed
 /// read: the whole chain, as `anyhow`'s `{:#}` prints it).
 pub(crate) fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {

@@ -18,7 +18,8 @@
 //! * [`open`]: what a path names (a snapshot or a directory of them, local or on an object
 //!   store) and opening it, as the `statekit` commands do too.
 //!
-//! Errors are typed ([`InspectError`], [`OpenError`]), each with a [`kind`](InspectError::kind).
+//! Errors are typed ([`InspectError`], [`OpenError`], and [`ReadError`] for a read the screen
+//! shows failed), each with a [`kind`](InspectError::kind).
 
 pub mod app;
 pub mod draw;
@@ -32,7 +33,7 @@ pub mod worker;
 #[cfg(test)]
 mod tests;
 
-pub use error::{InspectError, OpenError};
+pub use error::{InspectError, NotOnScreen, OpenError, Problems, ReadError};
 
 use app::{update, Action, App};
 use open::probe;

@@ -4,7 +4,7 @@
 //! the same in every tool, and a status word means the same in `statekit ls` and the
 //! inspector's snapshot list.
 
-use crate::error::{InspectError, OpenError};
+use crate::error::{InspectError, OpenError, Problems};
 use statekit_checkpoint::has_metadata;
 use statekit_core::location::Location;
 use statekit_objstore::LocationError;
@@ -77,7 +77,7 @@ pub mod status {
 
 /// The status of a found snapshot: `verified` is the outcome of a verification, when one ran
 /// (`Ok(())`: no problem; `Err`: the problems).
-pub fn status_word(complete: bool, broken: bool, verified: Option<&Result<(), String>>) -> &'static str {
+pub fn status_word(complete: bool, broken: bool, verified: Option<&Result<(), Problems>>) -> &'static str {
     match (complete, broken, verified) {
         (false, true, _) => status::BROKEN,
         (false, false, _) => status::INCOMPLETE,
@@ -88,19 +88,14 @@ pub fn status_word(complete: bool, broken: bool, verified: Option<&Result<(), St
 }
 
 /// Verifies the snapshot at `path` (any location): `Ok(())` when every byte checks, else the
-/// problems, one per line (what a status shows; not an error of this call).
-pub fn verify_status(path: &Path) -> Result<(), String> {
-    let location = location(path).map_err(|e| crate::error::chain_text(&e))?;
-    let (_, v) = statekit_snapshot::verify_location(&location).map_err(|e| e.to_string())?;
+/// problems (or, as one, why it could not be verified).
+pub fn verify_status(path: &Path) -> Result<(), Problems> {
+    let location = location(path).map_err(|e| Problems::new([crate::error::chain_text(&e)]))?;
+    let (_, v) = statekit_snapshot::verify_location(&location).map_err(|e| Problems::new([e.to_string()]))?;
     if v.problems.is_empty() {
         Ok(())
     } else {
-        Err(v
-            .problems
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n"))
+        Err(Problems::new(v.problems.iter().map(ToString::to_string)))
     }
 }
 

@@ -144,7 +144,7 @@ pub fn render(app: &App, dv: &DiffView, f: &mut Frame, area: Rect) {
             "q: quit"
         };
         let hints = ["`statekit verify` lists every problem of a snapshot.", back];
-        return error_message(f, area, title, "cannot compare these snapshots:", e, &hints);
+        return error_message(f, area, title, "cannot compare these snapshots:", e.message(), &hints);
     }
     let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);

@@ -5,6 +5,7 @@
 use super::rows::{HeldRows, RowList};
 use super::Ctx;
 use crate::draw;
+use crate::error::ReadError;
 use crate::worker::diff::{DiffEnd, DiffPart, DiffRow, DiffSide};
 use statekit_snapshot::diff::Difference;
 use std::collections::HashMap;
@@ -19,7 +20,7 @@ pub struct DiffView {
     /// The rows shown: filter, selection, scroll.
     pub list: RowList,
     /// How it ended (`None`: still comparing).
-    pub end: Option<Result<DiffEnd, String>>,
+    pub end: Option<Result<DiffEnd, ReadError>>,
     /// Whether Esc goes back to the snapshot list (else there is nothing to go back to).
     pub from_list: bool,
     ordinals: HashMap<(String, u8, String), u32>,

@@ -3,6 +3,7 @@
 
 use super::{Ctx, Outcome, Read, ScreenModel};
 use crate::app::Action;
+use crate::error::ReadError;
 use crate::worker::{Cursor, Direction, Page, PageAt, Query, Row};
 use statekit_core::StateDescriptor;
 
@@ -81,11 +82,11 @@ impl EntriesView {
     /// Takes a page (or the error that stopped reading it), selecting row `select`
     /// (`usize::MAX`: the last); returns a note for the status line when the page was empty
     /// and the one shown stays.
-    pub fn arrived(&mut self, result: Result<Page, String>, select: usize) -> Option<&'static str> {
+    pub fn arrived(&mut self, result: Result<Page, ReadError>, select: usize) -> Option<&'static str> {
         let pending = self.pending.take();
         let filtered = !self.filter.is_empty();
         match result {
-            Err(err) => self.error = Some(err),
+            Err(err) => self.error = Some(err.to_string()),
             Ok(page) => {
                 self.error = None;
                 let old_first = self.first_index;

@@ -5,6 +5,7 @@
 use super::rows::{HeldRows, RowList};
 use super::Ctx;
 use crate::draw;
+use crate::error::ReadError;
 use crate::worker::opstate::{OpStateRead, OpStateRow};
 use statekit_core::OperatorStateDescriptor;
 
@@ -39,7 +40,7 @@ impl OpStateView {
 
     /// Takes the worker's answer (`page`: the table's rows before it, which the selection is
     /// kept in).
-    pub fn arrived(&mut self, result: Result<OpStateRead, String>, page: usize) {
+    pub fn arrived(&mut self, result: Result<OpStateRead, ReadError>, page: usize) {
         match result {
             Ok(read) => {
                 self.read = Some(read);
@@ -47,7 +48,7 @@ impl OpStateView {
                 self.refilter();
                 self.list.scroll(page);
             }
-            Err(e) => self.error = Some(e),
+            Err(e) => self.error = Some(e.to_string()),
         }
     }
 

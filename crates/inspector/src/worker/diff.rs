@@ -9,6 +9,7 @@
 //! operator → state → key; [`crate::draw::diff`] draws them.
 
 use super::Msg;
+use crate::error::ReadError;
 use crate::open::open_side;
 use statekit_snapshot::diff::text::{difference_cell, difference_parts};
 use statekit_snapshot::diff::{
@@ -73,7 +74,7 @@ pub enum DiffPart {
     /// More rows, in the order the library found them.
     Rows(Vec<DiffRow>),
     /// The end, or the error that stopped it (its files named by the sides' labels).
-    Done(Result<DiffEnd, String>),
+    Done(Result<DiffEnd, ReadError>),
 }
 
 /// `msg` with the sides' paths replaced by their labels.
@@ -166,7 +167,7 @@ impl Outbox<'_> {
 /// arrives (`latest`), which stops it without an answer.
 pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out: &mut dyn FnMut(Msg)) {
     let cancelled = || latest.load(Ordering::SeqCst) > gen;
-    let done = |out: &mut dyn FnMut(Msg), r: Result<DiffEnd, String>| {
+    let done = |out: &mut dyn FnMut(Msg), r: Result<DiffEnd, ReadError>| {
         out(Msg::Diff {
             gen,
             part: DiffPart::Done(r),
@@ -179,7 +180,9 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
         total: 0,
         unit: "",
     });
-    let open = |s: &DiffSide| open_side(&s.path, &Default::default()).map_err(|e| sanitize(&e.to_string(), sides));
+    let open = |s: &DiffSide| {
+        open_side(&s.path, &Default::default()).map_err(|e| ReadError::new(sanitize(&e.to_string(), sides), e.kind()))
+    };
     let ra = match open(&sides[0]) {
         Ok(r) => r,
         Err(e) => return done(out, Err(e)),
@@ -278,7 +281,10 @@ pub fn run(latest: &AtomicU64, gen: u64, sides: &[DiffSide; 2], keep: usize, out
             counts: s.counts,
             not_shown: s.not_shown,
         }),
-        Err(e) => Err(sanitize(&statekit_core::text::error_text(&e), sides)),
+        Err(e) => Err(ReadError::new(
+            sanitize(&statekit_core::text::error_text(&e), sides),
+            e.kind(),
+        )),
     };
     done(s.out, end);
 }

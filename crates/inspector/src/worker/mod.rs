@@ -11,10 +11,12 @@
 pub mod diff;
 pub mod opstate;
 
+use crate::error::{Problems, ReadError};
 use diff::{DiffPart, DiffSide};
 use opstate::OpStateRead;
 use statekit_core::text;
 use statekit_core::text::utc_time;
+use statekit_core::HasErrorKind;
 use statekit_core::{KeyGroupRange, StateDescriptor};
 use statekit_format::SnapshotMetadata;
 use statekit_snapshot::cursor::{CursorError, EntryCursor, EntryFilter, EntryRef, KeyedEntries, Watch};
@@ -59,7 +61,7 @@ pub struct SnapshotRow {
     /// Why it is not.
     pub problem: Option<String>,
     /// The outcome of the background verification, once it finished (`Err`: the problems).
-    pub verified: Option<Result<(), String>>,
+    pub verified: Option<Result<(), Problems>>,
 }
 
 impl SnapshotRow {
@@ -229,8 +231,8 @@ pub enum Msg {
     Verified {
         /// The snapshot.
         path: PathBuf,
-        /// `Err`: its problems, one per line.
-        result: Result<(), String>,
+        /// `Err`: its problems.
+        result: Result<(), Problems>,
     },
     /// The snapshots under the directory.
     Scanned {
@@ -239,21 +241,21 @@ pub enum Msg {
         /// Found snapshots, in path order.
         snapshots: Vec<SnapshotRow>,
         /// Why the directory could not be listed (an object store that failed), if so.
-        error: Option<String>,
+        error: Option<ReadError>,
     },
     /// A snapshot was opened, or could not be.
     Opened {
         /// Generation.
         gen: u64,
         /// Its metadata, or the error.
-        result: Result<Arc<SnapshotMetadata>, String>,
+        result: Result<Arc<SnapshotMetadata>, ReadError>,
     },
     /// A page of entries.
     Page {
         /// Generation.
         gen: u64,
         /// The page, or the error that stopped reading it.
-        result: Result<Page, String>,
+        result: Result<Page, ReadError>,
         /// Which row to select (`usize::MAX`: the last).
         select: usize,
         /// A note for the status line.
@@ -278,7 +280,7 @@ pub enum Msg {
         /// Generation.
         gen: u64,
         /// The rows, or the error.
-        result: Result<OpStateRead, String>,
+        result: Result<OpStateRead, ReadError>,
     },
 }
 
@@ -350,21 +352,21 @@ enum Fail {
     /// A newer request superseded it.
     Cancelled,
     /// An error to show.
-    Error(String),
+    Error(ReadError),
 }
 
 impl From<CursorError> for Fail {
     fn from(e: CursorError) -> Self {
         match e {
             CursorError::Cancelled => Fail::Cancelled,
-            e => Fail::Error(e.to_string()),
+            e => Fail::Error(ReadError::new(e.to_string(), HasErrorKind::kind(&e))),
         }
     }
 }
 
 impl Fail {
     /// The message of a failure to show (`None`: cancelled, nothing to show).
-    fn message(self) -> Option<String> {
+    fn message(self) -> Option<ReadError> {
         match self {
             Fail::Cancelled => None,
             Fail::Error(e) => Some(e),
@@ -490,7 +492,7 @@ impl Worker {
                         self.reader = Some(r);
                         Ok(m)
                     }
-                    Err(e) => Err(crate::error::chain_text(&e)),
+                    Err(e) => Err(ReadError::chain(&e, e.kind())),
                 };
                 out(Msg::Opened { gen, result });
             }
@@ -537,7 +539,7 @@ impl Worker {
         let reader = self
             .reader
             .as_ref()
-            .ok_or_else(|| Fail::Error("no snapshot is open".into()))?;
+            .ok_or_else(|| Fail::Error(ReadError::no_snapshot_open()))?;
         out(Msg::Progress {
             gen,
             what: format!("opening the state files of {uid:?}"),
@@ -545,9 +547,11 @@ impl Worker {
             total: 0,
             unit: "",
         });
-        let op = reader.operator(uid).map_err(|e| Fail::Error(e.to_string()))?;
+        let op = reader
+            .operator(uid)
+            .map_err(|e| Fail::Error(ReadError::new(e.to_string(), e.kind())))?;
         let views = KeyedEntries::open(reader, uid, KeyGroupRange::all(op.max_parallelism))
-            .map_err(|e| Fail::Error(format!("{e:#}")))?;
+            .map_err(|e| Fail::Error(ReadError::new(format!("{e:#}"), HasErrorKind::kind(&e))))?;
         self.views = Some(views.clone());
         Ok(views)
     }
@@ -624,9 +628,9 @@ impl Worker {
 
 /// The snapshots under `root` (a local directory or an object-store URL), as the snapshot
 /// list shows them (paths relative to `root`).
-fn scan_dir(root: &Path) -> Result<Vec<SnapshotRow>, String> {
-    let location = crate::open::location(root).map_err(|e| crate::error::chain_text(&e))?;
-    let found = statekit_snapshot::find_snapshots_at(&location, 4).map_err(|e| crate::error::chain_text(&e))?;
+fn scan_dir(root: &Path) -> Result<Vec<SnapshotRow>, ReadError> {
+    let location = crate::open::location(root).map_err(|e| ReadError::chain(&e, HasErrorKind::kind(&e)))?;
+    let found = statekit_snapshot::find_snapshots_at(&location, 4).map_err(|e| ReadError::chain(&e, e.kind()))?;
     Ok(found
         .into_iter()
         .map(|f| {

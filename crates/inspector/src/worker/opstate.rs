@@ -10,9 +10,11 @@
 //! ([`crate::screens::opstate::OpStateView`]).
 
 use super::Msg;
+use crate::error::ReadError;
 use statekit_core::text;
+use statekit_core::ErrorKind;
 use statekit_core::{OperatorStateData, OperatorStateDescriptor, TypeSchema};
-use statekit_snapshot::Snapshot;
+use statekit_snapshot::{Snapshot, SnapshotError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -78,16 +80,18 @@ fn read(
     name: &str,
     keep: usize,
     out: &mut dyn FnMut(Msg),
-) -> Option<Result<OpStateRead, String>> {
+) -> Option<Result<OpStateRead, ReadError>> {
+    let failed = |e: SnapshotError| Some(Err(ReadError::new(e.to_string(), e.kind())));
     let Some(reader) = reader else {
-        return Some(Err("no snapshot is open".into()));
+        return Some(Err(ReadError::no_snapshot_open()));
     };
     let op = match reader.operator(uid) {
         Ok(op) => op,
-        Err(e) => return Some(Err(e.to_string())),
+        Err(e) => return failed(e),
     };
     let Some(desc) = op.operator_states.iter().find(|d| d.name == name) else {
-        return Some(Err(format!("operator {uid:?} has no operator state {name:?}")));
+        let message = format!("operator {uid:?} has no operator state {name:?}");
+        return Some(Err(ReadError::new(message, ErrorKind::Caller)));
     };
     let (vs, ks) = (desc.value_schema.clone(), key_schema(desc));
     let p = op.parallelism;
@@ -117,12 +121,12 @@ fn read(
         }
         match reader.stored_operator_state(uid, i) {
             Ok(s) => stored.push(s),
-            Err(e) => return Some(Err(e.to_string())),
+            Err(e) => return failed(e),
         }
     }
     let subtasks = match statekit_core::redistribute(&stored, p) {
         Ok(s) => s,
-        Err(e) => return Some(Err(e.to_string())),
+        Err(e) => return Some(Err(ReadError::new(e.to_string(), e.kind()))),
     };
     for (i, snap) in (0u32..).zip(subtasks) {
         if cancelled() {

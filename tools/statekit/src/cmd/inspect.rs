@@ -137,6 +137,7 @@ pub use statekit_core::text::utc_time;
 
 /// What a path names, and the status words `ls` and the inspector share (the inspector's).
 pub(crate) use statekit_inspector::open::{status, status_word, verify_status};
+use statekit_inspector::Problems;
 
 /// Arguments of `statekit inspect`.
 #[derive(Args, Debug)]
@@ -184,7 +185,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
     let progress = args
         .verify
         .then(|| crate::progress::Progress::counter("verifying", "snapshots"));
-    let verified: Vec<Option<Result<(), String>>> = found
+    let verified: Vec<Option<Result<(), Problems>>> = found
         .iter()
         .map(|f| {
             let v = (args.verify && f.complete).then(|| verify_status(&f.path));
@@ -215,7 +216,7 @@ pub fn ls(args: LsArgs) -> Result<ExitCode> {
 /// one per leftover.
 fn ls_json(
     found: &[statekit_snapshot::FoundSnapshot],
-    verified: &[Option<Result<(), String>>],
+    verified: &[Option<Result<(), Problems>>],
     leftovers: &[statekit_core::temp::Leftover],
 ) -> Result<()> {
     let items: Vec<_> = found
@@ -265,7 +266,7 @@ fn ls_json(
 /// `ls`'s table: one row per snapshot found (and its problems), then one per leftover.
 fn ls_text(
     found: &[statekit_snapshot::FoundSnapshot],
-    verified: &[Option<Result<(), String>>],
+    verified: &[Option<Result<(), Problems>>],
     leftovers: &[statekit_core::temp::Leftover],
     base: &statekit_core::location::Location,
 ) -> Result<()> {
