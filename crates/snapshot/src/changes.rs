@@ -336,7 +336,7 @@ impl<'a> ListedChange<'a> {
 }
 
 impl Serialize for ChangeRecord<'_> {
-    /// The object of `statekit dump --changes --json` ([`RecordJson`]).
+    /// The object of `statekit dump --changes --json` (see [`ChangeRecord`]).
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         RecordJson::of(self).serialize(s)
     }
