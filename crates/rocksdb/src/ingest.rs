@@ -31,6 +31,13 @@ enum Sink<'s> {
     Files(Files<'s>),
 }
 
+/// What an [`Ingest`] writes into: the database (through write batches, or SST files it
+/// ingests), or SST files only, written with these options.
+enum Target<'s> {
+    Db(&'s Store),
+    Files(&'s rocksdb::Options),
+}
+
 /// A finished SST file of a bulk load.
 #[derive(Debug)]
 pub(crate) struct SstFile {
@@ -186,24 +193,14 @@ impl<'s> Ingest<'s> {
     /// write. SST files go to the new directory `scratch` (on the database's file system, so
     /// ingestion moves them), rolled over at `file_bytes`.
     pub(crate) fn new(store: &'s Store, fresh: bool, scratch: PathBuf, file_bytes: u64) -> Self {
-        Self::with_sink(
-            Some(store),
-            &store.cf_options,
-            Sink::Batch(WriteBatch::default()),
-            fresh,
-            scratch,
-            file_bytes,
-        )
+        Self::with_target(Target::Db(store), fresh, scratch, file_bytes)
     }
 
-    fn with_sink(
-        store: Option<&'s Store>,
-        opts: &'s rocksdb::Options,
-        sink: Sink<'s>,
-        fresh: bool,
-        scratch: PathBuf,
-        file_bytes: u64,
-    ) -> Self {
+    fn with_target(target: Target<'s>, fresh: bool, scratch: PathBuf, file_bytes: u64) -> Self {
+        let (store, opts, sink) = match target {
+            Target::Db(store) => (Some(store), &store.cf_options, Sink::Batch(WriteBatch::default())),
+            Target::Files(opts) => (None, opts, Sink::Files(Files::new(scratch.clone(), file_bytes))),
+        };
         Ingest {
             store,
             opts,
@@ -227,15 +224,7 @@ impl<'s> Ingest<'s> {
         file_bytes: u64,
     ) -> Result<Self, StateError> {
         std::fs::create_dir_all(&scratch).map_err(|e| StateError::io(format!("create {}", scratch.display()), e))?;
-        let files = Files::new(scratch.clone(), file_bytes);
-        Ok(Self::with_sink(
-            None,
-            opts,
-            Sink::Files(files),
-            true,
-            scratch,
-            file_bytes,
-        ))
+        Ok(Self::with_target(Target::Files(opts), true, scratch, file_bytes))
     }
 
     /// Stores `self.key` → `value` (with its TTL timestamp `ts`, if the state has a TTL) in
