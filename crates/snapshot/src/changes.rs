@@ -32,7 +32,7 @@ use statekit_checkpoint::CheckpointError;
 use statekit_core::json::Decoded;
 use statekit_core::location::Location;
 use statekit_core::storage::{Blob, LocalStorage, Storage as _, StorageError};
-use statekit_core::{key_group_for_key, ErrorKind, HasErrorKind, KeyGroupRange, StateDescriptor, TypeSchema};
+use statekit_core::{ErrorKind, HasErrorKind, KeyGroupRange, StateDescriptor, TypeSchema};
 use statekit_format::{FormatError, OperatorMetadata, Problem, ResolvedChangelogHandle};
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -585,8 +585,16 @@ fn tail_range(o: &OperatorMetadata, filter: &ChangeFilter) -> Result<KeyGroupRan
         range = range.intersection(&r);
     }
     if let Some(k) = &filter.key {
-        let kg = key_group_for_key(k, o.max_parallelism);
-        range = range.intersection(&KeyGroupRange::new(kg, kg));
+        // Placed by the operator's key-group scheme (recorded with its data), read with the
+        // state's key schema; a key the scheme cannot place is looked for in every key group.
+        let schema = filter
+            .state
+            .as_deref()
+            .and_then(|s| o.keyed_states.iter().find(|d| d.name == s))
+            .map_or(&TypeSchema::Bytes, |d| &d.key_schema);
+        if let Ok(kg) = o.key_group_scheme.key_group(k, schema, o.max_parallelism) {
+            range = range.intersection(&KeyGroupRange::new(kg, kg));
+        }
     }
     Ok(range)
 }

@@ -358,3 +358,88 @@ fn bad_requests_and_damaged_tails_are_typed_errors() {
         "{e}"
     );
 }
+
+/// The key groups of the records `walk_changes` lists for `key` of state `count`.
+fn key_groups_of_key(snapshot: &Snapshot, key: &[u8]) -> Vec<u32> {
+    let filter = ChangeFilter {
+        state: Some("count".into()),
+        key: Some(key.to_vec()),
+        ..ChangeFilter::default()
+    };
+    let mut kgs = Vec::new();
+    walk_changes(snapshot, None, &filter, &mut |r| {
+        if let RecordBody::Change(c) = &r.body {
+            kgs.push(c.key_group);
+        }
+        ControlFlow::Continue(())
+    })
+    .expect("walks");
+    kgs
+}
+
+/// `dump --changes --key` looks for a key in the key group the operator's key-group scheme
+/// (recorded in `_metadata`) gives it, not in statekit's own rule's. (Until this change it
+/// always used statekit's rule: a changelog checkpoint of state converted from Apache Flink
+/// would have been searched in the wrong key group.) The fixture's keys are in statekit's
+/// groups; the same checkpoint marked as following Flink's rule is searched in Flink's group
+/// of the key — where its records are not.
+#[test]
+fn a_key_is_looked_for_in_the_key_group_of_the_operators_scheme() {
+    use statekit_core::KeyGroupScheme;
+    let original = changelog_checkpoint("changelog-checkpoint");
+    let snapshot = Snapshot::open(&original).expect("opens");
+    let op = snapshot.operator("word-counter").expect("operator");
+    let max_p = op.max_parallelism;
+    // A counted key the two rules place apart.
+    let mut keys = Vec::new();
+    walk_changes(&snapshot, None, &ChangeFilter::default(), &mut |r| {
+        if let RecordBody::Change(c) = &r.body {
+            if c.state == Some("count") {
+                keys.push(c.key.bytes.to_vec());
+            }
+        }
+        ControlFlow::Continue(())
+    })
+    .expect("walks");
+    let place = |scheme: KeyGroupScheme, k: &[u8]| scheme.key_group(k, &TypeSchema::Utf8, max_p).expect("placed");
+    let key = keys
+        .iter()
+        .find(|k| place(KeyGroupScheme::Statekit, k) != place(KeyGroupScheme::Flink, k))
+        .expect("a key the rules place apart")
+        .as_slice();
+    let (ours, flinks) = (place(KeyGroupScheme::Statekit, key), place(KeyGroupScheme::Flink, key));
+    let found = key_groups_of_key(&snapshot, key);
+    assert!(!found.is_empty(), "the fixture counts {key:?}");
+    assert!(found.iter().all(|&kg| kg == ours), "{found:?}");
+
+    // The same checkpoint, its operator marked as holding Flink-placed keys.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = original.parent().expect("job directory");
+    let copy = dir.path().join("job");
+    copy_tree(job, &copy);
+    let md = copy.join("chk-3").join(statekit_format::METADATA_FILE_NAME);
+    let mut meta = statekit_format::decode_metadata(&std::fs::read(&md).expect("read"), "m").expect("decode");
+    for o in &mut meta.operators {
+        o.key_group_scheme = KeyGroupScheme::Flink;
+    }
+    std::fs::write(&md, statekit_format::encode_metadata(&meta)).expect("write");
+    let marked = Snapshot::open(copy.join("chk-3")).expect("opens");
+    assert_eq!(
+        key_groups_of_key(&marked, key),
+        Vec::<u32>::new(),
+        "only Flink's group {flinks} is read"
+    );
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).expect("copy");
+        }
+    }
+}
