@@ -32,7 +32,11 @@ fn same_as_reader(path: &Path, options: &OpenOptions) -> Snapshot {
     let snap = Snapshot::open_with(path, options).expect("open through the façade");
     let flink = match snap.family() {
         Family::Flink => {
-            let md = if path.is_dir() { path.join("_metadata") } else { path.to_path_buf() };
+            let md = if path.is_dir() {
+                path.join("_metadata")
+            } else {
+                path.to_path_buf()
+            };
             let f = statekit_flink::FlinkOpenOptions {
                 uids: options.uids.clone(),
                 roots: options.roots.clone(),
@@ -166,4 +170,19 @@ fn an_unknown_operator_names_the_known_ones() {
     let text = e.to_string();
     assert!(text.contains("no-such-operator"), "{text}");
     assert_eq!(e.kind(), statekit_core::ErrorKind::Caller);
+}
+
+/// statekit's own file reader reads statekit's files only: an Apache Flink `_metadata` is
+/// refused with a clear error naming the file (the façade is what opens every family).
+#[test]
+fn the_statekit_reader_refuses_a_flink_snapshot_by_its_magic() {
+    let path = root("fixtures/flink/flink-1.20.5/savepoint-hashmap-canonical/savepoint");
+    let e = SnapshotReader::open(&path).expect_err("not statekit's");
+    let text = e.to_string();
+    assert!(text.contains("_metadata"), "{text}");
+    assert_eq!(e.kind(), statekit_core::ErrorKind::Corrupt, "{text}");
+    assert_eq!(
+        Snapshot::open(&path).expect("the façade opens it").family(),
+        Family::Flink
+    );
 }
