@@ -34,14 +34,14 @@
 mod moto;
 
 use rand::{Rng, SeedableRng};
-use statekit_inspector::app::Action;
-use statekit_inspector::headless::Headless;
 use statekit_benches as w;
 use statekit_benches::arg;
 use statekit_checkpoint::SnapshotWriter;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{BackendConfig, KeyedStateBackend};
 use statekit_hashmap::HashMapBackend;
+use statekit_inspector::app::Action;
+use statekit_inspector::headless::Headless;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;

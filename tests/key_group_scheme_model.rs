@@ -12,7 +12,6 @@
 
 use proptest::prelude::*;
 use statekit_checkpoint::{RestoreMode, SnapshotWriter};
-use statekit_snapshot::Snapshot;
 use statekit_core::schema::{encode_value, Value};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
@@ -24,6 +23,7 @@ use statekit_migrate::{migrate, Edit, JobSchema, MigrateOptions, OutputFormat, P
 use statekit_query::arrow::array::AsArray;
 use statekit_query::arrow::datatypes::Int64Type;
 use statekit_query::SnapshotQuery;
+use statekit_snapshot::Snapshot;
 use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use statekit_table::{export_snapshot, import_tables, ExportOptions, ImportOptions};
 use std::collections::BTreeMap;
@@ -272,7 +272,10 @@ fn check_output(what: &str, path: &Path, case: &Case, max_p: u32, model: &Model)
     assert_eq!(op.key_group_scheme, case.scheme, "{what}: _metadata records the scheme");
     assert_eq!(op.max_parallelism, max_p, "{what}: max parallelism");
     let mut got = Model::new();
-    for view in reader.keyed_views(UID, KeyGroupRange::all(max_p)).unwrap_or_else(|e| panic!("{what}: {e}")) {
+    for view in reader
+        .keyed_views(UID, KeyGroupRange::all(max_p))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+    {
         assert_eq!(view.key_group_scheme(), case.scheme, "{what}: the view's scheme");
         let names: Vec<String> = view.states().iter().map(|d| d.name.clone()).collect();
         let range = view.key_group_range();

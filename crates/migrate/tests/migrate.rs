@@ -5,7 +5,6 @@
 
 use proptest::prelude::*;
 use statekit_checkpoint::{RestoreMode, SnapshotWriter};
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     key_group_for_key, BackendConfig, ErrorKind, KeyGroupRange, KeyedStateBackend, KeyedStateView, MemoryView,
@@ -13,6 +12,7 @@ use statekit_core::{
     TtlConfig, TypeSchema,
 };
 use statekit_migrate::{migrate, Edit, MigrateError, MigrateOptions, OutputFormat, Plan, PlanOptions};
+use statekit_snapshot::Snapshot;
 use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -13,11 +13,7 @@ use statekit_snapshot::Snapshot;
 use std::sync::Arc;
 
 /// Registers every table of `reader`'s snapshot in `ctx`.
-pub(crate) fn register(
-    ctx: &SessionContext,
-    reader: &Snapshot,
-    stats: &Arc<ScanStats>,
-) -> Result<(), QueryError> {
+pub(crate) fn register(ctx: &SessionContext, reader: &Snapshot, stats: &Arc<ScanStats>) -> Result<(), QueryError> {
     let catalog = ctx
         .catalog("datafusion")
         .ok_or_else(|| datafusion::error::DataFusionError::Plan("no default catalog".into()))?;

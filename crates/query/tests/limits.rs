@@ -3,9 +3,9 @@
 //! past its memory limit fails with `MemoryLimit`, one past its timeout with `Timeout`,
 //! both soon and with the session still usable.
 
-use statekit_snapshot::Snapshot;
 use statekit_core::ErrorKind;
 use statekit_query::{QueryError, QueryOptions, SnapshotQuery};
+use statekit_snapshot::Snapshot;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

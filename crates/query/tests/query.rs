@@ -6,10 +6,10 @@
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use statekit_checkpoint::SnapshotWriter;
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::{Blob, HookedStorage, LocalStorage, Storage, StorageError, StorageHooks};
 use statekit_core::{BackendConfig, ErrorKind, KeyedStateBackend, StateDescriptor, StateFunctions, TypeSchema};
 use statekit_query::{RecordBatch, SnapshotQuery};
+use statekit_snapshot::Snapshot;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -156,7 +156,9 @@ fn key_predicates_read_only_their_key_groups() {
     let hooks = Counting::default();
     let released = hooks.released.clone();
     let storage: Arc<dyn Storage> = Arc::new(HookedStorage::new(Arc::new(LocalStorage::new(dir.path())), hooks));
-    let reader = Snapshot::from_statekit_reader(statekit_checkpoint::SnapshotReader::open_in(storage, &name, None).expect("open"));
+    let reader = Snapshot::from_statekit_reader(
+        statekit_checkpoint::SnapshotReader::open_in(storage, &name, None).expect("open"),
+    );
     let total: u64 = reader
         .metadata()
         .operators

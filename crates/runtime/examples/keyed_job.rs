@@ -85,7 +85,11 @@ pub fn run(dir: &Path, text: &str, every: u64, guarantee: Guarantee, fail_at: Op
     let (mut counters, mut sinks, run_id) = (Vec::new(), Vec::new(), new_job_id());
     for i in 0..P {
         let (config, uid) = (BackendConfig::for_subtask(MAX_P, P, i)?, "counter");
-        let from = restored.as_ref().map(|reader| RestoreFrom { snapshot: reader, uid, mode });
+        let from = restored.as_ref().map(|reader| RestoreFrom {
+            snapshot: reader,
+            uid,
+            mode,
+        });
         let mut backend = open_keyed(&BackendChoice::HashMap, config, None, from)?;
         let state = StateDescriptor::value("count", TypeSchema::Utf8, TypeSchema::I64);
         let count = backend.as_dyn().register(state, StateFunctions::None)?;

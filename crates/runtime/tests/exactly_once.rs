@@ -9,9 +9,9 @@ mod keyed_job;
 
 use keyed_job::{committed, run, TEXT};
 use statekit_runtime::statekit_checkpoint::SnapshotWriter;
-use statekit_runtime::statekit_snapshot::Snapshot;
 use statekit_runtime::statekit_core::storage::LocalStorage;
 use statekit_runtime::statekit_core::ErrorKind;
+use statekit_runtime::statekit_snapshot::Snapshot;
 use statekit_runtime::*;
 use std::collections::HashMap;
 use std::path::Path;

@@ -8,8 +8,8 @@
 //! (Native RocksDB snapshots need the `rocksdb` feature and `BackendChoice::RocksDb`.)
 
 use statekit_checkpoint::RestoreMode;
-use statekit_snapshot::Snapshot;
 use statekit_core::{BackendConfig, KeyGroupRange};
+use statekit_snapshot::Snapshot;
 use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use std::ops::ControlFlow;
 

@@ -4,8 +4,8 @@
 //! complete, incomplete and broken snapshots apart.
 
 use statekit_checkpoint::RestoreMode;
-use statekit_snapshot::Snapshot;
 use statekit_core::{BackendConfig, KeyGroupRange, KeyedStateView, MemoryView, OwnedEntry};
+use statekit_snapshot::Snapshot;
 use statekit_snapshot::{
     find_snapshots, latest_checkpoint, open_keyed, stored_as, BackendChoice, RestoreFrom, StoredAs,
 };
@@ -103,7 +103,10 @@ fn canonical_and_changelog_snapshots_restore_into_the_heap_backend_at_any_parall
         (changelog_checkpoint(), "word-counter", StoredAs::Changelog),
     ] {
         let reader = Snapshot::open(&path).expect("open");
-        assert_eq!(stored_as(reader.statekit_files().expect("statekit"), uid).expect("stored"), kind);
+        assert_eq!(
+            stored_as(reader.statekit_files().expect("statekit"), uid).expect("stored"),
+            kind
+        );
         let views = view_entries(&reader, uid);
         assert!(!views.is_empty(), "{}", path.display());
         for p in [1, 2, 3, 8] {
@@ -125,7 +128,10 @@ fn canonical_and_changelog_snapshots_restore_into_the_heap_backend_at_any_parall
 #[test]
 fn native_snapshots_need_their_backend() {
     let reader = Snapshot::open(fixture("native-savepoint")).expect("open");
-    assert_eq!(stored_as(reader.statekit_files().expect("statekit"), "word-counter").expect("stored"), StoredAs::Native);
+    assert_eq!(
+        stored_as(reader.statekit_files().expect("statekit"), "word-counter").expect("stored"),
+        StoredAs::Native
+    );
     let config = BackendConfig::for_subtask(8, 1, 0).expect("config");
     let from = RestoreFrom {
         snapshot: &reader,
@@ -180,7 +186,9 @@ fn the_finder_tells_complete_incomplete_and_broken_apart() {
 #[test]
 fn views_of_a_snapshot_come_in_key_group_order() {
     let reader = Snapshot::open(changelog_checkpoint()).expect("open");
-    let views = reader.keyed_views("word-counter", KeyGroupRange::all(8)).expect("views");
+    let views = reader
+        .keyed_views("word-counter", KeyGroupRange::all(8))
+        .expect("views");
     let starts: Vec<u32> = views.iter().map(|v| v.key_group_range().start()).collect();
     let mut sorted = starts.clone();
     sorted.sort();

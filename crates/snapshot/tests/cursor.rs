@@ -3,7 +3,6 @@
 //! goes on.
 
 use statekit_checkpoint::SnapshotWriter;
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
     key_group_for_key, BackendConfig, ErrorKind, KeyGroupRange, KeyedStateBackend, StateDescriptor, StateFunctions,
@@ -12,6 +11,7 @@ use statekit_core::{
 use statekit_snapshot::cursor::{
     CursorEntry, CursorError, Direction, EntryCursor, EntryFilter, KeyedEntries, Position, Walked, Watch,
 };
+use statekit_snapshot::Snapshot;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

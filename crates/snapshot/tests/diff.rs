@@ -2,10 +2,10 @@
 //! walk (`ControlFlow::Break`, the summary says truncated), a removed operator is reported, and
 //! unknown filters are typed caller errors.
 
-use statekit_snapshot::Snapshot;
 use statekit_core::ErrorKind;
 use statekit_format::{decode_metadata, encode_metadata, METADATA_FILE_NAME};
 use statekit_snapshot::diff::{diff_snapshots, Change, DiffError, DiffOptions, Difference, Side};
+use statekit_snapshot::Snapshot;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 

@@ -3,9 +3,9 @@
 //! a transient I/O failure.
 
 use statekit_checkpoint::RestoreMode;
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::{LocalStorage, Storage, StorageError};
 use statekit_core::{BackendConfig, ErrorKind, KeyGroupRange, StateError};
+use statekit_snapshot::Snapshot;
 use statekit_snapshot::{open_keyed, BackendChoice, RestoreFrom};
 use std::path::{Path, PathBuf};
 
@@ -35,7 +35,10 @@ fn reading_and_restoring_report_the_kind() {
     // inside StateError::Other and still says Corrupt.
     let reader = Snapshot::open(fixture("corrupt-bitflip")).expect("open");
     let mut failure: Option<StateError> = None;
-    for v in reader.keyed_views("word-counter", KeyGroupRange::all(8)).expect("views") {
+    for v in reader
+        .keyed_views("word-counter", KeyGroupRange::all(8))
+        .expect("views")
+    {
         for kg in v.key_group_range() {
             if let Err(e) = v.visit_key_group(kg, &mut |_| Ok(std::ops::ControlFlow::Continue(()))) {
                 failure = Some(e);

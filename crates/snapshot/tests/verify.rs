@@ -4,10 +4,10 @@
 //! that disagrees with its file is refused by both, with the same words).
 
 use statekit_checkpoint::RestoreMode;
-use statekit_snapshot::Snapshot;
 use statekit_core::storage::LocalStorage;
 use statekit_core::{BackendConfig, ErrorKind};
 use statekit_format::{read_metadata, write_metadata, Problem};
+use statekit_snapshot::Snapshot;
 use statekit_snapshot::{open_keyed, verify_path, BackendChoice, RestoreFrom};
 use std::path::{Path, PathBuf};
 

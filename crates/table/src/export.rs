@@ -5,9 +5,9 @@
 use crate::operator_table::{operator_state_batch, operator_state_schema};
 use crate::{state_schema, write_state_table, write_table_file, TableError, TableFileOptions, TableFormat};
 use arrow_schema::Schema;
-use statekit_snapshot::Snapshot;
 use statekit_core::KeyGroupRange;
 use statekit_format::OperatorMetadata;
+use statekit_snapshot::Snapshot;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

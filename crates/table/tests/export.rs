@@ -3,8 +3,8 @@
 //! `parquet` crate's reader); unknown names and a non-empty output are refused.
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use statekit_snapshot::Snapshot;
 use statekit_core::{KeyGroupRange, MemoryView};
+use statekit_snapshot::Snapshot;
 use statekit_table::{export_snapshot, ExportOptions, TableError, TableFormat, TableScope};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,7 +6,6 @@
 
 use proptest::prelude::*;
 use statekit_checkpoint::SnapshotWriter;
-use statekit_snapshot::Snapshot;
 use statekit_core::schema::{encode_value, Value};
 use statekit_core::storage::{LocalStorage, Storage};
 use statekit_core::{
@@ -15,6 +14,7 @@ use statekit_core::{
     TypeSchema,
 };
 use statekit_migrate::JobSchema;
+use statekit_snapshot::Snapshot;
 use statekit_table::{export_snapshot, import_tables, ExportOptions, ImportOptions, TableError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,13 +4,13 @@ use crate::render::{self, KeyFormat};
 use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
-use statekit_snapshot::Snapshot;
 use statekit_core::{
     KeyGroupRange, KeyedStateKind, OperatorStateData, OperatorStateDescriptor, StateDescriptor, StateError,
     UPPER_BOUND_MAX_PARALLELISM,
 };
 use statekit_format::OperatorMetadata;
 use statekit_snapshot::cursor::{DamagedKeyGroup, EntryCursor, EntryFilter, EntryRef, Walked};
+use statekit_snapshot::Snapshot;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;

@@ -4,13 +4,13 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use statekit_snapshot::Snapshot;
 use statekit_format::Compression;
 /// `--shard I/N` and sizes (`--memory 256MiB`), as the library spells them.
 pub(crate) use statekit_migrate::syntax::{parse_shard, parse_size};
 use statekit_migrate::{
     migrate_to, Edit, EditParseError, EditSyntax, MigrateOptions, OutputFormat, Plan, PlanOptions, Progress,
 };
+use statekit_snapshot::Snapshot;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;

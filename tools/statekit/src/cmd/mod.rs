@@ -14,8 +14,8 @@ pub mod table;
 pub mod verify;
 
 use anyhow::Result;
-use statekit_snapshot::Snapshot;
 use statekit_core::location::Location;
+use statekit_snapshot::Snapshot;
 use std::path::Path;
 
 /// The location a command argument names: a local path, a `file://` URL, or a snapshot on an
