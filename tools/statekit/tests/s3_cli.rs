@@ -46,6 +46,15 @@ fn started() -> Option<Moto> {
     Some(moto)
 }
 
+/// The path a savepointing run printed on the last line of its output.
+fn printed_savepoint(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .expect("a path")
+        .to_string()
+}
+
 /// A fresh directory with the inputs `one.txt` (`one`) and `two.txt` (`a`).
 fn two_inputs(one: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -384,11 +393,7 @@ fn wordcount_checkpoints_savepoints_and_restores_on_s3() {
     let sp = format!("s3://{BUCKET}/flink/savepoints");
     let (o, stats) = ok_s3(&moto, d, &wordcount_args(&format!("--input one.txt --output out1 --checkpoint-every 1 --checkpoint-dir {ck} --savepoint-dir {sp} --stop-with-savepoint")));
     assert!(stats[0]["puts"].as_u64().unwrap_or(0) > 0, "{stats:?}");
-    let savepoint = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .expect("a path")
-        .to_string();
+    let savepoint = printed_savepoint(&o);
     assert!(savepoint.starts_with(&format!("{sp}/")), "{savepoint}");
     assert!(!d.join("s3:").exists(), "a URL became a local directory");
     assert_eq!(
@@ -541,11 +546,7 @@ fn server_failures_fail_snapshots_cleanly_and_the_next_run_restores_exactly_once
         .env("STATEKIT_OBJECT_STORE_RETRIES", "5");
     let o = cmd.output().expect("run");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let savepoint = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .expect("path")
-        .to_string();
+    let savepoint = printed_savepoint(&o);
     ok_s3(&moto, d, &["verify", &savepoint]);
 
     // Every data file of a savepoint refused: no savepoint appears.
@@ -611,11 +612,7 @@ fn multipart_uploads_complete_or_abort() {
     let (o, stats) = run_env(proxy.env(&moto), d, &args);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(stats[0]["parts"].as_u64().unwrap_or(0) >= 2, "{stats:?}");
-    let savepoint = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .last()
-        .expect("path")
-        .to_string();
+    let savepoint = printed_savepoint(&o);
     ok_s3(&moto, d, &["verify", &savepoint]);
 }
 
