@@ -6,7 +6,7 @@
 mod common;
 
 use common::bounded::{mkfifo, run_bounded, run_cmd, Ran};
-use common::{bin, copy_dir, fixture};
+use common::{bin, copy_dir, fixture, wordcount_args};
 use statekit_format::{decode_metadata, encode_metadata, FileScope, SnapshotMetadata, METADATA_FILE_NAME};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -70,47 +70,25 @@ fn edit_meta(dir: &Path, edit: impl FnOnce(&mut SnapshotMetadata)) {
     std::fs::write(dir.join(METADATA_FILE_NAME), encode_metadata(&m)).expect("write");
 }
 
+/// `demo wordcount` in `dir` with the fresh output directories `{tag}-out`, `{tag}-cp` and
+/// `{tag}-sp`, then `more`, within `limit`.
+fn wordcount(dir: &Path, tag: &str, more: &[&str], limit: Duration) -> Ran {
+    let dirs = format!("--output {tag}-out --checkpoint-dir {tag}-cp --savepoint-dir {tag}-sp");
+    let mut args = wordcount_args(&dirs);
+    args.extend_from_slice(more);
+    run_bounded(dir, &args, limit)
+}
+
 /// A word-count savepoint (parallelism 2) under `dir/name`; returns its directory.
 fn wordcount_savepoint(dir: &Path, name: &str) -> PathBuf {
-    let (out, cp, sp) = (format!("{name}-out"), format!("{name}-cp"), format!("{name}-sp"));
-    let r = run_bounded(
-        dir,
-        &[
-            "demo",
-            "wordcount",
-            "--output",
-            &out,
-            "--checkpoint-dir",
-            &cp,
-            "--savepoint-dir",
-            &sp,
-            "--stop-with-savepoint",
-        ],
-        Duration::from_secs(300),
-    );
+    let r = wordcount(dir, name, &["--stop-with-savepoint"], Duration::from_secs(300));
     assert_eq!(r.code, Some(0), "word count: {}", r.stderr);
     dir.join(r.stdout.trim())
 }
 
 /// `demo wordcount --restore PATH` with fresh output directories.
 fn restore(dir: &Path, tag: &str, path: &Path) -> Ran {
-    let (out, cp, sp) = (format!("{tag}-out"), format!("{tag}-cp"), format!("{tag}-sp"));
-    run_bounded(
-        dir,
-        &[
-            "demo",
-            "wordcount",
-            "--output",
-            &out,
-            "--checkpoint-dir",
-            &cp,
-            "--savepoint-dir",
-            &sp,
-            "--restore",
-            s(path),
-        ],
-        LIMIT,
-    )
+    wordcount(dir, tag, &["--restore", s(path)], LIMIT)
 }
 
 /// The keyed data file of subtask `i` of operator `uid`.
