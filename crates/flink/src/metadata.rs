@@ -588,18 +588,34 @@ impl Decoder<'_> {
         }
         let at = self.input.pos();
         let n = self.input.i32("number of subtask states")?;
-        if n == -1 {
-            return Ok(FlinkOperator {
-                name,
-                uid,
-                id,
-                parallelism,
-                max_parallelism,
-                coordinator,
-                fully_finished: true,
-                subtasks: Vec::new(),
-            });
-        }
+        // -1: the operator had fully finished (`FullyFinishedOperatorState`), no subtask states.
+        let fully_finished = n == -1;
+        let subtasks = if fully_finished {
+            Vec::new()
+        } else {
+            self.subtask_states(at, n, id, parallelism)?
+        };
+        Ok(FlinkOperator {
+            name,
+            uid,
+            id,
+            parallelism,
+            max_parallelism,
+            coordinator,
+            fully_finished,
+            subtasks,
+        })
+    }
+
+    /// The `n` subtask states of operator `id` (the count read at `at`), each at its index
+    /// below `parallelism`.
+    fn subtask_states(
+        &mut self,
+        at: usize,
+        n: i32,
+        id: OperatorId,
+        parallelism: u32,
+    ) -> Result<Vec<FlinkSubtask>, FlinkError> {
         let n = usize::try_from(n)
             .ok()
             .filter(|&n| n <= parallelism as usize)
@@ -634,16 +650,7 @@ impl Decoder<'_> {
             s.finished = finished;
             subtasks.push(s);
         }
-        Ok(FlinkOperator {
-            name,
-            uid,
-            id,
-            parallelism,
-            max_parallelism,
-            coordinator,
-            fully_finished: false,
-            subtasks,
-        })
+        Ok(subtasks)
     }
 
     fn subtask(&mut self) -> Result<FlinkSubtask, FlinkError> {
