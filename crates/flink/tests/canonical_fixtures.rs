@@ -4,6 +4,8 @@
 //! more; every key is in the key group and subtask Flink put it in; entries come in canonical
 //! order; damaged streams fail with an error, never a panic.
 
+mod common;
+
 use serde_json::{json, Map, Value};
 use statekit_core::{Entry, KeyGroupRange, KeyedStateKind, KeyedStateView, StateError};
 use statekit_flink::{FlinkOpenOptions, FlinkSnapshot, KeyGroupsView, KeyedHandle};
@@ -164,17 +166,7 @@ fn every_expected_value_of_every_readable_snapshot() {
         let want: Value =
             serde_json::from_str(&std::fs::read_to_string(root().join(&fixture).join(&expected)).expect("read"))
                 .expect("json");
-        let labels: BTreeMap<String, String> = want["operators"]
-            .as_array()
-            .expect("operators")
-            .iter()
-            .map(|o| {
-                (
-                    o["operator_id"].as_str().expect("id").into(),
-                    o["label"].as_str().expect("label").into(),
-                )
-            })
-            .collect();
+        let labels = common::operator_labels(&want);
         let got = read_at(&md, &labels);
         let fixture = format!("{fixture}/{expected}");
         let mut checked = 0;

@@ -3,6 +3,8 @@
 //! decode to the states `expected*.json` lists, with their kinds and types; damaged heads fail
 //! with an error naming the file and an offset, never a panic.
 
+mod common;
+
 use statekit_flink::{
     decode_keyed_proxy, decode_operator_proxy, BackendStateType, FlinkOpenOptions, FlinkSnapshot, FlinkType,
     KeyedHandle,
@@ -51,17 +53,7 @@ fn every_state_head_decodes_to_the_expected_states() {
     assert_eq!(snaps.len(), 11);
     for (md, want) in snaps {
         let snap = FlinkSnapshot::open(&md, &FlinkOpenOptions::default()).unwrap_or_else(|e| panic!("{e}"));
-        let ids: BTreeMap<String, String> = want["operators"]
-            .as_array()
-            .expect("operators")
-            .iter()
-            .map(|o| {
-                (
-                    o["operator_id"].as_str().expect("id").to_string(),
-                    o["label"].as_str().expect("label").to_string(),
-                )
-            })
-            .collect();
+        let ids = common::operator_labels(&want);
         let mut keyed_seen: BTreeMap<(String, String), (String, String, String)> = BTreeMap::new();
         let mut operator_seen: BTreeMap<(String, String), String> = BTreeMap::new();
         for op in &snap.metadata().operators {
