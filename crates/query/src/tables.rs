@@ -28,7 +28,7 @@ pub(crate) fn register(ctx: &SessionContext, reader: &Snapshot, stats: &Arc<Scan
             let stored = (0..op.subtasks.len() as u32)
                 .map(|i| reader.stored_operator_state(&op.uid, i))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| statekit_table::TableError::Snapshot(e.into()))?;
+                .map_err(statekit_table::TableError::Snapshot)?;
             for desc in &op.operator_states {
                 let batch = statekit_table::operator_state_batch(desc, &stored)?;
                 let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
