@@ -284,11 +284,6 @@ pub struct HashMapBackend {
     max_parallelism: u32,
     /// `key hash % max_parallelism`.
     key_group_of: FastMod,
-    /// The key-group rule ([`BackendConfig::key_group_scheme`]).
-    scheme: KeyGroupScheme,
-    /// Flink's rule fixed to the states' key type (set when the first state registers);
-    /// `None` under statekit's rule, which reuses the key hash.
-    flink_groups: Option<Box<KeyGroupAssigner>>,
     range: KeyGroupRange,
     /// `range.start()` and `range.len()`, for the per-operation range check.
     range_start: u32,
@@ -297,6 +292,11 @@ pub struct HashMapBackend {
     states: Vec<Registered>,
     names: HashMap<String, StateHandle>,
     last: LastKey,
+    /// The key-group rule ([`BackendConfig::key_group_scheme`]).
+    scheme: KeyGroupScheme,
+    /// Flink's rule fixed to the states' key type (set when the first state registers);
+    /// `None` under statekit's rule, which reuses the key hash (the hot path: kept apart).
+    flink_groups: Option<Box<KeyGroupAssigner>>,
 }
 
 impl fmt::Debug for HashMapBackend {
@@ -308,6 +308,14 @@ impl fmt::Debug for HashMapBackend {
             .field("entries", &self.entry_count())
             .finish()
     }
+}
+
+/// The key group of `key` under Flink's rule: off the hot path of statekit's rule, which the
+/// key hash serves.
+#[cold]
+#[inline(never)]
+fn flink_key_group(a: &KeyGroupAssigner, key: &[u8]) -> Result<u32, StateError> {
+    a.key_group(key).map_err(|e| StateError::Other(Box::new(e)))
 }
 
 impl HashMapBackend {
@@ -671,7 +679,7 @@ impl HashMapBackend {
         let kh = key_hash(key);
         let kg = match &self.flink_groups {
             None => self.key_group_of.rem(kh),
-            Some(a) => a.key_group(key).map_err(|e| StateError::Other(Box::new(e)))?,
+            Some(a) => flink_key_group(a, key)?,
         };
         let idx = kg.wrapping_sub(self.range_start);
         if idx >= self.range_len {
