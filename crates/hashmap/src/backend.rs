@@ -288,6 +288,10 @@ pub struct HashMapBackend {
     /// `range.start()` and `range.len()`, for the per-operation range check.
     range_start: u32,
     range_len: u32,
+    /// `range_len` under statekit's rule, 0 under Flink's: the word fast paths place keys by
+    /// the key hash alone, and under Flink's rule every key then takes the general path, so
+    /// the fast path carries no branch for the rule.
+    word_range_len: u32,
     clock: Arc<dyn Clock>,
     states: Vec<Registered>,
     names: HashMap<String, StateHandle>,
@@ -341,6 +345,10 @@ impl HashMapBackend {
             range,
             range_start: range.start(),
             range_len: range.len(),
+            word_range_len: match config.key_group_scheme {
+                KeyGroupScheme::Statekit => range.len(),
+                KeyGroupScheme::Flink => 0,
+            },
             clock: config.clock,
             states: Vec::new(),
             names: HashMap::new(),
@@ -484,7 +492,7 @@ impl HashMapBackend {
         let (Tables::Single(tables), None) = (&st.tables, st.desc.ttl) else {
             return None;
         };
-        let (kh, idx) = self.key_group_index(key).ok()?;
+        let (kh, idx) = self.word_key_group_index(key)?;
         let found = tables
             .get(idx as usize)?
             .get_word(u64::from_ne_bytes(*k8), crate::table::table_hash(kh, &[]))
@@ -513,7 +521,7 @@ impl HashMapBackend {
         let (Tables::Map(tables), None) = (&st.tables, st.desc.ttl) else {
             return None;
         };
-        let (kh, idx) = self.key_group_index(key).ok()?;
+        let (kh, idx) = self.word_key_group_index(key)?;
         let found = tables
             .get(idx as usize)?
             .get_word(k8, u8s, crate::table::table_hash(kh, &[]))
@@ -671,6 +679,15 @@ impl HashMapBackend {
         let p = Probe::with_key_hash(key, namespace, kh);
         tables[idx].put(&p, user_key, ttl.now, value, ttl.cfg.is_some());
         Ok(())
+    }
+
+    /// `(key hash, table index)` of a key for the word fast paths: statekit's rule only (see
+    /// `word_range_len`); `None` sends the key to the general path.
+    #[inline(always)]
+    fn word_key_group_index(&self, key: &[u8]) -> Option<(u32, u32)> {
+        let kh = key_hash(key);
+        let idx = self.key_group_of.rem(kh).wrapping_sub(self.range_start);
+        (idx < self.word_range_len).then_some((kh, idx))
     }
 
     /// `(key hash, table index)` of a key, or the out-of-range error.
